@@ -1,0 +1,37 @@
+# netc — `make demo` runs the main job on an example, `make test` runs the tests.
+# Both set up a virtual environment first (.venv), pinning torch 2.13.0's CPU build where no
+# torch is importable (a bare `torch` requirement would pull several GB of CUDA packages).
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+NETC   := $(VENV)/bin/netc
+STAMP  := $(VENV)/.netc-installed
+
+.PHONY: install demo test golden bench clean
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
+	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
+	$(PY) -m pip install -q -e ".[test]"
+	@touch $(STAMP)
+
+demo: install
+	$(NETC) check examples/alexnet.nd
+	$(NETC) explain examples/alexnet.nd --brief
+	$(NETC) explain examples/inception_v3.nd --brief | tail -n 4
+
+test: install
+	$(PY) -m pytest -q
+
+# Regenerate golden expectations after a deliberate change (review the diff before committing).
+golden: install
+	$(PY) -m pytest -q tests/test_golden.py --update-goldens
+
+bench: install
+	$(PY) bench/frontend.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

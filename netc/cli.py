@@ -1,0 +1,162 @@
+"""The `netc` command: check, opt, explain.
+
+User errors print clang-style diagnostics and exit 1; an internal error (a bug in netc) exits 2
+and says so.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import traceback
+
+from . import __version__
+from .diagnostics import DiagnosticEngine, NetcError
+
+EXIT_USER, EXIT_INTERNAL = 1, 2
+
+
+def _common(p):
+    p.add_argument("file", help="network file (.nd, or IR text .mlir)")
+    p.add_argument("--phase", choices=("train", "val", "test"), default="train",
+                   help="which phase's layers to keep (SINGA include/exclude); default train")
+    p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="netc", description="netc: a compiler toolchain for neural networks")
+    ap.add_argument("--version", action="version", version=f"netc {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.required = True
+
+    p = sub.add_parser("check", help="parse and check a network; print nothing if it is well-formed")
+    _common(p)
+
+    p = sub.add_parser("opt", help="run passes and print the resulting IR")
+    _common(p)
+    p.add_argument("-p", "--passes", default=None,
+                   help="comma-separated pipeline (default: the full pipeline); prerequisites are added")
+    p.add_argument("--print-ir-after-all", action="store_true", help="print the IR after every pass")
+    p.add_argument("--print-ir-after", action="append", default=[], metavar="PASS",
+                   help="print the IR after PASS (repeatable, or comma-separated)")
+    p.add_argument("--timing", action="store_true", help="print a per-pass time report to stderr")
+    p.add_argument("--no-locs", action="store_true", help="omit loc(...) from printed IR")
+    p.add_argument("--list-passes", action="store_true", help="list the passes and exit")
+
+    p = sub.add_parser("explain", help="IR after each pass, then shapes, parameters, FLOPs and memory per layer")
+    _common(p)
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--brief", action="store_true", help="only the table, not the IR after each pass")
+    p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
+                   help="write the graph in Graphviz DOT to FILE (also FILE.svg when `dot` is installed); "
+                        "'-' or no FILE prints it")
+    return ap
+
+
+def main(argv=None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    args = build_parser().parse_args(argv)
+    diag = DiagnosticEngine(werror=getattr(args, "werror", False))
+    try:
+        rc = COMMANDS[args.cmd](args, diag)
+        diag.flush()
+        return rc
+    except NetcError as e:
+        known = {id(d) for d in diag.diagnostics}
+        diag.extend([d for d in e.diagnostics if id(d) not in known])
+        diag.flush()
+        return EXIT_USER
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:
+        return 0
+    except Exception:  # noqa: BLE001 - anything else is netc's own bug
+        diag.flush()
+        sys.stderr.write("netc: internal error: this is a bug in netc, not in your network. "
+                         "Please report it with the input file.\n")
+        if os.environ.get("NETC_DEBUG"):
+            traceback.print_exc()
+        else:
+            etype, evalue, _ = sys.exc_info()
+            sys.stderr.write(f"  {etype.__name__}: {evalue}\n  (set NETC_DEBUG=1 for the traceback)\n")
+        return EXIT_INTERNAL
+
+
+def _load(args, diag):
+    from .frontend import load
+    module = load(args.file, diag)
+    if diag.has_errors():
+        raise NetcError(diag.diagnostics[:])
+    return module
+
+
+def _ctx(args, diag):
+    from .passes.manager import PassContext
+    return PassContext(diag=diag, phase=args.phase)
+
+
+def cmd_check(args, diag):
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    module = _load(args, diag)
+    PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
+    return 0
+
+
+def cmd_opt(args, diag):
+    from .ir.printer import print_ir
+    from .passes.manager import DEFAULT_PIPELINE, PASSES, PassManager
+    from .passes import load_all
+    if args.list_passes:
+        load_all()
+        for n in DEFAULT_PIPELINE:
+            print(f"  {n:24s} {PASSES[n].summary}")
+        return 0
+    module = _load(args, diag)
+    names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes is not None else DEFAULT_PIPELINE
+    after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
+    pm = PassManager(names, print_after_all=args.print_ir_after_all, print_after=after)
+    try:
+        pm.run(module, _ctx(args, diag))
+    finally:
+        if args.timing:
+            sys.stderr.write(pm.timing_report())
+    if not args.print_ir_after_all and not after:
+        sys.stdout.write(print_ir(module, with_locs=not args.no_locs))
+    return 0
+
+
+def cmd_explain(args, diag):
+    from .explain import dumps, explain_json, explain_table, to_dot
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    module = _load(args, diag)
+    show_ir = args.format == "text" and not args.brief and args.dot is None
+    pm = PassManager(DEFAULT_PIPELINE, print_after_all=show_ir)
+    pm.run(module, _ctx(args, diag))
+    if args.dot is not None:
+        dot = to_dot(module)
+        if args.dot == "-":
+            sys.stdout.write(dot)
+        else:
+            with open(args.dot, "w") as f:
+                f.write(dot)
+            if shutil.which("dot"):
+                svg = os.path.splitext(args.dot)[0] + ".svg"
+                subprocess.run(["dot", "-Tsvg", args.dot, "-o", svg], check=False)
+                print(f"wrote {args.dot} and {svg}")
+            else:
+                print(f"wrote {args.dot} (install Graphviz `dot` to also get an SVG)")
+        return 0
+    if args.format == "json":
+        sys.stdout.write(dumps(explain_json(module)) + "\n")
+    else:
+        sys.stdout.write(explain_table(module))
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "opt": cmd_opt, "explain": cmd_explain}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

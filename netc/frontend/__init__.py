@@ -1,0 +1,49 @@
+"""Frontends: turn a source file into (unresolved) IR. The format is detected from the content."""
+from __future__ import annotations
+
+import os
+
+from ..diagnostics import DiagnosticEngine, Loc, NetcError
+
+
+def detect_format(path: str, text: str) -> str:
+    ext = os.path.splitext(path)[1].lower()
+    head = text.lstrip()[:200]
+    if ext == ".mlir" or head.startswith('"builtin.module"'):
+        return "mlir"
+    if ext == ".nd":
+        return "nd"
+    if head.startswith("{"):
+        return "json"
+    if ext in (".conf", ".proto", ".txt"):
+        return "singa"
+    return "nd"
+
+
+def load(path: str, diag: DiagnosticEngine | None = None):
+    """Read `path` and return its IR module. Raises NetcError for the user's problems."""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        raise NetcError(f"no such file: '{path}'")
+    except IsADirectoryError:
+        raise NetcError(f"'{path}' is a directory, not a network file")
+    except UnicodeDecodeError as e:
+        raise NetcError(f"'{path}' is not UTF-8 text (byte {e.start})")
+    except OSError as e:
+        raise NetcError(f"cannot read '{path}': {e.strerror}")
+    return load_text(text, path, diag)
+
+
+def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = None):
+    fmt = detect_format(path, text)
+    if fmt == "nd":
+        from .dsl import parse_nd
+        return parse_nd(text, path, diag)
+    if fmt == "mlir":
+        from ..ir.parser import parse_ir
+        return parse_ir(text, path)
+    what = {"json": "Paleo / Brainstorm JSON", "singa": "SINGA NetProto"}[fmt]
+    raise NetcError(f"reading {what} files is not supported yet; write the network in .nd "
+                    f"(see docs/language.md)", Loc(path, 1, 1))

@@ -1,0 +1,187 @@
+"""Convolutions: conv2d (Paleo's Convolution) and deconv2d (Deconvolution). NHWC, filters HWIO.
+
+Shapes and costs follow Paleo exactly (shared/spec/paleo-format.md §6.2, §6.4, §8, §9), including
+its stored SAME padding (which may be negative) and the hole-fraction arithmetic of its
+backward-pass geometry, done in double precision as Paleo does.
+"""
+from __future__ import annotations
+
+from .registry import AttrSpec, Cost, OpDef, ShapeError, register
+
+ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
+NORMALIZERS = ("none", "batch_norm")
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def out_size(h: int, k: int, s: int, padding, axis: int) -> tuple[int, int]:
+    """Paleo's output size and stored pad along one spatial axis (axis 0 = h, 1 = w)."""
+    if padding == "VALID":
+        return ceil_div(h - k + 1, s), 0
+    if padding == "SAME":
+        o = ceil_div(h, s)
+        return o, ((o - 1) * s + k - h) // 2
+    p = padding[axis]
+    return (h + 2 * p - k) // s + 1, p
+
+
+def conv_geometry(a: dict, x: tuple):
+    """(oh, ow, ph, pw, kh, kw, ci, co) for a conv2d with attributes `a` on input x."""
+    kh, kw, ci, co = a["filter"]
+    if ci == -1:
+        ci = x[3]
+    splits = a.get("splits")
+    if splits:
+        co = co // splits
+    sh, sw = a["strides"][1], a["strides"][2]
+    oh, ph = out_size(x[1], kh, sh, a["padding"], 0)
+    ow, pw = out_size(x[2], kw, sw, a["padding"], 1)
+    return oh, ow, ph, pw, kh, kw, ci, co
+
+
+def _bwd_axis(H, kh, sh, oh, ph):
+    """Paleo's backward geometry along one axis: (eh, q)."""
+    eh = (oh - 1) * sh + 1
+    pb = kh - 1 - ph
+    pa = (H + kh - 1) - eh - pb
+    if abs(pb - pa) == 1:
+        eh += 1
+    return eh, min(pb, pa)
+
+
+def conv_backward_flops(x, filt, strides, padding, out, needs_input_grad=True):
+    """(bwd_data, bwd_filter) FLOPs as Paleo computes them (§9.1). Raises ShapeError when
+    Paleo's gradient geometry does not close (its assertions)."""
+    N, H, W, C = x
+    kh, kw, _, K = filt
+    _, oh, ow, _ = out
+    sh, sw = strides
+    ph, pw = padding
+    eh, qh = _bwd_axis(H, kh, sh, oh, ph)
+    ew, qw = _bwd_axis(W, kw, sw, ow, pw)
+    rho = (eh * ew - oh * ow) / (eh * ew)
+    if needs_input_grad:
+        Hp, Wp = eh + 2 * qh - kh + 1, ew + 2 * qw - kw + 1
+        if (Hp, Wp) != (H, W):
+            raise ShapeError(f"Paleo's data-gradient geometry gives {Hp}x{Wp}, not the input's {H}x{W}")
+        bwd_data = 2 * kh * kw * K * Hp * Wp * C * N
+        if rho > 0:
+            bwd_data += 2 * N * eh * ew * K * (1.0 - rho)
+    else:
+        bwd_data = 0
+    if padding_is_valid(padding):
+        khp, kwp = H - eh + 1, W - ew + 1
+    else:
+        khp, kwp = H + 2 * qh - eh + 1, W + 2 * qw - ew + 1
+    bwd_filter = 2 * eh * ew * N * khp * kwp * K * C * (1.0 - rho)
+    return bwd_data, bwd_filter
+
+
+class _Valid(tuple):
+    """A (0, 0) padding that remembers it came from "VALID" (Paleo treats it differently)."""
+
+
+def padding_is_valid(p) -> bool:
+    return isinstance(p, _Valid)
+
+
+@register
+class Conv2D(OpDef):
+    name = "conv2d"
+    types = ("Convolution",)
+    arity = (1, 1)
+    param_roles = ("weight", "bias")
+    attrs = {
+        "filter": AttrSpec("ints", length=4, doc="[kh, kw, c_in, c_out]; c_in -1 = infer"),
+        "strides": AttrSpec("ints", [1, 1, 1, 1], length=4, doc="[1, sh, sw, 1]"),
+        "padding": AttrSpec("padding", "SAME"),
+        "activation": AttrSpec("enum", "none", ACTIVATIONS),
+        "normalizer": AttrSpec("enum", "none", NORMALIZERS),
+        "bias": AttrSpec("bool", True, doc="Paleo always counts the bias; kept for fidelity"),
+    }
+    doc = "2-D convolution, NHWC input, HWIO filter, Paleo's VALID/SAME rules."
+
+    def infer(self, a, ins):
+        (x,) = ins
+        if len(x) != 4:
+            raise ShapeError(f"Convolution needs a rank-4 NHWC input, got rank {len(x)} {list(x)}", operand=0)
+        kh, kw, ci, co = a["filter"]
+        if min(kh, kw) <= 0 or co <= 0 or (ci <= 0 and ci != -1):
+            raise ShapeError(f"filter dimensions must be positive (c_in may be -1), got {a['filter']}", attr="filter")
+        if a["strides"][1] <= 0 or a["strides"][2] <= 0:
+            raise ShapeError(f"strides must be positive, got {a['strides']}", attr="strides")
+        oh, ow, ph, pw, kh, kw, ci, co = conv_geometry(a, x)
+        if ci != x[3]:
+            raise ShapeError(f"filter expects {ci} input channels but the input has {x[3]}", attr="filter",
+                             notes=[f"input shape is {list(x)} (NHWC)"])
+        if oh <= 0 or ow <= 0:
+            raise ShapeError(f"a {kh}x{kw} filter does not fit the {x[1]}x{x[2]} input (output would be {oh}x{ow})",
+                             attr="filter")
+        if co <= 0:
+            raise ShapeError(f"{a['filter'][3]} output channels split {a.get('splits')} ways leaves none", attr="filter")
+        return (x[0], oh, ow, co)
+
+    def param_shapes(self, a, ins, out):
+        x = ins[0]
+        kh, kw, ci, _ = a["filter"]
+        ci = x[3] if ci == -1 else ci
+        return {"weight": (kh, kw, ci, out[3]), "bias": (out[3],)}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        x = ins[0]
+        oh, ow, ph, pw, kh, kw, ci, co = conv_geometry(a, x)
+        fwd = 2 * kh * kw * ci * oh * ow * co * x[0]
+        pad = _Valid((0, 0)) if a["padding"] == "VALID" else (ph, pw)
+        bd, bf = conv_backward_flops(x, (kh, kw, ci, co), (a["strides"][1], a["strides"][2]), pad, out,
+                                     needs_input_grad)
+        return Cost(fwd, bd, bf)
+
+
+@register
+class Deconv2D(OpDef):
+    name = "deconv2d"
+    types = ("Deconvolution",)
+    arity = (1, 1)
+    param_roles = ("weight", "bias")
+    attrs = {
+        "filter": AttrSpec("ints", length=4, doc="[kh, kw, c_out, c_in]"),
+        "strides": AttrSpec("ints", [1, 1, 1, 1], length=4),
+        "padding": AttrSpec("padding", "SAME"),
+        "output_shape": AttrSpec("shape", doc="[N, H, W, C]"),
+        "activation": AttrSpec("enum", "none", ACTIVATIONS),
+    }
+    doc = "Transposed convolution (Paleo's Deconvolution); FLOPs Paleo-compatible, unverified by corpus."
+
+    def _forward_conv(self, a):
+        kh, kw, co, ci = a["filter"]
+        return {"filter": [kh, kw, co, ci], "strides": a["strides"], "padding": a["padding"]}
+
+    def infer(self, a, ins):
+        (x,) = ins
+        out = tuple(a["output_shape"])
+        if len(out) != 4 or len(x) != 4:
+            raise ShapeError("Deconvolution needs rank-4 NHWC input and output_shape", attr="output_shape")
+        c = self._forward_conv(a)
+        if c["filter"][2] != out[3]:
+            raise ShapeError(f"filter[2] ({c['filter'][2]}) must equal the output channels ({out[3]})", attr="filter")
+        back = Conv2D().infer(c, [out])
+        if back != tuple(x):
+            raise ShapeError(f"the equivalent forward convolution of output_shape {list(out)} gives {list(back)}, "
+                             f"not the input {list(x)}", attr="output_shape")
+        return out
+
+    def param_shapes(self, a, ins, out):
+        f = a["filter"]
+        return {"weight": tuple(f), "bias": (f[3],)}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        c = self._forward_conv(a)
+        oh, ow, ph, pw, kh, kw, ci, co = conv_geometry(c, out)
+        fwd_conv = 2 * kh * kw * ci * oh * ow * co * out[0]
+        pad = _Valid((0, 0)) if a["padding"] == "VALID" else (ph, pw)
+        conv_out = (out[0], oh, ow, co)
+        bd, bf = conv_backward_flops(out, (kh, kw, ci, co), (a["strides"][1], a["strides"][2]), pad, conv_out,
+                                     True)
+        return Cost(bd if needs_input_grad else 0, fwd_conv, bf)

@@ -1,0 +1,37 @@
+"""Fully connected layers: InnerProduct (auto-flattens its input, as Paleo does)."""
+from __future__ import annotations
+
+from .conv import ACTIVATIONS, NORMALIZERS
+from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
+
+
+@register
+class InnerProduct(OpDef):
+    name = "inner_product"
+    types = ("InnerProduct", "FullyConnected")
+    arity = (1, 1)
+    param_roles = ("weight", "bias")
+    attrs = {
+        "num_outputs": AttrSpec("int"),
+        "activation": AttrSpec("enum", "none", ACTIVATIONS),
+        "normalizer": AttrSpec("enum", "none", NORMALIZERS),
+        "bias": AttrSpec("bool", True),
+    }
+    doc = "y = x W + b with x flattened to [N, K]; W is [K, M]."
+
+    def infer(self, a, ins):
+        (x,) = ins
+        if len(x) < 2:
+            raise ShapeError(f"InnerProduct needs an input of rank >= 2, got {list(x)}", operand=0)
+        if a["num_outputs"] <= 0:
+            raise ShapeError(f"num_outputs must be positive, got {a['num_outputs']}", attr="num_outputs")
+        return (x[0], a["num_outputs"])
+
+    def param_shapes(self, a, ins, out):
+        x = ins[0]
+        return {"weight": (prod(x[1:]), a["num_outputs"]), "bias": (a["num_outputs"],)}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        x = ins[0]
+        n, k, m = x[0], prod(x[1:]), a["num_outputs"]
+        return Cost(2 * n * k * m, 2 * n * m * k, 2 * k * n * m)

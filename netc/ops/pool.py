@@ -1,0 +1,68 @@
+"""Pooling: max and average pooling (Paleo's Pooling / AvgPool) and UpSampling2D. NHWC."""
+from __future__ import annotations
+
+from .conv import out_size
+from .registry import AttrSpec, Cost, OpDef, ShapeError, register
+
+
+class _Pool(OpDef):
+    arity = (1, 1)
+    attrs = {
+        "ksize": AttrSpec("ints", length=4, doc="[1, kh, kw, 1]"),
+        "strides": AttrSpec("ints", [1, 1, 1, 1], length=4, doc="[1, sh, sw, 1]"),
+        "padding": AttrSpec("padding", "VALID",
+                            doc='"VALID" or "SAME" (Paleo), or explicit [pad_h, pad_w] with floor rounding'),
+    }
+
+    def infer(self, a, ins):
+        (x,) = ins
+        if len(x) != 4:
+            raise ShapeError(f"{self.type_name} needs a rank-4 NHWC input, got rank {len(x)} {list(x)}", operand=0)
+        kh, kw = a["ksize"][1], a["ksize"][2]
+        sh, sw = a["strides"][1], a["strides"][2]
+        if kh <= 0 or kw <= 0:
+            raise ShapeError(f"ksize must be positive, got {a['ksize']}", attr="ksize")
+        if sh <= 0 or sw <= 0:
+            raise ShapeError(f"strides must be positive, got {a['strides']}", attr="strides")
+        oh, _ = out_size(x[1], kh, sh, a["padding"], 0)
+        ow, _ = out_size(x[2], kw, sw, a["padding"], 1)
+        if oh <= 0 or ow <= 0:
+            raise ShapeError(f"a {kh}x{kw} window does not fit the {x[1]}x{x[2]} input", attr="ksize")
+        return (x[0], oh, ow, x[3])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        kh, kw = a["ksize"][1], a["ksize"][2]
+        n, oh, ow, c = out
+        fwd = 2 * kh * kw * c * oh * ow * n
+        return Cost(fwd, fwd, 0)
+
+
+@register
+class MaxPool(_Pool):
+    name = "maxpool"
+    types = ("Pooling", "MaxPool")
+    doc = "Max pooling (Paleo's Pooling)."
+
+
+@register
+class AvgPool(_Pool):
+    name = "avgpool"
+    types = ("AvgPool",)
+    doc = "Average pooling; Paleo costs it exactly like max pooling."
+
+
+@register
+class UpSampling2D(OpDef):
+    name = "upsample2d"
+    types = ("UpSampling2D",)
+    attrs = {"ksize": AttrSpec("ints", length=4, doc="[1, fh, fw, 1]")}
+    doc = "Nearest-neighbour upsampling by integer factors (Paleo: shape only, 0 FLOPs)."
+
+    def infer(self, a, ins):
+        (x,) = ins
+        if len(x) != 4:
+            raise ShapeError(f"UpSampling2D needs a rank-4 NHWC input, got {list(x)}", operand=0)
+        fh, fw = a["ksize"][1], a["ksize"][2]
+        if fh <= 0 or fw <= 0:
+            raise ShapeError(f"ksize factors must be positive, got {a['ksize']}", attr="ksize")
+        return (x[0], x[1] * fh, x[2] * fw, x[3])

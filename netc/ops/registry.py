@@ -1,0 +1,225 @@
+"""The op registry: every op is defined once, as an OpDef subclass, and passes ask the registry.
+
+An OpDef declares
+  name         IR name without the dialect prefix ("conv2d" -> "netc.conv2d")
+  types        the layer-type spellings users write in .nd (Paleo's vocabulary first)
+  attrs        attribute schema: AttrSpec(kind, default, choices)
+  arity        (min, max) number of data inputs; max None = unbounded
+  param_roles  names of the parameters the op owns, in order ("weight", "bias")
+  infer()      the shape rule (raise ShapeError with the attribute or operand at fault)
+  param_shapes() parameter shapes given the input shapes
+  cost()       forward FLOPs, backward data/filter FLOPs (Paleo's model where Paleo has one)
+Later stages add reference semantics, gradient rules and lowering to the same class.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..diagnostics import did_you_mean
+
+REQUIRED = object()
+
+# Attributes every layer may carry, whatever its op (structure, phases, partitioning).
+COMMON_ATTRS = {"name", "parents", "include", "exclude", "partition_dim", "location", "params",
+                "splits", "split_index", "type"}
+
+PHASES = ("train", "val", "test")
+
+
+class ShapeError(Exception):
+    """Raised by a shape rule. `attr` or `operand` says what to point the caret at."""
+
+    def __init__(self, message: str, attr: str | None = None, operand: int | None = None,
+                 notes: list[str] | None = None):
+        super().__init__(message)
+        self.attr, self.operand, self.notes = attr, operand, notes or []
+
+
+class AttrError(Exception):
+    def __init__(self, message: str, hint: str | None = None):
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    kind: str               # int, float, number, str, enum, bool, ints, shape, padding, any
+    default: object = REQUIRED
+    choices: tuple = ()
+    length: int | None = None  # for ints: exact list length
+    doc: str = ""
+
+    @property
+    def required(self) -> bool:
+        return self.default is REQUIRED
+
+    def describe(self) -> str:
+        if self.kind == "enum":
+            return "one of " + ", ".join(repr(c) for c in self.choices)
+        if self.kind == "ints":
+            return f"a list of {self.length} integers" if self.length else "a list of integers"
+        if self.kind == "shape":
+            return "a list of integers (a shape)"
+        if self.kind == "padding":
+            return "\"VALID\", \"SAME\" or [pad_h, pad_w]"
+        return {"int": "an integer", "float": "a number", "number": "a number", "str": "a string",
+                "bool": "true or false"}.get(self.kind, self.kind)
+
+    def check(self, value):
+        """Return the normalized value or raise AttrError."""
+        k = self.kind
+        if k == "any":
+            return value
+        if k == "int":
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}")
+            return value
+        if k in ("float", "number"):
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}")
+            return value
+        if k == "bool":
+            if not isinstance(value, bool):
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}")
+            return value
+        if k == "str":
+            if not isinstance(value, str):
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}")
+            return value
+        if k == "enum":
+            if not isinstance(value, str) or value not in self.choices:
+                hint = did_you_mean(value, self.choices) if isinstance(value, str) else None
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}",
+                                f"did you mean '{hint}'?" if hint else None)
+            return value
+        if k in ("ints", "shape"):
+            if not isinstance(value, list) or not all(isinstance(v, int) and not isinstance(v, bool) for v in value):
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}")
+            if self.length is not None and len(value) != self.length:
+                raise AttrError(f"expected {self.describe()}, got {len(value)} element{'s' if len(value) != 1 else ''}")
+            return value
+        if k == "padding":
+            if isinstance(value, str):
+                if value in ("VALID", "SAME"):
+                    return value
+                hint = did_you_mean(value, ("VALID", "SAME"))
+                raise AttrError(f"expected {self.describe()}, got {_show(value)}",
+                                f"did you mean '{hint}'? (padding strings are case-sensitive)" if hint else None)
+            if (isinstance(value, list) and len(value) == 2
+                    and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
+                return value
+            raise AttrError(f"expected {self.describe()}, got {_show(value)}")
+        raise AssertionError(f"unknown attribute kind {k}")
+
+
+def _show(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return f"'{value}'"
+    if isinstance(value, list):
+        s = "[" + ", ".join(_show(v) for v in value[:6]) + (", ..." if len(value) > 6 else "") + "]"
+        return s
+    if isinstance(value, dict):
+        return "a dictionary"
+    return str(value)
+
+
+@dataclass
+class Cost:
+    flops_fwd: int | float = 0
+    flops_bwd_data: int | float = 0
+    flops_bwd_filter: int | float = 0
+
+
+def prod(xs) -> int:
+    n = 1
+    for x in xs:
+        n *= x
+    return n
+
+
+class OpDef:
+    name: str = ""
+    types: tuple = ()
+    attrs: dict = {}
+    arity: tuple = (1, 1)
+    param_roles: tuple = ()
+    elementwise: bool = False   # output = input shape, one value per element
+    doc: str = ""
+
+    @property
+    def ir_name(self) -> str:
+        return "netc." + self.name
+
+    @property
+    def type_name(self) -> str:
+        return self.types[0] if self.types else self.name
+
+    def attrs_of(self, op) -> dict:
+        """The op's attributes with schema defaults filled in."""
+        a = {k: s.default for k, s in self.attrs.items() if not s.required}
+        a.update(op.attrs)
+        return a
+
+    def check_attrs(self, attrs: dict):
+        """Yield (key, message, hint) for every schema violation."""
+        for k, v in attrs.items():
+            if k in COMMON_ATTRS:
+                continue
+            spec = self.attrs.get(k)
+            if spec is None:
+                hint = did_you_mean(k, list(self.attrs))
+                yield k, f"unknown attribute '{k}' for {self.type_name}", (
+                    f"did you mean '{hint}'?" if hint else
+                    ("valid attributes: " + ", ".join(self.attrs) if self.attrs else f"{self.type_name} takes no attributes"))
+                continue
+            try:
+                attrs[k] = spec.check(v)
+            except AttrError as e:
+                yield k, f"attribute '{k}' of {self.type_name}: {e}", e.hint
+        for k, spec in self.attrs.items():
+            if spec.required and k not in attrs:
+                yield None, f"{self.type_name} requires attribute '{k}' ({spec.describe()})", None
+
+    # -- rules, overridden per op ------------------------------------------------------------
+    def infer(self, a: dict, ins: list[tuple]) -> tuple:
+        raise NotImplementedError
+
+    def param_shapes(self, a: dict, ins: list[tuple], out: tuple) -> dict:
+        return {}
+
+    def cost(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> Cost:
+        return Cost()
+
+
+_BY_NAME: dict[str, OpDef] = {}
+_BY_TYPE: dict[str, OpDef] = {}
+
+
+def register(cls):
+    inst = cls()
+    assert inst.name and inst.ir_name not in _BY_NAME, inst.name
+    _BY_NAME[inst.ir_name] = inst
+    for t in inst.types:
+        assert t not in _BY_TYPE, t
+        _BY_TYPE[t] = inst
+    return cls
+
+
+def lookup(ir_name: str) -> OpDef | None:
+    """OpDef of an IR op name ('netc.conv2d'), or None for structural ops."""
+    return _BY_NAME.get(ir_name)
+
+
+def by_type(type_name: str) -> OpDef | None:
+    """OpDef of a layer type as written in .nd ('Convolution')."""
+    return _BY_TYPE.get(type_name)
+
+
+def layer_types() -> list[str]:
+    return list(_BY_TYPE)
+
+
+def all_ops() -> list[OpDef]:
+    return list(_BY_NAME.values())

@@ -1,0 +1,128 @@
+"""Data movement and structure: Input, Concatenate, Elementwise, Reshape, Softmax, and the
+opaque pass-through op that importers use for layer types netc does not know."""
+from __future__ import annotations
+
+from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
+
+
+@register
+class Input(OpDef):
+    name = "input"
+    types = ("Input",)
+    arity = (0, 0)
+    attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", ("f16", "bf16", "f32", "f64", "i32", "i64"))}
+    doc = "A network input; written `input data: f32[N, H, W, C]` in .nd."
+
+    def infer(self, a, ins):
+        shape = a["shape"]
+        if any(d <= 0 for d in shape):
+            raise ShapeError(f"input dimensions must be positive, got {shape}", attr="shape")
+        return tuple(shape)
+
+
+@register
+class Concat(OpDef):
+    name = "concat"
+    types = ("Concatenate", "Concat")
+    arity = (2, None)
+    attrs = {"dim": AttrSpec("int", -1, doc="axis; negative counts from the end")}
+    doc = "Concatenation along `dim` (channels = 3 in NHWC). Zero-copy in the memory plan; 0 FLOPs."
+
+    def infer(self, a, ins):
+        r = len(ins[0])
+        d = a["dim"] + r if a["dim"] < 0 else a["dim"]
+        if not 0 <= d < r:
+            raise ShapeError(f"dim {a['dim']} is out of range for rank-{r} inputs", attr="dim")
+        out = list(ins[0])
+        for i, s in enumerate(ins[1:], 1):
+            if len(s) != r or any(s[j] != out[j] for j in range(r) if j != d):
+                raise ShapeError(f"cannot concatenate {list(s)} with {list(ins[0])} along dim {d}: "
+                                 f"the other dimensions must match", operand=i)
+            out[d] += s[d]
+        return tuple(out)
+
+
+@register
+class Elementwise(OpDef):
+    name = "elementwise"
+    types = ("Elementwise", "Add")
+    arity = (2, None)
+    attrs = {"operation": AttrSpec("enum", "sum", ("sum", "product", "max"))}
+    doc = "Elementwise sum/product/max of same-shaped inputs (a residual add). Paleo: 0 FLOPs."
+
+    def infer(self, a, ins):
+        for i, s in enumerate(ins[1:], 1):
+            if tuple(s) != tuple(ins[0]):
+                raise ShapeError(f"elementwise inputs must have identical shapes: {list(ins[0])} vs {list(s)}",
+                                 operand=i)
+        return tuple(ins[0])
+
+
+@register
+class Reshape(OpDef):
+    name = "reshape"
+    types = ("Reshape", "Flatten")
+    attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]")}
+    doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
+
+    def infer(self, a, ins):
+        (x,) = ins
+        out = list(a["output_shape"])
+        if out == [-1, -1]:
+            return (x[0], prod(x[1:]))
+        if out.count(-1) > 1:
+            # Paleo's rule: a leading -1 is the batch
+            if out[0] == -1:
+                out[0] = x[0]
+            if out.count(-1) > 1:
+                raise ShapeError(f"at most one -1 can be inferred in output_shape {a['output_shape']}",
+                                 attr="output_shape")
+        if any(d == 0 or d < -1 for d in out):
+            raise ShapeError(f"invalid dimension in output_shape {a['output_shape']}", attr="output_shape")
+        n = prod(x)
+        if -1 in out:
+            known = prod(d for d in out if d != -1)
+            if n % known:
+                raise ShapeError(f"cannot reshape {list(x)} ({n} elements) to {a['output_shape']}",
+                                 attr="output_shape")
+            out[out.index(-1)] = n // known
+        if prod(out) != n:
+            raise ShapeError(f"cannot reshape {list(x)} ({n} elements) to {out} ({prod(out)} elements)",
+                             attr="output_shape")
+        return tuple(out)
+
+
+@register
+class Softmax(OpDef):
+    name = "softmax"
+    types = ("Softmax",)
+    attrs = {"num_classes": AttrSpec("int", 0, doc="if given, must equal the class count")}
+    doc = "Softmax over the flattened features: [N, ...] -> [N, prod(...)]. Paleo: 0 FLOPs."
+
+    def infer(self, a, ins):
+        (x,) = ins
+        if len(x) < 2:
+            raise ShapeError(f"Softmax needs an input of rank >= 2, got {list(x)}", operand=0)
+        c = prod(x[1:])
+        if a["num_classes"] and a["num_classes"] != c:
+            raise ShapeError(f"num_classes is {a['num_classes']} but the input {list(x)} has {c} features",
+                             attr="num_classes")
+        return (x[0], c)
+
+
+@register
+class Opaque(OpDef):
+    name = "opaque"
+    types = ()
+    arity = (0, None)
+    attrs = {"type": AttrSpec("str")}
+    doc = "A layer type netc does not know (from an importer): shape pass-through, no parameters, 0 FLOPs."
+
+    def check_attrs(self, attrs):
+        return iter(())  # keeps whatever the original file said
+
+    def infer(self, a, ins):
+        if len(ins) != 1:
+            raise ShapeError(f"layer type '{a.get('type')}' is unknown to netc, so its output shape is only "
+                             f"known for one input (it passes the shape through); it has {len(ins)}")
+        return tuple(ins[0])
