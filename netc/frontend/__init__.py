@@ -44,6 +44,14 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
     if fmt == "mlir":
         from ..ir.parser import parse_ir
         return parse_ir(text, path)
-    what = {"json": "Paleo / Brainstorm JSON", "singa": "SINGA NetProto"}[fmt]
+    if fmt == "json":
+        from .jsonloc import load_json
+        from .paleo import import_paleo, is_paleo
+        data, locs, dups = load_json(text, path)
+        if is_paleo(data):
+            return import_paleo(text, path, diag, data, locs, dups)
+        raise NetcError("this JSON file is not a Paleo network (no \"layers\" object); reading Brainstorm "
+                        "layouts and architectures is not supported yet", Loc(path, 1, 1))
+    what = {"singa": "SINGA NetProto"}[fmt]
     raise NetcError(f"reading {what} files is not supported yet; write the network in .nd "
                     f"(see docs/language.md)", Loc(path, 1, 1))

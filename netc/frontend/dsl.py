@@ -17,7 +17,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError, did_you_mean
-from ..ir.core import UNRANKED, Module, Operation, Region, TensorType
+from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
 
@@ -26,8 +26,8 @@ GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.p
 
 # How terminals are named in "expected ..." messages.
 _FRIENDLY = {
-    "NAME": "a name", "REF": "a layer reference", "STRING": "a string", "INT": "an integer",
-    "FLOAT": "a number", "DTYPE": "a dtype (f32, f16, bf16, ...)", "ARROW": "'->'",
+    "NAME": "a name", "STRING": "a string", "INT": "an integer",
+    "FLOAT": "a number", "ARROW": "'->'",
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
     "COLON": "':'", "COMMA": "','", "EQUAL": "'='", "$END": "end of file",
 }
@@ -112,14 +112,21 @@ class _Builder(Transformer):
         return [int(t) for t in c if t is not None]
 
     def tensor_type(self, c):
-        return c[0], (c[1] if len(c) > 1 and c[1] is not None else []), _loc(self.file, c[0])
+        loc = _loc(self.file, c[0])
+        dtype = str(c[0])
+        if dtype not in DTYPES:
+            hint = did_you_mean(dtype, DTYPES)
+            d = self.diag.error(f"unknown element type '{dtype}'", loc, width=len(dtype))
+            d.note(f"did you mean '{hint}'?" if hint else "element types: " + ", ".join(DTYPES))
+            dtype = "f32"
+        return dtype, (c[1] if len(c) > 1 and c[1] is not None else []), loc
 
     def ref(self, c):
         return c[0]
 
     def string_ref(self, c):
         t = c[0]
-        return Token("REF", _unquote(t), t.start_pos, t.line, t.column)
+        return Token("NAME", _unquote(t), t.start_pos, t.line, t.column)
 
     def refs(self, c):
         return [t for t in c if t is not None]
@@ -178,18 +185,23 @@ class _Builder(Transformer):
                     continue
                 op.attrs[k] = v
                 locs[k] = attrs.locs[k]
-        # arity is checked against the parents list here when it is syntactically evident
+        # arity is checked against the parents list here when it is syntactically evident: too
+        # many parents only, since one name may stand for several inputs (a parallel block's
+        # endpoint, X@all); too few is left to shape-inference, which sees the expanded list
         lo, hi = opdef.arity
         n = len(parents)
-        if n and (n < lo or (hi is not None and n > hi)) and not any("@" in str(p) for p in parents):
-            want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
+        invalid = False
+        if n and hi is not None and n > hi and not any("@" in str(p) for p in parents):
+            want = f"{lo}" if lo == hi else f"{lo} to {hi}"
             self.diag.error(f"{opdef.type_name} takes {want} input{'s' if want != '1' else ''}, got {n}", tloc,
                             width=len(typ))
-            op.attrs["invalid"] = True
+            invalid = True
         for key, msg, hint in opdef.check_attrs(op.attrs):
             d = self.diag.error(msg, locs.get(key, tloc) if key else tloc, width=len(key) if key else len(typ))
             if hint:
                 d.note(hint)
+            invalid = True
+        if invalid:  # set after check_attrs, which would report 'invalid' as an unknown attribute
             op.attrs["invalid"] = True
         return op
 
@@ -368,7 +380,7 @@ def _grammar_text() -> str:
 def _parser():
     """One LALR parser per process; its inline transformer is re-pointed at each file."""
     builder = _Builder("<input>", DiagnosticEngine())
-    parser = Lark(_grammar_text(), parser="lalr", lexer="contextual", transformer=builder,
+    parser = Lark(_grammar_text(), parser="lalr", lexer="basic", transformer=builder,
                   maybe_placeholders=True, cache=_cache_path())
     return parser, builder
 
@@ -421,7 +433,7 @@ def _syntax_diag(e: UnexpectedInput, file: str, text: str):
     shown = str(tok) if tok.type != "$END" else "end of file"
     d = Diagnostic("error", f"unexpected {_FRIENDLY.get(tok.type, repr(shown)) if tok.type in ('$END',) else repr(shown)}"
                    f"{', expected ' + exp if exp else ''}", Loc(file, tok.line, tok.column), width=max(1, len(shown)))
-    if tok.type in ("NAME", "REF") and str(tok) in ("layer", "net", "neuralnet"):
+    if tok.type == "NAME" and str(tok) in ("layer", "net", "neuralnet"):
         d.note("layers are written `name = Type(parents) { key: value }`")
     return d
 

@@ -1,0 +1,160 @@
+"""A strict JSON reader (RFC 8259) that remembers where every value was written.
+
+Python's json module gives values without positions; importers need file:line:col for their
+diagnostics. `load_json(text, file)` returns (value, locs, duplicates): `locs` maps a JSON path
+("$.layers.conv1.filter") to the Loc of that value, `duplicates` lists (path, loc, first_loc)
+for repeated object keys (the last one wins, as in Python's json module).
+"""
+from __future__ import annotations
+
+import re
+
+from ..diagnostics import Loc, NetcError
+
+_WS = re.compile(r"[ \t\r\n]*")
+_NUM = re.compile(r"-?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?")
+_STR = re.compile(r'"((?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*)"')
+_ESC = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\r", "t": "\t"}
+
+
+def path_join(path: str, key) -> str:
+    if isinstance(key, int):
+        return f"{path}[{key}]"
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return f"{path}.{key}"
+    return f"{path}[{key!r}]".replace("'", '"') if "'" not in key else f"{path}[{key!r}]"
+
+
+class _Reader:
+    def __init__(self, text: str, file: str):
+        self.s, self.file, self.i = text, file, 0
+        self.locs: dict[str, Loc] = {}
+        self.dups: list = []
+        # line starts, for offset -> (line, col)
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def loc(self, pos: int, path: str | None = None) -> Loc:
+        import bisect
+        line = bisect.bisect_right(self.starts, pos)
+        return Loc(self.file, line, pos - self.starts[line - 1] + 1, path)
+
+    def fail(self, msg: str, pos: int | None = None):
+        pos = self.i if pos is None else pos
+        raise NetcError(f"invalid JSON: {msg}", self.loc(min(pos, len(self.s))))
+
+    def ws(self):
+        self.i = _WS.match(self.s, self.i).end()
+
+    def value(self, path: str, depth: int = 0):
+        if depth > 500:
+            self.fail("nesting is too deep")
+        self.ws()
+        if self.i >= len(self.s):
+            self.fail("unexpected end of file, expected a value")
+        c = self.s[self.i]
+        self.locs[path] = self.loc(self.i, path)
+        if c == "{":
+            return self.obj(path, depth)
+        if c == "[":
+            return self.arr(path, depth)
+        if c == '"':
+            return self.string()
+        if c == "-" or c.isdigit():
+            m = _NUM.match(self.s, self.i)
+            if not m:
+                self.fail("malformed number")
+            self.i = m.end()
+            t = m.group(0)
+            return float(t) if (m.group(2) or m.group(3)) else int(t)
+        for word, val in (("true", True), ("false", False), ("null", None)):
+            if self.s.startswith(word, self.i):
+                self.i += len(word)
+                return val
+        if self.s.startswith(("NaN", "Infinity", "-Infinity"), self.i):
+            self.fail("NaN and Infinity are not JSON")
+        self.fail(f"unexpected character {c!r}")
+
+    def string(self) -> str:
+        m = _STR.match(self.s, self.i)
+        if not m:
+            end = self.s.find('"', self.i + 1)
+            if end < 0 or "\n" in self.s[self.i:end]:
+                self.fail("unterminated string")
+            self.fail("invalid character or escape in string")
+        self.i = m.end()
+        raw = m.group(1)
+        if "\\" not in raw:
+            return raw
+        return re.sub(r"\\(u[0-9a-fA-F]{4}|.)", lambda e: chr(int(e.group(1)[1:], 16)) if e.group(1)[0] == "u"
+                      else _ESC[e.group(1)], raw)
+
+    def obj(self, path: str, depth: int):
+        self.i += 1
+        out: dict = {}
+        keylocs: dict = {}
+        self.ws()
+        if self.s.startswith("}", self.i):
+            self.i += 1
+            return out
+        while True:
+            self.ws()
+            if self.i >= len(self.s):
+                self.fail("unexpected end of file inside an object")
+            if self.s[self.i] != '"':
+                if self.s[self.i] == "}":
+                    self.fail("trailing comma before '}'")
+                self.fail(f"expected a string key, got {self.s[self.i]!r}")
+            kpos = self.i
+            k = self.string()
+            self.ws()
+            if not self.s.startswith(":", self.i):
+                self.fail("expected ':' after the key")
+            self.i += 1
+            sub = path_join(path, k)
+            if k in keylocs:
+                self.dups.append((sub, self.loc(kpos, sub), keylocs[k]))
+                out.pop(k)  # last wins, and moves to the end as in Python's json + dict
+            keylocs[k] = self.loc(kpos, sub)
+            out[k] = self.value(sub, depth + 1)
+            self.ws()
+            if self.s.startswith(",", self.i):
+                self.i += 1
+                continue
+            if self.s.startswith("}", self.i):
+                self.i += 1
+                return out
+            if self.i >= len(self.s):
+                self.fail("unexpected end of file, expected ',' or '}'")
+            self.fail(f"expected ',' or '}}', got {self.s[self.i]!r}")
+
+    def arr(self, path: str, depth: int):
+        self.i += 1
+        out = []
+        self.ws()
+        if self.s.startswith("]", self.i):
+            self.i += 1
+            return out
+        while True:
+            out.append(self.value(path_join(path, len(out)), depth + 1))
+            self.ws()
+            if self.s.startswith(",", self.i):
+                self.i += 1
+                self.ws()
+                if self.s.startswith("]", self.i):
+                    self.fail("trailing comma before ']'")
+                continue
+            if self.s.startswith("]", self.i):
+                self.i += 1
+                return out
+            if self.i >= len(self.s):
+                self.fail("unexpected end of file, expected ',' or ']'")
+            self.fail(f"expected ',' or ']', got {self.s[self.i]!r}")
+
+
+def load_json(text: str, file: str = "<input>"):
+    r = _Reader(text, file)
+    v = r.value("$")
+    r.ws()
+    if r.i != len(r.s):
+        r.fail("extra data after the JSON value")
+    return v, r.locs, r.dups
