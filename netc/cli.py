@@ -1,4 +1,4 @@
-"""The `netc` command: check, opt, explain.
+"""The `netc` command: check, opt, explain, import.
 
 User errors print clang-style diagnostics and exit 1; an internal error (a bug in netc) exits 2
 and says so.
@@ -52,6 +52,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
                    help="write the graph in Graphviz DOT to FILE (also FILE.svg when `dot` is installed); "
                         "'-' or no FILE prints it")
+
+    p = sub.add_parser("import", help="convert a Paleo JSON network (more formats to come) into .nd source")
+    p.add_argument("file", help="the original file (format detected from its content)")
+    p.add_argument("-o", "--output", default="-", metavar="OUT.nd", help="where to write (default: stdout)")
+    p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     return ap
 
 
@@ -155,7 +160,23 @@ def cmd_explain(args, diag):
     return 0
 
 
-COMMANDS = {"check": cmd_check, "opt": cmd_opt, "explain": cmd_explain}
+def cmd_import(args, diag):
+    from .frontend.nd_writer import write_nd
+    module = _load(args, diag)
+    header = f"Imported from {os.path.basename(args.file)} by `netc import`."
+    titles = [n.attrs["title"] for n in module.networks() if n.attrs.get("title")]
+    if titles:
+        header += "\n" + "\n".join(titles)
+    text = write_nd(module, header=header)
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as f:
+            f.write(text)
+    return 0
+
+
+COMMANDS = {"check": cmd_check, "opt": cmd_opt, "explain": cmd_explain, "import": cmd_import}
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import os
 
-from ..diagnostics import DiagnosticEngine, Loc, NetcError
+from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError
 
 
 def detect_format(path: str, text: str) -> str:
@@ -37,6 +37,7 @@ def load(path: str, diag: DiagnosticEngine | None = None):
 
 
 def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = None):
+    SOURCES.add(path, text)  # so every diagnostic, even a syntax error, can quote its line
     fmt = detect_format(path, text)
     if fmt == "nd":
         from .dsl import parse_nd

@@ -164,7 +164,7 @@ class OpDef:
 
     def check_attrs(self, attrs: dict):
         """Yield (key, message, hint) for every schema violation."""
-        for k, v in attrs.items():
+        for k, v in list(attrs.items()):
             if k in COMMON_ATTRS:
                 continue
             spec = self.attrs.get(k)

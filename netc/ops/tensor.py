@@ -113,10 +113,11 @@ class Softmax(OpDef):
 @register
 class Opaque(OpDef):
     name = "opaque"
-    types = ()
+    types = ("Opaque",)
     arity = (0, None)
     attrs = {"type": AttrSpec("str")}
-    doc = "A layer type netc does not know (from an importer): shape pass-through, no parameters, 0 FLOPs."
+    doc = ("A layer type netc does not know, kept from an imported file (`Opaque(x) { type: \"BatchNorm\" }`): "
+           "shape pass-through, no parameters, 0 FLOPs - Paleo's Generic layer.")
 
     def check_attrs(self, attrs):
         return iter(())  # keeps whatever the original file said
