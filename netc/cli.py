@@ -49,6 +49,9 @@ def build_parser() -> argparse.ArgumentParser:
     _common(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
     p.add_argument("--brief", action="store_true", help="only the table, not the IR after each pass")
+    p.add_argument("--device", metavar="DEV",
+                   help="estimate time per layer with Paleo's model: h100, h200, a100, titanx, k40, ... or "
+                        "custom:PEAK_FLOPS,BANDWIDTH (FLOP/s, byte/s; SI suffixes allowed: custom:67T,3.35T)")
     p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
                    help="write the graph in Graphviz DOT to FILE (also FILE.svg when `dot` is installed); "
                         "'-' or no FILE prints it")
@@ -135,6 +138,8 @@ def cmd_opt(args, diag):
 def cmd_explain(args, diag):
     from .explain import dumps, explain_json, explain_table, to_dot
     from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .costmodel import get_device
+    device = get_device(args.device) if args.device else None
     module = _load(args, diag)
     show_ir = args.format == "text" and not args.brief and args.dot is None
     pm = PassManager(DEFAULT_PIPELINE, print_after_all=show_ir)
@@ -154,9 +159,9 @@ def cmd_explain(args, diag):
                 print(f"wrote {args.dot} (install Graphviz `dot` to also get an SVG)")
         return 0
     if args.format == "json":
-        sys.stdout.write(dumps(explain_json(module)) + "\n")
+        sys.stdout.write(dumps(explain_json(module, device)) + "\n")
     else:
-        sys.stdout.write(explain_table(module))
+        sys.stdout.write(explain_table(module, device))
     return 0
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 
-from .ir.core import Module, STRUCTURAL_OPS
+from .ir.core import DTYPES, Module, STRUCTURAL_OPS
 from .ops import lookup, prod
 
 
@@ -44,6 +44,7 @@ def layer_rows(module: Module, network=None) -> list[dict]:
             "flops_bwd_data": c.flops_bwd_data,
             "flops_bwd_filter": c.flops_bwd_filter,
             "activation_bytes": out.nbytes,
+            "bytes": opdef.bytes_moved(a, ins, out.shape, DTYPES[out.dtype]),
         })
     return rows
 
@@ -65,14 +66,19 @@ def totals(module: Module, rows: list[dict], network=None) -> dict:
         "flops_fwd": sum(r["flops_fwd"] for r in rows),
         "flops_bwd_data": sum(r["flops_bwd_data"] for r in rows),
         "flops_bwd_filter": sum(r["flops_bwd_filter"] for r in rows),
+        "bytes": sum(r["bytes"] for r in rows),
     }
 
 
-def explain_json(module: Module) -> dict:
+def explain_json(module: Module, device=None) -> dict:
     nets = []
     for net in module.networks():
         rows = layer_rows(module, net)
-        nets.append({"name": net.attrs["sym_name"], "layers": rows, "totals": totals(module, rows, net)})
+        t = totals(module, rows, net)
+        if device is not None:
+            from .costmodel import annotate
+            t.update(annotate(rows, device))
+        nets.append({"name": net.attrs["sym_name"], "layers": rows, "totals": t})
     if len(nets) == 1:
         return nets[0]
     return {"name": module.attrs.get("source"), "networks": nets,
@@ -94,7 +100,7 @@ def _bytes(n) -> str:
         n /= 1024
 
 
-def explain_table(module: Module) -> str:
+def explain_table(module: Module, device=None) -> str:
     out = []
     for net in module.networks():
         rows = layer_rows(module, net)
@@ -102,9 +108,14 @@ def explain_table(module: Module) -> str:
         head = ("layer", "op", "output shape", "params", "fwd FLOPs", "activations")
         body = [(r["name"], r["type"], "x".join(map(str, r["shape"])) or "scalar", _num(r["params"]),
                  _num(r["flops_fwd"]), _bytes(r["activation_bytes"])) for r in rows]
+        if device is not None:
+            from .costmodel import annotate
+            t.update(annotate(rows, device))
+            head += ("fwd ms", "bwd ms")
+            body = [b + (f"{r['time_fwd_ms']:.4f}", f"{r['time_bwd_ms']:.4f}") for b, r in zip(body, rows)]
         w = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
         w[0] = min(w[0], 60)
-        right = {3, 4, 5}
+        right = set(range(3, len(head)))
 
         def fmt(cells):
             return "  ".join((str(c).rjust(w[i]) if i in right else str(c).ljust(w[i])) for i, c in enumerate(cells))
@@ -118,6 +129,9 @@ def explain_table(module: Module) -> str:
                    f"activations {_bytes(t['activation_bytes'])}, forward {_num(t['flops_fwd'])} FLOPs, "
                    f"backward {_num(t['flops_bwd_data'] + t['flops_bwd_filter'])} FLOPs "
                    f"(data {_num(t['flops_bwd_data'])}, filter {_num(t['flops_bwd_filter'])})")
+        if device is not None:
+            out.append(f"estimated on {t['device']} (Paleo's model, 100% of peak): forward {t['time_fwd_ms']:.3f} ms, "
+                       f"backward {t['time_bwd_ms']:.3f} ms")
         out.append("")
     return "\n".join(out)
 

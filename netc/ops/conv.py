@@ -138,6 +138,13 @@ class Conv2D(OpDef):
                                      needs_input_grad)
         return Cost(fwd, bd, bf)
 
+    def bytes_moved(self, a, ins, out, itemsize=4):
+        # Paleo's GEMM traffic: the padded input, the filter (+ bias) and the output
+        x = ins[0]
+        oh, ow, ph, pw, kh, kw, ci, co = conv_geometry(a, x)
+        padded = x[0] * (x[1] + 2 * ph) * (x[2] + 2 * pw) * x[3]
+        return itemsize * (padded + kh * kw * ci * co + co + x[0] * oh * ow * co)
+
 
 @register
 class Deconv2D(OpDef):

@@ -146,6 +146,7 @@ class OpDef:
     arity: tuple = (1, 1)
     param_roles: tuple = ()
     elementwise: bool = False   # output = input shape, one value per element
+    moves_data: bool = True     # False for views and bookkeeping ops (input, reshape, opaque)
     doc: str = ""
 
     @property
@@ -191,6 +192,14 @@ class OpDef:
 
     def cost(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> Cost:
         return Cost()
+
+    def bytes_moved(self, a: dict, ins: list[tuple], out: tuple, itemsize: int = 4) -> int:
+        """Forward memory traffic: every input and parameter read once, the output written once
+        (Paleo's model for pooling, dropout and inner product; views and free ops move nothing)."""
+        if not self.moves_data:
+            return 0
+        params = self.param_shapes(a, ins, out) if self.param_roles else {}
+        return itemsize * (sum(prod(s) for s in ins) + prod(out) + sum(prod(s) for s in params.values()))
 
 
 _BY_NAME: dict[str, OpDef] = {}

@@ -10,6 +10,7 @@ class Input(OpDef):
     name = "input"
     types = ("Input",)
     arity = (0, 0)
+    moves_data = False
     attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", ("f16", "bf16", "f32", "f64", "i32", "i64"))}
     doc = "A network input; written `input data: f32[N, H, W, C]` in .nd."
 
@@ -24,6 +25,7 @@ class Input(OpDef):
 class Concat(OpDef):
     name = "concat"
     types = ("Concatenate", "Concat")
+    moves_data = False  # producers write their slices in place (zero-copy in the memory plan)
     arity = (2, None)
     attrs = {"dim": AttrSpec("int", -1, doc="axis; negative counts from the end")}
     doc = "Concatenation along `dim` (channels = 3 in NHWC). Zero-copy in the memory plan; 0 FLOPs."
@@ -62,6 +64,7 @@ class Elementwise(OpDef):
 class Reshape(OpDef):
     name = "reshape"
     types = ("Reshape", "Flatten")
+    moves_data = False
     attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]")}
     doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
 
@@ -114,6 +117,7 @@ class Softmax(OpDef):
 class Opaque(OpDef):
     name = "opaque"
     types = ("Opaque",)
+    moves_data = False
     arity = (0, None)
     attrs = {"type": AttrSpec("str")}
     doc = ("A layer type netc does not know, kept from an imported file (`Opaque(x) { type: \"BatchNorm\" }`): "
