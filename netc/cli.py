@@ -94,10 +94,9 @@ def main(argv=None) -> int:
 
 def _load(args, diag):
     from .frontend import load
-    module = load(args.file, diag)
-    if diag.has_errors():
-        raise NetcError(diag.diagnostics[:])
-    return module
+    # Errors the frontend collected do not stop here: the passes skip the layers it marked
+    # invalid and go on to report independent problems elsewhere in the file.
+    return load(args.file, diag)
 
 
 def _ctx(args, diag):
@@ -168,6 +167,8 @@ def cmd_explain(args, diag):
 def cmd_import(args, diag):
     from .frontend.nd_writer import write_nd
     module = _load(args, diag)
+    if diag.has_errors():
+        raise NetcError(diag.diagnostics[:])
     header = f"Imported from {os.path.basename(args.file)} by `netc import`."
     titles = [n.attrs["title"] for n in module.networks() if n.attrs.get("title")]
     if titles:

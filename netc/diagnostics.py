@@ -136,7 +136,7 @@ _COLORS = {"error": "\x1b[1;31m", "warning": "\x1b[1;35m", "note": "\x1b[1;36m"}
 
 def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceManager, color: bool,
                 width: int = 1) -> str:
-    head = f"{loc}: " if loc is not None else "netc: "
+    head = f"{loc}: " if loc is not None else ("" if severity == "note" else "netc: ")
     sev = f"{_COLORS[severity]}{severity}:\x1b[0m" if color else f"{severity}:"
     out = f"{head}{sev} {message}\n"
     if loc is not None and loc.line:

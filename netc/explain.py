@@ -51,13 +51,7 @@ def layer_rows(module: Module, network=None) -> list[dict]:
 
 def totals(module: Module, rows: list[dict], network=None) -> dict:
     net = network or module.networks()[0]
-    used = set()
-    for op in net.regions[0].ops:
-        for ref in (op.attrs.get("params") or {}).values():
-            used.add(ref.name)
-    # unique storage: a shared name counts once; a share_from alias holds no storage of its own
-    owned = [p for p in module.params() if p.attrs["sym_name"] in used and "share_from" not in p.attrs
-             and "type" in p.attrs]
+    owned = _storage(module, [net])
     return {
         "layers": len(rows),
         "params": sum(p.attrs["type"].numel for p in owned),
@@ -68,6 +62,24 @@ def totals(module: Module, rows: list[dict], network=None) -> dict:
         "flops_bwd_filter": sum(r["flops_bwd_filter"] for r in rows),
         "bytes": sum(r["bytes"] for r in rows),
     }
+
+
+def _storage(module: Module, nets) -> list:
+    """The parameters that hold storage for `nets`: a name shared by several layers or networks
+    counts once, and a share_from alias counts as its owner (it holds no storage of its own)."""
+    by_name = {p.attrs["sym_name"]: p for p in module.params()}
+    owners = {}
+    for net in nets:
+        for op in net.regions[0].ops:
+            for ref in (op.attrs.get("params") or {}).values():
+                p = by_name.get(ref.name)
+                if p is None:
+                    continue
+                if "share_from" in p.attrs:
+                    p = by_name.get(p.attrs["share_from"].name, p)
+                if "type" in p.attrs:
+                    owners[p.attrs["sym_name"]] = p
+    return list(owners.values())
 
 
 def explain_json(module: Module, device=None) -> dict:
@@ -81,7 +93,10 @@ def explain_json(module: Module, device=None) -> dict:
         nets.append({"name": net.attrs["sym_name"], "layers": rows, "totals": t})
     if len(nets) == 1:
         return nets[0]
+    owned = _storage(module, module.networks())
     return {"name": module.attrs.get("source"), "networks": nets,
+            "totals": {"networks": len(nets), "params": sum(p.attrs["type"].numel for p in owned),
+                       "param_bytes": sum(p.attrs["type"].nbytes for p in owned)},
             "params": [{"name": p.attrs["sym_name"], "shape": list(p.attrs["type"].shape),
                         **({"share_from": p.attrs["share_from"].name} if "share_from" in p.attrs else {})}
                        for p in module.params() if "type" in p.attrs]}

@@ -2,6 +2,7 @@
 opaque pass-through op that importers use for layer types netc does not know."""
 from __future__ import annotations
 
+from ..ir.core import DTYPES
 from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 
 
@@ -11,7 +12,7 @@ class Input(OpDef):
     types = ("Input",)
     arity = (0, 0)
     moves_data = False
-    attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", ("f16", "bf16", "f32", "f64", "i32", "i64"))}
+    attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", tuple(DTYPES))}
     doc = "A network input; written `input data: f32[N, H, W, C]` in .nd."
 
     def infer(self, a, ins):

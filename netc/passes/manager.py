@@ -99,9 +99,13 @@ class PassManager:
         for n in resolve_pipeline(self.names, module):
             p = PASSES[n]()
             t0 = time.perf_counter()
+            errors_before = ctx.diag.error_count
             p.run(module, ctx)
             self.times.append((n, time.perf_counter() - t0))
-            if ctx.diag.has_errors():
+            # A pass that reports errors stops the pipeline (later passes would only repeat them).
+            # Errors from the frontend do not: layers it marked invalid are skipped by the passes,
+            # which still report every independent problem in the rest of the file.
+            if ctx.diag.error_count > errors_before:
                 raise NetcError([d for d in ctx.diag.diagnostics])
             if self.verify:
                 problems = verify_module(module)
@@ -111,6 +115,8 @@ class PassManager:
                 text = _banner(p) + "\n" + print_ir(module)
                 self.dumps.append((n, text))
                 self.out.write(text + "\n")
+        if ctx.diag.has_errors():
+            raise NetcError([d for d in ctx.diag.diagnostics])
         return module
 
     def timing_report(self) -> str:
