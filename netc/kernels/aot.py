@@ -1,0 +1,175 @@
+"""Ahead-of-time compilation of a resolved KernelCall to a cubin, on a machine without a GPU.
+
+Triton's compiler runs on the CPU and ships ptxas inside its wheel (triton/backends/nvidia/bin), so
+
+    src = triton.compiler.ASTSource(fn=kernel, signature={name: "*fp32" | "i32" | "fp32" | "constexpr", ...},
+                                    constexprs={name: value, ...})
+    k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
+    k.asm["cubin"], k.asm["ptx"], k.metadata.name, k.metadata.shared, ...
+
+works unchanged in triton 3.6 and 3.9 (GPUTarget(backend, arch, warp_size): the third field is the
+warp size, 32 on NVIDIA). The signature lists every parameter of the kernel, constexprs included
+(typed "constexpr"); constexprs are keyed by name.
+
+The cubin's entry point takes the non-constexpr parameters in order, then two pointers Triton
+appends itself (global scratch and profile scratch; both may be NULL when the metadata's
+global_scratch_size and profile_scratch_size are 0, as for all of netc's kernels). AotKernel.params
+lists the kernel's own ones. Launch it with grid `call.grid`, block (32 * num_warps, 1, 1) and
+`shared` bytes of dynamic shared memory (raise the function's limit past 48 KiB first).
+
+Compilation needs real @triton.jit functions: run it in a process without TRITON_INTERPRET=1.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import torch
+import triton
+from triton.backends.compiler import GPUTarget
+
+from .common import POINTER_TYPES, KernelCall
+
+
+@dataclass
+class AotKernel:
+    name: str            # the cubin's entry point
+    arch: int            # 80, 90, ...
+    cubin: bytes
+    ptx: str
+    params: list         # runtime parameters, in order: (name, triton type)
+    n_params: int        # parameters of the PTX entry (params + Triton's scratch pointers)
+    num_warps: int
+    shared: int          # dynamic shared memory in bytes
+    global_scratch_size: int
+    compiled: object     # triton's CompiledKernel
+
+
+def arg_type(v) -> str:
+    """The Triton signature type of one runtime argument of a KernelCall."""
+    if isinstance(v, torch.Tensor):
+        try:
+            return POINTER_TYPES[v.dtype]
+        except KeyError:
+            raise TypeError(f"no kernel pointer type for {v.dtype}") from None
+    if isinstance(v, bool):
+        return "i1"
+    if isinstance(v, int):
+        return "i32" if -2**31 <= v < 2**31 else "i64"
+    if isinstance(v, float):
+        return "fp32"
+    raise TypeError(f"cannot type kernel argument {v!r}")
+
+
+def signature_of(call: KernelCall) -> dict:
+    """{parameter: type} for every parameter of call.kernel, constexprs typed 'constexpr'."""
+    names = list(call.kernel.arg_names)
+    runtime = names[:len(call.args)]
+    rest = names[len(call.args):]
+    missing = [n for n in rest if n not in call.constexprs]
+    if missing:
+        raise ValueError(f"{call.kernel.__name__}: no value for {missing}")
+    sig = {n: arg_type(v) for n, v in zip(runtime, call.args)}
+    sig.update({n: "constexpr" for n in rest})
+    return sig
+
+
+def compile_call(call: KernelCall, arch: int = 90) -> AotKernel:
+    """Compile the specialization `call` describes for sm_<arch>; see the module docstring."""
+    fn = call.kernel
+    if not isinstance(fn, triton.runtime.JITFunction):
+        raise RuntimeError(f"{getattr(fn, '__name__', fn)} is not a compilable @triton.jit function "
+                           f"(is TRITON_INTERPRET=1 set in this process?)")
+    sig = signature_of(call)
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=dict(call.constexprs))
+    k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(call.options))
+    ptx = k.asm["ptx"]
+    entry = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)", ptx, re.S)
+    n_params = entry.group(1).count(".param") if entry else -1
+    md = k.metadata
+    return AotKernel(name=md.name, arch=arch, cubin=k.asm["cubin"], ptx=ptx,
+                     params=[(n, t) for n, t in sig.items() if t != "constexpr"], n_params=n_params,
+                     num_warps=md.num_warps, shared=md.shared,
+                     global_scratch_size=getattr(md, "global_scratch_size", 0) or 0, compiled=k)
+
+
+def ptxas_path(arch: int = 90):
+    """The ptxas Triton would use for sm_<arch> (its own copy, unless TRITON_PTXAS_PATH or
+    TRITON_PTXAS_BLACKWELL_PATH say otherwise), or None when there is none."""
+    try:
+        from triton.backends.nvidia.compiler import get_ptxas
+        return get_ptxas(arch).path
+    except Exception:
+        return None
+
+
+def representative_calls() -> dict:
+    """One specialization of every kernel (and of each K walk, dtype and epilogue family), described
+    with meta tensors: what `python -m netc.kernels.aot` compiles to show the toolchain works."""
+    from .conv import conv2d
+    from .elementwise import elementwise_chain
+    from .gemm import gemm
+    from .lrn import lrn
+    from .pool import avgpool, maxpool
+    from .softmax import softmax
+
+    def m(*shape, dt=torch.float32):
+        return torch.empty(*shape, dtype=dt, device="meta")
+
+    f16, bf16 = torch.float16, torch.bfloat16
+    return {
+        "gemm_f32_tf32_relu": gemm(m(128, 9216), m(9216, 4096), m(4096), activation="relu", allow_tf32=True,
+                                   launch=False),
+        "gemm_f16_bn_res_sigmoid": gemm(m(128, 512, dt=f16), m(512, 1000, dt=f16), m(1000), scale=m(1000),
+                                        shift=m(1000), residual=m(128, 1000, dt=f16), residual_after_act=True,
+                                        activation="sigmoid", launch=False),
+        "gemm_bf16_tanh": gemm(m(128, 512, dt=bf16), m(512, 1000, dt=bf16), activation="tanh", launch=False),
+        "conv_f32_3x3_taps": conv2d(m(8, 28, 28, 64), m(3, 3, 64, 128), m(128), activation="relu", launch=False),
+        "conv_f16_11x11_flat": conv2d(m(8, 224, 224, 3, dt=f16), m(11, 11, 3, 64, dt=f16), m(64),
+                                      strides=[1, 4, 4, 1], padding="VALID", launch=False),
+        "conv_bf16_1x1_bn_res_concat": conv2d(
+            m(8, 14, 14, 256, dt=bf16), m(1, 1, 256, 256, dt=bf16), scale=m(256), shift=m(256),
+            residual=m(8, 14, 14, 256, dt=bf16), activation="leaky_relu", negative_slope=0.1,
+            out=m(8, 14, 14, 512, dt=bf16), out_channel_offset=256, launch=False),
+        "maxpool_f32": maxpool(m(8, 55, 55, 96), [1, 3, 3, 1], [1, 2, 2, 1], "VALID", launch=False),
+        "avgpool_f16_same": avgpool(m(8, 35, 35, 192, dt=f16), [1, 3, 3, 1], [1, 1, 1, 1], "SAME", launch=False),
+        "lrn_f32": lrn(m(8, 27, 27, 96), 5, 1e-4, 0.75, 2.0, launch=False),
+        "softmax_f32": softmax(m(8, 1000), launch=False),
+        "elementwise_chain_f32": elementwise_chain(
+            m(8, 14, 14, 64), [("add", m(8, 14, 14, 64)), ("scale_shift", m(64), m(64)), "relu", ("mul", 0.5),
+                               ("max", 0.25), "sigmoid", "tanh", ("leaky_relu", 0.2)], launch=False),
+    }
+
+
+def main(argv=None) -> int:
+    import argparse
+    import json
+    import time
+
+    ap = argparse.ArgumentParser(prog="python -m netc.kernels.aot",
+                                 description="Compile one specialization of every netc kernel to a cubin.")
+    ap.add_argument("--arch", type=int, default=90)
+    ap.add_argument("--only", nargs="*", help="names from representative_calls()")
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    a = ap.parse_args(argv)
+    results = {}
+    for name, call in representative_calls().items():
+        if a.only and name not in a.only:
+            continue
+        t = time.time()
+        k = compile_call(call, a.arch)
+        results[name] = dict(entry=k.name, cubin_bytes=len(k.cubin), elf=k.cubin[:4] == b"\x7fELF",
+                             params=len(k.params), ptx_params=k.n_params, shared=k.shared,
+                             num_warps=k.num_warps, seconds=round(time.time() - t, 2))
+    if a.json:
+        print(json.dumps(dict(triton=triton.__version__, arch=a.arch, ptxas=ptxas_path(a.arch), kernels=results)))
+    else:
+        print(f"triton {triton.__version__}, sm_{a.arch}, ptxas {ptxas_path(a.arch)}")
+        for name, r in results.items():
+            print(f"  {name:30s} {r['entry']:20s} cubin {r['cubin_bytes']:7d} B  shared {r['shared']:6d} B  "
+                  f"{r['num_warps']} warps  {r['seconds']:.2f}s")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,182 @@
+"""Pieces shared by the kernels: activation codes, the fused GEMM epilogue, the dot step, and the
+host-side helpers that turn netc attributes (strides, padding, dtypes) into kernel arguments.
+
+The epilogue order is fixed and documented once, here, for gemm and conv2d alike:
+
+    y = acc                      (fp32 accumulator of A @ B)
+    y = y + bias[col]            HAS_BIAS
+    y = y * scale[col] + shift[col]   HAS_AFFINE (a folded batch norm)
+    y = y + residual             HAS_RESIDUAL and not RESIDUAL_AFTER_ACT   (ResNet: relu(bn(conv) + x))
+    y = act(y)                   ACTIVATION
+    y = y + residual             HAS_RESIDUAL and RESIDUAL_AFTER_ACT
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import triton
+import triton.language as tl
+
+from .geometry import pair, window_geometry  # noqa: F401  (re-exported for the launchers)
+
+# ACTIVATION constexpr codes (shared by every kernel with a fused activation).
+ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_LEAKY_RELU = 0, 1, 2, 3, 4
+ACTIVATIONS = {"none": ACT_NONE, "relu": ACT_RELU, "sigmoid": ACT_SIGMOID, "tanh": ACT_TANH,
+               "leaky_relu": ACT_LEAKY_RELU}
+
+# torch dtype -> the Triton signature type of a pointer to it (used by the AOT compiler).
+POINTER_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16"}
+FLOAT_DTYPES = tuple(POINTER_TYPES)
+
+# Triton's CPU interpreter (TRITON_INTERPRET=1, read when a kernel is decorated) multiplies bf16
+# blocks as raw 16-bit integers in tl.dot (triton 3.9); under it, bf16 operands are widened to
+# fp32 first, which is exact and matches tensor cores (exact products, fp32 accumulation).
+INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
+
+
+@triton.jit
+def activate(x, ACTIVATION: tl.constexpr, slope):
+    """Apply activation ACTIVATION to an fp32 block; `slope` is leaky ReLU's negative slope."""
+    if ACTIVATION == 1:
+        x = tl.maximum(x, 0.0)
+    elif ACTIVATION == 2:
+        x = 1.0 / (1.0 + tl.exp(-x))
+    elif ACTIVATION == 3:
+        # tanh from exp(-2|x|): no overflow, exact sign, no libdevice (the interpreter has none)
+        t = tl.exp(-2.0 * tl.abs(x))
+        y = (1.0 - t) / (1.0 + t)
+        x = tl.where(x < 0.0, -y, y)
+    elif ACTIVATION == 4:
+        x = tl.where(x < 0.0, x * slope, x)
+    return x
+
+
+@triton.jit
+def mma(a, b, acc, ALLOW_TF32: tl.constexpr):
+    """acc += a @ b with an fp32 accumulator. fp32 operands use TF32 tensor cores only when
+    ALLOW_TF32; otherwise full IEEE fp32 ("ieee"). fp16/bf16 operands ignore the precision."""
+    if a.dtype != b.dtype:
+        b = b.to(a.dtype)
+    if INTERPRETING:
+        if a.dtype == tl.bfloat16:
+            a = a.to(tl.float32)
+            b = b.to(tl.float32)
+    if ALLOW_TF32:
+        acc = tl.dot(a, b, acc, input_precision="tf32")
+    else:
+        acc = tl.dot(a, b, acc, input_precision="ieee")
+    return acc
+
+
+@triton.jit
+def epilogue(acc, offs_m, offs_n, mask_m, mask_n,
+             bias_ptr, scale_ptr, shift_ptr, res_ptr, stride_rm, stride_rn, slope,
+             HAS_BIAS: tl.constexpr, HAS_AFFINE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+             RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr):
+    """The fused epilogue of a [BLOCK_M, BLOCK_N] fp32 tile (order in the module docstring).
+    offs_m must already be int64 when the residual can be large."""
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+        acc = acc + bias[None, :]
+    if HAS_AFFINE:
+        scale = tl.load(scale_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+        shift = tl.load(shift_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)
+        acc = acc * scale[None, :] + shift[None, :]
+    if HAS_RESIDUAL:
+        r_ptrs = res_ptr + offs_m[:, None] * stride_rm + offs_n[None, :] * stride_rn
+        res = tl.load(r_ptrs, mask=mask_m[:, None] & mask_n[None, :], other=0.0).to(tl.float32)
+        if not RESIDUAL_AFTER_ACT:
+            acc = acc + res
+    acc = activate(acc, ACTIVATION, slope)
+    if HAS_RESIDUAL:
+        if RESIDUAL_AFTER_ACT:
+            acc = acc + res
+    return acc
+
+
+# --------------------------------------------------------------------------- host-side helpers
+
+def activation_code(activation) -> int:
+    if isinstance(activation, int):
+        if activation not in ACTIVATIONS.values():
+            raise ValueError(f"unknown activation code {activation}")
+        return activation
+    try:
+        return ACTIVATIONS[activation or "none"]
+    except KeyError:
+        raise ValueError(f"unknown activation {activation!r}; expected one of {sorted(ACTIVATIONS)}") from None
+
+
+def check_float(t: torch.Tensor, what: str):
+    if t.dtype not in FLOAT_DTYPES:
+        raise TypeError(f"{what} must be float32, float16 or bfloat16, got {t.dtype}")
+
+
+def channel_slice(out: torch.Tensor | None, shape: tuple, channel_offset: int, dtype, device) -> torch.Tensor:
+    """The [..., C] view a kernel writes: a fresh tensor, or channels [off, off+C) of `out` whose
+    last axis holds the total channel count of a concatenation (zero-copy concat)."""
+    c = shape[-1]
+    if out is None:
+        if channel_offset:
+            raise ValueError("out_channel_offset needs an `out` buffer")
+        return torch.empty(shape, dtype=dtype, device=device)
+    if tuple(out.shape[:-1]) != tuple(shape[:-1]):
+        raise ValueError(f"out buffer {list(out.shape)} does not match the output {list(shape)} "
+                         f"outside the channel axis")
+    if not 0 <= channel_offset or channel_offset + c > out.shape[-1]:
+        raise ValueError(f"channels [{channel_offset}, {channel_offset + c}) do not fit the out buffer's "
+                         f"{out.shape[-1]} channels")
+    view = out[..., channel_offset:channel_offset + c]
+    row_stride(view, "out")
+    return view
+
+
+def row_stride(t: torch.Tensor, what: str) -> int:
+    """The stride between consecutive pixels (rows) of an [..., C] tensor whose channels are
+    contiguous and whose pixels are evenly spaced, as in a channel slice of a contiguous NHWC
+    buffer. Raises for other layouts."""
+    if t.shape[-1] > 1 and t.stride(-1) != 1:
+        raise ValueError(f"{what} needs contiguous channels (stride 1 on the last axis), got strides {t.stride()}")
+    rs = None  # the stride of the innermost pixel axis longer than 1; the outer ones must nest
+    for d in range(t.dim() - 2, -1, -1):
+        if t.shape[d] == 1:
+            continue
+        if rs is None:
+            rs = expect = t.stride(d)
+        elif t.stride(d) != expect:
+            raise ValueError(f"{what} must have evenly spaced pixels (a channel slice of a contiguous buffer), "
+                             f"got shape {list(t.shape)} strides {t.stride()}")
+        expect *= t.shape[d]
+    return rs if rs is not None else t.shape[-1]
+
+
+def dummy(device) -> torch.Tensor:
+    """A stand-in for an absent optional pointer (never dereferenced: its constexpr switch is off)."""
+    return torch.empty(1, dtype=torch.float32, device=device)
+
+
+def pow2_at_least(n: int, lo: int = 16) -> int:
+    return max(lo, triton.next_power_of_2(max(int(n), 1)))
+
+
+@dataclass
+class KernelCall:
+    """One fully resolved kernel launch: what a launcher would run, for codegen to compile ahead of
+    time (aot.compile_call) and schedule. `args` are the runtime arguments in the kernel's order
+    (tensors stand for pointers), `constexprs` the compile-time ones, `options` num_warps/num_stages."""
+    kernel: object
+    grid: tuple
+    args: tuple
+    constexprs: dict
+    options: dict = field(default_factory=dict)
+    out: torch.Tensor | None = None
+
+    def launch(self):
+        self.kernel[self.grid](*self.args, **self.constexprs, **self.options)
+        return self.out
+
+
+def finish(call: KernelCall, launch: bool):
+    """A launcher's last step: run the call and return its output, or (launch=False) return the call."""
+    return call.launch() if launch else call

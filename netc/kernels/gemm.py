@@ -1,0 +1,117 @@
+"""GEMM with a fused epilogue: C = epilogue(A @ B), for inner_product (y = x.reshape(N, K) @ W + b)
+and anything else codegen lowers to a matrix product.
+
+A [M, K], B [K, N], C [M, N] and the residual [M, N] may have any strides (C may be a column slice
+of a wider buffer: zero-copy concatenation). Accumulation is fp32; inputs fp32, fp16 or bf16.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .common import KernelCall, activation_code, check_float, dummy, epilogue, finish, mma, pow2_at_least
+
+
+@triton.jit
+def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                M, N, K,
+                stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn, stride_rm, stride_rn,
+                slope,
+                HAS_BIAS: tl.constexpr, HAS_AFFINE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr,
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    # grouped ordering: GROUP_M row-blocks share each column block while it is hot in L2
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    width = GROUP_M * num_pid_n
+    group = pid // width
+    first_m = group * GROUP_M
+    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % group_size
+    pid_n = (pid % width) // group_size
+
+    offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
+
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        mask_k = offs_k < K - k0
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+        acc = mma(a, b, acc, ALLOW_TF32)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                   stride_rm, stride_rn, slope,
+                   HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+def default_gemm_blocks(dtype) -> dict:
+    """H100-sized defaults: 128x128 tiles, K step 32 for fp32 (TF32/IEEE) and 64 for 16-bit."""
+    bk = 32 if dtype == torch.float32 else 64
+    return dict(block_m=128, block_n=128, block_k=bk, group_m=8, num_warps=8, num_stages=3)
+
+
+def gemm(a: torch.Tensor, b: torch.Tensor, bias=None, *, activation="none", scale=None, shift=None,
+         residual=None, residual_after_act=False, negative_slope=0.0, out=None, out_dtype=None,
+         allow_tf32=False, block_m=None, block_n=None, block_k=None, group_m=None, num_warps=None,
+         num_stages=None, launch=True):
+    """C = epilogue(a @ b): a [M, K], b [K, N], bias/scale/shift [N], residual [M, N].
+
+    `out` (any strides, e.g. a column slice of a concatenation buffer) receives the result; else a
+    new [M, N] tensor of `out_dtype` (default a's dtype) is returned. Block sizes default to
+    default_gemm_blocks(a.dtype) and shrink to the problem (never below 16, tl.dot's minimum).
+    launch=False returns the resolved KernelCall instead of running it (for AOT compilation)."""
+    if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm needs a [M, K] and b [K, N], got {list(a.shape)} and {list(b.shape)}")
+    check_float(a, "a")
+    check_float(b, "b")
+    M, K = a.shape
+    N = b.shape[1]
+    if out is None:
+        out = torch.empty((M, N), dtype=out_dtype or a.dtype, device=a.device)
+    elif tuple(out.shape) != (M, N):
+        raise ValueError(f"out must be [{M}, {N}], got {list(out.shape)}")
+    for v, what in ((bias, "bias"), (scale, "scale"), (shift, "shift")):
+        if v is not None and tuple(v.shape) != (N,):
+            raise ValueError(f"{what} must be [{N}], got {list(v.shape)}")
+    if (scale is None) != (shift is None):
+        raise ValueError("scale and shift come together (a folded batch norm); pass both")
+    if residual is not None and tuple(residual.shape) != (M, N):
+        raise ValueError(f"residual must be [{M}, {N}], got {list(residual.shape)}")
+
+    d = default_gemm_blocks(a.dtype)
+    block_m = block_m or min(d["block_m"], pow2_at_least(M))
+    block_n = block_n or min(d["block_n"], pow2_at_least(N))
+    block_k = block_k or min(d["block_k"], pow2_at_least(K))
+    group_m = group_m or d["group_m"]
+    z = dummy(a.device)
+    res = residual if residual is not None else z
+    grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
+    return finish(KernelCall(gemm_kernel, grid, (
+        a, b, out, bias if bias is not None else z, scale if scale is not None else z,
+        shift if shift is not None else z, res,
+        M, N, K,
+        a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
+        res.stride(0) if residual is not None else 0, res.stride(1) if residual is not None else 0,
+        float(negative_slope)), dict(
+        HAS_BIAS=bias is not None, HAS_AFFINE=scale is not None, HAS_RESIDUAL=residual is not None,
+        RESIDUAL_AFTER_ACT=bool(residual_after_act), ACTIVATION=activation_code(activation),
+        ALLOW_TF32=bool(allow_tf32),
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
+        dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), out), launch)
+
+
+def inner_product(x: torch.Tensor, w: torch.Tensor, bias=None, **kw) -> torch.Tensor:
+    """netc's inner_product: y = x.reshape(N, K) @ w[K, M] + bias, with gemm's fused epilogue."""
+    return gemm(x.reshape(x.shape[0], -1), w, bias, **kw)

@@ -1,0 +1,120 @@
+"""gemm / inner_product with the fused epilogue against the float64 reference: odd sizes, strided
+operands, column-slice output, every epilogue combination family, fp16/bf16. Outputs are poisoned."""
+import pytest
+
+pytest.importorskip("triton", reason="Triton is not importable; kernel tests need it")
+
+import torch  # noqa: E402
+
+from netc.kernels import reference as R  # noqa: E402
+from netc.kernels.gemm import gemm, inner_product  # noqa: E402
+
+BLOCKS = dict(block_m=16, block_n=16, block_k=16, group_m=2)
+NAN = float("nan")
+
+
+def randn(gen, *shape, dtype=torch.float32, device="cpu"):
+    return torch.randn(*shape, generator=gen).to(dtype).to(device)
+
+
+def poisoned(shape, dtype, device):
+    return torch.full(shape, NAN, dtype=dtype, device=device)
+
+
+@pytest.mark.parametrize("mnk", [(1, 1, 1), (1, 5, 17), (33, 21, 29), (50, 37, 48)], ids=str)
+def test_gemm_shapes(device, rng, mnk):
+    m, n, k = mnk
+    a, b, bias = randn(rng, m, k, device=device), randn(rng, k, n, device=device), randn(rng, n, device=device)
+    out = poisoned((m, n), torch.float32, device)
+    R.check(gemm(a, b, bias, out=out, **BLOCKS), R.gemm(a, b, bias))
+
+
+def test_gemm_strided_operands_and_column_slice(device, rng):
+    """A transposed A, B with a row stride wider than N, C a column slice of a wider buffer."""
+    a = randn(rng, 23, 19, device=device).t()                  # [19, 23], strides (1, 19)
+    b = randn(rng, 23, 40, device=device)[:, 3:20]             # [23, 17], row stride 40
+    buf = poisoned((19, 30), torch.float32, device)
+    y = gemm(a, b, out=buf[:, 5:22], activation="relu", **BLOCKS)
+    R.check(y, R.gemm(a, b, activation="relu"))
+    assert torch.isnan(buf[:, :5]).all() and torch.isnan(buf[:, 22:]).all(), "wrote outside its slice"
+
+
+EPILOGUES = [
+    dict(),
+    dict(bias=True, activation="relu"),
+    dict(bias=True, activation="sigmoid"),
+    dict(affine=True, activation="tanh"),
+    dict(bias=True, affine=True, residual=True, activation="relu"),
+    dict(residual=True, residual_after_act=True, activation="sigmoid"),
+    dict(bias=True, residual=True, activation="leaky_relu", negative_slope=0.2),
+]
+
+
+@pytest.mark.parametrize("epi", EPILOGUES, ids=lambda e: "-".join(f"{k}={v}" for k, v in e.items()) or "plain")
+def test_gemm_epilogues(device, rng, epi):
+    m, n, k = 19, 21, 24
+    a, b = randn(rng, m, k, device=device), randn(rng, k, n, device=device)
+    bias = randn(rng, n, device=device) if epi.get("bias") else None
+    scale = randn(rng, n, device=device) if epi.get("affine") else None
+    shift = randn(rng, n, device=device) if epi.get("affine") else None
+    # the residual is a transposed view: arbitrary strides are fine for gemm
+    res = randn(rng, n, m, device=device).t() if epi.get("residual") else None
+    kw = dict(activation=epi.get("activation", "none"), scale=scale, shift=shift, residual=res,
+              residual_after_act=epi.get("residual_after_act", False), negative_slope=epi.get("negative_slope", 0.0))
+    out = poisoned((m, n), torch.float32, device)
+    R.check(gemm(a, b, bias, out=out, **kw, **BLOCKS), R.gemm(a, b, bias, **kw))
+
+
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gemm_half_precision(device, rng, dtype):
+    m, n, k = 37, 18, 45
+    a, b = randn(rng, m, k, dtype=dtype, device=device), randn(rng, k, n, dtype=dtype, device=device)
+    bias, res = randn(rng, n, dtype=dtype, device=device), randn(rng, m, n, dtype=dtype, device=device)
+    out = poisoned((m, n), dtype, device)
+    y = gemm(a, b, bias, residual=res, activation="tanh", out=out, **BLOCKS)
+    R.check(y, R.gemm(a, b, bias, residual=res, activation="tanh"), dtype)
+    # fp32 output of the same 16-bit product: only accumulation error remains
+    out32 = poisoned((m, n), torch.float32, device)
+    R.check(gemm(a, b, bias, out=out32, **BLOCKS), R.gemm(a, b, bias))
+
+
+def test_gemm_mixed_operand_dtypes(device, rng):
+    """fp16 activations times fp32 weights: B is cast to A's dtype inside the kernel."""
+    a = randn(rng, 9, 20, dtype=torch.float16, device=device)
+    b = randn(rng, 20, 7, dtype=torch.float16, device=device).float()
+    out = poisoned((9, 7), torch.float32, device)
+    R.check(gemm(a, b, out=out, **BLOCKS), R.gemm(a, b))
+
+
+def test_inner_product_flattens(device, rng):
+    x = randn(rng, 3, 4, 5, 2, device=device)      # NHWC feature map, K = 40
+    w = randn(rng, 40, 11, device=device)
+    b = randn(rng, 11, device=device)
+    out = poisoned((3, 11), torch.float32, device)
+    R.check(inner_product(x, w, b, activation="relu", out=out, **BLOCKS), R.inner_product(x, w, b, activation="relu"))
+
+
+def test_gemm_default_blocks_and_tf32(device, rng):
+    a, b = randn(rng, 7, 33, device=device), randn(rng, 33, 9, device=device)
+    R.check(gemm(a, b), R.gemm(a, b))
+    R.check(gemm(a, b, allow_tf32=True), R.gemm(a, b), rtol=5e-3)
+
+
+def test_gemm_rejects_bad_arguments(device, rng):
+    a, b = randn(rng, 4, 5, device=device), randn(rng, 6, 3, device=device)
+    with pytest.raises(ValueError, match="gemm needs"):
+        gemm(a, b)
+    with pytest.raises(ValueError, match="activation"):
+        gemm(a, randn(rng, 5, 3, device=device), activation="gelu")
+    with pytest.raises(TypeError, match="float32"):
+        gemm(a.double(), randn(rng, 5, 3, device=device).double())
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16, torch.bfloat16])
+def test_gemm_gpu_default_blocks(device, rng, dtype):
+    a = randn(rng, 300, 1000, dtype=dtype, device=device) * 0.1
+    b = randn(rng, 1000, 517, dtype=dtype, device=device) * 0.1
+    bias = randn(rng, 517, device=device)
+    y = gemm(a, b, bias, activation="relu", allow_tf32=dtype == torch.float32)
+    R.check(y, R.gemm(a, b, bias, activation="relu"), dtype, rtol=5e-3 if dtype == torch.float32 else None)
