@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--device", metavar="DEV",
                    help="estimate time per layer with Paleo's model: h100, h200, a100, titanx, k40, ... or "
                         "custom:PEAK_FLOPS,BANDWIDTH (FLOP/s, byte/s; SI suffixes allowed: custom:67T,3.35T)")
+    p.add_argument("--memory", action="store_true",
+                   help="plan memory and show it: buffers, classes, offsets, lifetimes; arena vs lower bound")
+    p.add_argument("--layout", metavar="OUT.json",
+                   help="write the memory plan in Brainstorm's layout format (read back by `netc check`)")
+    p.add_argument("--plot", metavar="PLAN.svg", help="draw the memory plan: offset against schedule step")
+    p.add_argument("--no-reuse", action="store_true", help="plan without sharing memory between tensors")
     p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
                    help="write the graph in Graphviz DOT to FILE (also FILE.svg when `dot` is installed); "
                         "'-' or no FILE prints it")
@@ -106,6 +112,9 @@ def _ctx(args, diag):
 
 def cmd_check(args, diag):
     from .passes.manager import DEFAULT_PIPELINE, PassManager
+    text = _layout_text(args.file)
+    if text is not None:
+        return _check_layout(args, diag, text)
     module = _load(args, diag)
     PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
     return 0
@@ -141,8 +150,17 @@ def cmd_explain(args, diag):
     device = get_device(args.device) if args.device else None
     module = _load(args, diag)
     show_ir = args.format == "text" and not args.brief and args.dot is None
-    pm = PassManager(DEFAULT_PIPELINE, print_after_all=show_ir)
-    pm.run(module, _ctx(args, diag))
+    want_plan = args.memory or args.layout or args.plot
+    ctx = _ctx(args, diag)
+    if want_plan:
+        # the layout format cannot express strided (channel-concat) slices: plan contiguous ones then
+        ctx.options["plan_memory"] = {"reuse": not args.no_reuse,
+                                      **({"concat": "contiguous"} if args.layout else {})}
+    pm = PassManager(DEFAULT_PIPELINE + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
+    pm.run(module, ctx)
+    plans = ctx.notes.get("memory_plan", {})
+    if args.layout or args.plot:
+        _write_plan_files(args, plans)
     if args.dot is not None:
         dot = to_dot(module)
         if args.dot == "-":
@@ -158,14 +176,90 @@ def cmd_explain(args, diag):
                 print(f"wrote {args.dot} (install Graphviz `dot` to also get an SVG)")
         return 0
     if args.format == "json":
-        sys.stdout.write(dumps(explain_json(module, device)) + "\n")
+        doc = explain_json(module, device)
+        if args.memory:
+            from .memory.report import plan_json
+            for net in doc.get("networks", [doc]):
+                net["memory"] = plan_json(plans[net["name"]])
+        sys.stdout.write(dumps(doc) + "\n")
     else:
         sys.stdout.write(explain_table(module, device))
+        if args.memory:
+            for plan in plans.values():
+                sys.stdout.write(plan.table())
     return 0
+
+
+def _write_plan_files(args, plans):
+    import json
+    from .memory.layout import LayoutError, write_layout
+    from .memory.report import plan_svg
+    if len(plans) != 1 and (args.layout or args.plot):
+        raise NetcError("--layout and --plot need a file with exactly one network")
+    plan = next(iter(plans.values()))
+    if args.layout:
+        try:
+            doc = write_layout(plan)
+        except LayoutError as e:
+            raise NetcError(f"cannot write the plan as a layout: {e}")
+        with open(args.layout, "w") as f:
+            json.dump(doc, f, indent=1)
+        sys.stderr.write(f"wrote {args.layout}\n")
+    if args.plot:
+        if not args.plot.endswith(".svg"):
+            raise NetcError("--plot writes SVG; name the file *.svg")
+        with open(args.plot, "w") as f:
+            f.write(plan_svg(plan))
+        sys.stderr.write(f"wrote {args.plot}\n")
+
+
+def _check_layout(args, diag, text):
+    """`netc check`/`import` on a Brainstorm layout: read it and verify it (W1-W4, overlaps)."""
+    from .frontend.jsonloc import load_json
+    from .memory.layout import LayoutError, read_layout
+    from .diagnostics import SOURCES, Loc
+    SOURCES.add(args.file, text)
+    doc, locs, _ = load_json(text, args.file)
+    try:
+        lay = read_layout(doc)
+    except LayoutError as e:
+        for path, msg in e.problems:
+            loc = locs.get(path) or _nearest(locs, path) or Loc(args.file, 1, 1)
+            diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
+        raise NetcError(diag.diagnostics[:])
+    n = len(getattr(lay, "arrays", []) or [])
+    sys.stdout.write(f"{args.file}: a valid layout: sizes {doc.get('sizes')}"
+                     + (f", {n} arrays" if n else "") + "\n")
+    return 0
+
+
+def _nearest(locs, path):
+    while path and path not in locs:
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            return None
+        path = path[:cut]
+    return locs.get(path)
+
+
+def _layout_text(path):
+    """The file's text if it is a Brainstorm layout document (has "sizes" and "layout"), else None."""
+    if not path.endswith(".json"):
+        return None
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except (OSError, UnicodeDecodeError):
+        return None
+    head = text[:4096]
+    return text if ('"sizes"' in head or '"sizes"' in text) and '"layout"' in text and '"layers"' not in head else None
 
 
 def cmd_import(args, diag):
     from .frontend.nd_writer import write_nd
+    text = _layout_text(args.file)
+    if text is not None:
+        return _check_layout(args, diag, text)
     module = _load(args, diag)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])

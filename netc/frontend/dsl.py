@@ -11,12 +11,13 @@ bindings) it checks here, collecting every error with its location.
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError, did_you_mean
+from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean
 from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
@@ -32,7 +33,20 @@ _FRIENDLY = {
     "COLON": "':'", "COMMA": "','", "EQUAL": "'='", "$END": "end of file",
 }
 
+# Attribute keys a layer statement may not set: the statement's own syntax (or netc) does.
+_RESERVED_KEYS = {
+    "name": "a layer's name is written before '=', not as an attribute",
+    "parents": "a layer's parents are written in parentheses after its type, not as an attribute",
+    "split_index": "'split_index' is set by netc (parallel blocks) and cannot be given as an attribute",
+    "type": "'type' is set by netc and cannot be given as an attribute; the layer type comes after '='",
+    "invalid": "'invalid' is set by netc and cannot be given as an attribute",
+}
 _COMMON_KEYS = ("include", "exclude", "partition_dim", "location", "params")
+# Blocks, lists and dictionaries nest at most this deep: passes and printers walk nested regions
+# and values recursively, and a real network nests a few levels (Inception: 3), so deeper is a
+# mistake (or a generated file gone wrong), reported rather than overflowing Python's stack.
+MAX_NESTING = 100
+MAX_SPLITS = 4096  # ways a parallel block may be split (Paleo's studies go to a few hundred workers)
 _PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale")
 
 
@@ -55,6 +69,7 @@ class _Builder(Transformer):
         super().__init__(visit_tokens=False)
         self.file = file
         self.diag = diag
+        self.depth: dict[int, tuple] = {}  # id -> (block or value, its nesting depth), when nested
         self._types = set(layer_types())
 
     # -- values ----------------------------------------------------------------------------
@@ -80,13 +95,16 @@ class _Builder(Transformer):
         return None
 
     def list_value(self, c):
-        return [v for v in c if v is not None or True]
+        return self._nest(list(c), c)
 
     def key(self, c):
         t = c[0]
         return Token(t.type, _unquote(t) if t.type == "STRING" else str(t), t.start_pos, t.line, t.column)
 
     def entry(self, c):
+        if self._depth_of(c[1]) > MAX_NESTING:
+            raise NetcError(f"the value of '{c[0]}' is nested more than {MAX_NESTING} levels deep",
+                            _loc(self.file, c[0]))
         return c[0], c[1]
 
     def entries(self, c):
@@ -103,7 +121,7 @@ class _Builder(Transformer):
                 continue
             d[str(k)] = v
             d.locs[str(k)] = loc
-        return d
+        return self._nest(d, d.values())
 
     def attr_dict(self, c):
         return c[0]
@@ -148,7 +166,7 @@ class _Builder(Transformer):
         if attrs:
             self._common(op, attrs, lookup("netc.input"), locs, allowed=("include", "exclude", "partition_dim", "location"))
             for k in attrs:
-                if k not in _COMMON_KEYS:
+                if k not in _COMMON_KEYS or k == "params":
                     self.diag.error(f"unknown attribute '{k}' for an input", attrs.locs[k], width=len(k)).note(
                         "inputs accept include, exclude, partition_dim and location")
         self._check_name(name, loc)
@@ -178,10 +196,17 @@ class _Builder(Transformer):
             self.diag.error("inputs are declared with `input NAME: f32[...]`, not as a layer", tloc, width=len(typ))
         op = Operation(opdef.ir_name, result_types=[UNRANKED], attrs=a, loc=loc)
         op.attr_locs = locs
+        invalid = False
         if attrs:
             self._common(op, attrs, opdef, locs)
             for k, v in attrs.items():
                 if k in _COMMON_KEYS:
+                    continue
+                if k in _RESERVED_KEYS or (k == "splits" and (type(v) is not int or v < 1)):
+                    # these would silently overwrite what the statement itself says (or netc's own)
+                    self.diag.error(_RESERVED_KEYS.get(k, f"'splits' must be a positive integer, got {_show(v)}"),
+                                    attrs.locs[k], width=len(k))
+                    invalid = True
                     continue
                 op.attrs[k] = v
                 locs[k] = attrs.locs[k]
@@ -190,7 +215,6 @@ class _Builder(Transformer):
         # endpoint, X@all); too few is left to shape-inference, which sees the expanded list
         lo, hi = opdef.arity
         n = len(parents)
-        invalid = False
         if n and hi is not None and n > hi and not any("@" in str(p) for p in parents):
             want = f"{lo}" if lo == hi else f"{lo} to {hi}"
             self.diag.error(f"{opdef.type_name} takes {want} input{'s' if want != '1' else ''}, got {n}", tloc,
@@ -212,8 +236,9 @@ class _Builder(Transformer):
     def parallel_stmt(self, c):
         name, parents, splits, arrow, endpoint, body = c[0], c[1] or [], c[2], c[3], c[4], c[5:]
         n = int(splits)
-        if n < 1:
-            self.diag.error(f"splits must be at least 1, got {n}", _loc(self.file, splits))
+        if not 1 <= n <= MAX_SPLITS:  # each split is a copy of the block's layers
+            self.diag.error(f"splits must be between 1 and {MAX_SPLITS}, got {n}", _loc(self.file, splits),
+                            width=len(splits))
             n = 1
         return self._container("netc.parallel", name, parents, endpoint, body, {"splits": n})
 
@@ -227,7 +252,7 @@ class _Builder(Transformer):
         op.attr_locs = {"name": loc, **{f"parent{i}": _loc(self.file, p) for i, p in enumerate(parents)}}
         if endpoint is not None:
             op.attr_locs["endpoint"] = _loc(self.file, endpoint)
-        return op
+        return self._nest(op, op.regions[0].ops)
 
     def output_stmt(self, c):
         refs = c[0]
@@ -239,13 +264,27 @@ class _Builder(Transformer):
     def layout_stmt(self, c):
         d = c[0]
         first = next(iter(d.locs.values()), None)
-        op = Operation("netc.layout", attrs={"layout": dict(d)}, loc=first or Loc(self.file))
+        loc = first or Loc(self.file)
+        op = Operation("netc.layout", attrs={"layout": dict(d)}, loc=loc)
         op.attr_locs = dict(d.locs)
+        # check the section is a well-formed Brainstorm layout (W1-W4 of the layout spec)
+        from ..memory.layout import LayoutError, read_layout
+        try:
+            read_layout(_plain(d))
+        except LayoutError as e:
+            for path, msg in e.problems:
+                where = _dict_loc(d, path) or loc
+                self.diag.error(f"layout {path}: {msg}", where)
         return op
 
     def network(self, c):
         name, body = c[0], [s for s in c[1:] if s is not None]
         loc = _loc(self.file, name)
+        for s in body:
+            if self._depth_of(s) > MAX_NESTING:  # stop here: the passes would recurse that deep
+                raise NetcError(Diagnostic("error", f"blocks are nested {self._depth_of(s)} levels deep here; "
+                                           f"netc allows at most {MAX_NESTING}", s.loc,
+                                           width=len(s.attrs.get("name", "x"))))
         return Operation("netc.network", attrs={"sym_name": str(name)}, regions=[Region(body)], loc=loc)
 
     def param_decl(self, c):
@@ -263,6 +302,9 @@ class _Builder(Transformer):
                     d = self.diag.error(f"unknown parameter attribute '{k}'", attrs.locs[k], width=len(k))
                     d.note(f"did you mean '{hint}'?" if hint else "valid: " + ", ".join(_PARAM_KEYS[1:]))
                     continue
+                if k == "share_from" and not isinstance(v, str):
+                    self.diag.error(f"'share_from' must name a parameter, got {_show(v)}", attrs.locs[k], width=len(k))
+                    continue
                 op.attrs[k] = v
                 op.attr_locs[k] = attrs.locs[k]
         return op
@@ -271,7 +313,22 @@ class _Builder(Transformer):
         return Module([op for op in c if op is not None], loc=Loc(self.file, 1, 1))
 
     # -- helpers ---------------------------------------------------------------------------
+    def _depth_of(self, v) -> int:
+        """Nesting depth: 0 for scalars and layers, 1 for flat lists and dictionaries."""
+        if isinstance(v, (list, dict, Operation)):
+            return self.depth.get(id(v), (None, 0 if isinstance(v, Operation) else 1))[1]
+        return 0
+
+    def _nest(self, v, children):
+        """Record the depth of a block, or of a list or dictionary holding nested ones."""
+        d = 1 + max((self._depth_of(x) for x in children), default=0)
+        if d > 1 or isinstance(v, Operation):
+            self.depth[id(v)] = (v, d)  # keeps v alive, so its id is not reused during the parse
+        return v
+
     def _check_name(self, tok, loc):
+        if not str(tok):
+            self.diag.error("names cannot be empty", loc, width=2)
         if "@" in str(tok):
             self.diag.error(f"layer names cannot contain '@' (it marks a split index): '{tok}'", loc, width=len(tok))
 
@@ -350,6 +407,8 @@ class _Builder(Transformer):
                     self.diag.error("'share_from' must name a parameter", rloc, width=len(role))
                     continue
                 out[role] = {k: spec[k] for k in spec if k in _PARAM_KEYS}
+                if "share_from" in spec and isinstance(spec, _Dict):
+                    locs[f"param.{role}.share_from"] = spec.locs["share_from"]
             else:
                 self.diag.error(f"parameter '{role}' must be a name or {{name: ..., share_from: ...}}", rloc,
                                 width=len(role))
@@ -359,15 +418,43 @@ class _Builder(Transformer):
         locs["params"] = loc
 
 
+def _plain(v):
+    if isinstance(v, dict):
+        return {k: _plain(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [_plain(x) for x in v]
+    return v
+
+
+def _dict_loc(d, path: str):
+    """The source location of the deepest key of a JSON path ($.a.b[0]) inside a layout section."""
+    import re
+    loc = None
+    for key in re.findall(r"\.([A-Za-z_][A-Za-z0-9_]*)|\[\"([^\"]*)\"\]|\[(\d+)\]", path):
+        k = key[0] or key[1]
+        if key[2] or not isinstance(d, dict) or k not in d:
+            break
+        loc = getattr(d, "locs", {}).get(k, loc)
+        d = d[k]
+    return loc
+
+
 def _show(v):
     return f"'{v}'" if isinstance(v, str) else str(v)
 
 
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "b": "\b", "f": "\f", "0": "\0"}
+_ESCAPE = re.compile(r"\\(u[0-9a-fA-F]{4}|.)")
+
+
 def _unquote(tok) -> str:
+    """The text of a string literal: JSON's escapes (and \\0); any other escaped character
+    stands for itself (so a malformed escape is not a crash, and non-ASCII text is kept)."""
     s = str(tok)[1:-1]
     if "\\" not in s:
         return s
-    return bytes(s, "utf-8").decode("unicode_escape")
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1)[1:], 16)) if len(m.group(1)) == 5
+                       else _ESCAPES.get(m.group(1), m.group(1)), s)
 
 
 @lru_cache(maxsize=None)
@@ -388,11 +475,13 @@ def _parser():
 def parse_nd(text: str, file: str = "<input>", diag: DiagnosticEngine | None = None) -> Module:
     """Parse .nd source into unresolved IR. Syntax errors raise NetcError; other problems are
     collected into `diag` (raise at the end if any)."""
+    if text.startswith("\ufeff"):  # a UTF-8 byte order mark (some Windows editors write one)
+        text = text[1:]
     SOURCES.add(file, text)
     own = diag is None
     diag = diag or DiagnosticEngine()
     parser, builder = _parser()
-    builder.file, builder.diag = file, diag
+    builder.file, builder.diag, builder.depth = file, diag, {}
     try:
         module = parser.parse(text)
     except UnexpectedInput as e:
@@ -418,8 +507,15 @@ def _syntax_diag(e: UnexpectedInput, file: str, text: str):
     from ..diagnostics import Diagnostic
     if isinstance(e, UnexpectedCharacters):
         ch = text[e.pos_in_stream] if e.pos_in_stream < len(text) else ""
-        msg = f"unexpected character {ch!r}"
-        return Diagnostic("error", msg, Loc(file, e.line, e.column))
+        if ch == '"' and not re.match(r'"([^"\\\n]|\\.)*"', text[e.pos_in_stream:]):
+            return Diagnostic("error", "unterminated string (a string must close on the line it starts)",
+                              Loc(file, e.line, e.column))
+        d = Diagnostic("error", f"unexpected character {ch!r}", Loc(file, e.line, e.column))
+        if ch == ";":
+            d.note("statements need no ';' between them")
+        elif not ch.isascii() and ch.isalnum():
+            d.note("names are ASCII letters, digits, '_', '.' and '/'; write other names in quotes: \"name\"")
+        return d
     if isinstance(e, UnexpectedEOF) or (isinstance(e, UnexpectedToken) and e.token.type == "$END"):
         lines = text.split("\n")
         line = len(lines)
@@ -427,28 +523,93 @@ def _syntax_diag(e: UnexpectedInput, file: str, text: str):
             line -= 1
         col = len(lines[line - 1]) + 1 if lines else 1
         exp = _expected(getattr(e, "expected", None) or getattr(e, "accepts", None) or set())
-        return Diagnostic("error", f"unexpected end of file{', expected ' + exp if exp else ''}", Loc(file, line, col))
+        d = Diagnostic("error", f"unexpected end of file{', expected ' + exp if exp else ''}", Loc(file, line, col))
+        _note_unclosed(d, file, text)
+        return d
     tok = e.token
     exp = _expected(e.accepts or e.expected)
     shown = str(tok) if tok.type != "$END" else "end of file"
     d = Diagnostic("error", f"unexpected {_FRIENDLY.get(tok.type, repr(shown)) if tok.type in ('$END',) else repr(shown)}"
                    f"{', expected ' + exp if exp else ''}", Loc(file, tok.line, tok.column), width=max(1, len(shown)))
-    if tok.type == "NAME" and str(tok) in ("layer", "net", "neuralnet"):
+    before = text[:tok.start_pos].rsplit("\n", 1)[-1].split() if tok.start_pos is not None else []
+    if (tok.type == "NAME" and str(tok) in ("layer", "layers", "net", "neuralnet")) or (
+            before and before[-1] in ("layer", "layers", "net", "neuralnet")):
         d.note("layers are written `name = Type(parents) { key: value }`")
+    elif tok.type in _NAME_LIKE_KEYWORDS and "NAME" in (e.accepts or e.expected or ()):
+        d.note(f"'{tok}' is a keyword; to use it as a name, write it in quotes: \"{tok}\"")
     return d
 
 
+_STATEMENT_KEYWORDS = {"INPUT", "BLOCK", "PARALLEL", "OUTPUT", "LAYOUT"}
+_NAME_LIKE_KEYWORDS = {"NETWORK", "INPUT", "BLOCK", "PARALLEL", "SPLITS", "OUTPUT", "LAYOUT", "PARAM",
+                       "TRUE", "FALSE", "NULL"}
+
+
 def _expected(names) -> str:
-    names = sorted(set(names))
+    names = set(names)
+    lead = []
+    if _STATEMENT_KEYWORDS <= names:
+        # the start of a statement: say so instead of listing every keyword
+        names -= _STATEMENT_KEYWORDS | {"NAME", "STRING"}
+        lead.append("a statement")
+    elif {"INT", "FLOAT", "STRING", "NAME", "LSQB"} <= names:
+        names -= {"INT", "FLOAT", "STRING", "NAME", "LSQB", "LBRACE", "TRUE", "FALSE", "NULL"}
+        lead.append("a value")
+    elif "NAME" in names:
+        names -= _NAME_LIKE_KEYWORDS  # where a name fits, keywords are just names (attribute keys)
     shown = []
-    for n in names:
+    for n in sorted(names):
         if n in _FRIENDLY:
             shown.append(_FRIENDLY[n])
         elif n.startswith("__ANON") or n.isupper() and len(n) > 1 and n not in _FRIENDLY:
             shown.append(f"'{n.lower()}'")
         else:
             shown.append(n)
-    shown = sorted(set(shown))
+    shown = lead + sorted(set(shown) - set(lead))
     if len(shown) > 6:
         shown = shown[:6] + ["..."]
     return " or ".join(shown)
+
+
+def _note_unclosed(d, file: str, text: str):
+    """At an unexpected end of file, point at the '{', '[' or '(' left open. Counting finds the
+    outermost one still open; a closing bracket indented unlike its opener's line usually marks
+    where the real omission is, so that opener is preferred."""
+    pairs, stack = [], []
+    line, col, i, n = 1, 1, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line, col, i = line + 1, 1, i + 1
+            continue
+        if c == '"':
+            j = i + 1
+            while j < n and text[j] not in '"\n':
+                j += 2 if text[j] == "\\" else 1
+            col, i = col + (j - i + 1), j + 1
+            continue
+        if c == "#" or text.startswith("//", i):
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            col, i = col + (j - i), j
+            continue
+        if c in "{[(":
+            stack.append((c, line, col))
+        elif c in "}])" and stack:
+            pairs.append((stack.pop(), (line, col)))
+        col, i = col + 1, i + 1
+    if not stack:
+        return
+    lines = text.split("\n")
+
+    def indent(ln):
+        s = lines[ln - 1]
+        return len(s) - len(s.lstrip())
+
+    for (c, ol, oc), (cl, cc) in sorted(pairs, key=lambda p: (p[0][1], p[0][2])):
+        if c == "{" and cl != ol and lines[cl - 1].lstrip().startswith("}") and indent(cl) < indent(ol):
+            d.note(f"this '{{' is probably the one never closed: the '}}' on line {cl} that matches it by "
+                   f"count is indented less", Loc(file, ol, oc))
+            return
+    c, ol, oc = stack[-1]
+    d.note(f"'{c}' opened here is never closed", Loc(file, ol, oc))

@@ -51,6 +51,7 @@ class Tanh(_Unary):
 class Dropout(_Unary):
     name = "dropout"
     types = ("Dropout",)
+    identity_at_inference = True
     attrs = {"dropout_keep_prob": AttrSpec("number", 0.5)}
     doc = "Dropout; identity at inference. Paleo's cost: prod(input) FLOPs forward and backward."
 

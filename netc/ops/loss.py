@@ -20,6 +20,9 @@ class SoftmaxLoss(OpDef):
         if len(x) < 2:
             raise ShapeError(f"SoftmaxLoss logits need rank >= 2, got {list(x)}", operand=0)
         n, c = x[0], prod(x[1:])
+        if not y:
+            raise ShapeError(f"labels must be class indices [N] / [N, 1] or one-hot [N, {c}], got a scalar []",
+                             operand=1)
         if y[0] != n:
             raise ShapeError(f"labels have batch {y[0]} but the logits have batch {n}", operand=1)
         if prod(y[1:]) not in (1, c):
@@ -41,6 +44,9 @@ class EuclideanLoss(OpDef):
 
     def infer(self, a, ins):
         x, y = ins
+        if not x or not y:
+            raise ShapeError(f"EuclideanLoss needs inputs with a batch dimension, got {list(x)} and {list(y)}",
+                             operand=0 if not x else 1)
         if prod(x) != prod(y) or x[0] != y[0]:
             raise ShapeError(f"EuclideanLoss inputs must have the same shape: {list(x)} vs {list(y)}", operand=1)
         return ()

@@ -15,6 +15,8 @@ class BatchNorm(OpDef):
     elementwise = True
 
     def infer(self, a, ins):
+        if not ins[0]:
+            raise ShapeError("BatchNorm needs an input with a channel axis, got a scalar []", operand=0)
         return tuple(ins[0])
 
     def param_shapes(self, a, ins, out):

@@ -145,8 +145,12 @@ class OpDef:
     attrs: dict = {}
     arity: tuple = (1, 1)
     param_roles: tuple = ()
-    elementwise: bool = False   # output = input shape, one value per element
+    elementwise: bool = False   # output = input shape, one value per element: may run in place
     moves_data: bool = True     # False for views and bookkeeping ops (input, reshape, opaque)
+    # Memory-plan facts (netc/memory/plan.py reads these; it never switches on op names):
+    view: bool = False                   # output = the input's bytes with a new shape (no kernel)
+    identity_at_inference: bool = False  # output = input when not training (dropout)
+    concat: bool = False                 # output is its inputs side by side (zero-copy slices)
     doc: str = ""
 
     @property

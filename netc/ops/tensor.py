@@ -27,6 +27,7 @@ class Concat(OpDef):
     name = "concat"
     types = ("Concatenate", "Concat")
     moves_data = False  # producers write their slices in place (zero-copy in the memory plan)
+    concat = True
     arity = (2, None)
     attrs = {"dim": AttrSpec("int", -1, doc="axis; negative counts from the end")}
     doc = "Concatenation along `dim` (channels = 3 in NHWC). Zero-copy in the memory plan; 0 FLOPs."
@@ -49,6 +50,7 @@ class Concat(OpDef):
 class Elementwise(OpDef):
     name = "elementwise"
     types = ("Elementwise", "Add")
+    elementwise = True
     arity = (2, None)
     attrs = {"operation": AttrSpec("enum", "sum", ("sum", "product", "max"))}
     doc = "Elementwise sum/product/max of same-shaped inputs (a residual add). Paleo: 0 FLOPs."
@@ -66,12 +68,15 @@ class Reshape(OpDef):
     name = "reshape"
     types = ("Reshape", "Flatten")
     moves_data = False
+    view = True
     attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]")}
     doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
 
     def infer(self, a, ins):
         (x,) = ins
         out = list(a["output_shape"])
+        if not x and (out == [-1, -1] or out.count(-1) > 1):  # both read the batch, x[0]
+            raise ShapeError("Reshape needs an input with a batch dimension, got a scalar []", operand=0)
         if out == [-1, -1]:
             return (x[0], prod(x[1:]))
         if out.count(-1) > 1:

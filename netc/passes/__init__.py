@@ -3,4 +3,4 @@
 
 def load_all():
     from . import (dce, expand_model_parallel, flatten_blocks, materialize_params,  # noqa: F401
-                   resolve_names, select_phase, shape_inference)
+                   plan_memory, resolve_names, select_phase, shape_inference)

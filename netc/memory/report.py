@@ -1,0 +1,65 @@
+"""Reports of a memory plan: JSON for `netc explain --format json --memory`, and a picture of
+offset against schedule step (one rectangle per buffer) as SVG, drawn directly (no plotting
+dependency)."""
+from __future__ import annotations
+
+from .plan import BATCH, CLASS_NAMES, MemoryPlan
+
+
+def _scale(plan: MemoryPlan, cls: int) -> int:
+    return plan.batch if cls == BATCH else 1
+
+
+def plan_json(plan: MemoryPlan) -> dict:
+    """Totals at the compiled batch (batch-class arenas are planned per sample and scaled)."""
+    arena = sum(a.size * _scale(plan, a.cls) for a in plan.arenas)
+    lower = sum(a.lower_bound * _scale(plan, a.cls) for a in plan.arenas)
+    naive = sum(a.naive * _scale(plan, a.cls) for a in plan.arenas)
+    buffers = []
+    for b in plan.buffers:
+        buffers.append({
+            "id": b.id, "class": CLASS_NAMES[b.cls], "offset": b.offset, "bytes": b.size,
+            "per_sample": b.cls == BATCH, "lifetime": [b.start, b.end],
+            "tensors": [plan.tensors[i].name for i in b.tensors],
+        })
+    return {"arena_bytes": arena, "lower_bound_bytes": lower, "no_reuse_bytes": naive,
+            "ratio": round(arena / lower, 4) if lower else 1.0, "batch": plan.batch,
+            "alignment": plan.alignment, "schedule": plan.schedule,
+            "arenas": plan.summary()["arenas"], "buffers": buffers}
+
+
+def plan_svg(plan: MemoryPlan, cls: int = BATCH, width: int = 900, height: int = 520) -> str:
+    """Offset (y) against schedule step (x), one rectangle per buffer of one class."""
+    bufs = [b for b in plan.buffers if b.cls == cls]
+    arena = max([b.offset + b.size for b in bufs] + [1])
+    steps = max([b.end for b in bufs] + [plan.end, 1])
+    ml, mr, mt, mb = 70, 20, 40, 40
+    W, H = width - ml - mr, height - mt - mb
+    x = lambda s: ml + W * s / (steps + 1)  # noqa: E731
+    y = lambda o: mt + H * (1 - o / arena)  # noqa: E731
+    colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
+              "#9c755f", "#bab0ac"]
+    per = " per sample" if cls == BATCH else ""
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
+           f'font-size="11">',
+           f'<text x="{ml}" y="20" font-size="13">{_esc(plan.network)}: {CLASS_NAMES[cls]} arena {arena} bytes{per}, '
+           f'lower bound {plan.arenas[cls].lower_bound}</text>',
+           f'<rect x="{ml}" y="{mt}" width="{W}" height="{H}" fill="none" stroke="#888"/>']
+    for i, b in enumerate(bufs):
+        x0, x1 = x(b.start), x(b.end + 1)
+        y0, y1 = y(b.offset + b.size), y(b.offset)
+        names = ", ".join(plan.tensors[t].name for t in b.tensors)
+        out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{max(x1 - x0, 1):.1f}" height="{max(y1 - y0, 0.5):.1f}" '
+                   f'fill="{colors[i % len(colors)]}" fill-opacity="0.75" stroke="#333" stroke-width="0.5">'
+                   f'<title>{_esc(names)}: offset {b.offset}, {b.size} bytes, steps {b.start}-{b.end}</title></rect>')
+    out.append(f'<text x="{ml + W / 2}" y="{height - 10}" text-anchor="middle">schedule step</text>')
+    out.append(f'<text x="15" y="{mt + H / 2}" transform="rotate(-90 15 {mt + H / 2})" text-anchor="middle">'
+               f'offset (bytes{per})</text>')
+    out.append(f'<text x="{ml - 5}" y="{mt + 4}" text-anchor="end">{arena}</text>')
+    out.append(f'<text x="{ml - 5}" y="{mt + H}" text-anchor="end">0</text>')
+    out.append("</svg>")
+    return "\n".join(out) + "\n"
+
+
+def _esc(s: str) -> str:
+    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")

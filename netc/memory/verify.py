@@ -1,0 +1,321 @@
+"""The plan verifier: proves a MemoryPlan safe, recomputing what it relies on from the schedule.
+
+It trusts neither the planner's lifetimes nor its buffer intervals. From the steps' reads and
+writes it recomputes when each tensor is written and last read, then checks
+
+* the schedule: every tensor is written once, and before every step that reads it (inputs and
+  parameters at step 0); with the network given, the steps are exactly its ops, in an order that
+  respects their operands;
+* placements: a tensor that owns its buffer sits at offset 0, densely; an alias sits exactly where
+  its relation says (identity/in-place: the parent's bytes; view: the parent's bytes, dense;
+  concat: its slice of the parent); every tensor lies inside its buffer, every buffer inside its
+  arena, and every buffer offset is aligned -- per sample for the batch class, which makes
+  offset*B aligned for every batch B (checked for B = 1, 2, 3 and the compiled batch);
+* no clobbering: two buffers of one class whose lifetimes intersect have disjoint bytes (per
+  sample, and scaled for those batches); inside one buffer, two tensors whose bytes intersect
+  and whose lifetimes intersect hold the same value (they are joined by view, identity, concat
+  or share relations), or are the input and output of an in-place step and meet only there, the
+  input being read at that step in exactly the output's place;
+* every concatenation is complete: each operand is written into its slice by its producer, or
+  copied by the concat step; a step marked "alias" really is a no-op;
+* the lower bound (peak of live aligned bytes) is what the plan reports, and no arena is
+  smaller than it.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .plan import CLASS_NAMES, CONSTANT, MemoryPlan, align_up, is_dense, row_major
+
+
+class PlanVerificationError(AssertionError):
+    pass
+
+
+def check_plan(plan: MemoryPlan, module=None, network=None):
+    problems = verify_plan(plan, module, network)
+    if problems:
+        raise PlanVerificationError(f"memory plan of '{plan.network}' is unsafe:\n  " + "\n  ".join(problems[:20]))
+
+
+def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> list[str]:
+    """Every problem found (empty: the plan is safe)."""
+    P: list[str] = []
+    T = plan.tensors
+    n = len(T)
+    end = plan.end
+    # -- the schedule, and lifetimes recomputed from it
+    prod = [None] * n
+    last = [-1] * n
+    for t in T:
+        if t.kind in ("input", "param"):
+            prod[t.id] = 0
+    for k, st in enumerate(plan.steps):
+        s = k + 1
+        if st.index != s:
+            P.append(f"step {st.layer}: numbered {st.index}, expected {s}")
+        for i in st.reads:
+            if prod[i] is None or prod[i] >= s:
+                P.append(f"step {s} ({st.layer}) reads '{T[i].name}' before it is written")
+            last[i] = max(last[i], s)
+        for i in st.writes:
+            if prod[i] is not None:
+                P.append(f"'{T[i].name}' is written twice (step {prod[i]} and step {s})")
+            prod[i] = s
+    for t in T:
+        if prod[t.id] is None:
+            P.append(f"'{t.name}' is never written")
+            prod[t.id] = 0
+        if t.output or t.kind == "param":
+            last[t.id] = end
+        elif last[t.id] < 0:
+            last[t.id] = prod[t.id]
+        if (t.producer, t.last_use) != (prod[t.id], last[t.id]):
+            P.append(f"'{t.name}': plan says live {t.producer}-{t.last_use}, the schedule gives "
+                     f"{prod[t.id]}-{last[t.id]}")
+    if end != len(plan.steps) + 1:
+        P.append(f"end step is {end}, expected {len(plan.steps) + 1}")
+    if network is not None or module is not None:
+        P += _check_against_ir(plan, module, network)
+
+    # -- buffers: membership, lifetimes, alignment, bounds
+    A = plan.alignment
+    bl = {}
+    for b in plan.buffers:
+        ts = [T[i] for i in b.tensors]
+        if any(t.buffer != b.id for t in ts) or b.root not in b.tensors:
+            P.append(f"buffer {b.id}: its tensor list disagrees with the tensors' buffers")
+        lo = min((prod[t.id] for t in ts), default=0)
+        hi = max((last[t.id] for t in ts), default=0)
+        if not b.reusable:
+            lo, hi = 0, end
+        elif b.start > lo or b.end < hi:
+            P.append(f"buffer {b.id} ({T[b.root].name}): planned live {b.start}-{b.end} but used {lo}-{hi}")
+        bl[b.id] = (lo, hi)
+        if any(t.cls != b.cls for t in ts):
+            P.append(f"buffer {b.id}: holds tensors of another class")
+        if b.offset < 0 or b.offset % A:
+            P.append(f"buffer {b.id} ({T[b.root].name}): offset {b.offset} is not aligned to {A}")
+        arena = plan.arenas[b.cls].size
+        if b.offset + align_up(b.size, A) > arena:
+            P.append(f"buffer {b.id} ({T[b.root].name}): [{b.offset}, {b.offset + b.size}) exceeds the "
+                     f"{CLASS_NAMES[b.cls]} arena of {arena} bytes")
+    Bs = sorted({1, 2, 3, max(plan.batch, 1)} if batches is None else set(batches))
+    for b in plan.buffers:
+        if b.cls != CONSTANT:
+            for B in Bs:
+                if (b.offset * B) % A:
+                    P.append(f"buffer {b.id}: offset {b.offset} * batch {B} is not aligned to {A}")
+    for t in T:
+        if not 0 <= t.buffer < len(plan.buffers):
+            P.append(f"'{t.name}' has no buffer")
+            return P
+        b = plan.buffers[t.buffer]
+        if t.numel:
+            lo_b, hi_b = _hull(t)
+            if lo_b < 0 or hi_b > b.size:
+                P.append(f"'{t.name}' spans bytes [{lo_b}, {hi_b}) of a {b.size}-byte buffer")
+
+    # -- buffers of one class whose lifetimes intersect have disjoint bytes (per sample, scaled)
+    for cls in range(3):
+        bs = [b for b in plan.buffers if b.cls == cls]
+        for a, c in _intersecting(bs, lambda b: bl[b.id]):
+            if a.size and c.size and a.offset < c.offset + c.size and c.offset < a.offset + a.size:
+                P.append(f"buffers {a.id} ({T[a.root].name}) and {c.id} ({T[c.root].name}) are live together "
+                         f"(steps {bl[a.id][0]}-{bl[a.id][1]} and {bl[c.id][0]}-{bl[c.id][1]}) and share bytes "
+                         f"[{max(a.offset, c.offset)}, {min(a.offset + a.size, c.offset + c.size)})")
+            elif cls != CONSTANT and a.size and c.size:
+                for B in Bs:
+                    if a.offset * B < (c.offset + c.size) * B and c.offset * B < (a.offset + a.size) * B:
+                        P.append(f"buffers {a.id} and {c.id} overlap at batch {B}")
+
+    # -- placements follow the alias relations
+    for t in T:
+        b = plan.buffers[t.buffer]
+        if t.alias is None:
+            if b.root != t.id or t.offset != 0 or t.strides is not None or b.size != t.size:
+                P.append(f"'{t.name}' owns no alias relation but is not the dense root of buffer {b.id}")
+            continue
+        if not 0 <= t.alias_of < n:
+            P.append(f"'{t.name}' aliases an unknown tensor")
+            continue
+        p = T[t.alias_of]
+        if p.buffer != t.buffer:
+            P.append(f"'{t.name}' ({t.alias} of '{p.name}') is in another buffer than it")
+            continue
+        want = _expected(t, p)
+        if want is None or want != (t.offset, t.strides):
+            P.append(f"'{t.name}' ({t.alias} of '{p.name}') is placed at {t.offset} {t.strides}, "
+                     f"expected {want}")
+    # value groups: tensors joined by relations that keep the value (everything but in-place)
+    grp = list(range(n))
+
+    def find(i):
+        while grp[i] != i:
+            grp[i] = grp[grp[i]]
+            i = grp[i]
+        return i
+
+    for t in T:
+        if t.alias and t.alias != "inplace" and 0 <= t.alias_of < n:
+            grp[find(t.id)] = find(t.alias_of)
+    inplace_steps = {k + 1: st for k, st in enumerate(plan.steps) if st.action == "inplace"}
+    for st in inplace_steps.values():
+        out = T[st.writes[0]]
+        for i in st.reads:
+            x = T[i]
+            if x.buffer == out.buffer and x.kind != "param" and _bytes_intersect(x, out) and \
+                    (x.offset, x.strides, x.feature_shape) != (out.offset, out.strides, out.feature_shape):
+                P.append(f"in-place step {st.layer} reads '{x.name}' where it writes, but not in the same place")
+    # -- inside a buffer: intersecting bytes and lifetimes need the same value, or an in-place meeting
+    members: dict[int, list] = {}
+    for t in T:
+        members.setdefault(t.buffer, []).append(t)
+    for ts in members.values():
+        if len(ts) < 2:
+            continue
+        for u, v in _intersecting(ts, lambda t: (prod[t.id], last[t.id])):
+            if find(u.id) == find(v.id) or not u.numel or not v.numel:
+                continue
+            old, new = (u, v) if prod[u.id] <= prod[v.id] else (v, u)
+            st = inplace_steps.get(prod[new.id])
+            if st is not None and last[old.id] == prod[new.id] and st.writes[0] == new.id:
+                continue      # an in-place step: it reads old where it writes new (checked above)
+            if _bytes_intersect(u, v):
+                P.append(f"'{u.name}' (live {prod[u.id]}-{last[u.id]}) and '{v.name}' (live {prod[v.id]}-"
+                         f"{last[v.id]}) share bytes of buffer {u.buffer} while both are live")
+    # -- steps: concatenations are complete, aliases are no-ops
+    for k, st in enumerate(plan.steps):
+        if st.action == "alias" and st.writes and st.op != "netc.concat":
+            out = T[st.writes[0]]
+            if st.copies:
+                P.append(f"step {st.layer} is an alias but copies")
+            for i in st.reads:
+                x = T[i]
+                if x.kind == "param":
+                    continue
+                if (x.buffer, x.offset, x.strides) != (out.buffer, out.offset, out.strides) or find(x.id) != find(out.id):
+                    P.append(f"step {st.layer} is a no-op but '{x.name}' is not its output's bytes")
+        if st.action in ("alias", "concat-copy") and st.writes:
+            out = T[st.writes[0]]
+            concat_children = [T[i] for i in st.reads if T[i].alias == "concat" and T[i].alias_of == out.id]
+            if st.action == "concat-copy" or concat_children:
+                seen = set()
+                for i in st.reads:
+                    x = T[i]
+                    if x.kind == "param":
+                        continue
+                    ok = (i in st.copies) or (x.alias == "concat" and x.alias_of == out.id and i not in seen)
+                    seen.add(i)
+                    if not ok:
+                        P.append(f"concat step {st.layer}: operand '{x.name}' is neither written into its "
+                                 f"slice nor copied")
+    # -- lower bounds
+    for a in plan.arenas:
+        items = [(align_up(b.size, A), bl[b.id][0], bl[b.id][1]) for b in plan.buffers if b.cls == a.cls]
+        delta = [0] * (end + 2)
+        for s, lo, hi in items:
+            delta[lo] += s
+            delta[hi + 1] -= s
+        peak = cur = 0
+        for d in delta:
+            cur += d
+            peak = max(peak, cur)
+        if peak != a.lower_bound:
+            P.append(f"{CLASS_NAMES[a.cls]} arena: reported lower bound {a.lower_bound}, recomputed {peak}")
+        if a.size < peak:
+            P.append(f"{CLASS_NAMES[a.cls]} arena of {a.size} bytes is below the lower bound {peak}")
+    return P
+
+
+def _check_against_ir(plan, module, network) -> list[str]:
+    from ..ir.core import STRUCTURAL_OPS
+    P = []
+    net = network if network is not None else module.network(plan.network)
+    ops = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+    names = [op.attrs.get("name") or op.name for op in ops]
+    if sorted(names) != sorted(plan.order):
+        P.append("the schedule does not hold exactly the network's layers")
+        return P
+    pos = {n: k for k, n in enumerate(plan.order)}
+    by_name = {t.name: t for t in plan.tensors}
+    for op, name in zip(ops, names):
+        st = plan.steps[pos[name]]
+        for k, v in enumerate(op.operands):
+            src = v.owner.attrs.get("name") or v.owner.name
+            if src in pos and pos[src] >= pos[name]:
+                P.append(f"'{name}' is scheduled before its operand '{src}'")
+            t = by_name.get(src if len(v.owner.results) == 1 else f"{src}#{v.index}")
+            if t is None or k >= len(st.reads) or st.reads[k] != t.id:
+                P.append(f"step {name}: operand {k} is not '{src}'")
+    return P
+
+
+def _expected(t, p):
+    """(offset, strides) that t's relation to its parent p implies, or None if impossible."""
+    if t.alias in ("identity", "inplace"):
+        return (p.offset, p.strides) if t.feature_shape == p.feature_shape else None
+    if t.alias in ("view", "share"):
+        return (p.offset, None) if p.strides is None and t.size == p.size else None
+    if t.alias == "concat":
+        if t.slice is None:
+            return None
+        axis, start = t.slice
+        pst = p.strides if p.strides is not None else row_major(p.feature_shape)
+        if axis >= len(pst):
+            return None
+        return (p.offset + start * pst[axis] * t.itemsize, None if is_dense(t.feature_shape, pst) else pst)
+    return None
+
+
+def _strides(t):
+    return t.strides if t.strides is not None else row_major(t.feature_shape)
+
+
+def _hull(t):
+    st = _strides(t)
+    hi = t.offset + t.itemsize * (1 + sum((d - 1) * s for d, s in zip(t.feature_shape, st)))
+    return t.offset, hi
+
+
+def _runs(t):
+    """Sorted (starts, ends) of the byte runs one sample of t covers inside its buffer."""
+    shape = [d for d in t.feature_shape]
+    st = list(_strides(t))
+    item = t.itemsize
+    # collapse the dense inner part into one run
+    run, k = 1, len(shape)
+    while k > 0 and (shape[k - 1] == 1 or st[k - 1] == run):
+        run *= shape[k - 1]
+        k -= 1
+    starts = np.array([t.offset], dtype=np.int64)
+    for d, s in zip(shape[:k], st[:k]):
+        starts = (starts[:, None] + np.arange(d, dtype=np.int64)[None, :] * (s * item)).reshape(-1)
+    starts.sort()
+    return starts, starts + run * item
+
+
+def _bytes_intersect(u, v) -> bool:
+    a0, a1 = _hull(u)
+    b0, b1 = _hull(v)
+    if a1 <= b0 or b1 <= a0:
+        return False
+    if u.strides is None and v.strides is None:
+        return True
+    us, ue = _runs(u)
+    vs, ve = _runs(v)
+    idx = np.searchsorted(vs, ue, side="left") - 1
+    ok = idx >= 0
+    return bool(np.any(ve[idx[ok]] > us[ok]))
+
+
+def _intersecting(items, interval):
+    """Pairs of items whose closed intervals intersect (a sweep over interval starts)."""
+    order = sorted(items, key=lambda x: interval(x)[0])
+    active: list = []
+    for x in order:
+        lo, hi = interval(x)
+        active = [a for a in active if interval(a)[1] >= lo]
+        for a in active:
+            yield a, x
+        active.append(x)

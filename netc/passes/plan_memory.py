@@ -1,0 +1,48 @@
+"""plan-memory: the static memory plan of every network (netc/memory/plan.py), verified.
+
+Not in the default pipeline (it runs after fusion once there is one): `netc opt -p plan-memory`
+or `netc explain --memory` ask for it. Where the plan goes:
+
+* ctx.notes["memory_plan"][<network>] holds the MemoryPlan object (schedule, buffers, offsets,
+  aliases), for `netc explain --memory` and the code generator in the same run;
+* the network op gets a `netc.memory_plan` attribute with the plan's summary as plain data
+  (arena bytes per class, lower bounds, ratios, strategy, schedule), so IR dumps and golden tests
+  show the outcome. The full plan is not an IR attribute: it is a deterministic function of the
+  IR (plan_memory(module, network, **options)), cheap to recompute, and printing thousands of
+  offsets into the IR would bury it.
+
+Options come from ctx.options["plan_memory"] (a dict of plan_memory keyword arguments: mode,
+alignment, reuse, inplace, concat, schedule, strategies). The default mode is "inference" until
+the pipeline generates backward ops.
+"""
+from __future__ import annotations
+
+from ..diagnostics import NetcError
+from ..memory.plan import PlanError, plan_memory
+from ..memory.verify import verify_plan
+from .manager import Pass, register_pass
+
+
+@register_pass
+class PlanMemory(Pass):
+    name = "plan-memory"
+    title = "PlanMemory"
+    requires = ("materialize-params", "dce")
+    summary = "schedule the ops and assign every tensor an offset in a static arena"
+
+    def needed(self, module):
+        return True
+
+    def run(self, module, ctx):
+        opts = dict(ctx.options.get("plan_memory") or {})
+        plans = ctx.notes.setdefault("memory_plan", {})
+        for net in module.networks():
+            try:
+                plan = plan_memory(module, net, **opts)
+            except (PlanError, TypeError) as e:
+                raise NetcError(f"cannot plan the memory of network '{net.attrs.get('sym_name')}': {e}")
+            problems = verify_plan(plan, module, net)
+            if problems:
+                raise AssertionError("internal error: the memory plan failed verification: " + "; ".join(problems[:5]))
+            plans[plan.network] = plan
+            net.attrs["netc.memory_plan"] = plan.summary()

@@ -1,0 +1,68 @@
+"""`netc explain --memory/--layout/--plot`, `netc check` on layouts, and layout sections in .nd."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from netc.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = sorted((ROOT / "examples").glob("*.nd"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
+def test_memory_plan_of_every_example_is_near_the_lower_bound(path, capsys):
+    assert main(["explain", str(path), "--format", "json", "--memory"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    for net in doc.get("networks", [doc]):
+        m = net["memory"]
+        assert {"arena_bytes", "lower_bound_bytes", "no_reuse_bytes", "buffers"} <= set(m)
+        assert m["lower_bound_bytes"] <= m["arena_bytes"] <= 1.05 * m["lower_bound_bytes"]
+        assert m["arena_bytes"] <= m["no_reuse_bytes"]
+        assert all({"class", "offset", "bytes", "lifetime", "tensors"} <= set(b) for b in m["buffers"])
+
+
+def test_memory_table(capsys):
+    assert main(["explain", str(ROOT / "examples" / "lenet.nd"), "--brief", "--memory"]) == 0
+    out = capsys.readouterr().out
+    assert "memory plan for network lenet" in out and "batch arena:" in out and "lower bound" in out
+
+
+def test_layout_round_trip_and_plot(tmp_path, capsys):
+    lay, svg = tmp_path / "plan.json", tmp_path / "plan.svg"
+    assert main(["explain", str(ROOT / "examples" / "inception_v3.nd"), "--brief", "--layout", str(lay),
+                 "--plot", str(svg)]) == 0
+    doc = json.loads(lay.read_text())
+    assert len(doc["sizes"]) == 3 and doc["netc"]["reuse"] is True
+    assert svg.read_text().startswith("<svg") and svg.read_text().count("<rect") > 100
+    capsys.readouterr()
+    assert main(["check", str(lay)]) == 0
+    assert "a valid layout" in capsys.readouterr().out
+    # break one slice: the reader names the JSON path and the line
+    node = next(iter(doc["layout"]["layout"].values()))["layout"]["outputs"]["layout"]
+    arr = next(iter(node.values()))
+    arr["slice"][2] = arr["slice"][2] + 10**9
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(doc, indent=1))
+    assert main(["check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "out of range" in err and "$.layout.layout." in err and "bad.json:" in err and "^" in err
+
+
+def test_layout_section_in_nd_is_checked(tmp_path, capsys):
+    src = (ROOT / "examples" / "brainstorm_fixture.nd").read_text()
+    assert "slice: [2, 2, 5]" in src
+    bad = tmp_path / "bf.nd"
+    bad.write_text(src.replace("slice: [2, 2, 5]", "slice: [2, 2, 99]"))
+    assert main(["check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert "out of range for buffer type 2" in err and "bf.nd:" in err
+
+
+def test_no_reuse_plan_equals_naive(capsys):
+    assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--format", "json", "--memory",
+                 "--no-reuse"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    assert m["arena_bytes"] == m["no_reuse_bytes"]

@@ -1,0 +1,809 @@
+"""The static memory planner (netc/memory): schedules, lifetimes, classes, offsets, aliasing, the
+verifier, and Brainstorm's March-2015 layout format. Every plan made here is verified."""
+from __future__ import annotations
+
+import copy
+import json
+import os
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from netc.frontend import load_text
+from netc.memory import (BATCH, CONSTANT, LayoutError, check_layout_mode, plan_memory, read_layout,
+                         verify_plan, write_layout)
+from netc.memory.plan import PlanError, row_major
+from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+
+
+def build(src: str):
+    m = load_text(src, "test.nd")
+    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    return m
+
+
+def plan(src_or_module, sim=True, **kw):
+    m = build(src_or_module) if isinstance(src_or_module, str) else src_or_module
+    p = plan_memory(m, **kw)
+    problems = verify_plan(p, m)
+    assert problems == [], problems
+    if sim:
+        for B in sorted({1, min(2, p.batch)}):
+            simulate(p, m, B)
+    return p
+
+
+def simulate(p, m, B):
+    """Run the plan on an arena at batch B, independently of the verifier.
+
+    Every kernel writes fresh tokens into every byte of its output; views, identities and
+    concatenations derive their values from their inputs (written by nobody when zero-copy). Every
+    read checks that the bytes of the tensor hold exactly the values it should: a clobbered, an
+    unwritten or a misplaced byte fails; so does a kernel writing over its own operands (unless
+    in place, element for element). Memory cells are elements when every size and offset allows,
+    bytes otherwise.
+    """
+    net = m.network(p.network)
+    ops = {op.attrs.get("name"): op for op in net.regions[0].ops}
+    T = p.tensors
+    sizes = {t.itemsize for t in T}
+    unit = sizes.pop() if len(sizes) == 1 else 1
+    if any(x % unit for b in p.buffers for x in (b.offset, b.size)) or any(t.offset % unit for t in T) \
+            or any(n % unit for n in p.arena_bytes(B)):
+        unit = 1
+    mem = [np.full(max(n // unit, 1), -1, np.int64) for n in p.arena_bytes(B)]
+    val: dict[int, np.ndarray] = {}
+    fresh_at = [0]
+
+    def lead(t):
+        return (B,) if t.cls == BATCH else ()
+
+    def fresh(t):
+        shape = lead(t) + t.feature_shape
+        n = int(np.prod(shape, dtype=np.int64))
+        v = np.arange(fresh_at[0], fresh_at[0] + n, dtype=np.int64).reshape(shape)
+        fresh_at[0] += n
+        return v
+
+    def addr(t):
+        """Cell index of the first cell of every element, shaped like the tensor's values."""
+        buf = p.buffers[t.buffer]
+        fs = t.feature_shape
+        st_ = t.strides if t.strides is not None else row_major(fs)
+        a = np.full(fs, t.offset, np.int64)
+        for k, (d, s) in enumerate(zip(fs, st_)):
+            shp = [1] * len(fs)
+            shp[k] = d
+            a = a + (np.arange(d, dtype=np.int64) * s * t.itemsize).reshape(shp)
+        if t.cls == BATCH:
+            a = buf.offset * B + np.arange(B, dtype=np.int64).reshape((B,) + (1,) * len(fs)) * buf.size + a
+        else:
+            a = buf.offset + a
+        return a // unit
+
+    def cells(t, a):
+        return (a[..., None] + np.arange(t.itemsize // unit)).reshape(-1)
+
+    def write(t, v, where=None):
+        a = addr(t) if where is None else where
+        assert a.size == 0 or 0 <= a.min() and a.max() + t.itemsize // unit <= len(mem[t.cls]), \
+            f"'{t.name}' outside its arena"
+        for j in range(t.itemsize // unit):
+            mem[t.cls][a + j] = v
+
+    def check(t, when):
+        a = addr(t)
+        for j in range(t.itemsize // unit):
+            assert np.array_equal(mem[t.cls][a + j], val[t.id]), f"{when}: '{t.name}' does not hold its values"
+
+    for t in T:                                     # step 0: inputs and parameters
+        if t.kind in ("input", "param") and t.alias is None:
+            val[t.id] = fresh(t)
+            write(t, val[t.id])
+    for t in T:
+        if t.kind == "param" and t.alias:
+            val[t.id] = val[t.alias_of].reshape(t.feature_shape)
+    for s in p.steps:
+        op = ops[s.layer]
+        for i in s.reads:
+            check(T[i], f"step {s.index} ({s.layer})")
+        out = T[s.writes[0]]
+        ins = [val[i] for i in s.reads[:len(op.operands)]]
+        kind = op.name.split(".")[1]
+        if kind == "reshape" or kind == "dropout" and p.mode == "inference":
+            val[out.id] = ins[0].reshape(lead(out) + out.feature_shape)
+        elif kind == "concat":
+            d = op.attrs.get("dim", -1)
+            d = d + len(out.shape) if d < 0 else d
+            val[out.id] = np.concatenate(ins, axis=d - (1 if out.cls != BATCH else 0))
+        else:
+            val[out.id] = fresh(out)
+        if s.action in ("kernel", "inplace"):
+            # a kernel must not write over what it reads, except in place, element for element
+            oa = addr(out)
+            mark = np.zeros(len(mem[out.cls]), bool)
+            mark[cells(out, oa)] = True
+            for i in s.reads:
+                x = T[i]
+                if x.cls == out.cls and mark[cells(x, addr(x))].any():
+                    assert s.action == "inplace" and np.array_equal(addr(x), oa), \
+                        f"step {s.index} ({s.layer}) writes '{out.name}' over its operand '{x.name}'"
+            write(out, val[out.id])
+        elif s.action == "concat-copy":
+            a = addr(out)
+            ax = d - (1 if out.cls != BATCH else 0)
+            start = 0
+            for k, i in enumerate(s.reads[:len(op.operands)]):
+                ext = T[i].shape[d]
+                if i in s.copies and (T[i].alias != "concat" or T[i].alias_of != out.id or i in s.reads[:k]):
+                    sl = [slice(None)] * a.ndim
+                    sl[ax] = slice(start, start + ext)
+                    write(T[i], ins[k], a[tuple(sl)])
+                start += ext
+    for t in T:
+        if t.output:
+            check(t, "end")
+
+
+def step(p, layer):
+    return next(s for s in p.steps if s.layer == layer)
+
+
+def overlapping_buffers_at(p, batch):
+    """Pairs of buffers live together whose scaled byte ranges intersect (must be none)."""
+    bad = []
+    for a in p.buffers:
+        for b in p.buffers:
+            if a.id < b.id and a.cls == b.cls and a.start <= b.end and b.start <= a.end:
+                scale = batch if a.cls == BATCH else 1
+                lo_a, hi_a = a.offset * scale, (a.offset + a.size) * scale
+                lo_b, hi_b = b.offset * scale, (b.offset + b.size) * scale
+                if a.size and b.size and lo_a < hi_b and lo_b < hi_a:
+                    bad.append((a.id, b.id))
+    return bad
+
+
+CHAIN = """
+network chain {
+  input data: f32[8, 32, 32, 3]
+  c1 = Convolution(data) {filter: [3, 3, 3, 16]}
+  r1 = ReLU(c1)
+  p1 = Pooling(r1) {ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1]}
+  c2 = Convolution(p1) {filter: [3, 3, 16, 32]}
+  r2 = ReLU(c2)
+  p2 = Pooling(r2) {ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1]}
+  c3 = Convolution(p2) {filter: [3, 3, 32, 64]}
+  r3 = ReLU(c3)
+  p3 = Pooling(r3) {ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1]}
+  fc = InnerProduct(p3) {num_outputs: 10}
+}
+"""
+
+INCEPTION = """
+network incep {
+  input data: f32[8, 14, 14, 32]
+  stem = Convolution(data) {filter: [3, 3, 32, 64]}
+  block M1(stem) -> cat {
+    b0 = Convolution() {filter: [1, 1, 64, 16]}
+    b1a = Convolution() {filter: [1, 1, 64, 24]}
+    b1 = Convolution(b1a) {filter: [3, 3, 24, 32]}
+    b2a = Convolution() {filter: [1, 1, 64, 8]}
+    b2b = Convolution(b2a) {filter: [3, 3, 8, 16]}
+    b2 = Convolution(b2b) {filter: [3, 3, 16, 16]}
+    b3a = Pooling() {ksize: [1, 3, 3, 1], padding: SAME}
+    b3 = Convolution(b3a) {filter: [1, 1, 64, 16]}
+    cat = Concatenate(b0, b1, b2, b3) {dim: 3}
+  }
+  block M2(M1) -> cat {
+    b0 = Convolution() {filter: [1, 1, 80, 32]}
+    b1a = Convolution() {filter: [1, 1, 80, 16]}
+    b1r = ReLU(b1a)
+    b1 = Convolution(b1r) {filter: [3, 3, 16, 32]}
+    b3a = Pooling() {ksize: [1, 3, 3, 1], padding: SAME}
+    b3 = Convolution(b3a) {filter: [1, 1, 80, 16]}
+    b3r = ReLU(b3)
+    cat = Concatenate(b0, b1, b3r) {dim: 3}
+  }
+  pool = Pooling(M2) {ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1]}
+  flat = Reshape(pool)
+  drop = Dropout(flat)
+  fc = InnerProduct(drop) {num_outputs: 10}
+}
+"""
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-made nets
+
+
+def test_chain_lifetimes_classes_and_inplace():
+    p = plan(CHAIN)
+    t = {x.name: x for x in p.tensors}
+    assert p.batch == 8 and p.end == len(p.steps) + 1 == 11
+    assert t["data"].producer == 0 and t["data"].cls == BATCH and t["data"].size == 32 * 32 * 3 * 4
+    assert t["fc"].output and t["fc"].last_use == p.end
+    assert t["@c1.weight"].cls == CONSTANT and t["@c1.weight"].last_use == p.end
+    assert t["c2"].producer == step(p, "c2").index and t["c2"].last_use == step(p, "r2").index
+    # ReLU overwrites the convolution output that dies there
+    assert step(p, "r1").action == "inplace" and t["c1"].buffer == t["r1"].buffer
+    assert all(b.offset % 256 == 0 for b in p.buffers)
+    a = p.arenas[BATCH]
+    assert a.size <= 1.05 * a.lower_bound
+    assert p.arenas[CONSTANT].size == p.arenas[CONSTANT].lower_bound  # parameters are packed, never shared
+    assert p.schedule == "original"   # a chain leaves no choice; the original order is kept
+
+
+def test_branches_and_residual_add():
+    p = plan("""
+    network res {
+      input data: f32[4, 16, 16, 8]
+      c0 = Convolution(data) {filter: [3, 3, 8, 8]}
+      r0 = ReLU(c0)
+      c1 = Convolution(r0) {filter: [3, 3, 8, 8]}
+      r1 = ReLU(c1)
+      c2 = Convolution(r1) {filter: [3, 3, 8, 8]}
+      sum = Add(c2, r0)
+      out = ReLU(sum)
+      left = Convolution(out) {filter: [1, 1, 8, 4]}
+      right = Convolution(out) {filter: [1, 1, 8, 4]}
+      both = Add(left, right)
+    }""")
+    t = {x.name: x for x in p.tensors}
+    # r0 is read by c1 and by the residual add: it lives until the add
+    assert t["r0"].last_use == step(p, "sum").index
+    assert step(p, "sum").action == "inplace"
+    assert step(p, "out").action == "inplace"
+    assert t["out"].last_use == max(step(p, "left").index, step(p, "right").index)
+    assert p.arenas[BATCH].size == p.arenas[BATCH].lower_bound
+
+
+def test_inception_block_concat_is_zero_copy_and_strided():
+    p = plan(INCEPTION)
+    t = {x.name: x for x in p.tensors}
+    cat = step(p, "M1/cat")
+    assert cat.action == "alias" and cat.copies == []
+    # each branch writes its channel slice of the concatenation: (offset in the buffer, channels)
+    c = t["M1/cat"]
+    assert c.shape == (8, 14, 14, 80)
+    for name, ch in [("M1/b0", 0), ("M1/b1", 16), ("M1/b2", 48), ("M1/b3", 64)]:
+        x = t[name]
+        assert x.buffer == c.buffer and x.alias == "concat" and x.alias_of == c.id
+        assert x.slice == (2, ch)
+        assert x.offset == c.offset + ch * 4
+        assert x.strides == (14 * 80, 80, 1)
+        assert p.batch_stride(x) == p.buffers[c.buffer].size == 14 * 14 * 80 * 4
+    # a ReLU feeding the concat runs in place inside the slice: the conv writes there directly
+    assert step(p, "M2/b3r").action == "inplace"
+    assert t["M2/b3"].buffer == t["M2/cat"].buffer and t["M2/b3"].offset == t["M2/b3r"].offset
+    # the flatten is a view of the pooling output, the dropout an identity
+    assert step(p, "flat").action == "alias" and step(p, "drop").action == "alias"
+    assert t["flat"].buffer == t["pool"].buffer == t["drop"].buffer
+    a = p.arenas[BATCH]
+    assert a.lower_bound <= a.size <= 1.05 * a.lower_bound
+
+
+def test_concat_on_the_outermost_feature_axis_is_dense():
+    p = plan("""
+    network m {
+      input x: f32[32, 100]
+      a = InnerProduct(x) {num_outputs: 30}
+      b = InnerProduct(x) {num_outputs: 50}
+      c = Concatenate(a, b) {dim: 1}
+      y = InnerProduct(c) {num_outputs: 10}
+    }""")
+    t = {x.name: x for x in p.tensors}
+    assert t["a"].strides is None and t["b"].strides is None
+    assert t["a"].offset == t["c"].offset and t["b"].offset == t["c"].offset + 30 * 4
+    assert step(p, "c").action == "alias"
+    # per-sample addresses: sample s of b is at buffer*B + s*(c's per-sample size) + 120
+    buf = p.buffers[t["c"].buffer]
+    for B in (1, 7, 32):
+        assert p.address("b", B, sample=3) == buf.offset * B + 3 * 80 * 4 + 120
+
+
+def test_concat_policies_and_partial_copies():
+    src = """
+    network m {
+      input x: f32[8, 6, 6, 4]
+      a = Convolution(x) {filter: [1, 1, 4, 4]}
+      b = Convolution(x) {filter: [1, 1, 4, 4]}
+      c1 = Concatenate(a, b, a) {dim: 3}
+      c2 = Concatenate(b, x, b) {dim: 3}
+      s = Concatenate(c1, c2) {dim: 1}
+    }"""
+    p = plan(src)
+    assert step(p, "s").action == "alias"
+    # x is a network input (never a slice); a sits in one slice only; b is read by two
+    # concatenations, so a strided slice of either would be read by a kernel (the other's copy)
+    st1, st2 = step(p, "c1"), step(p, "c2")
+    assert st1.action == st2.action == "concat-copy"
+    assert [p.tensors[i].name for i in st2.copies] == ["b", "x", "b"]
+    assert [p.tensors[i].name for i in st1.copies] == ["b", "a"]
+    assert p.tensor("a").alias_of == p.tensor("c1").id and p.tensor("a").slice == (2, 0)
+    assert p.tensor("b").alias is None
+    p2 = plan(src, concat="contiguous")
+    assert all(t.strides is None for t in p2.tensors)
+    p3 = plan(src, concat="none")
+    assert all(t.alias != "concat" for t in p3.tensors)
+
+
+def test_reshape_is_a_view_and_dropout_an_identity():
+    p = plan("""
+    network v {
+      input data: f32[4, 8, 8, 2]
+      flat = Reshape(data)
+      d = Dropout(flat)
+      fc = InnerProduct(d) {num_outputs: 5}
+      r = Reshape(fc) {output_shape: [4, 5, 1]}
+    }""")
+    t = {x.name: x for x in p.tensors}
+    assert step(p, "flat").action == "alias" and t["flat"].buffer == t["data"].buffer
+    assert t["data"].alias is None and p.buffers[t["data"].buffer].root == t["data"].id  # inputs own theirs
+    assert t["flat"].offset == t["d"].offset == 0 and t["d"].alias == "view" and t["d"].alias_of == t["data"].id
+    assert step(p, "d").action == "alias" and t["d"].buffer == t["data"].buffer
+    assert t["r"].buffer == t["fc"].buffer and t["r"].output
+    pt = plan(build("""
+    network v {
+      input data: f32[4, 10]
+      d = Dropout(data)
+      fc = InnerProduct(d) {num_outputs: 5}
+    }"""), mode="training")
+    assert step(pt, "d").action != "alias"      # dropout is a kernel when training (here in place)
+
+
+def test_greedy_schedule_beats_a_breadth_first_order():
+    # written breadth-first: every wide layer before any narrow one; the greedy finishes a branch
+    src = "network w {\n  input data: f32[8, 16, 16, 4]\n"
+    for i in range(4):
+        src += f"  wide{i} = Convolution(data) {{filter: [1, 1, 4, 64]}}\n"
+    for i in range(4):
+        src += f"  narrow{i} = Convolution(wide{i}) {{filter: [1, 1, 64, 2]}}\n"
+    src += "  cat = Concatenate(narrow0, narrow1, narrow2, narrow3) {dim: 3}\n}\n"
+    m = build(src)
+    orig = plan(m, schedule="original")
+    auto = plan(m)
+    assert auto.schedule.startswith("greedy")
+    assert auto.arenas[BATCH].size < orig.arenas[BATCH].size
+    order = auto.order
+    assert order.index("narrow0") < order.index("wide1")
+    assert auto.arenas[BATCH].size <= 1.05 * auto.arenas[BATCH].lower_bound
+    mine = [n for i in (3, 2, 1, 0) for n in (f"wide{i}", f"narrow{i}")] + ["cat"]
+    given_order = plan(m, schedule=mine)
+    assert given_order.schedule == "given" and given_order.order == mine
+    with pytest.raises(PlanError, match="every layer"):
+        plan_memory(m, schedule=["cat"])
+    with pytest.raises(PlanError, match="before its operand"):
+        plan_memory(m, schedule=list(reversed(mine[:-1])) + ["cat"])
+
+
+def test_per_sample_plan_serves_every_batch_and_stays_aligned():
+    # odd per-sample sizes: 10, 3 and 7 floats
+    p = plan("""
+    network odd {
+      input x: f32[5, 10]
+      a = InnerProduct(x) {num_outputs: 3}
+      b = InnerProduct(x) {num_outputs: 7}
+      c = Concatenate(a, b) {dim: 1}
+      d = InnerProduct(c) {num_outputs: 10}
+      e = ReLU(d)
+      f = InnerProduct(e) {num_outputs: 3}
+    }""")
+    assert p.batch == 5
+    for B in range(1, p.batch + 1):
+        assert overlapping_buffers_at(p, B) == []
+        for b in p.buffers:
+            if b.cls == BATCH:
+                assert (b.offset * B) % 256 == 0
+                assert (b.offset + b.size) * B <= p.arena_bytes(B)[BATCH]
+        assert p.arena_bytes(B)[BATCH] == p.arenas[BATCH].size * B
+    assert verify_plan(p, batches=range(1, 6)) == []
+    for align in (1, 16, 64, 512):
+        q = plan_memory(build("network n { input x: f32[3, 10]  a = InnerProduct(x) {num_outputs: 3} }"),
+                        alignment=align)
+        assert verify_plan(q) == [] and all(b.offset % align == 0 for b in q.buffers)
+        assert q.arenas[BATCH].size % align == 0 if align > 1 else True
+
+
+def test_brainstorm_fixture_mlp_ratio():
+    """The §7.5 idea on the §5 fixture written in netc: reuse lowers the activation width."""
+    src = """
+    network fixture {
+      input x: f32[3, 2]
+      A = InnerProduct(x) {num_outputs: 3}
+      B = InnerProduct(x) {num_outputs: 5}
+      Cin = Concatenate(A, B) {dim: 1}
+      C = InnerProduct(Cin) {num_outputs: 7}
+      Din = Concatenate(B, C) {dim: 1}
+      D = InnerProduct(Din) {num_outputs: 11}
+    }"""
+    m = build(src)
+    # alignment 4 = one f32 element, the unit of Brainstorm layouts
+    reuse = plan(m, alignment=4)
+    flat = plan(m, alignment=4, reuse=False)
+    r, f = reuse.arenas[BATCH], flat.arenas[BATCH]
+    # elements: x 2 [0-2], {A | B copy} 8 [1-4], {B | C} 12 [2-6], D 11 [6-7]; peak 12 + 11 at D
+    assert r.lower_bound == 23 * 4 and r.size == r.lower_bound
+    assert f.size == f.naive == (2 + 8 + 12 + 11) * 4
+    assert r.size / f.size == pytest.approx(23 / 33)        # Brainstorm's own fixture: 37 / 54
+    assert overlapping_buffers_at(flat, 1) == []
+    assert not any(s.action == "inplace" for s in flat.steps)
+    doc = write_layout(reuse)
+    assert doc["sizes"] == [reuse.arenas[CONSTANT].size // 4, 23, 0]
+    lay = read_layout(json.loads(json.dumps(doc)))
+    din = lay.arrays["Din.inputs.in0"], lay.arrays["Din.inputs.in1"], lay.arrays["Din.outputs.default"]
+    assert din[0].stop == din[1].start and (din[2].start, din[2].stop) == (din[0].start, din[1].stop)  # E1
+
+
+def test_loss_scalar_is_constant_class_and_training_never_shares_it():
+    src = """
+    network train {
+      input x: f32[8, 20]
+      input labels: i32[8]
+      fc = InnerProduct(x) {num_outputs: 4}
+      loss = SoftmaxLoss(fc, labels)
+    }"""
+    m = build(src)
+    p = plan(m)
+    t = {x.name: x for x in p.tensors}
+    assert t["loss"].cls == CONSTANT and t["loss"].size == 4 and t["loss"].output
+    assert t["labels"].cls == BATCH and t["labels"].size == 4
+    pt = plan(m, mode="training")
+    assert not pt.buffers[pt.tensor("loss").buffer].reusable
+    # in a layout the loss is a type-0 array above the flat parameter vector
+    doc = json.loads(json.dumps(write_layout(p)))
+    lay = read_layout(doc)
+    loss = lay.arrays["loss.outputs.default"]
+    assert loss.type == 0 and loss.start >= doc["netc"]["parameter_elements"] and loss.shape == ()
+    assert doc["netc"]["tensors"]["labels"]["dtype"] == "i32" and doc["netc"]["dtype"] == "f32"
+    with pytest.raises(PlanError):
+        plan_memory(m, mode="backward")
+
+
+def test_shared_parameters_and_share_from():
+    p = plan("""
+    network s {
+      input x: f32[2, 6]
+      a = InnerProduct(x) {num_outputs: 6, params: {weight: {name: w}, bias: {name: bias_a}}}
+      b = InnerProduct(a) {num_outputs: 6, params: {weight: {name: w}, bias: {name: bias_b, share_from: bias_a}}}
+    }""")
+    t = {x.name: x for x in p.tensors}
+    assert [x.name for x in p.tensors if x.kind == "param"].count("@w") == 1
+    assert t["@bias_b"].alias == "share" and t["@bias_b"].buffer == t["@bias_a"].buffer
+    assert step(p, "b").roles == ["weight", "bias"]
+
+
+def test_verifier_catches_broken_plans():
+    m = build(CHAIN)
+    good = plan_memory(m)
+    # two live buffers put on the same bytes
+    p = copy.deepcopy(good)
+    b1, b2 = sorted([b for b in p.buffers if b.cls == BATCH and b.start <= 1 <= b.end][:2], key=lambda b: b.offset)
+    b2.offset = b1.offset
+    assert any("share bytes" in x for x in verify_plan(p))
+    with pytest.raises(AssertionError, match="writes 'c1' over its operand 'data'"):
+        simulate(p, m, 1)          # the oracle agrees
+    # a misaligned offset
+    p = copy.deepcopy(good)
+    next(b for b in p.buffers if b.cls == BATCH).offset += 4
+    assert any("not aligned" in x for x in verify_plan(p))
+    # a read before the write
+    p = copy.deepcopy(good)
+    p.steps[0], p.steps[1] = p.steps[1], p.steps[0]
+    assert any("before it is written" in x for x in verify_plan(p))
+    # a buffer beyond its arena
+    p = copy.deepcopy(good)
+    p.arenas[BATCH].size -= 256
+    assert any("exceeds" in x for x in verify_plan(p))
+    # a concat slice moved into its sibling
+    mi = build(INCEPTION)
+    p = copy.deepcopy(plan_memory(mi))
+    x = p.tensor("M1/b1")
+    x.offset = p.tensor("M1/b0").offset
+    assert any("M1/b1" in y for y in verify_plan(p))
+    with pytest.raises(AssertionError, match="does not hold its values"):
+        simulate(p, mi, 1)
+    # an in-place step whose input is still read later
+    p = copy.deepcopy(good)
+    r1, c1, p1 = p.tensor("r1"), p.tensor("c1"), p.tensor("p1")
+    p.steps[p1.producer - 1].reads.append(c1.id)          # the pooling now also reads c1
+    c1.last_use = p1.producer
+    p.buffers[c1.buffer].end = max(p.buffers[c1.buffer].end, p1.producer)
+    assert any("'c1'" in y and "'r1'" in y for y in verify_plan(p))
+
+
+# ---------------------------------------------------------------------------------------------
+# random DAGs
+
+
+@st.composite
+def mlp_dags(draw, max_layers=14):
+    """A random DAG of rank-2 layers: dense, activations, views, residual adds, concatenations."""
+    n0 = draw(st.sampled_from([4, 8, 12]))
+    batch = draw(st.sampled_from([1, 3, 8]))
+    lines = [f"input x: f32[{batch}, {n0}]"]
+    width = {"x": n0}
+    for i in range(draw(st.integers(1, max_layers))):
+        names = list(width)
+        p = draw(st.sampled_from(names))
+        kind = draw(st.sampled_from(["fc", "fc", "relu", "drop", "flat", "add", "cat", "bn"]))
+        name = f"l{i}"
+        if kind == "fc":
+            w = draw(st.sampled_from([4, 8, 12, 20]))
+            lines.append(f"{name} = InnerProduct({p}) {{num_outputs: {w}}}")
+        elif kind in ("relu", "drop", "flat", "bn"):
+            op = {"relu": "ReLU", "drop": "Dropout", "flat": "Reshape", "bn": "BatchNorm"}[kind]
+            lines.append(f"{name} = {op}({p})")
+            w = width[p]
+        elif kind == "add":
+            same = [q for q in names if width[q] == width[p]]
+            q = draw(st.sampled_from(same))
+            lines.append(f"{name} = Add({p}, {q})")
+            w = width[p]
+        else:
+            k = draw(st.integers(2, 3))
+            ps = [draw(st.sampled_from(names)) for _ in range(k)]
+            lines.append(f"{name} = Concatenate({', '.join(ps)}) {{dim: 1}}")
+            w = sum(width[q] for q in ps)
+        width[name] = w
+    if draw(st.booleans()):
+        outs = draw(st.lists(st.sampled_from([n for n in width if n != "x"] or ["x"]), min_size=1, max_size=3,
+                             unique=True))
+        if outs != ["x"]:
+            lines.append("output " + ", ".join(outs))
+    return "network r {\n  " + "\n  ".join(lines) + "\n}\n"
+
+
+@st.composite
+def cnn_dags(draw, max_layers=12):
+    """A random DAG of NHWC layers with channel, height and width concatenations."""
+    batch = draw(st.sampled_from([1, 2, 5]))
+    c0 = draw(st.sampled_from([2, 4]))
+    lines = [f"input x: f32[{batch}, 4, 4, {c0}]"]
+    shape = {"x": (4, 4, c0)}
+    for i in range(draw(st.integers(1, max_layers))):
+        names = list(shape)
+        p = draw(st.sampled_from(names))
+        h, w, c = shape[p]
+        kind = draw(st.sampled_from(["conv", "conv", "relu", "drop", "pool", "add", "cat", "cat"]))
+        name = f"l{i}"
+        if kind == "conv":
+            co = draw(st.sampled_from([1, 3, 4, 8]))
+            lines.append(f"{name} = Convolution({p}) {{filter: [1, 1, {c}, {co}]}}")
+            s = (h, w, co)
+        elif kind in ("relu", "drop"):
+            lines.append(f"{name} = {'ReLU' if kind == 'relu' else 'Dropout'}({p})")
+            s = (h, w, c)
+        elif kind == "pool":
+            lines.append(f"{name} = Pooling({p}) {{ksize: [1, 1, 1, 1]}}")
+            s = (h, w, c)
+        elif kind == "add":
+            q = draw(st.sampled_from([q for q in names if shape[q] == shape[p]]))
+            lines.append(f"{name} = Add({p}, {q})")
+            s = (h, w, c)
+        else:
+            d = draw(st.sampled_from([1, 2, 3]))
+            same = [q for q in names if all(shape[q][j] == shape[p][j] for j in range(3) if j != d - 1)]
+            ps = [p] + [draw(st.sampled_from(same)) for _ in range(draw(st.integers(1, 2)))]
+            lines.append(f"{name} = Concatenate({', '.join(ps)}) {{dim: {d}}}")
+            s = list(shape[p])
+            s[d - 1] = sum(shape[q][d - 1] for q in ps)
+            s = tuple(s)
+        shape[name] = s
+    if draw(st.booleans()):
+        last = list(shape)[-1]
+        lines.append(f"flat = Reshape({last})")
+        lines.append("fc = InnerProduct(flat) {num_outputs: 3}")
+    return "network r {\n  " + "\n  ".join(lines) + "\n}\n"
+
+
+def _check_random(src, data):
+    m = build(src)
+    opts = dict(alignment=data.draw(st.sampled_from([1, 4, 64, 256])),
+                concat=data.draw(st.sampled_from(["all", "all", "contiguous", "none"])),
+                mode=data.draw(st.sampled_from(["inference", "inference", "training"])),
+                reuse=data.draw(st.sampled_from([True, True, False])),
+                strategies=data.draw(st.sampled_from([("greedy-by-size",), ("greedy-by-breadth",),
+                                                      ("longest-lifetime-first",),
+                                                      ("greedy-by-size", "greedy-by-breadth")])))
+    p = plan_memory(m, **opts)
+    problems = verify_plan(p, m, batches=range(1, p.batch + 1))
+    assert problems == [], (src, opts, problems)
+    simulate(p, m, data.draw(st.integers(1, p.batch)))
+    for a in p.arenas:
+        assert a.lower_bound <= a.size <= a.naive
+        assert a.size % opts["alignment"] == 0 if opts["alignment"] > 1 else True
+    if opts["concat"] != "all" and len({t.itemsize for t in p.tensors}) == 1:
+        lay = read_layout(json.dumps(write_layout(p)))
+        for t in p.tensors:
+            path = next(k for k, v in lay.meta["arrays"].items() if v == t.name) \
+                if t.name in lay.meta["arrays"].values() else None
+            if path:
+                a = lay.arrays[path]
+                b = p.buffers[t.buffer]
+                assert a.start * 4 == b.offset + t.offset and a.type == t.cls
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mlp_dags(), st.data())
+def test_random_mlp_dags_plan_and_verify(src, data):
+    _check_random(src, data)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cnn_dags(), st.data())
+def test_random_cnn_dags_plan_and_verify(src, data):
+    _check_random(src, data)
+
+
+# ---------------------------------------------------------------------------------------------
+# Brainstorm layouts
+
+
+def test_layout_round_trip():
+    m = build(INCEPTION)
+    with pytest.raises(LayoutError, match="concat='contiguous'"):
+        write_layout(plan(m))        # channel slices are strided: not expressible
+    p = plan(m, concat="contiguous")
+    doc = json.loads(json.dumps(write_layout(p)))
+    lay = read_layout(doc)
+    assert doc["sizes"] == [a.size // 4 for a in p.arenas]
+    assert lay.layers[0] == "data" and lay.layers[1:] == [k for k in doc["netc"]["order"][1:]]
+    names = doc["netc"]["names"]
+    assert names["M1_cat"] == "M1/cat" and all(k.isidentifier() for k in doc["layout"]["layout"])
+    for path, name in doc["netc"]["arrays"].items():
+        t = p.tensor(name)
+        a = lay.arrays[path]
+        assert (a.type, a.start * 4, a.stop - a.start) == (t.cls, p.buffers[t.buffer].offset + t.offset, t.numel)
+        assert a.shape == t.feature_shape
+    # parameters form the flat vector at the bottom of type 0, in module order
+    w = lay.arrays["stem.parameters.weight"]
+    assert (w.type, w.start) == (0, 0)
+    assert doc["netc"]["reuse"] is True and doc["netc"]["mode"] == "inference"
+    check_layout_mode(lay, "inference")
+    with pytest.raises(LayoutError, match=r"\$\.netc\.mode"):
+        check_layout_mode(lay, "training")
+    assert verify_plan(p, m) == []
+
+
+def _layout(src=CHAIN, **kw):
+    return json.loads(json.dumps(write_layout(plan(src, concat="contiguous", **kw))))
+
+
+def _errors(doc):
+    with pytest.raises(LayoutError) as e:
+        read_layout(doc)
+    return e.value.problems
+
+
+def test_layout_error_slice_out_of_range():
+    doc = _layout()
+    doc["layout"]["layout"]["c2"]["layout"]["outputs"]["layout"]["default"]["slice"][2] = doc["sizes"][1] + 1
+    errs = _errors(doc)
+    assert ("$.layout.layout.c2.layout.outputs.layout.default.slice",) in [(p,) for p, _ in errs]
+    assert any("out of range" in msg for _, msg in errs)
+
+
+def test_layout_error_duplicate_sibling_index():
+    doc = _layout()
+    doc["layout"]["layout"]["c1"]["layout"]["parameters"]["layout"]["bias"]["index"] = 0
+    errs = _errors(doc)
+    assert any(p == "$.layout.layout.c1.layout.parameters.layout.bias.index" and "duplicate sibling index" in m
+               for p, m in errs)
+    doc = _layout()
+    doc["layout"]["layout"]["r2"]["index"] = doc["layout"]["layout"]["c2"]["index"]
+    assert any(p == "$.layout.layout.r2.index" for p, _ in _errors(doc))
+
+
+def test_layout_error_shape_does_not_match_slice():
+    doc = _layout()
+    doc["layout"]["layout"]["fc"]["layout"]["parameters"]["layout"]["weight"]["shape"] = [3, 3]
+    errs = _errors(doc)
+    assert any(p == "$.layout.layout.fc.layout.parameters.layout.weight.shape" and "holds 9 elements" in m
+               for p, m in errs)
+
+
+def test_layout_error_overlapping_arrays():
+    # without netc metadata (a plain Brainstorm layout) sources never share elements (E3)
+    doc = {"sizes": [0, 0, 10], "layout": {"layout": {
+        "InputLayer": {"index": 0, "layout": {
+            "inputs": {"index": 0, "layout": {}},
+            "outputs": {"index": 1, "layout": {"default": {"index": 0, "slice": [2, 0, 4], "shape": [4]}}},
+            "parameters": {"index": 2, "layout": {}}, "internals": {"index": 3, "layout": {}}}},
+        "A": {"index": 1, "layout": {
+            "inputs": {"index": 0, "layout": {"default": {"index": 0, "slice": [2, 0, 4], "shape": [4]}}},
+            "outputs": {"index": 1, "layout": {"default": {"index": 0, "slice": [2, 2, 8], "shape": [6]}}},
+            "parameters": {"index": 2, "layout": {}}, "internals": {"index": 3, "layout": {}}}}}}}
+    errs = _errors(doc)
+    assert any(p == "$.layout.layout.A.layout.outputs.layout.default.slice"
+               and "$.layout.layout.InputLayer.layout.outputs.layout.default.slice" in m for p, m in errs)
+    doc["layout"]["layout"]["A"]["layout"]["outputs"]["layout"]["default"]["slice"] = [2, 4, 10]
+    read_layout(doc)
+    # with netc metadata: moving a tensor onto one that is live at the same time
+    doc = _layout()
+    meta = doc["netc"]
+    c2, p1 = meta["tensors"]["c2"], meta["tensors"]["p1"]   # p1 is read by c2: live together
+    assert c2["live"][0] <= p1["live"][1]
+    width = c2["slice"][2] - c2["slice"][1]
+    c2["slice"] = [1, p1["slice"][1], p1["slice"][1] + width]
+    for path, name in meta["arrays"].items():
+        if name in ("c2", "r2"):
+            layer, cat, n = path.split(".")
+            doc["layout"]["layout"][layer]["layout"][cat]["layout"][n]["slice"] = list(c2["slice"])
+    meta["tensors"]["r2"]["slice"] = list(c2["slice"])
+    errs = _errors(doc)
+    assert any(p == "$.layout.layout.c2.layout.outputs.layout.default.slice" and "while both are live" in m
+               for p, m in errs), errs
+    # and a reuse layout claiming no reuse
+    doc = _layout()
+    doc["netc"]["reuse"] = False
+    assert any("netc.reuse is false" in m for _, m in _errors(doc))
+
+
+def test_layout_error_structure_and_types():
+    doc = _layout()
+    del doc["layout"]["layout"]["c1"]["layout"]["internals"]
+    doc["layout"]["layout"]["r1"]["layout"]["outputs"]["index"] = 5
+    doc["layout"]["layout"]["fc"]["layout"]["parameters"]["layout"]["bias"]["slice"][0] = 1
+    doc["sizes"] = [1, 2]
+    errs = dict(_errors(doc))
+    assert "missing category 'internals'" in errs["$.layout.layout.c1.layout"]
+    assert "expected 1" in errs["$.layout.layout.r1.layout.outputs.index"]
+    assert "buffer type 0" in errs["$.layout.layout.fc.layout.parameters.layout.bias.slice[0]"]
+    assert "$.sizes" in errs
+    with pytest.raises(LayoutError, match=r"^\$: not JSON"):
+        read_layout("{")
+
+
+def test_read_brainstorm_corpus_layout():
+    path = "/work/shared/corpus/brainstorm/old_format_e0f35f3.layouts.json"
+    if not os.path.exists(path):
+        pytest.skip("Brainstorm corpus not available")
+    with open(path) as f:
+        corpus = json.load(f)
+    for name, run in corpus["results"].items():
+        lay = read_layout({"sizes": run["sizes"], "layout": run["layout"]})
+        assert lay.layers[0] == "InputLayer"
+    fixture = corpus["results"]["conftest_fixture"]
+    lay = read_layout({"sizes": fixture["sizes"], "layout": fixture["layout"]})
+    assert lay.sizes == [230, 0, 54]
+    c_in = lay.arrays["C.inputs.default"]
+    assert (c_in.start, c_in.stop) == (2, 10)
+
+
+# ---------------------------------------------------------------------------------------------
+# the pass, and size
+
+
+def test_plan_memory_pass_attaches_the_plan():
+    import netc.passes.plan_memory  # noqa: F401  (registers the pass)
+    from netc.ir.printer import print_ir
+    m = load_text(CHAIN, "test.nd")
+    ctx = PassContext()
+    PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(m, ctx)
+    p = ctx.notes["memory_plan"]["chain"]
+    net = m.network("chain")
+    s = net.attrs["netc.memory_plan"]
+    assert s["arenas"]["batch"]["bytes"] == p.arenas[BATCH].size and s["batch"] == 8
+    assert "netc.memory_plan = {" in print_ir(m)
+    assert "batch arena" in p.table()
+
+
+def test_thousand_layer_net_plans_fast():
+    lines = ["network big {", "  input data: f32[16, 8, 8, 32]", "  l0 = Convolution(data) {filter: [1, 1, 32, 32]}"]
+    for i in range(1, 1000):
+        if i % 10 == 5:      # a small two-way fork joined by a channel concat now and then
+            lines.append(f"  a{i} = Convolution(l{i-1}) {{filter: [1, 1, 32, 16]}}")
+            lines.append(f"  b{i} = Convolution(l{i-1}) {{filter: [1, 1, 32, 16]}}")
+            lines.append(f"  l{i} = Concatenate(a{i}, b{i}) {{dim: 3}}")
+        else:
+            t = ["ReLU", "Convolution", "Dropout", "BatchNorm"][i % 4]
+            a = " {filter: [1, 1, 32, 32]}" if t == "Convolution" else ""
+            lines.append(f"  l{i} = {t}(l{i-1}){a}")
+    m = build("\n".join(lines + ["}"]))
+    p = plan(m, sim=False)
+    assert len(p.steps) >= 1000
+    assert p.seconds < 1.0, f"planning took {p.seconds:.2f} s"
+    a = p.arenas[BATCH]
+    assert a.size <= 1.05 * a.lower_bound
