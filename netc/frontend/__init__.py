@@ -9,7 +9,8 @@ from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError
 def detect_format(path: str, text: str) -> str:
     ext = os.path.splitext(path)[1].lower()
     head = text.lstrip()[:200]
-    if ext == ".mlir" or head.startswith('"builtin.module"'):
+    body = "\n".join(line for line in head.splitlines() if not line.lstrip().startswith("//")).lstrip()
+    if ext == ".mlir" or body.startswith('"builtin.module"') or head.startswith("// -----// IR Dump"):
         return "mlir"
     if ext == ".nd":
         return "nd"
@@ -44,7 +45,15 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         return parse_nd(text, path, diag)
     if fmt == "mlir":
         from ..ir.parser import parse_ir
-        return parse_ir(text, path)
+        from ..ir.verifier import verify_ops
+        module = parse_ir(text, path)
+        # hand-written or edited IR: broken invariants are the user's errors, at the op
+        problems = verify_ops(module)
+        if problems:
+            from ..diagnostics import Diagnostic
+            raise NetcError([Diagnostic("error", f"invalid IR: {msg}", op.loc if op is not None else Loc(path))
+                             for msg, op in problems])
+        return module
     if fmt == "json":
         from .jsonloc import load_json
         from .paleo import import_paleo, is_paleo

@@ -13,7 +13,7 @@ import re
 
 from .core import Module, Operation, SymbolRef, TensorType
 
-_BARE_KEY = re.compile(r"^[A-Za-z_][A-Za-z0-9_$.]*$")
+_BARE_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_$.]*")
 _SSA_BAD = re.compile(r"[^A-Za-z0-9_$.\-]")
 
 
@@ -42,12 +42,12 @@ def format_attr(v) -> str:
     if isinstance(v, TensorType):
         return str(v)
     if isinstance(v, SymbolRef):
-        return "@" + (v.name if _BARE_KEY.match(v.name) else quote(v.name))
+        return "@" + (v.name if _BARE_KEY.fullmatch(v.name) else quote(v.name))
     raise TypeError(f"cannot print attribute {v!r}")
 
 
 def format_key(k: str) -> str:
-    return k if _BARE_KEY.match(k) else quote(k)
+    return k if _BARE_KEY.fullmatch(k) else quote(k)
 
 
 def format_attr_dict(attrs: dict) -> str:
@@ -72,6 +72,7 @@ class Printer:
         self.with_locs = with_locs
         self.names: dict = {}
         self.used: set = set()
+        self.next_suffix: dict = {}  # base name -> next suffix to try (keeps naming linear)
 
     def value_name(self, v) -> str:
         n = self.names.get(v)
@@ -82,10 +83,11 @@ class Printer:
                 base = "_" + base
             if len(v.owner.results) > 1:
                 base = f"{base}#{v.index}"
-            n, i = base, 1
+            n, i = base, self.next_suffix.get(base, 1)
             while n in self.used:
                 n = f"{base}_{i}"
                 i += 1
+            self.next_suffix[base] = i
             self.used.add(n)
             self.names[v] = n
         return "%" + n

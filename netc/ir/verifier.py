@@ -6,31 +6,36 @@ from .core import STRUCTURAL_OPS, Module, SymbolRef
 
 
 def verify_module(module: Module) -> list[str]:
+    return [m for m, _ in verify_ops(module)]
+
+
+def verify_ops(module: Module) -> list[tuple]:
+    """(message, op) for every violated invariant (op may be None)."""
     from ..ops import lookup
-    problems: list[str] = []
+    problems: list = []
     params = {p.attrs.get("sym_name") for p in module.params()}
     for op in module.body:
         if op.name not in ("netc.network", "netc.param"):
-            problems.append(f"unexpected top-level op {op.name}")
+            problems.append((f"unexpected top-level op {op.name}", op))
     for net in module.networks():
         defined = set()
         names = set()
         for op in net.regions[0].ops:
             if op.name not in STRUCTURAL_OPS and lookup(op.name) is None:
-                problems.append(f"unknown op {op.name}")
+                problems.append((f"unknown op {op.name}", op))
             for v in op.operands:
                 if id(v.owner) not in defined:
-                    problems.append(f"'{op.attrs.get('name')}' uses a value not defined before it in its network")
+                    problems.append((f"'{op.attrs.get('name')}' uses a value not defined before it in its network", op))
             if op.operands and "parents" in op.attrs:
-                problems.append(f"'{op.attrs.get('name')}' has both operands and unresolved parents")
+                problems.append((f"'{op.attrs.get('name')}' has both operands and unresolved parents", op))
             n = op.attrs.get("name")
             if n is not None and op.name not in ("netc.block", "netc.parallel") and "parents" not in op.attrs:
                 if n in names:
-                    problems.append(f"duplicate layer name {n}")
+                    problems.append((f"duplicate layer name '{n}'", op))
                 names.add(n)
             for role, ref in (op.attrs.get("params") or {}).items():
                 if isinstance(ref, SymbolRef) and ref.name not in params:
-                    problems.append(f"'{n}' refers to undefined parameter @{ref.name}")
+                    problems.append((f"'{n}' refers to undefined parameter @{ref.name}", op))
             defined.add(id(op))
             if len(problems) > 20:
                 return problems

@@ -22,7 +22,9 @@ class ExpandModelParallel(Pass):
     summary = "expand parallel blocks into one layer per split and resolve @self/@all/@i"
 
     def needed(self, module):
-        return any(op.name == "netc.parallel" or "@" in "".join(op.attrs.get("parents", ()))
+        # `B/X@2` stays a parent name after expansion (it is the layer's name); only parallel
+        # blocks and @self / @all references are left to expand
+        return any(op.name == "netc.parallel" or any(p.endswith(("@self", "@all")) for p in op.attrs.get("parents", ()))
                    for op in module.walk())
 
     def run(self, module, ctx):
@@ -48,10 +50,18 @@ class ExpandModelParallel(Pass):
                 if p in endpoint_of:
                     e = endpoint_of[p]
                     return [f"{e}@{i}" for i in range(splits_of.get(e, 1))]
+                if p in splits_of:  # outside its block, a split layer is named with its splits
+                    n = splits_of[p]
+                    diag.error(f"'{p}' is a layer of a parallel block ({n} split{'s' if n != 1 else ''}); "
+                               f"name which splits", loc, width=len(p)).note(
+                        f"write '{p}@all' for all of them, or one of '{p}@0' to '{p}@{n - 1}'" if n > 1 else
+                        f"write '{p}@0' (or '{p}@all')")
+                    return None
                 return [p]
             if suffix == "self":
                 if s is None:
-                    diag.error(f"'{p}': '@self' is only meaningful inside a parallel block", loc, width=len(p))
+                    diag.error(f"'{p}': '@self' is only meaningful inside a parallel block", loc, width=len(p)).note(
+                        f"write '{_short(base, inside)}' to use the layer itself")
                     return None
                 if base not in splits_of:
                     diag.error(f"parent '{_short(base, inside)}' is not split", loc, width=len(p))
@@ -73,8 +83,8 @@ class ExpandModelParallel(Pass):
                 return [f"{base}@{i}" for i in range(n)]
             i = int(suffix)
             if not 0 <= i < n:
-                diag.error(f"split index {i} is out of range: '{base}' has {n} split{'s' if n != 1 else ''}", loc,
-                           width=len(p))
+                diag.error(f"split index {i} is out of range: '{base}' has {n} split{'s' if n != 1 else ''}"
+                           f" ({'@0' if n == 1 else f'@0 to @{n - 1}'})", loc, width=len(p))
                 return None
             return [f"{base}@{i}"]
 
@@ -106,8 +116,12 @@ class ExpandModelParallel(Pass):
                     diag.error(f"{what} cannot appear inside a parallel block", sub.loc)
             subs = [s for s in subs if is_layer(s) and s.name != "netc.input"]
             if "endpoint" in op.attrs and op.attrs["endpoint"] not in {s.attrs["name"] for s in subs}:
-                diag.error(f"endpoint '{op.attrs['endpoint']}' is not a layer of parallel block '{b}'",
-                           op.attr_loc("endpoint"), width=len(op.attrs["endpoint"]))
+                d = diag.error(f"endpoint '{op.attrs['endpoint']}' is not a layer of parallel block '{b}'",
+                               op.attr_loc("endpoint"), width=len(op.attrs["endpoint"]))
+                sub_names = [s.attrs["name"] for s in subs]
+                hint = did_you_mean(op.attrs["endpoint"], sub_names)
+                d.note(f"did you mean '{hint}'?" if hint else
+                       f"its layers are: {', '.join(sub_names)}" if sub_names else "the block has no layers")
             siblings = {s.attrs["name"] for s in subs}
             for s in range(n):
                 for sub in subs:

@@ -32,7 +32,7 @@ def rewrite_parents(op: Operation, fn):
 
 def clone_layer(op: Operation) -> Operation:
     c = Operation(op.name, result_types=[r.type for r in op.results], attrs=_deepcopy(op.attrs), loc=op.loc)
-    c.attr_locs = dict(op.attr_locs) if op.attr_locs else None
+    c.attr_locs = dict(op.attr_locs) if op.attr_locs is not None else {}
     return c
 
 
