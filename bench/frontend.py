@@ -7,7 +7,7 @@ concatenated) every 10th unit, so every pass has real work. Prints a table and w
 bench/results/frontend.json (machine, date, versions). A benchmark, not a test: nothing here
 asserts on time.
 
-    python bench/frontend.py [--sizes 1000,10000,100000] [--repeat 1]
+    python bench/frontend.py [--sizes 1000,10000,100000] [--repeat N]
 """
 from __future__ import annotations
 
@@ -67,7 +67,7 @@ def run(n: int):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", default="1000,10000,100000")
-    ap.add_argument("--repeat", type=int, default=1, help="best of N runs per size")
+    ap.add_argument("--repeat", type=int, default=0, help="best of N runs per size (default 3 up to 10k, else 1)")
     ap.add_argument("--out", default=os.path.join(os.path.dirname(os.path.abspath(__file__)), "results",
                                                   "frontend.json"))
     args = ap.parse_args()
@@ -76,19 +76,21 @@ def main():
     results = []
     print(f"{'layers':>8} {'parse s':>9} {'passes s':>9} {'total s':>9} {'us/layer':>9}")
     for n in [int(s) for s in args.sizes.split(",")]:
-        best = min((run(n) for _ in range(args.repeat)), key=lambda r: r["total_s"])
+        reps = args.repeat if args.repeat else (3 if n <= 10000 else 1)
+        best = min((run(n) for _ in range(reps)), key=lambda r: r["total_s"])
         results.append(best)
         print(f"{best['layers']:>8} {best['parse_s']:>9.3f} {best['passes_s']:>9.3f} {best['total_s']:>9.3f} "
               f"{1e6 * best['total_s'] / best['layers']:>9.1f}", flush=True)
-    if len(results) > 1:
-        a, b = results[0], results[-1]
-        growth = (b["total_s"] / a["total_s"]) / (b["layers"] / a["layers"])
-        print(f"time per layer grows {growth:.2f}x from {a['layers']} to {b['layers']} layers (1.00 = linear)")
+    growth = []
+    for a, b in zip(results, results[1:]):
+        g = (b["total_s"] / a["total_s"]) / (b["layers"] / a["layers"])
+        growth.append({"from": a["layers"], "to": b["layers"], "per_layer_ratio": round(g, 3)})
+        print(f"time per layer from {a['layers']} to {b['layers']} layers: x{g:.2f} (1.00 = linear)")
     import lark
     meta = {"benchmark": "frontend", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count(), "python": platform.python_version()},
-            "versions": {"lark": lark.__version__}, "results": results}
+            "versions": {"lark": lark.__version__}, "results": results, "growth": growth}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(meta, f, indent=1)

@@ -7,7 +7,9 @@ continue. Anything else that escapes is netc's own bug (exit 2).
 """
 from __future__ import annotations
 
+import contextlib
 import difflib
+import gc
 import sys
 from dataclasses import dataclass, field
 
@@ -142,11 +144,20 @@ def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceMan
     if loc is not None and loc.line:
         text = sources.line(loc.file, loc.line)
         if text is not None:
-            text = text.replace("\t", " ")
+            text = text.rstrip("\r").replace("\t", " ")
             col = max(loc.col, 1)
+            if len(text) > _MAX_SHOWN:  # a very long line: show a window around the caret
+                start = max(0, min(col - 1 - _MAX_SHOWN // 2, len(text) - _MAX_SHOWN))
+                pre, post = ("..." if start else ""), ("..." if start + _MAX_SHOWN < len(text) else "")
+                text = pre + text[start:start + _MAX_SHOWN] + post
+                col = col - start + len(pre)
+                width = min(width, len(text) - len(post) - col + 1)
             caret = " " * (col - 1) + "^" + "~" * max(0, min(width, len(text) - col + 1) - 1)
             out += f"{text}\n{caret}\n"
     return out
+
+
+_MAX_SHOWN = 160  # source characters quoted under a diagnostic
 
 
 def render(d: Diagnostic, sources: SourceManager = SOURCES, color: bool = False) -> str:
@@ -181,3 +192,17 @@ def did_you_mean(word: str, candidates, n: int = 1, cutoff: float = 0.6) -> str 
         return low[word.lower()]
     m = difflib.get_close_matches(word, cands, n=n, cutoff=cutoff)
     return m[0] if m else None
+
+
+@contextlib.contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector while building or transforming a large IR: it
+    allocates millions of objects and frees none, so generational collections only rescan the
+    growing graph (a third of the frontend's time at 100k layers) and reclaim nothing."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()

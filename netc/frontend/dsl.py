@@ -17,7 +17,7 @@ from functools import lru_cache
 from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
-from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean
+from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean, gc_paused
 from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
@@ -33,7 +33,8 @@ _FRIENDLY = {
     "COLON": "':'", "COMMA": "','", "EQUAL": "'='", "$END": "end of file",
 }
 
-# Attribute keys a layer statement may not set: the statement's own syntax (or netc) does.
+# Attribute keys a layer statement may not set: the statement's own syntax (or netc) does,
+# unless the op declares the key itself (Opaque's `type`).
 _RESERVED_KEYS = {
     "name": "a layer's name is written before '=', not as an attribute",
     "parents": "a layer's parents are written in parentheses after its type, not as an attribute",
@@ -202,7 +203,7 @@ class _Builder(Transformer):
             for k, v in attrs.items():
                 if k in _COMMON_KEYS:
                     continue
-                if k in _RESERVED_KEYS or (k == "splits" and (type(v) is not int or v < 1)):
+                if (k in _RESERVED_KEYS and k not in opdef.attrs) or (k == "splits" and (type(v) is not int or v < 1)):
                     # these would silently overwrite what the statement itself says (or netc's own)
                     self.diag.error(_RESERVED_KEYS.get(k, f"'splits' must be a positive integer, got {_show(v)}"),
                                     attrs.locs[k], width=len(k))
@@ -310,7 +311,19 @@ class _Builder(Transformer):
         return op
 
     def start(self, c):
-        return Module([op for op in c if op is not None], loc=Loc(self.file, 1, 1))
+        ops, seen = [], {}
+        for op in c:
+            if op is None:
+                continue
+            key = (op.name, op.attrs.get("sym_name"))
+            if key in seen:  # reported and dropped: a second one would only cause later confusion
+                what = "network" if op.name == "netc.network" else "parameter"
+                self.diag.error(f"{what} '{key[1]}' is declared twice", op.loc, width=max(1, len(key[1]))).note(
+                    "first declared here", seen[key].loc)
+                continue
+            seen[key] = op
+            ops.append(op)
+        return Module(ops, loc=Loc(self.file, 1, 1))
 
     # -- helpers ---------------------------------------------------------------------------
     def _depth_of(self, v) -> int:
@@ -483,11 +496,14 @@ def parse_nd(text: str, file: str = "<input>", diag: DiagnosticEngine | None = N
     parser, builder = _parser()
     builder.file, builder.diag, builder.depth = file, diag, {}
     try:
-        module = parser.parse(text)
+        with gc_paused():
+            module = parser.parse(text)
     except UnexpectedInput as e:
         raise NetcError([_syntax_diag(e, file, text)])
     except VisitError as e:  # a callback failed: that is netc's bug, not the user's
         raise e.orig_exc
+    finally:
+        builder.depth = {}  # it holds this file's blocks and values alive
     module.attrs["source"] = file
     if own and diag.has_errors():
         raise NetcError(diag.diagnostics)

@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 
-from ..diagnostics import DiagnosticEngine, NetcError
+from ..diagnostics import DiagnosticEngine, NetcError, gc_paused
 from ..ir.core import Module
 from ..ir.printer import print_ir
 
@@ -100,7 +100,8 @@ class PassManager:
             p = PASSES[n]()
             t0 = time.perf_counter()
             errors_before = ctx.diag.error_count
-            p.run(module, ctx)
+            with gc_paused():
+                p.run(module, ctx)
             self.times.append((n, time.perf_counter() - t0))
             # A pass that reports errors stops the pipeline (later passes would only repeat them).
             # Errors from the frontend do not: layers it marked invalid are skipped by the passes,
