@@ -20,6 +20,8 @@ def verify_ops(module: Module) -> list[tuple]:
     for net in module.networks():
         defined = set()
         names = set()
+        # before resolve-names, duplicate names are the user's to fix (resolve-names reports them)
+        resolved = not any("parents" in op.attrs for op in net.regions[0].ops)
         for op in net.regions[0].ops:
             if op.name not in STRUCTURAL_OPS and lookup(op.name) is None:
                 problems.append((f"unknown op {op.name}", op))
@@ -29,7 +31,7 @@ def verify_ops(module: Module) -> list[tuple]:
             if op.operands and "parents" in op.attrs:
                 problems.append((f"'{op.attrs.get('name')}' has both operands and unresolved parents", op))
             n = op.attrs.get("name")
-            if n is not None and op.name not in ("netc.block", "netc.parallel") and "parents" not in op.attrs:
+            if n is not None and resolved and op.name not in ("netc.block", "netc.parallel"):
                 if n in names:
                     problems.append((f"duplicate layer name '{n}'", op))
                 names.add(n)

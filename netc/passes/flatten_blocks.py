@@ -39,6 +39,11 @@ class FlattenBlocks(Pass):
             else:
                 out.append(op)
         names = {o.attrs.get("name") for o in out}
+        for b, blk in blocks.items():
+            if b in names:
+                layer = next(o for o in out if o.attrs.get("name") == b)
+                diag.error(f"'{b}' names both a block and a layer", layer.loc,
+                           width=len(b.rsplit("/", 1)[-1])).note("the block is declared here", blk.loc)
 
         def shortcut(p, loc):
             if p in endpoint_of:
@@ -55,7 +60,11 @@ class FlattenBlocks(Pass):
         body.set_ops(out)
 
     def _flatten(self, block, full, parents, parent_locs, endpoint_of, blocks, diag):
-        blocks[full] = block
+        if full in blocks:
+            diag.error(f"duplicate block name '{full}'", block.loc, width=len(block.attrs["name"])).note(
+                "previous definition is here", blocks[full].loc)
+        else:
+            blocks[full] = block
         subs = block.regions[0].ops
         siblings = {s.attrs.get("name") for s in subs}
         out = []
@@ -89,9 +98,11 @@ class FlattenBlocks(Pass):
             if ep not in siblings:
                 d = diag.error(f"endpoint '{ep}' is not a layer of block '{full}'", block.attr_loc("endpoint"),
                                width=len(ep))
-                hint = did_you_mean(ep, [s for s in siblings if s])
-                if hint:
-                    d.note(f"did you mean '{hint}'?")
+                layers = [n[len(full) + 1:] if n.startswith(full + "/") else n  # sublayers are renamed by now
+                          for n in (s.attrs.get("name") for s in subs) if n]
+                hint = did_you_mean(ep, layers)
+                d.note(f"did you mean '{hint}'?" if hint else
+                       f"its layers are: {', '.join(layers)}" if layers else "the block has no layers")
             endpoint_of[full] = f"{full}/{ep}"
             # a nested block used as a sibling resolves to its endpoint
             sub_eps = {f"{full}/{s.attrs['name']}": None for s in subs if s.name == "netc.block"}

@@ -42,7 +42,8 @@ class MaterializeParams(Pass):
             prefix = net.attrs["sym_name"] + "." if multi else ""
             for op in net.regions[0].ops:
                 opdef = lookup(op.name)
-                if not opdef or not opdef.param_roles or _bound(op) or op.results[0].type.shape is None:
+                if (not opdef or not opdef.param_roles or _bound(op) or op.attrs.get("invalid")
+                        or op.results[0].type.shape is None):
                     continue
                 shapes = opdef.param_shapes(opdef.attrs_of(op), [v.type.shape for v in op.operands],
                                             op.results[0].type.shape)
@@ -64,17 +65,19 @@ class MaterializeParams(Pass):
                         d = diag.error(f"parameter '{pname}' is shared with a different shape: "
                                        f"{list(shape)} here, {list(p.attrs['type'].shape)} "
                                        f"{'in ' + repr(first[0]) if first else 'as declared'}", loc,
-                                       width=len(op.attrs["name"]) if loc is op.loc else 1)
+                                       width=len(op.attrs["name"]) if loc is op.loc else len(role))
                         d.note("declared or first used here", first[1] if first else p.loc)
                         continue
                     for k in _INIT_KEYS:
                         if k in spec:
                             p.attrs[k] = spec[k]
                     if "share_from" in spec:
+                        sloc = (op.attr_locs or {}).get(f"param.{role}.share_from", loc)
                         if p.attrs.get("share_from", SymbolRef(spec["share_from"])).name != spec["share_from"]:
-                            diag.error(f"parameter '{pname}' is given two different share_from owners", loc)
+                            diag.error(f"parameter '{pname}' is given two different share_from owners", sloc,
+                                       width=10)
                         p.attrs["share_from"] = SymbolRef(spec["share_from"])
-                        p.attr_locs = {"share_from": loc}
+                        p.attr_locs = {"share_from": sloc}
                     used_by.setdefault(pname, (op.attrs["name"], loc))
                     refs[role] = SymbolRef(pname)
                 op.attrs["params"] = refs
@@ -84,20 +87,24 @@ class MaterializeParams(Pass):
                 continue
             o = params.get(owner.name)
             loc = (p.attr_locs or {}).get("share_from", p.loc)
+            width = 10 if loc is not p.loc else len(name)
+            if owner.name == name:
+                diag.error(f"parameter '{name}' cannot share from itself", loc, width=width)
+                continue
             if o is None:
-                d = diag.error(f"parameter '{name}' shares from '{owner.name}', which does not exist", loc)
+                d = diag.error(f"parameter '{name}' shares from '{owner.name}', which does not exist", loc, width=width)
                 hint = did_you_mean(owner.name, params)
                 if hint:
                     d.note(f"did you mean '{hint}'?")
                 continue
             if o.attrs.get("share_from") is not None:
                 diag.error(f"parameter '{name}' shares from '{owner.name}', which itself shares from "
-                           f"'{o.attrs['share_from'].name}'; share from the owner", loc)
+                           f"'{o.attrs['share_from'].name}'; share from the owner", loc, width=width)
                 continue
             if "type" in o.attrs and "type" in p.attrs and o.attrs["type"].numel != p.attrs["type"].numel:
                 diag.error(f"parameter '{name}' ({list(p.attrs['type'].shape)}) cannot share the storage of "
-                           f"'{owner.name}' ({list(o.attrs['type'].shape)}): element counts differ", loc).note(
-                    f"'{owner.name}' is defined here", o.loc)
+                           f"'{owner.name}' ({list(o.attrs['type'].shape)}): element counts differ", loc,
+                           width=width).note(f"'{owner.name}' is defined here", o.loc)
         for name, p in declared.items():
             if name not in used_by and not any(q.attrs.get("share_from") == SymbolRef(name) for q in params.values()):
                 diag.warning(f"parameter '{name}' is declared but no layer uses it", p.loc, width=len(name))

@@ -29,6 +29,7 @@ class ResolveNames(Pass):
 
     def _network(self, net, ctx):
         diag = ctx.diag
+        errors_before = diag.error_count
         body = net.regions[0].block
         ops = body.ops
         defs: dict[str, object] = {}
@@ -76,7 +77,7 @@ class ResolveNames(Pass):
                     continue
                 operands.append(src)
             op.attrs["_srcs"] = operands
-        if not ok or diag.has_errors():
+        if not ok or diag.error_count > errors_before:  # earlier (frontend) errors do not stop it
             for op in ops:
                 op.attrs.pop("_srcs", None)
             return
@@ -139,4 +140,5 @@ class ResolveNames(Pass):
             i = next(index[id(s)] for s in ops[i].attrs["_srcs"] if indeg[index[id(s)]] > 0)
         cyc = path[seen[i]:]
         cyc.reverse()  # producer -> consumer order
-        return cyc
+        k = cyc.index(min(cyc))  # start at the layer written first
+        return cyc[k:] + cyc[:k]

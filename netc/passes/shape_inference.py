@@ -38,7 +38,7 @@ class ShapeInference(Pass):
             want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
             d = diag.error(f"{opdef.type_name} '{op.attrs.get('name')}' takes {want} input"
                            f"{'s' if want != '1' else ''}, got {n}", op.loc, width=len(op.attrs.get("name", "x")))
-            if n == 1 and lo == 2:
+            if n == 1 and lo == 2 and "split_index" in op.operands[0].owner.attrs:
                 d.note("a split list of one element (splits 1) gives a single input")
             return
         ins = [v.type.shape for v in op.operands]

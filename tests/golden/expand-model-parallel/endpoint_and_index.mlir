@@ -1,0 +1,15 @@
+"builtin.module"() ({
+  "netc.network"() ({
+    %data = "netc.input"() {name = "data", dtype = "f32", shape = [16, 64]} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":4:9)
+    %fc.ip$0 = "netc.inner_product"() {name = "fc/ip@0", num_outputs = 30, parents = ["data"], split_index = 0, splits = 3} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":6:5)
+    %fc.out$0 = "netc.relu"() {name = "fc/out@0", parents = ["fc/ip@0"], split_index = 0, splits = 3} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":7:5)
+    %fc.ip$1 = "netc.inner_product"() {name = "fc/ip@1", num_outputs = 30, parents = ["data"], split_index = 1, splits = 3} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":6:5)
+    %fc.out$1 = "netc.relu"() {name = "fc/out@1", parents = ["fc/ip@1"], split_index = 1, splits = 3} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":7:5)
+    %fc.ip$2 = "netc.inner_product"() {name = "fc/ip@2", num_outputs = 30, parents = ["data"], split_index = 2, splits = 3} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":6:5)
+    %fc.out$2 = "netc.relu"() {name = "fc/out@2", parents = ["fc/ip@2"], split_index = 2, splits = 3} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":7:5)
+    %first = "netc.dropout"() {name = "first", parents = ["fc/ip@0"]} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":9:3)
+    %all_ip = "netc.concat"() {name = "all_ip", parents = ["fc/ip@0", "fc/ip@1", "fc/ip@2"]} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":10:3)
+    %all_out = "netc.concat"() {name = "all_out", parents = ["fc/out@0", "fc/out@1", "fc/out@2"]} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":11:3)
+    %last = "netc.dropout"() {name = "last", parents = ["fc/out@2"]} : () -> tensor<*xf32> loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":12:3)
+  }) {sym_name = "net"} : () -> () loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":3:9)
+}) {source = "tests/golden/expand-model-parallel/endpoint_and_index.nd"} : () -> () loc("tests/golden/expand-model-parallel/endpoint_and_index.nd":1:1)
