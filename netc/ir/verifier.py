@@ -6,11 +6,13 @@ from .core import STRUCTURAL_OPS, Module, SymbolRef
 
 
 def verify_module(module: Module) -> list[str]:
-    return [m for m, _ in verify_ops(module)]
+    return [m for m, _ in verify_ops(module, check_names=False)]
 
 
-def verify_ops(module: Module) -> list[tuple]:
-    """(message, op) for every violated invariant (op may be None)."""
+def verify_ops(module: Module, check_names: bool = True) -> list[tuple]:
+    """(message, op) for every violated invariant (op may be None). Unique layer names are the
+    user's concern in the pipeline (resolve-names reports duplicates), so the pass manager does
+    not check them; loading hand-written IR does."""
     from ..ops import lookup
     problems: list = []
     params = {p.attrs.get("sym_name") for p in module.params()}
@@ -20,8 +22,7 @@ def verify_ops(module: Module) -> list[tuple]:
     for net in module.networks():
         defined = set()
         names = set()
-        # before resolve-names, duplicate names are the user's to fix (resolve-names reports them)
-        resolved = not any("parents" in op.attrs for op in net.regions[0].ops)
+        resolved = check_names and not any("parents" in op.attrs for op in net.regions[0].ops)
         for op in net.regions[0].ops:
             if op.name not in STRUCTURAL_OPS and lookup(op.name) is None:
                 problems.append((f"unknown op {op.name}", op))
