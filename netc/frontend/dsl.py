@@ -18,7 +18,7 @@ from lark import Lark, Token, Transformer
 from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
 
 from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean, gc_paused
-from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType
+from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType, copy_attr
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
 
@@ -271,7 +271,7 @@ class _Builder(Transformer):
         # check the section is a well-formed Brainstorm layout (W1-W4 of the layout spec)
         from ..memory.layout import LayoutError, read_layout
         try:
-            read_layout(_plain(d))
+            read_layout(copy_attr(d))
         except LayoutError as e:
             for path, msg in e.problems:
                 where = _dict_loc(d, path) or loc
@@ -429,14 +429,6 @@ class _Builder(Transformer):
             locs[f"param.{role}"] = rloc
         op.attrs["params"] = out
         locs["params"] = loc
-
-
-def _plain(v):
-    if isinstance(v, dict):
-        return {k: _plain(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    return v
 
 
 def _dict_loc(d, path: str):

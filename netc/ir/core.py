@@ -198,6 +198,15 @@ class Module(Operation):
         return [op for op in self.body if op.name == "netc.param"]
 
 
+def copy_attr(v):
+    """A deep copy of plain attribute data (dicts and lists; leaves are immutable)."""
+    if isinstance(v, dict):
+        return {k: copy_attr(x) for k, x in v.items()}
+    if isinstance(v, list):
+        return [copy_attr(x) for x in v]
+    return v
+
+
 def is_layer(op: Operation) -> bool:
     """Layers are the ops of a network body that compute something (not structure)."""
     return op.name not in STRUCTURAL_OPS

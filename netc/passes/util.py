@@ -1,7 +1,7 @@
 """Helpers shared by the name-level passes (parents are still strings there)."""
 from __future__ import annotations
 
-from ..ir.core import Operation
+from ..ir.core import Operation, copy_attr
 
 
 def parent_loc(op: Operation, i: int):
@@ -31,14 +31,7 @@ def rewrite_parents(op: Operation, fn):
 
 
 def clone_layer(op: Operation) -> Operation:
-    c = Operation(op.name, result_types=[r.type for r in op.results], attrs=_deepcopy(op.attrs), loc=op.loc)
+    c = Operation(op.name, result_types=[r.type for r in op.results], attrs=copy_attr(op.attrs), loc=op.loc)
     c.attr_locs = dict(op.attr_locs) if op.attr_locs is not None else {}
     return c
 
-
-def _deepcopy(v):
-    if isinstance(v, dict):
-        return {k: _deepcopy(x) for k, x in v.items()}
-    if isinstance(v, list):
-        return [_deepcopy(x) for x in v]
-    return v
