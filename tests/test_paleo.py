@@ -19,6 +19,8 @@ PALEO = SHARED / "corpus" / "paleo"
 GENERATED = SHARED / "corpus" / "paleo-generated"
 REFERENCE = SHARED / "reference" / "paleo"
 
+pytestmark = pytest.mark.skipif(not PALEO.is_dir(), reason=f"the shared corpus is not at {SHARED}")
+
 
 def explain(path):
     m = load(str(path))

@@ -1,0 +1,95 @@
+#!/usr/bin/env python3
+"""Memory-plan benchmark: for every Paleo corpus net (and every SINGA config netc can import),
+at inference with the batch as written, print the planned arena, the lower bound (peak of live
+bytes), their ratio, the bytes without reuse, Brainstorm-style bytes (one slot per buffer, no
+reuse, no zero-copy) and the planning time; write bench/results/memory.json.
+
+    python bench/memory.py [--shared ../shared]
+
+Arena and bound include the constant (parameter) arena and the batch arena at the compiled
+batch. A benchmark, not a test: nothing here asserts.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import glob
+import json
+import os
+import platform
+import sys
+import time
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
+sys.path.insert(0, ROOT)
+
+
+def plan_file(path: str, phase: str = "train"):
+    from netc.diagnostics import DiagnosticEngine, NetcError
+    from netc.frontend import load
+    from netc.memory.plan import BATCH, plan_memory
+    from netc.memory.report import plan_json
+    from netc.memory.verify import verify_plan
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    try:
+        m = load(path, diag)
+        PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+    except NetcError as e:
+        return {"file": os.path.relpath(path, ROOT), "error": e.diagnostics[0].message}
+    out = []
+    for net in m.networks():
+        t0 = time.perf_counter()
+        plan = plan_memory(m, net)
+        dt = time.perf_counter() - t0
+        problems = verify_plan(plan, m, net)
+        reuse_free = plan_memory(m, net, reuse=False, inplace=False, concat="none")
+        j = plan_json(plan)
+        slots = sum(a.naive * (plan.batch if a.cls == BATCH else 1) for a in reuse_free.arenas)
+        out.append({"file": os.path.relpath(path, ROOT), "network": plan.network, "batch": plan.batch,
+                    "arena_bytes": j["arena_bytes"], "lower_bound_bytes": j["lower_bound_bytes"],
+                    "ratio": j["ratio"], "no_reuse_bytes": j["no_reuse_bytes"],
+                    "brainstorm_bytes": slots, "plan_seconds": round(dt, 4), "verified": not problems})
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--shared", default=os.path.join(ROOT, "..", "shared"))
+    ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "memory.json"))
+    args = ap.parse_args()
+    files = sorted(glob.glob(os.path.join(args.shared, "corpus", "paleo", "*.json")))
+    files += sorted(glob.glob(os.path.join(args.shared, "corpus", "paleo-generated", "*.json")))
+    files += sorted(glob.glob(os.path.join(args.shared, "corpus", "singa", "*.conf")))
+    files += sorted(glob.glob(os.path.join(ROOT, "examples", "*.nd")))
+    rows, skipped = [], []
+    mib = 2 ** 20
+    print(f"{'network':42} {'batch':>5} {'arena MiB':>10} {'bound MiB':>10} {'ratio':>6} {'no-reuse MiB':>12} "
+          f"{'brainstorm MiB':>14} {'plan s':>7}")
+    for f in files:
+        r = plan_file(f)
+        if isinstance(r, dict):
+            skipped.append(r)
+            continue
+        for x in r:
+            rows.append(x)
+            name = os.path.basename(x["file"]) + ("" if x["network"] in x["file"] else f":{x['network']}")
+            print(f"{name[:42]:42} {x['batch']:>5} {x['arena_bytes'] / mib:>10.2f} {x['lower_bound_bytes'] / mib:>10.2f} "
+                  f"{x['ratio']:>6.3f} {x['no_reuse_bytes'] / mib:>12.2f} {x['brainstorm_bytes'] / mib:>14.2f} "
+                  f"{x['plan_seconds']:>7.3f}{'' if x['verified'] else '  VERIFY FAILED'}", flush=True)
+    worst = max((x["ratio"] for x in rows), default=1.0)
+    print(f"{len(rows)} plans, worst arena / lower bound {worst:.3f}; {len(skipped)} files not importable "
+          f"(see 'skipped' in the results)")
+    import torch
+    meta = {"benchmark": "memory", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+            "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
+                        "cpus": os.cpu_count(), "python": platform.python_version()},
+            "versions": {"torch": torch.__version__}, "mode": "inference", "results": rows, "skipped": skipped}
+    os.makedirs(os.path.dirname(args.out), exist_ok=True)
+    with open(args.out, "w") as fh:
+        json.dump(meta, fh, indent=1)
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()
