@@ -23,6 +23,8 @@ def _common(p):
     p.add_argument("--phase", choices=("train", "val", "test"), default="train",
                    help="which phase's layers to keep (SINGA include/exclude); default train")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    p.add_argument("--batch", type=int, default=1, metavar="B",
+                   help="batch size for formats that do not fix it (Brainstorm: shapes (T, B, ...), T = 1); default 1")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -58,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write the memory plan in Brainstorm's layout format (read back by `netc check`)")
     p.add_argument("--plot", metavar="PLAN.svg", help="draw the memory plan: offset against schedule step")
     p.add_argument("--no-reuse", action="store_true", help="plan without sharing memory between tensors")
+    p.add_argument("--verify", action="store_true",
+                   help="verify the memory plan at every batch from 1 to the compiled one (always verified "
+                        "at the compiled batch)")
     p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
                    help="write the graph in Graphviz DOT to FILE (also FILE.svg when `dot` is installed); "
                         "'-' or no FILE prints it")
@@ -102,7 +107,7 @@ def _load(args, diag):
     from .frontend import load
     # Errors the frontend collected do not stop here: the passes skip the layers it marked
     # invalid and go on to report independent problems elsewhere in the file.
-    return load(args.file, diag)
+    return load(args.file, diag, getattr(args, "batch", 1))
 
 
 def _ctx(args, diag):
@@ -150,7 +155,7 @@ def cmd_explain(args, diag):
     device = get_device(args.device) if args.device else None
     module = _load(args, diag)
     show_ir = args.format == "text" and not args.brief and args.dot is None
-    want_plan = args.memory or args.layout or args.plot
+    want_plan = args.memory or args.layout or args.plot or args.verify
     ctx = _ctx(args, diag)
     if want_plan:
         # the layout format cannot express strided (channel-concat) slices: plan contiguous ones then
@@ -159,6 +164,15 @@ def cmd_explain(args, diag):
     pm = PassManager(DEFAULT_PIPELINE + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
     pm.run(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
+    if args.verify:
+        from .memory.verify import verify_plan
+        for net in module.networks():
+            plan = plans[net.attrs["sym_name"]]
+            problems = verify_plan(plan, module, net, batches=range(1, plan.batch + 1))
+            if problems:
+                raise AssertionError("the memory plan failed verification: " + "; ".join(problems[:5]))
+            sys.stderr.write(f"memory plan of '{plan.network}' verified for every batch 1..{plan.batch}: no two "
+                             f"live buffers overlap, offsets aligned, every read written before\n")
     if args.layout or args.plot:
         _write_plan_files(args, plans)
     if args.dot is not None:
@@ -220,6 +234,9 @@ def _check_layout(args, diag, text):
     from .diagnostics import SOURCES, Loc
     SOURCES.add(args.file, text)
     doc, locs, _ = load_json(text, args.file)
+    from .memory.hub_layout import check_hub_document, is_hub_document
+    if is_hub_document(doc):  # Brainstorm's later @-key format (maybe wrapped with its architecture)
+        return check_hub_document(args, diag, doc, locs, text)
     try:
         lay = read_layout(doc)
     except LayoutError as e:
@@ -252,13 +269,15 @@ def _layout_text(path):
     except (OSError, UnicodeDecodeError):
         return None
     head = text[:4096]
+    if '"BufferView"' in text and '"layers"' not in head:
+        return text  # a Brainstorm @-key hub layout
     return text if ('"sizes"' in head or '"sizes"' in text) and '"layout"' in text and '"layers"' not in head else None
 
 
 def cmd_import(args, diag):
     from .frontend.nd_writer import write_nd
     text = _layout_text(args.file)
-    if text is not None:
+    if text is not None and '"architecture"' not in text:  # with one, import the Brainstorm architecture
         return _check_layout(args, diag, text)
     module = _load(args, diag)
     if diag.has_errors():

@@ -66,3 +66,8 @@ def test_no_reuse_plan_equals_naive(capsys):
                  "--no-reuse"]) == 0
     m = json.loads(capsys.readouterr().out)["memory"]
     assert m["arena_bytes"] == m["no_reuse_bytes"]
+
+
+def test_verify_flag_checks_every_batch(capsys):
+    assert main(["explain", str(ROOT / "examples" / "lenet.nd"), "--brief", "--verify"]) == 0
+    assert "verified for every batch 1..64" in capsys.readouterr().err
