@@ -21,7 +21,7 @@ def detect_format(path: str, text: str) -> str:
     return "nd"
 
 
-def load(path: str, diag: DiagnosticEngine | None = None):
+def load(path: str, diag: DiagnosticEngine | None = None, batch: int = 1, options: dict | None = None):
     """Read `path` and return its IR module. Raises NetcError for the user's problems."""
     try:
         with open(path, encoding="utf-8") as f:
@@ -34,10 +34,13 @@ def load(path: str, diag: DiagnosticEngine | None = None):
         raise NetcError(f"'{path}' is not UTF-8 text (byte {e.start})")
     except OSError as e:
         raise NetcError(f"cannot read '{path}': {e.strerror}")
-    return load_text(text, path, diag)
+    return load_text(text, path, diag, batch, options)
 
 
-def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = None):
+def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = None, batch: int = 1,
+              options: dict | None = None):
+    """`batch`: B for formats whose batch size is not in the file (Brainstorm; T is fixed to 1).
+    `options`: {"singa_version": "0.1" | "0.2" | "0.3" | "dev"} for SINGA files (detected when absent)."""
     SOURCES.add(path, text)  # so every diagnostic, even a syntax error, can quote its line
     fmt = detect_format(path, text)
     if fmt == "nd":
@@ -60,8 +63,15 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         data, locs, dups = load_json(text, path)
         if is_paleo(data):
             return import_paleo(text, path, diag, data, locs, dups)
-        raise NetcError("this JSON file is not a Paleo network (no \"layers\" object); reading Brainstorm "
-                        "layouts and architectures is not supported yet", Loc(path, 1, 1))
-    what = {"singa": "SINGA NetProto"}[fmt]
-    raise NetcError(f"reading {what} files is not supported yet; write the network in .nd "
-                    f"(see docs/language.md)", Loc(path, 1, 1))
+        from .brainstorm import import_brainstorm, is_bare_hub_layout, is_brainstorm
+        if is_brainstorm(data):
+            return import_brainstorm(text, path, diag, data, locs, dups, batch=batch)
+        if is_bare_hub_layout(data):
+            raise NetcError("this is a Brainstorm buffer layout without an architecture: it describes memory, not "
+                            "a network; `netc check` validates it", Loc(path, 1, 1))
+        raise NetcError("this JSON file is neither a Paleo network (no \"layers\" object) nor a Brainstorm "
+                        "architecture (no \"architecture\" object or \"@type\" layers)", Loc(path, 1, 1))
+    if fmt == "singa":
+        from .singa_ir import import_singa
+        return import_singa(text, path, diag, version=(options or {}).get("singa_version"))
+    raise NetcError(f"unknown input format '{fmt}'", Loc(path, 1, 1))

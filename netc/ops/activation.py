@@ -30,6 +30,10 @@ class ReLU(_Unary):
     attrs = {"negative_slope": AttrSpec("number", 0.0)}
     doc = "max(x, 0) (leaky with negative_slope)."
 
+    def reference(self, a, ins, params):
+        from ..kernels import reference as R
+        return R.relu(ins[0], a["negative_slope"])
+
 
 @register
 class Sigmoid(_Unary):
@@ -37,6 +41,9 @@ class Sigmoid(_Unary):
     types = ("Sigmoid",)
     flops_per_element = 4
     doc = "1 / (1 + exp(-x)), elementwise. (Paleo's Sigmoid layer outputs [N, 1]; its importer maps that.)"
+
+    def reference(self, a, ins, params):
+        return ins[0].sigmoid()
 
 
 @register
@@ -46,6 +53,9 @@ class Tanh(_Unary):
     flops_per_element = 4
     doc = "tanh(x), elementwise."
 
+    def reference(self, a, ins, params):
+        return ins[0].tanh()
+
 
 @register
 class Dropout(_Unary):
@@ -54,6 +64,9 @@ class Dropout(_Unary):
     identity_at_inference = True
     attrs = {"dropout_keep_prob": AttrSpec("number", 0.5)}
     doc = "Dropout; identity at inference. Paleo's cost: prod(input) FLOPs forward and backward."
+
+    def reference(self, a, ins, params):
+        return ins[0]  # inference; training-mode masks are not part of the oracle (yet)
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])

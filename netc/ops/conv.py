@@ -138,6 +138,12 @@ class Conv2D(OpDef):
                                      needs_input_grad)
         return Cost(fwd, bd, bf)
 
+    def reference(self, a, ins, params):
+        # `normalizer: batch_norm` is bookkeeping only (Paleo's flag, no parameters): ignored here.
+        from ..kernels import reference as R
+        return R.conv2d(ins[0], params["weight"], params.get("bias"), a["strides"], a["padding"],
+                        activation=a["activation"])
+
     def bytes_moved(self, a, ins, out, itemsize=4):
         # Paleo's GEMM traffic: the padded input, the filter (+ bias) and the output
         x = ins[0]
@@ -159,7 +165,9 @@ class Deconv2D(OpDef):
         "output_shape": AttrSpec("shape", doc="[N, H, W, C]"),
         "activation": AttrSpec("enum", "none", ACTIVATIONS),
     }
-    doc = "Transposed convolution (Paleo's Deconvolution); FLOPs Paleo-compatible, unverified by corpus."
+    doc = ("Transposed convolution (Paleo's Deconvolution): the adjoint of the forward convolution "
+           "output_shape -> input. FLOPs Paleo-compatible, unverified by corpus. Its bias has c_in entries "
+           "(Paleo's count) and is not applied.")
 
     def _forward_conv(self, a):
         kh, kw, co, ci = a["filter"]
@@ -182,6 +190,23 @@ class Deconv2D(OpDef):
     def param_shapes(self, a, ins, out):
         f = a["filter"]
         return {"weight": tuple(f), "bias": (f[3],)}
+
+    def reference(self, a, ins, params):
+        # The adjoint of the forward convolution output_shape -> input: a full transposed
+        # convolution, then undo that convolution's (Paleo) padding - crop, or zero-fill where
+        # its SAME pad was negative (a crop of the forward input).
+        import torch.nn.functional as F
+        from ..kernels import reference as R
+        x, w = ins[0].double(), params["weight"].double()      # w: [kh, kw, c_out, c_in]
+        n, h, wd, co = a["output_shape"]
+        kh, kw = w.shape[0], w.shape[1]
+        sh, sw = a["strides"][1], a["strides"][2]
+        _, _, t, b, l, r = R.pads(h, wd, kh, kw, sh, sw, a["padding"])
+        y = F.conv_transpose2d(x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1), stride=(sh, sw))
+        y = F.pad(y, (-l, -r, -t, -b)).permute(0, 2, 3, 1)
+        # Paleo's bias has filter[3] = c_in entries (kept for its parameter counts), which cannot
+        # bias the c_out output channels: it is not applied.
+        return R.epilogue(y, activation_=a["activation"])
 
     def cost(self, a, ins, out, needs_input_grad=True):
         c = self._forward_conv(a)

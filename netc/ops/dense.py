@@ -27,6 +27,11 @@ class InnerProduct(OpDef):
             raise ShapeError(f"num_outputs must be positive, got {a['num_outputs']}", attr="num_outputs")
         return (x[0], a["num_outputs"])
 
+    def reference(self, a, ins, params):
+        # `normalizer: batch_norm` is bookkeeping only (no parameters): ignored, as on conv2d.
+        from ..kernels import reference as R
+        return R.inner_product(ins[0], params["weight"], params.get("bias"), activation=a["activation"])
+
     def param_shapes(self, a, ins, out):
         x = ins[0]
         return {"weight": (prod(x[1:]), a["num_outputs"]), "bias": (a["num_outputs"],)}

@@ -29,6 +29,14 @@ class SoftmaxLoss(OpDef):
             raise ShapeError(f"labels {list(y)} must be class indices [N] / [N, 1] or one-hot [N, {c}]", operand=1)
         return ()
 
+    def reference(self, a, ins, params):
+        import torch
+        x, y = ins
+        logp = torch.log_softmax(x.double().reshape(x.shape[0], -1), dim=1)
+        if y[0].numel() == 1 and logp.shape[1] != 1:   # class indices [N] / [N, 1]
+            return -logp.gather(1, y.reshape(-1, 1).long()).mean()
+        return -(y.double().reshape(logp.shape) * logp).sum(1).mean()   # one-hot (or soft) targets
+
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
         return Cost(5 * n, 2 * n, 0)
@@ -50,6 +58,10 @@ class EuclideanLoss(OpDef):
         if prod(x) != prod(y) or x[0] != y[0]:
             raise ShapeError(f"EuclideanLoss inputs must have the same shape: {list(x)} vs {list(y)}", operand=1)
         return ()
+
+    def reference(self, a, ins, params):
+        x, y = ins[0].double(), ins[1].double()
+        return 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])

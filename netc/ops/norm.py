@@ -19,6 +19,11 @@ class BatchNorm(OpDef):
             raise ShapeError("BatchNorm needs an input with a channel axis, got a scalar []", operand=0)
         return tuple(ins[0])
 
+    def reference(self, a, ins, params):
+        # inference, folded: the running statistics (and epsilon) live in scale and shift
+        from ..kernels import reference as R
+        return R.batch_norm(ins[0], params["scale"], params["shift"])
+
     def param_shapes(self, a, ins, out):
         c = ins[0][-1]
         return {"scale": (c,), "shift": (c,)}
@@ -46,6 +51,10 @@ class LRN(OpDef):
         if a["local_size"] <= 0 or a["local_size"] % 2 == 0:
             raise ShapeError(f"local_size must be a positive odd number, got {a['local_size']}", attr="local_size")
         return tuple(x)
+
+    def reference(self, a, ins, params):
+        from ..kernels import reference as R
+        return R.lrn(ins[0], a["local_size"], a["alpha"], a["beta"], a["knorm"])
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(out) * (2 * a["local_size"] + 3)

@@ -41,14 +41,23 @@ class _Pool(OpDef):
 class MaxPool(_Pool):
     name = "maxpool"
     types = ("Pooling", "MaxPool")
-    doc = "Max pooling (Paleo's Pooling)."
+    doc = "Max pooling (Paleo's Pooling); the max over each window's in-bounds elements."
+
+    def reference(self, a, ins, params):
+        from ..kernels import reference as R
+        return R.maxpool(ins[0], a["ksize"], a["strides"], a["padding"])
 
 
 @register
 class AvgPool(_Pool):
     name = "avgpool"
     types = ("AvgPool",)
-    doc = "Average pooling; Paleo costs it exactly like max pooling."
+    doc = ("Average pooling over each window's in-bounds elements (padding excluded from the count); "
+           "Paleo costs it exactly like max pooling.")
+
+    def reference(self, a, ins, params):
+        from ..kernels import reference as R
+        return R.avgpool(ins[0], a["ksize"], a["strides"], a["padding"])
 
 
 @register
@@ -66,3 +75,6 @@ class UpSampling2D(OpDef):
         if fh <= 0 or fw <= 0:
             raise ShapeError(f"ksize factors must be positive, got {a['ksize']}", attr="ksize")
         return (x[0], x[1] * fh, x[2] * fw, x[3])
+
+    def reference(self, a, ins, params):
+        return ins[0].repeat_interleave(a["ksize"][1], dim=1).repeat_interleave(a["ksize"][2], dim=2)

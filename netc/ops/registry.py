@@ -9,7 +9,8 @@ An OpDef declares
   infer()      the shape rule (raise ShapeError with the attribute or operand at fault)
   param_shapes() parameter shapes given the input shapes
   cost()       forward FLOPs, backward data/filter FLOPs (Paleo's model where Paleo has one)
-Later stages add reference semantics, gradient rules and lowering to the same class.
+  reference()  inference semantics in a few lines of torch: the oracle (netc.runtime.reference)
+Later stages add gradient rules and lowering to the same class.
 """
 from __future__ import annotations
 
@@ -196,6 +197,14 @@ class OpDef:
 
     def cost(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> Cost:
         return Cost()
+
+    def reference(self, a: dict, ins: list, params: dict):
+        """The op's inference semantics in plain torch: `a` its attributes (attrs_of), `ins` its
+        operand tensors, `params` its parameter tensors by role ("weight", "bias", ...). Returns
+        the output tensor, whose shape is exactly infer()'s. The oracle every target is checked
+        against (netc.runtime.reference runs a network with it)."""
+        raise NotImplementedError(f"op '{self.ir_name}' has no reference semantics (define "
+                                  f"{type(self).__name__}.reference in netc/ops/)")
 
     def bytes_moved(self, a: dict, ins: list[tuple], out: tuple, itemsize: int = 4) -> int:
         """Forward memory traffic: every input and parameter read once, the output written once

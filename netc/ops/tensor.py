@@ -21,6 +21,10 @@ class Input(OpDef):
             raise ShapeError(f"input dimensions must be positive, got {shape}", attr="shape")
         return tuple(shape)
 
+    def reference(self, a, ins, params):
+        raise NotImplementedError("a network input is fed by the caller (netc.runtime.run_reference), "
+                                  "not computed")
+
 
 @register
 class Concat(OpDef):
@@ -45,6 +49,44 @@ class Concat(OpDef):
             out[d] += s[d]
         return tuple(out)
 
+    def reference(self, a, ins, params):
+        import torch
+        return torch.cat(ins, dim=a["dim"])
+
+
+@register
+class Slice(OpDef):
+    name = "slice"
+    types = ("Slice",)
+    arity = (1, 1)
+    attrs = {
+        "dim": AttrSpec("int", doc="axis to cut; negative counts from the end"),
+        "num_slices": AttrSpec("int", doc="equal parts; must divide the axis exactly"),
+        "index": AttrSpec("int", 0, doc="which part this op yields, 0-based"),
+    }
+    doc = ("Part `index` of `num_slices` equal contiguous parts along `dim` (SINGA's kSlice: each "
+           "consumer takes one part). 0 FLOPs; a copy, or a view in the memory plan.")
+
+    def infer(self, a, ins):
+        (x,) = ins
+        r = len(x)
+        d = a["dim"] + r if a["dim"] < 0 else a["dim"]
+        if not 0 <= d < r:
+            raise ShapeError(f"dim {a['dim']} is out of range for a rank-{r} input", attr="dim")
+        n = a["num_slices"]
+        if n <= 0 or x[d] % n:
+            raise ShapeError(f"{x[d]} (dimension {d} of {list(x)}) does not split into {n} equal parts",
+                             attr="num_slices")
+        if not 0 <= a["index"] < n:
+            raise ShapeError(f"index {a['index']} is out of range for {n} slices", attr="index")
+        out = list(x)
+        out[d] //= n
+        return tuple(out)
+
+    def reference(self, a, ins, params):
+        (x,) = ins
+        return x.chunk(a["num_slices"], dim=a["dim"])[a["index"]]
+
 
 @register
 class Elementwise(OpDef):
@@ -61,6 +103,10 @@ class Elementwise(OpDef):
                 raise ShapeError(f"elementwise inputs must have identical shapes: {list(ins[0])} vs {list(s)}",
                                  operand=i)
         return tuple(ins[0])
+
+    def reference(self, a, ins, params):
+        from ..kernels import reference as R
+        return R.elementwise(a["operation"], ins)
 
 
 @register
@@ -100,6 +146,9 @@ class Reshape(OpDef):
                              attr="output_shape")
         return tuple(out)
 
+    def reference(self, a, ins, params):
+        return ins[0].reshape(self.infer(a, [tuple(ins[0].shape)]))  # row-major (NHWC) order
+
 
 @register
 class Softmax(OpDef):
@@ -117,6 +166,10 @@ class Softmax(OpDef):
             raise ShapeError(f"num_classes is {a['num_classes']} but the input {list(x)} has {c} features",
                              attr="num_classes")
         return (x[0], c)
+
+    def reference(self, a, ins, params):
+        from ..kernels import reference as R
+        return R.softmax(ins[0])
 
 
 @register
@@ -137,3 +190,6 @@ class Opaque(OpDef):
             raise ShapeError(f"layer type '{a.get('type')}' is unknown to netc, so its output shape is only "
                              f"known for one input (it passes the shape through); it has {len(ins)}")
         return tuple(ins[0])
+
+    def reference(self, a, ins, params):
+        return ins[0]  # pass-through: the shape rule is all netc knows of it

@@ -1,0 +1,385 @@
+"""SINGA job.conf -> netc IR (back half of the SINGA importer; singa.py is the front half).
+
+singa.py builds the nets SINGA builds (per phase, per partition count K) with SINGA's own node
+names, order and NCHW shapes. This module maps each built net onto netc's *unresolved* IR (layers
+with `parents` name lists), like the Paleo and .nd frontends, so phases, shapes, parameters and
+costs go through netc's normal passes and op definitions.
+
+Phases. All three nets (kTrain with K = cluster.nworkers_per_group, kTest and kVal with K = 1) are
+built and merged into one `netc.network`: a layer identical in every phase is written once, the
+others carry `include: [phase, ...]` - so `--phase train|val|test` selects SINGA's kTrain / kVal /
+kTest net, and `netc import` writes one .nd file for the whole job. Errors in the training net,
+or in a net the job really builds (test_steps / validate_steps > 0), are reported; a net SINGA
+would not build that fails to build is left out (selecting that phase gives an empty network).
+
+Names. Every layer is named after SINGA's node, with the one substitution '@' -> ':' (the .nd
+language reserves '@' for split indices): `conv1@00` -> `conv1:00`, `0#conv1@0` -> `0#conv1:0`,
+`concate(split(0#pool3))@1` -> `concate(split(0#pool3)):1`. Layers netc adds carry a `.suffix`.
+`node_map()` gives the SINGA node -> netc layer correspondence.
+
+Layout. netc is NHWC: a 4-D SINGA shape [N, C, H, W] is [N, H, W, C]; other ranks are kept;
+concat / slice dimension 1 of a 4-D tensor becomes 3.
+
+Mapping (SINGA type -> netc op):
+  kShardData, kLMDBData, kCharRNN      no op: record readers without a data blob (shape []); the
+                                       parser layers reading them carry the shapes
+  kMnist, kRGBImage, kRecordInput,     netc.input f32 with the built shape (NHWC); kLabel, kRNNLabel:
+  kCSVInput, kLabel, kOneHot,          netc.input i32 [batch]; kOneHot: f32 [batch, vocab];
+  kRNNLabel, kEmbedding, kDummy/       kEmbedding: f32 [batch, feature_dim] (its lookup table is
+  kRNNDummy without source             not represented). A v0.2+ record input read as a label by a
+                                       loss also gets `<node>.label`: i32 [batch]
+  kImagePreprocess                     opaque pass-through if it keeps the shape, else an input with
+                                       the cropped shape
+  kConvolution/kCConvolution/          conv2d: filter [k_y, k_x, C_in, num_filters (/K for
+  kCudnnConv                           partition_dim 1)], strides [1, s_y, s_x, 1], padding
+                                       [p_y, p_x] (SINGA's floor formula)
+  kPooling/kCPooling/kCudnnPool        maxpool / avgpool, ksize [1,k_y,k_x,1], explicit padding (v0.1
+                                       ignores pad: padding [0, 0], as SINGA computes the shape)
+  kLRN/kCudnnLRN                       lrn {local_size, alpha, beta, knorm}
+  kReLU, kSigmoid, kSTanh,             relu {negative_slope}, sigmoid, tanh (SINGA's STanh is the
+  kActivation/kCudnnActivation         scaled 1.7159 tanh(2x/3): same shape, costed as tanh)
+  kDropout                             dropout {dropout_keep_prob: 1 - dropout_ratio}
+  kInnerProduct                        inner_product {num_outputs}; netc's weight is [K, M], SINGA's
+                                       [M, K] (or [K, M] with transpose): same element count
+  kSoftmax/kCudnnSoftmax               softmax
+  kSoftmaxLoss/kCudnnSoftmaxLoss       the node is softmax(prediction) - SINGA's data blob holds the
+                                       probabilities, shape [N, C] - plus `<node>.loss` =
+                                       softmax_loss(prediction, labels), the scalar loss
+  kEuclideanLoss                       euclidean_loss (scalar, SINGA's shape [] too)
+  kBM/kCudnnBM                         batch_norm
+  kGRU                                 stand-in with the right shape: inner_product(x) [N, h], plus
+                                       `<node>.x` / `<node>.h` projections summed (elementwise) when
+                                       the previous step is a source; only z_hx / z_hh are bound
+  kSplit (model and partition split)   no op: a value may have several users in netc; readers of
+                                       the split read its source (same shape)
+  kBridgeSrc/kBridgeDst                opaque pass-through {type: kBridgeSrc|kBridgeDst}
+  kConcate                             concat {dim}
+  kSlice                               slice {dim, num_slices, index}: one op per blob, `<node>`
+                                       (blob 0) and `<node>.<k>`; consumers take blobs in the order
+                                       they are set up, as in SINGA
+  kRBMVis / kRBMHid                    energy model (below)
+  kAccuracy, kArgSort, outputs, user   opaque pass-through {type}
+  layers (with a plugin), others
+
+Parameters are bound by SINGA's names (`params: {weight: {name, share_from}}`), so share_from
+and the v0.2+ '0#' names are SINGA's. partition_dim 0 replicas bind the same name (one storage,
+as in SINGA); partition_dim 1 slices are distinct: `<name>:<partition>` for K > 1. A conv
+without a bias param still gets netc's bias (netc's conv2d always has one).
+
+Energy models (RBM configs, kRBMVis <-> kRBMHid 2-cycle): the visible node becomes an opaque
+pass-through of its input {type: kRBMVis, energy_model: true, hidden: <hid layer>} and the hidden
+node inner_product(visible) {num_outputs: hdim}, bound to the RBM weight (share_from an RBMVis
+weight binds the owner's name directly, since the visible node holds no netc parameter); the
+hidden -> visible edge is recorded in the `hidden` attribute, not as an edge. Shapes equal
+SINGA's; `netc explain` works and a note says it is an energy model. Compiling energy models
+to kernels is not supported yet.
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+
+from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
+from ..ir.core import UNRANKED, Module, Operation, Region
+from .singa import build_singa, read_job
+
+_PHASES = (("kTrain", "train"), ("kTest", "test"), ("kVal", "val"))
+_NO_OP = {"kShardData", "kLMDBData", "kCharRNN"}
+_INPUTS = {"kMnist", "kRGBImage", "kRecordInput", "kCSVInput", "kLabel", "kOneHot", "kRNNLabel", "kEmbedding"}
+_CONV = {"kConvolution", "kCConvolution", "kCudnnConv"}
+_POOL = {"kPooling", "kCPooling", "kCudnnPool"}
+_ACT = {"RELU": "netc.relu", "SIGMOID": "netc.sigmoid", "TANH": "netc.tanh", "STANH": "netc.tanh"}
+
+
+def nname(singa_name: str) -> str:
+    """netc layer / parameter name of a SINGA node / parameter name."""
+    return singa_name.replace("@", ":")
+
+
+def nhwc(shape) -> list:
+    s = list(shape)
+    return [s[0], s[2], s[3], s[1]] if len(s) == 4 else s
+
+
+def nchw(shape) -> list:
+    """netc's NHWC shape in SINGA's NCHW order (`netc explain --nchw`); other ranks unchanged."""
+    s = list(shape)
+    return [s[0], s[3], s[1], s[2]] if len(s) == 4 else s
+
+
+def _dim(d: int, rank: int) -> int:
+    return {1: 3, 2: 1, 3: 2}.get(d, d) if rank == 4 else d
+
+
+def network_name(path: str) -> str:
+    stem = os.path.splitext(os.path.basename(path))[0] or "net"
+    s = re.sub(r"[^A-Za-z0-9_]", "_", stem)
+    return s if s[0].isalpha() or s[0] == "_" else "net_" + s
+
+
+class _Net:
+    """One built SingaNet -> a list of unresolved ops (plus the node -> layer map)."""
+
+    def __init__(self, net):
+        self.net = net
+        self.nodes = {n.name: n for n in net.nodes}
+        self.ops: list[Operation] = []
+        self.alias: dict[str, str | None] = {}   # SINGA node -> netc layer (None: no op)
+        self.slices: dict[str, list] = {}        # kSlice node -> [name, parent, loc, attrs, [blobs used]]
+        self.energy = []
+        self.labels: dict[str, str] = {}
+
+    def ref(self, src: str) -> str | None:
+        sl = self.slices.get(src)
+        if sl is not None:
+            # SINGA's kSlice yields num_slices blobs; each consumer takes the next one, in the
+            # order consumers are set up (first request first): blob k is its own slice op
+            name, parent, loc, attrs, used = sl
+            k = used[0] % attrs["num_slices"]
+            used[0] += 1
+            blob = name if k == 0 else f"{name}.{k}"
+            if k:
+                self.add("netc.slice", blob, [parent], loc, **dict(attrs, index=k))
+            return blob
+        return self.alias.get(src, nname(src))
+
+    def add(self, opname, name, parents, loc, **attrs):
+        a = {"name": name, "parents": [p for p in parents]}
+        a.update(attrs)
+        op = Operation(opname, result_types=[UNRANKED], attrs=a, loc=loc)
+        op.attr_locs = {"name": loc}
+        self.ops.append(op)
+        return op
+
+    def input(self, name, shape, dtype, loc, n=None):
+        op = Operation("netc.input", result_types=[UNRANKED], attrs={"name": name, "shape": list(shape),
+                                                                      "dtype": dtype}, loc=loc)
+        op.attr_locs = {"name": loc, "shape": loc}
+        self.ops.append(op)
+        return op
+
+    def pname(self, n, p) -> str:
+        name = nname(p.name)
+        if n.partition_dim == 1 and n.num_partitions > 1:
+            name = f"{name}:{n.pid}"
+        return name
+
+    def bind(self, n, roles, params):
+        """params: {role: SingaParam}"""
+        out = {}
+        for role, p in params.items():
+            if p is None:
+                continue
+            spec = {"name": self.pname(n, p)}
+            if p.share_from:
+                spec["share_from"] = nname(p.share_from)
+            out[role] = spec
+        return out
+
+    def label_of(self, src: str, loc) -> str:
+        """The label provider for a loss reading `src` (v0.2+ record inputs carry labels)."""
+        n = self.nodes.get(src)
+        if n is not None and n.type in ("kRecordInput", "kCSVInput", "kImagePreprocess"):
+            root = n
+            while root.type == "kImagePreprocess" and root.srcs:
+                root = self.nodes[root.srcs[0]]
+            lab = self.labels.get(root.name)
+            if lab is None:
+                lab = nname(root.name) + ".label"
+                self.labels[root.name] = lab
+                self.input(lab, [n.shape[0]], "i32", root.loc)
+            return lab
+        return self.ref(src)
+
+    def build(self):
+        for n in self.net.nodes:
+            self.node(n)
+        # A share_from owner that no netc op binds (it belongs to an opaque kRBMVis, or to a GRU
+        # weight the stand-in does not bind): the sharer binds the owner's name itself, which is
+        # the same storage (netc shares parameters bound by one name).
+        bound = {spec["name"] for op in self.ops for spec in (op.attrs.get("params") or {}).values()}
+        for op in self.ops:
+            for spec in (op.attrs.get("params") or {}).values():
+                if "share_from" in spec and spec["share_from"] not in bound:
+                    spec["name"] = spec.pop("share_from")
+        return self.ops
+
+    def node(self, n):
+        t, loc, name = n.type, n.loc, nname(n.name)
+        base = t[5:] if t.startswith("user:") else t
+        srcs = [self.ref(s) for s in n.srcs]
+        srcs = [s for s in srcs if s is not None]
+        c = n.conf
+        if t in _NO_OP:
+            self.alias[n.name] = None
+            return
+        if t in _INPUTS or (t in ("kDummy", "kRNNDummy") and not n.srcs):
+            if t in ("kLabel", "kRNNLabel"):
+                shape = [c.get("label_size", n.shape[0] if n.shape else 1)] if t == "kRNNLabel" else n.shape
+                self.input(name, shape, "i32", loc)
+            else:
+                self.input(name, nhwc(n.shape), "f32", loc)
+            return
+        if t == "kImagePreprocess":
+            src = self.nodes.get(n.srcs[0]) if n.srcs else None
+            if src is not None and list(src.shape) == list(n.shape):
+                self.add("netc.opaque", name, srcs, loc, type=t)
+            else:
+                self.input(name, nhwc(n.shape), "f32", loc)
+            return
+        if t == "kSplit":
+            self.alias[n.name] = srcs[0]
+            return
+        ps = n.params
+        if t in _CONV:
+            ky, kx = c["kernel"]
+            cin = self.nodes[n.srcs[0]].shape[1]
+            params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
+            self.add("netc.conv2d", name, srcs, loc, filter=[ky, kx, cin, c["num_filters"]],
+                     strides=[1, c["stride"][0], c["stride"][1], 1], padding=list(c["pad"]),
+                     **({"bias": False} if not c.get("bias", True) else {}), **({"params": params} if params else {}))
+        elif t in _POOL:
+            ky, kx = c["kernel"]
+            self.add("netc.avgpool" if c.get("pool") == "AVG" else "netc.maxpool", name, srcs, loc,
+                     ksize=[1, ky, kx, 1], strides=[1, c["stride"][0], c["stride"][1], 1], padding=list(c["pad"]))
+        elif t in ("kLRN", "kCudnnLRN"):
+            self.add("netc.lrn", name, srcs, loc, local_size=c["local_size"], alpha=c["alpha"], beta=c["beta"],
+                     knorm=c["knorm"])
+        elif t in ("kReLU", "kSigmoid", "kSTanh", "kActivation", "kCudnnActivation"):
+            act = c.get("activation") or "RELU"
+            opname = _ACT.get(act)
+            if opname is None:
+                self.add("netc.opaque", name, srcs, loc, type=f"{t}:{act}")
+            elif opname == "netc.relu":
+                self.add(opname, name, srcs, loc, **({"negative_slope": c["negative_slope"]}
+                                                     if c.get("negative_slope") else {}))
+            else:
+                self.add(opname, name, srcs, loc)
+        elif t == "kDropout":
+            self.add("netc.dropout", name, srcs, loc, dropout_keep_prob=1.0 - c.get("dropout_ratio", 0.5))
+        elif t == "kInnerProduct":
+            params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
+            self.add("netc.inner_product", name, srcs, loc, num_outputs=c["num_output"],
+                     **({"params": params} if params else {}))
+        elif t in ("kSoftmax", "kCudnnSoftmax"):
+            self.add("netc.softmax", name, srcs, loc)
+        elif t in ("kSoftmaxLoss", "kCudnnSoftmaxLoss"):
+            pred = srcs[0]
+            lab = self.label_of(n.srcs[1], loc)
+            if len(n.shape) == 2:
+                self.add("netc.softmax", name, [pred], loc)
+            else:
+                self.add("netc.opaque", name, [pred], loc, type=t)
+            self.add("netc.softmax_loss", name + ".loss", [pred, lab], loc)
+        elif t == "kEuclideanLoss":
+            self.add("netc.euclidean_loss", name, srcs, loc)
+        elif t in ("kBM", "kCudnnBM"):
+            self.add("netc.batch_norm", name, srcs, loc)
+        elif t == "kConcate":
+            self.add("netc.concat", name, srcs, loc, dim=_dim(c["concate_dim"], len(n.shape)))
+        elif t == "kSlice":
+            self.slice(n, name, srcs[0], loc)
+        elif t in ("kBridgeSrc", "kBridgeDst"):
+            self.add("netc.opaque", name, srcs, loc, type=t)
+        elif t == "kRBMVis":
+            hid = [s for s in n.srcs if self.nodes[s].type == "kRBMHid"]
+            ins = [self.ref(s) for s in n.srcs if self.nodes[s].type != "kRBMHid"]
+            self.add("netc.opaque", name, ins, loc, type=t, energy_model=True,
+                     hidden=[nname(h) for h in hid], params_singa=[nname(p.name) for p in ps])
+            self.energy.append((n, hid))
+        elif t == "kRBMHid":
+            params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
+            self.add("netc.inner_product", name, srcs, loc, num_outputs=c["hdim"],
+                     **({"params": params} if params else {}))
+        elif t == "kGRU":
+            h = c["dim_hidden"]
+            wx = self.bind(n, None, {"weight": ps[0], "bias": ps[6] if len(ps) > 6 else None})
+            if len(srcs) == 1:
+                self.add("netc.inner_product", name, srcs, loc, num_outputs=h, params=wx)
+            else:
+                wh = self.bind(n, None, {"weight": ps[3]})
+                self.add("netc.inner_product", name + ".x", [srcs[0]], loc, num_outputs=h, params=wx)
+                self.add("netc.inner_product", name + ".h", [srcs[1]], loc, num_outputs=h, bias=False, params=wh)
+                self.add("netc.elementwise", name, [name + ".x", name + ".h"], loc)
+        else:
+            self.add("netc.opaque", name, srcs, loc, type=base)
+
+    def slice(self, n, name, src, loc):
+        c = n.conf
+        ins = nhwc(self.nodes[n.srcs[0]].shape)
+        attrs = {"dim": _dim(c["slice_dim"], len(ins)), "num_slices": c["num_slices"]}
+        self.add("netc.slice", name, [src], loc, **dict(attrs, index=0))
+        self.slices[n.name] = [name, src, loc, attrs, [0]]
+
+
+def _key(op):
+    a = {k: v for k, v in op.attrs.items()}
+    return (op.name, repr(sorted(a.items(), key=lambda kv: kv[0])))
+
+
+def singa_nets(path_or_text, version=None, file=None, diag=None, **kw):
+    """{phase ('train'|'test'|'val'): SingaNet} for the nets netc imports (see the docstring)."""
+    job = read_job(path_or_text, version, file=file)
+    built = set(job.phases)
+    nets, skipped = {}, {}
+    for ph, short in _PHASES:
+        try:
+            nets[short] = build_singa(job, ph, **kw)
+        except NetcError as e:
+            if ph in built:
+                raise
+            skipped[short] = e
+    return job, nets, skipped
+
+
+def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None = None,
+                 version: str | None = None) -> Module:
+    """A SINGA job file -> unresolved netc IR (one network, phases as include tags)."""
+    SOURCES.add(file, text)
+    own = diag is None
+    diag = diag or DiagnosticEngine()
+    path = file if os.path.exists(file) else None
+    job, nets, skipped = singa_nets(path or text, version, file=file)
+    seen = set()
+    merged: list = []  # (op, phases, key)
+    energy = []
+    for short, net in nets.items():
+        for d in net.diagnostics:
+            k = (d.severity, d.message, str(d.loc))
+            if k not in seen:
+                seen.add(k)
+                diag.extend([d])
+        conv = _Net(net)
+        ops = conv.build()
+        energy.extend(conv.energy)
+        pos = -1
+        for op in ops:
+            k = _key(op)
+            hit = next((i for i, (o, phs, ok) in enumerate(merged) if ok == k and short not in phs), None)
+            if hit is not None:
+                merged[hit][1].append(short)
+                pos = hit
+            else:
+                pos += 1
+                merged.insert(pos, (op, [short], k))
+    phases = list(nets)
+    body = []
+    for op, phs, _ in merged:
+        if len(phs) != len(phases) or skipped:
+            op.attrs["include"] = [p for p in ("train", "val", "test") if p in phs]
+        body.append(op)
+    loc = Loc(file, 1, 1)
+    net = Operation("netc.network", attrs={"sym_name": network_name(file)}, regions=[Region(body)], loc=loc)
+    net.attrs["title"] = f"SINGA {job.version} job ({job.reason})" if job.reason else f"SINGA {job.version} job"
+    m = Module([net], loc=loc)
+    m.attrs["source"] = file
+    if energy:
+        n, hid = energy[0]
+        diag.extend([Diagnostic("note", f"this is an energy model (RBM): '{nname(n.name)}' (kRBMVis) and "
+                                f"'{', '.join(nname(h) for h in hid)}' (kRBMHid) form a cycle; netc shows the "
+                                f"visible -> hidden direction (shapes, parameters, costs); compiling energy "
+                                f"models to kernels is not supported yet", n.loc)])
+    if own and diag.has_errors():
+        raise NetcError(diag.diagnostics)
+    return m

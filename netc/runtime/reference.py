@@ -1,0 +1,263 @@
+"""The reference executor: runs a shape-inferred network op by op with each OpDef's reference()
+(plain torch, float64 by default). It is the oracle the interpreter target and the compiled .so
+are checked against, so it is deliberately naive: no memory plan, no fusion, inference semantics
+(dropout is the identity), every value kept.
+
+Inputs and parameters the caller does not give are random and deterministic: each tensor has its
+own generator seeded from (seed, its name), so a value does not depend on what else is generated.
+Parameters are drawn well-conditioned (weights ~ N(0, 1/fan_in), biases and shifts ~ N(0, 0.1^2),
+scales ~ 1 + N(0, 0.1^2)) whatever the file's `init` says: an oracle wants every value to matter
+(a constant-0 bias would hide a kernel that forgets it). Integer inputs read as labels by a
+SoftmaxLoss are valid class indices [0, C) (or one-hot rows, for [N, C] labels).
+"""
+from __future__ import annotations
+
+import zlib
+
+import torch
+
+from ..diagnostics import NetcError, did_you_mean
+from ..ir.core import STRUCTURAL_OPS, Module, Operation, SymbolRef
+from ..ops import lookup, prod
+
+INT_DTYPES = {"i8": torch.int8, "i32": torch.int32, "i64": torch.int64}
+
+
+def _generator(seed: int, name: str) -> torch.Generator:
+    return torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % (2 ** 63))
+
+
+def _network(module: Module, network) -> Operation:
+    if isinstance(network, Operation):
+        return network
+    nets = module.networks()
+    if not nets:
+        raise NetcError("the module has no network to run")
+    if network is None:
+        return nets[0]
+    try:
+        return module.network(network)
+    except KeyError:
+        names = [n.attrs.get("sym_name") for n in nets]
+        hint = did_you_mean(network, names)
+        raise NetcError(f"no network '{network}'" + (f"; did you mean '{hint}'?" if hint else "")
+                        + f" (networks: {', '.join(names)})")
+
+
+def _layers(net: Operation) -> list[Operation]:
+    ops = []
+    for op in net.regions[0].ops:
+        if op.name in ("netc.block", "netc.parallel"):
+            raise NetcError("run the default pipeline first: the network still has blocks")
+        if op.name in STRUCTURAL_OPS:
+            continue
+        for r in op.results:
+            if r.type.shape is None:
+                raise NetcError(f"'{op.attrs.get('name')}' has no inferred shape; run shape-inference first")
+        ops.append(op)
+    return ops
+
+
+def network_inputs(net: Operation) -> list[Operation]:
+    return [op for op in net.regions[0].ops if op.name == "netc.input"]
+
+
+def network_outputs(net: Operation) -> list[Operation]:
+    """The ops whose values a run returns: the `netc.output` operands, else the layers nobody reads."""
+    body = net.regions[0].ops
+    outs = [v.owner for op in body if op.name == "netc.output" for v in op.operands]
+    if outs:
+        return list(dict.fromkeys(outs))
+    read = {id(v.owner) for op in body for v in op.operands}
+    return [op for op in _layers(net) if op.name != "netc.input" and id(op) not in read]
+
+
+def _name(op: Operation) -> str:
+    return op.attrs.get("name") or op.name
+
+
+# -- random values ----------------------------------------------------------------------------
+
+def _param_roles(module: Module) -> dict[str, str]:
+    roles = {}
+    for net in module.networks():
+        for op in net.regions[0].ops:
+            for role, ref in (op.attrs.get("params") or {}).items():
+                if isinstance(ref, SymbolRef):
+                    roles.setdefault(ref.name, role)
+    return roles
+
+
+def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
+    z = torch.randn(shape, generator=_generator(seed, "@" + name), dtype=torch.float64)
+    if role in ("bias", "shift"):
+        t = 0.1 * z
+    elif role == "scale":
+        t = 1.0 + 0.1 * z
+    else:
+        fan_in = prod(shape[:-1]) if len(shape) > 1 else 1
+        t = z / max(fan_in, 1) ** 0.5
+    return t.to(dtype)
+
+
+def _label_classes(net: Operation, value) -> int | None:
+    """The class count C when `value` is the labels operand of a SoftmaxLoss, else None."""
+    for op in net.regions[0].ops:
+        if op.name == "netc.softmax_loss" and len(op.operands) == 2 and op.operands[1] is value:
+            return prod(op.operands[0].type.shape[1:])
+    return None
+
+
+def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
+    v = op.results[0]
+    shape, name = v.type.shape, _name(op)
+    g = _generator(seed, name)
+    tdtype = INT_DTYPES.get(v.type.dtype, dtype)
+    c = _label_classes(net, v)
+    if c is not None:
+        if prod(shape[1:]) == 1 or c == 1:   # class indices [N] / [N, 1]
+            return torch.randint(0, c, shape, generator=g).to(tdtype)
+        idx = torch.randint(0, c, (shape[0],), generator=g)
+        return torch.nn.functional.one_hot(idx, c).reshape(shape).to(tdtype)
+    if v.type.dtype in INT_DTYPES:
+        return torch.randint(0, 10, shape, generator=g).to(tdtype)
+    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+
+
+# -- feeding and checking -----------------------------------------------------------------------
+
+def _shape_str(s) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _feed(t, want_shape, want_dtype, what: str, device) -> torch.Tensor:
+    if not torch.is_tensor(t):
+        try:
+            t = torch.as_tensor(t)
+        except (TypeError, ValueError, RuntimeError) as e:
+            raise NetcError(f"{what}: cannot use a value of type {type(t).__name__} as a tensor ({e})")
+    if tuple(t.shape) != tuple(want_shape):
+        raise NetcError(f"{what} has shape {_shape_str(t.shape)}, but the network expects "
+                        f"{_shape_str(want_shape)}")
+    if t.dtype == torch.bool or t.is_complex():
+        raise NetcError(f"{what} has dtype {str(t.dtype).replace('torch.', '')}, not a real number type")
+    if not want_dtype.is_floating_point and t.is_floating_point():
+        if not torch.equal(t, t.round()):
+            raise NetcError(f"{what} must hold integers (it is an integer input), got fractional values")
+    return t.to(device=device, dtype=want_dtype)
+
+
+def module_params(module: Module, params: dict | None = None, seed: int = 0, dtype=torch.float64,
+                  device="cpu", names=None) -> dict[str, torch.Tensor]:
+    """Every parameter tensor by its `netc.param` sym_name: given ones checked and converted, the
+    rest random. A share_from alias is its owner's tensor (reshaped to the alias's shape). `names`
+    limits the result to those parameters (and their owners)."""
+    decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
+    params = dict(params or {})
+    for k in params:
+        if k not in decl:
+            hint = did_you_mean(k, decl)
+            raise NetcError(f"unknown parameter '{k}'" + (f"; did you mean '{hint}'?" if hint else ""))
+    roles = _param_roles(module)
+    want = set(decl) if names is None else set(names) & set(decl)
+    owner = {n: (decl[n].attrs["share_from"].name if "share_from" in decl[n].attrs else n) for n in decl}
+    want |= {owner[n] for n in want}
+    out: dict[str, torch.Tensor] = {}
+    for n in [n for n in decl if n in want and owner[n] == n]:
+        shape = decl[n].attrs["type"].shape
+        if n in params:
+            out[n] = _feed(params[n], shape, dtype, f"parameter '{n}'", device)
+        else:
+            out[n] = random_param(n, shape, roles.get(n, "weight"), seed, dtype).to(device)
+    for n in [n for n in decl if n in want and owner[n] != n]:
+        o, shape = owner[n], decl[n].attrs["type"].shape
+        if o not in out:
+            raise NetcError(f"parameter '{n}' shares from '{o}', which has no storage")
+        out[n] = out[o].reshape(shape)
+        if n in params and not torch.equal(_feed(params[n], shape, dtype, f"parameter '{n}'", device), out[n]):
+            raise NetcError(f"parameter '{n}' is an alias of '{o}' (share_from); give the owner's value, "
+                            f"not a different one for the alias")
+    return out
+
+
+# -- the executor -------------------------------------------------------------------------------
+
+def run_reference(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,
+                  device="cpu", dtype=torch.float64, seed: int = 0,
+                  intermediates: bool = False) -> dict[str, torch.Tensor]:
+    """Run one network of a shape-inferred module (after the default pipeline) with the ops'
+    reference semantics. `inputs` by input name and `params` by parameter sym_name; None (or a
+    missing parameter) means random, seeded by `seed`. Given inputs must be all of them.
+    Returns the network's outputs by layer name, or every value (inputs included, in schedule
+    order) with intermediates=True. Floating values are `dtype`; integer inputs keep theirs."""
+    net = _network(module, network)
+    layers = _layers(net)
+    in_ops = network_inputs(net)
+    in_names = [_name(op) for op in in_ops]
+    if inputs is not None:
+        for k in inputs:
+            if k not in in_names:
+                hint = did_you_mean(k, in_names)
+                raise NetcError(f"network '{net.attrs.get('sym_name')}' has no input '{k}'"
+                                + (f"; did you mean '{hint}'?" if hint else "")
+                                + f" (inputs: {', '.join(in_names)})")
+        missing = [n for n in in_names if n not in inputs]
+        if missing:
+            raise NetcError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)} "
+                            f"of network '{net.attrs.get('sym_name')}' (give every input, or none for random ones)")
+    used = {ref.name for op in layers for ref in (op.attrs.get("params") or {}).values()
+            if isinstance(ref, SymbolRef)}
+    ptensors = module_params(module, params, seed, dtype, device, names=used)
+
+    values: dict[int, torch.Tensor] = {}
+    named: dict[str, torch.Tensor] = {}
+    for op in layers:
+        v = op.results[0]
+        if op.name == "netc.input":
+            want = INT_DTYPES.get(v.type.dtype, dtype)
+            name = _name(op)
+            y = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
+                 else random_input(net, op, seed, dtype).to(device))
+        else:
+            opdef = lookup(op.name)
+            ps = {role: ptensors[ref.name] for role, ref in (op.attrs.get("params") or {}).items()
+                  if isinstance(ref, SymbolRef)}
+            y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
+            if y.is_floating_point():
+                y = y.to(dtype)
+            # a mismatch is a bug in an op's reference, not the user's
+            assert tuple(y.shape) == tuple(v.type.shape), (
+                f"{op.name} '{_name(op)}': reference gives {list(y.shape)}, shape rule {list(v.type.shape)}")
+        values[id(v)] = y
+        named[_name(op)] = y
+    if intermediates:
+        return named
+    return {_name(op): values[id(op.results[0])] for op in network_outputs(net)}
+
+
+def run_module(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,
+               **kw) -> dict[str, torch.Tensor]:
+    """run_reference over one network (`network`) or every network of the module. With several,
+    results are keyed 'network.layer' and an input name 'x' feeds every network that has an input
+    'x' ('network.x' feeds one). Parameters are shared across networks, as in the module."""
+    nets = [_network(module, network)] if network is not None else module.networks()
+    if len(nets) == 1:
+        return run_reference(module, inputs, params, nets[0], **kw)
+    per = {n.attrs["sym_name"]: None if inputs is None else {} for n in nets}
+    for k, t in (inputs or {}).items():
+        hits = []
+        for n in nets:
+            sym, names = n.attrs["sym_name"], [_name(op) for op in network_inputs(n)]
+            local = k[len(sym) + 1:] if k.startswith(sym + ".") else k
+            if local in names:
+                per[sym][local] = t
+                hits.append(sym)
+        if not hits:
+            every = [f"{n.attrs['sym_name']}.{_name(op)}" for n in nets for op in network_inputs(n)]
+            raise NetcError(f"no network has an input '{k}' (inputs: {', '.join(every)})")
+    out = {}
+    for n in nets:
+        sym = n.attrs["sym_name"]
+        for k, v in run_reference(module, per[sym], params, n, **kw).items():
+            out[f"{sym}.{k}"] = v
+    return out
