@@ -25,6 +25,12 @@ def _common(p):
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="batch size for formats that do not fix it (Brainstorm: shapes (T, B, ...), T = 1); default 1")
+    _singa_version(p)
+
+
+def _singa_version(p):
+    p.add_argument("--singa-version", choices=("0.1", "0.2", "0.3", "dev"), default=None,
+                   help="read a SINGA job.conf as this release's format (default: detected from the file)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,11 +72,38 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--dot", nargs="?", const="-", metavar="FILE",
                    help="write the graph in Graphviz DOT to FILE (also FILE.svg when `dot` is installed); "
                         "'-' or no FILE prints it")
+    p.add_argument("--nchw", action="store_true",
+                   help="show 4-D shapes in NCHW order (SINGA's) instead of netc's NHWC")
 
     p = sub.add_parser("import", help="convert a Paleo JSON network (more formats to come) into .nd source")
     p.add_argument("file", help="the original file (format detected from its content)")
     p.add_argument("-o", "--output", default="-", metavar="OUT.nd", help="where to write (default: stdout)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    _singa_version(p)
+    p = sub.add_parser("run", help="execute a network and print (or save) its outputs")
+    _common(p)
+    p.add_argument("--reference", action="store_true",
+                   help="run the torch reference executor (the oracle; the only target so far)")
+    p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
+                   help="feed input NAME from a .npy file (repeatable); without inputs, random ones")
+    p.add_argument("--inputs", metavar="IN.npz", help="feed inputs from an .npz archive, by input name")
+    p.add_argument("--params", metavar="P.npz", help="parameters by name (missing ones are random)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
+    p.add_argument("--network", metavar="NAME", help="run this network only (default: every network)")
+    p.add_argument("--dtype", choices=("f32", "f64"), default="f64", help="floating dtype (default f64)")
+    p.add_argument("--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
+    p = sub.add_parser("export", help="write the network as Paleo JSON, a SINGA v0.3 job.conf or a Brainstorm layout")
+    _common(p)
+    p.add_argument("--format", required=True, choices=("paleo", "singa", "layout"), help="the format to write")
+    p.add_argument("-o", "--output", default="-", metavar="OUT", help="where to write (default: stdout)")
+    p = sub.add_parser("compile", help="compile a network to a shared library (fused Triton kernels + C launcher)")
+    _common(p)
+    p.set_defaults(phase="test")
+    p.add_argument("-o", "--output", required=True, metavar="NET.so", help="the shared library to write (and NET.h)")
+    p.add_argument("--target", choices=("cuda", "interp"), default="cuda")
+    p.add_argument("--arch", choices=("sm_90", "sm_80"), default="sm_90")
+    p.add_argument("--emit", nargs=2, action="append", default=[], metavar=("WHAT", "DIR"),
+                   help="also write intermediate code: `--emit triton DIR` writes the Triton source of every kernel")
     return ap
 
 
@@ -107,7 +140,8 @@ def _load(args, diag):
     from .frontend import load
     # Errors the frontend collected do not stop here: the passes skip the layers it marked
     # invalid and go on to report independent problems elsewhere in the file.
-    return load(args.file, diag, getattr(args, "batch", 1))
+    return load(args.file, diag, getattr(args, "batch", 1),
+                options={"singa_version": getattr(args, "singa_version", None)})
 
 
 def _ctx(args, diag):
@@ -189,6 +223,26 @@ def cmd_explain(args, diag):
             else:
                 print(f"wrote {args.dot} (install Graphviz `dot` to also get an SVG)")
         return 0
+    if args.nchw:
+        from . import explain as _explain
+        from .frontend.singa_ir import nchw
+        rows_nhwc = _explain.layer_rows
+
+        def rows_nchw(module, network=None):
+            rows = rows_nhwc(module, network)
+            for r in rows:
+                r["shape"] = nchw(r["shape"])
+            return rows
+        _explain.layer_rows = rows_nchw
+        try:
+            return _explain_out(args, module, device, plans)
+        finally:
+            _explain.layer_rows = rows_nhwc
+    return _explain_out(args, module, device, plans)
+
+
+def _explain_out(args, module, device, plans):
+    from .explain import dumps, explain_json, explain_table
     if args.format == "json":
         doc = explain_json(module, device)
         if args.memory:
@@ -295,7 +349,67 @@ def cmd_import(args, diag):
     return 0
 
 
-COMMANDS = {"check": cmd_check, "opt": cmd_opt, "explain": cmd_explain, "import": cmd_import}
+def cmd_run(args, diag):
+    import torch
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .runtime import io, run_module
+    if not args.reference:
+        raise NetcError("netc run needs a target: --reference (the torch reference executor)")
+    module = _load(args, diag)
+    PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
+    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
+    for k, v in io.parse_input_specs(args.input).items():
+        if k in inputs:
+            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
+        inputs[k] = v
+    params = io.load_npz(args.params, "--params") if args.params else None
+    outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
+                      dtype=torch.float32 if args.dtype == "f32" else torch.float64)
+    if args.output:
+        io.save_npz(args.output, outs)
+        sys.stderr.write(f"wrote {args.output} ({len(outs)} output{'s' if len(outs) != 1 else ''})\n")
+    else:
+        width = max((len(k) for k in outs), default=0)
+        for k, v in outs.items():
+            print(io.describe(k, v, width))
+    return 0
+
+
+def cmd_export(args, diag):
+    from .export import export
+    text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase,
+                  options={"singa_version": getattr(args, "singa_version", None)})
+    if args.output == "-":
+        sys.stdout.write(text)
+    else:
+        with open(args.output, "w") as f:
+            f.write(text)
+    return 0
+
+
+def cmd_compile(args, diag):
+    from .codegen import compile_module
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    if args.target != "cuda":
+        raise NetcError(f"--target {args.target} is not implemented yet (only --target cuda)")
+    # AOT compilation needs real @triton.jit kernels: the interpreter mode is fixed at import
+    os.environ.pop("TRITON_INTERPRET", None)
+    emit = {}
+    for what, d in args.emit:
+        if what != "triton":
+            raise NetcError(f"unknown --emit '{what}' (supported: triton)")
+        emit[what] = d
+    module = _load(args, diag)
+    ctx = _ctx(args, diag)
+    ctx.options["plan_memory"] = {"mode": "inference"}
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(module, ctx)
+    r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"))
+    sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {r.launches} launches, {r.kernels} kernels "
+                     f"({r.cached} from the cache), {r.seconds['total']:.1f}s\n")
+    return 0
+
+
+COMMANDS = {"export": cmd_export, "check": cmd_check, "opt": cmd_opt, "explain": cmd_explain, "import": cmd_import, "run": cmd_run, "compile": cmd_compile}
 
 
 if __name__ == "__main__":
