@@ -2,5 +2,5 @@
 
 
 def load_all():
-    from . import (dce, expand_model_parallel, flatten_blocks, materialize_params,  # noqa: F401
+    from . import (dce, expand_model_parallel, flatten_blocks, fuse, materialize_params,  # noqa: F401
                    plan_memory, resolve_names, select_phase, shape_inference)

@@ -1,0 +1,397 @@
+"""Fusion groups + memory plan -> launches: one resolved kernel specialization per group.
+
+Each group is lowered by calling the netc.kernels launcher with launch=False on *meta* tensors
+that stand for plan placements: every tensor is an as_strided view of one huge meta storage whose
+storage offset encodes which placement it is (id << ID_SHIFT, plus any element offset a launcher's
+own view adds), with the plan's batch stride and feature strides. So the launchers' own shape
+checks, stride arithmetic and block-size choices are reused unchanged, and every pointer argument
+of the KernelCall maps back to (arena region, per-sample offset, offset): its address at runtime
+batch b is arena_base[region] + coeff * b + const (memory/plan.py: offset*b + sample*size + t.offset).
+
+Integer arguments that depend on the batch (NB, M, NUMEL, ...) are affine in b: each group is
+lowered at the compiled batch B and at B + 1 with the constexprs of B pinned, and the difference
+gives the coefficient. The grid's first axis is cdiv(rows_per_sample * b, BLOCK) * R; the others
+do not depend on the batch.
+
+A group runs at the schedule step of its last op. groups_for() checks that running it there reads
+only bytes the plan keeps intact, and splits it otherwise (see check_group).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from ..diagnostics import NetcError
+from ..ir.core import STRUCTURAL_OPS
+from ..memory.plan import BATCH, CONSTANT, row_major
+
+NULL, CONST_ARENA, BATCH_ARENA = 0, 1, 2
+ID_SHIFT = 36
+TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+# constexpr -> launcher keyword, to pin a specialization while re-lowering at another batch
+PIN_KWARGS = {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k", "GROUP_M": "group_m",
+              "FLAT_K": "flat_k", "BLOCK": "block", "BLOCK_P": "block_p", "BLOCK_C": "block_c"}
+NO_KERNEL = {"netc.deconv2d": "transposed convolution", "netc.upsample2d": "upsampling",
+             "netc.opaque": "an opaque (unknown) layer", "netc.softmax_loss": "a loss",
+             "netc.euclidean_loss": "a loss"}
+
+
+class CodegenError(NetcError):
+    pass
+
+
+@dataclass
+class Arg:
+    kind: str            # "ptr" | "i32" | "i64" | "fp32"
+    region: int = NULL   # for ptr
+    coeff: int = 0       # ptr: bytes per batch sample of the buffer offset; ints: value per sample
+    const: int = 0
+    fval: float = 0.0
+
+
+@dataclass
+class Launch:
+    group: str
+    layers: list
+    step: int
+    call: object              # KernelCall at the compiled batch (meta tensors)
+    args: list                # Arg per runtime parameter
+    grid: tuple               # (rows_per_sample, block, R) for axis 0, then axes 1, 2 (constants)
+    spec_key: tuple = ()      # the specialization: identical keys share one cubin
+    kernel_index: int = -1
+
+
+@dataclass
+class Lowered:
+    launches: list = field(default_factory=list)
+    splits: list = field(default_factory=list)   # groups split to respect the plan: text notes
+
+
+# --------------------------------------------------------------------------- meta placements
+
+class _Placements:
+    def __init__(self, plan, batch):
+        self.plan, self.batch = plan, batch
+        self.base = {}
+        self.regions = {0: (NULL, 0, 0)}
+        self.by_tensor = {}
+
+    def meta(self, t):
+        """The meta tensor standing for plan tensor t (a TensorPlan) at self.batch."""
+        if t.id in self.by_tensor:
+            return self.by_tensor[t.id]
+        dt = TORCH_DTYPES.get(t.dtype)
+        if dt is None:
+            raise CodegenError(f"tensor '{t.name}' has dtype {t.dtype}; the CUDA target supports f32, f16, bf16")
+        buf = self.plan.buffers[t.buffer]
+        fshape = t.feature_shape
+        fstr = tuple(t.strides) if t.strides is not None else row_major(fshape)
+        if t.cls == BATCH:
+            shape = (self.batch,) + tuple(fshape)
+            strides = (buf.size // t.itemsize,) + tuple(fstr)
+            info = (BATCH_ARENA, buf.offset, t.offset)
+        elif t.cls == CONSTANT:
+            shape, strides = tuple(fshape), tuple(fstr)
+            info = (CONST_ARENA, 0, buf.offset + t.offset)
+        else:
+            raise CodegenError(f"tensor '{t.name}' is time-sized; the CUDA target has no recurrent ops yet")
+        if dt not in self.base:
+            self.base[dt] = torch.empty(2 ** 58, dtype=dt, device="meta")
+        k = len(self.regions)
+        self.regions[k] = info
+        m = self.base[dt].as_strided(shape, strides, k << ID_SHIFT)
+        self.by_tensor[t.id] = m
+        return m
+
+    def decode(self, v: torch.Tensor):
+        off = v.storage_offset()
+        k, extra = off >> ID_SHIFT, off & ((1 << ID_SHIFT) - 1)
+        if k not in self.regions:
+            raise AssertionError(f"kernel argument with unknown placement (offset {off})")
+        region, coeff, const = self.regions[k]
+        if region == NULL:
+            if extra or v.numel() > 1:
+                raise CodegenError("a launcher made a temporary copy of an operand (an unsupported layout)")
+            return region, 0, 0
+        return region, coeff, const + extra * v.element_size()
+
+
+# --------------------------------------------------------------------------- lowering one group
+
+def _slope_act(op):
+    if op.name == "netc.relu":
+        s = float(op.attrs.get("negative_slope", 0.0) or 0.0)
+        return ("leaky_relu", s) if s else ("relu", 0.0)
+    return ({"netc.sigmoid": "sigmoid", "netc.tanh": "tanh"}[op.name], 0.0)
+
+
+def _lower_group(members, plan, tensors, pl: _Placements, pin: dict):
+    """(KernelCall, rows_per_sample, block constexpr name) of a group, or None (no kernel)."""
+    K = _kernels()
+    first, last = members[0], members[-1]
+    T = lambda v: pl.meta(tensors[_vname(v)])                       # noqa: E731
+    P = lambda op, role: pl.meta(tensors["@" + op.attrs["params"][role].name])  # noqa: E731
+    out = T(last.results[0])
+    B = pl.batch
+    if first.name in ("netc.conv2d", "netc.inner_product"):
+        kw = dict(activation="none", negative_slope=0.0)
+        if first.attrs.get("activation", "none") not in ("none", None):
+            kw["activation"] = first.attrs["activation"]
+        prev = first.results[0]
+        for m in members[1:]:
+            if m.name == "netc.batch_norm":
+                kw["scale"], kw["shift"] = P(m, "scale"), P(m, "shift")
+            elif m.name == "netc.elementwise":
+                other = m.operands[1] if m.operands[0] is prev else m.operands[0]
+                kw["residual"] = T(other)
+                kw["residual_after_act"] = kw["activation"] != "none"
+            else:
+                kw["activation"], kw["negative_slope"] = _slope_act(m)
+            prev = m.results[0]
+        params = first.attrs.get("params") or {}
+        bias = P(first, "bias") if "bias" in params else None
+        x = T(first.operands[0])
+        if first.name == "netc.conv2d":
+            call = K.conv2d(x, P(first, "weight"), bias, strides=first.attrs.get("strides", [1, 1, 1, 1]),
+                            padding=first.attrs.get("padding", "SAME"), out=out, launch=False, **kw, **pin)
+            return call, out.shape[1] * out.shape[2], "BLOCK_M"
+        if kw.get("residual") is not None:
+            kw["residual"] = kw["residual"].reshape(B, -1)
+        call = K.gemm(x.reshape(B, -1), P(first, "weight"), bias, out=out, launch=False, **kw, **pin)
+        return call, 1, "BLOCK_M"
+    if first.name in ("netc.relu", "netc.sigmoid", "netc.tanh", "netc.batch_norm", "netc.elementwise"):
+        ops, prev = [], None
+        x = T(first.operands[0])
+        for m in members:
+            others = [v for v in m.operands if v is not prev] if prev is not None else list(m.operands[1:])
+            if m.name == "netc.batch_norm":
+                ops.append(("scale_shift", P(m, "scale"), P(m, "shift")))
+            elif m.name == "netc.elementwise":
+                name = {"sum": "add", "product": "mul", "max": "max"}[m.attrs.get("operation", "sum")]
+                ops.extend((name, T(v)) for v in others)
+            else:
+                a, s = _slope_act(m)
+                ops.append(("leaky_relu", s) if a == "leaky_relu" else a)
+            prev = m.results[0]
+        call = K.elementwise_chain(x, ops, out=out, launch=False, **pin)
+        return call, x.numel() // B, "BLOCK"
+    op = first
+    if len(members) != 1:
+        raise AssertionError(f"group of {op.name} has {len(members)} members")
+    if op.name in ("netc.maxpool", "netc.avgpool"):
+        fn = K.maxpool if op.name == "netc.maxpool" else K.avgpool
+        call = fn(T(op.operands[0]), op.attrs["ksize"], op.attrs.get("strides", [1, 1, 1, 1]),
+                  op.attrs.get("padding", "VALID"), out=out, launch=False, **pin)
+        return call, out.shape[1] * out.shape[2], "BLOCK_P"
+    if op.name == "netc.lrn":
+        x = T(op.operands[0])
+        call = K.lrn(x, op.attrs.get("local_size", 5), op.attrs.get("alpha", 1e-4), op.attrs.get("beta", 0.75),
+                     op.attrs.get("knorm", 1.0), out=out, launch=False, **pin)
+        return call, x.numel() // B // x.shape[-1], "BLOCK_P"
+    if op.name == "netc.softmax":
+        call = K.softmax(T(op.operands[0]), out=out, launch=False, **pin)
+        return call, 1, None
+    raise AssertionError(op.name)
+
+
+def _kernels():
+    # the launchers themselves (the package's lazy names are shadowed once a submodule is imported)
+    from types import SimpleNamespace
+    from ..kernels.conv import conv2d
+    from ..kernels.elementwise import elementwise_chain
+    from ..kernels.gemm import gemm
+    from ..kernels.lrn import lrn
+    from ..kernels.pool import avgpool, maxpool
+    from ..kernels.softmax import softmax
+    return SimpleNamespace(conv2d=conv2d, elementwise_chain=elementwise_chain, gemm=gemm, lrn=lrn,
+                           avgpool=avgpool, maxpool=maxpool, softmax=softmax)
+
+
+def _vname(v):
+    n = v.owner.attrs.get("name") or v.owner.name
+    return n if len(v.owner.results) == 1 else f"{n}#{v.index}"
+
+
+def _pin_of(call) -> dict:
+    return {PIN_KWARGS[k]: v for k, v in call.constexprs.items() if k in PIN_KWARGS}
+
+
+def _copy_call(src, dst_slice, pin, pl):
+    K = _kernels()
+    return K.elementwise_chain(src, [], out=dst_slice, launch=False, **pin), src.numel() // pl.batch, "BLOCK"
+
+
+def lower_launch(name, members, plan, tensors, step, copy=None) -> Launch:
+    """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to a Launch."""
+    B = plan.batch
+    results = []
+    pin: dict = {}
+    for b in (B, B + 1):
+        pl = _Placements(plan, b)
+        try:
+            if copy is not None:
+                src, dst, axis, start = copy
+                s = pl.meta(src)
+                d = pl.meta(dst).narrow(axis, start, s.shape[axis])
+                call, ps, blk = _copy_call(s, d, pin, pl)
+            else:
+                call, ps, blk = _lower_group(members, plan, tensors, pl, pin)
+        except (ValueError, TypeError) as e:
+            layer = members[0].attrs.get("name")
+            raise CodegenError(f"cannot lower layer '{layer}' ({members[0].name}) to a kernel: {e}",
+                               members[0].loc) from None
+        results.append((call, ps, blk, pl))
+        pin = _pin_of(call)
+    (c0, ps, blk, p0), (c1, ps1, _, p1) = results
+    if c0.constexprs != c1.constexprs or c0.kernel is not c1.kernel:
+        raise AssertionError(f"{name}: the specialization changed with the batch")
+    args = []
+    from ..kernels.aot import arg_type
+    for v0, v1 in zip(c0.args, c1.args):
+        if torch.is_tensor(v0):
+            r0, r1 = p0.decode(v0), p1.decode(v1)
+            if r0 != r1:
+                raise AssertionError(f"{name}: a pointer argument moved with the batch")
+            args.append(Arg("ptr", *r0))
+        elif isinstance(v0, float):
+            if v0 != v1:
+                raise AssertionError(f"{name}: a float argument changed with the batch")
+            args.append(Arg("fp32", fval=v0))
+        else:
+            coeff = int(v1) - int(v0)
+            args.append(Arg(arg_type(v0), coeff=coeff, const=int(v0) - coeff * B))
+    q = c0.constexprs[blk] if blk else 1
+    cd = lambda a, b: -(-a // b)  # noqa: E731
+    r = c0.grid[0] // cd(ps * B, q)
+    for b, c in ((B, c0), (B + 1, c1)):
+        if cd(ps * b, q) * r != c.grid[0] or tuple(c.grid[1:]) != tuple(c0.grid[1:]):
+            raise AssertionError(f"{name}: grid {c.grid} at batch {b} is not cdiv({ps}*b, {q})*{r}")
+    grid = ((ps, q, r),) + tuple(c0.grid[1:]) + (1,) * (3 - len(c0.grid))
+    key = (c0.kernel.__module__, c0.kernel.__name__, tuple((n, a.kind if a.kind != "ptr" else
+                                                             _ptr_type(v)) for n, a, v in
+                                                            zip(c0.kernel.arg_names, args, c0.args)),
+           tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())))
+    return Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
+
+
+def _ptr_type(v):
+    from ..kernels.aot import arg_type
+    return arg_type(v)
+
+
+def _freeze(v):
+    return tuple(_freeze(x) for x in v) if isinstance(v, (list, tuple)) else v
+
+
+# --------------------------------------------------------------------------- groups vs the plan
+
+def _footprint(plan, t):
+    """(class, buffer, lo, hi): per-sample byte range of t inside its buffer (whole buffer for lo/hi
+    comparisons across buffers)."""
+    fshape = t.feature_shape
+    fstr = t.strides if t.strides is not None else row_major(fshape)
+    extent = (sum((n - 1) * s for n, s in zip(fshape, fstr)) + 1) * t.itemsize if all(fshape) else 0
+    return t.cls, t.buffer, t.offset, t.offset + extent
+
+
+def _overlap(plan, a, b) -> bool:
+    ca, ba, la, ha = _footprint(plan, a)
+    cb, bb, lb, hb = _footprint(plan, b)
+    if ca != cb:
+        return False
+    if ba == bb:
+        return la < hb and lb < ha
+    A, Bf = plan.buffers[ba], plan.buffers[bb]
+    return A.offset < Bf.offset + max(Bf.size, 1) and Bf.offset < A.offset + max(A.size, 1)
+
+
+def _same_place(a, b) -> bool:
+    return (a.buffer, a.offset, a.strides, a.feature_shape) == (b.buffer, b.offset, b.strides, b.feature_shape)
+
+
+def check_group(members, plan, tensors, step_of, steps) -> str | None:
+    """Why running `members` as one kernel at the step of the last one breaks the plan, or None."""
+    if len(members) == 1:
+        return None
+    names = {m.attrs.get("name") for m in members}
+    s_last = max(step_of[n] for n in names)
+    inside = {id(m.results[0]) for m in members}
+    out = tensors[_vname(members[-1].results[0])]
+    anchor_gemm = members[0].name in ("netc.conv2d", "netc.inner_product")
+    for m in members:
+        for i, v in enumerate(m.operands):
+            if id(v) in inside:
+                continue
+            t = tensors[_vname(v)]
+            r = step_of[m.attrs.get("name")]
+            # the bytes must survive every step between the read the plan assumed and the kernel
+            for st in steps[r:s_last - 1]:
+                if st.layer in names or st.action == "alias":
+                    continue
+                for w in st.writes:
+                    if _overlap(plan, plan.tensors[w], t):
+                        return f"'{st.layer}' overwrites '{t.name}' before the fused kernel reads it"
+            window_read = anchor_gemm and m is members[0]
+            if _overlap(plan, out, t) and (window_read or not _same_place(out, t)):
+                return f"the output '{out.name}' overlaps the operand '{t.name}'"
+    return None
+
+
+def lower_network(module, net, plan) -> Lowered:
+    """Every kernel launch of one planned network, in schedule order."""
+    body = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+    tensors = {t.name: t for t in plan.tensors}
+    step_of = {s.layer: s.index for s in plan.steps}
+    steps = plan.steps
+    for op in body:
+        if op.name in NO_KERNEL:
+            raise CodegenError(f"layer '{op.attrs.get('name')}' ({op.name}, {NO_KERNEL[op.name]}) has no CUDA "
+                               f"kernel in netc yet", op.loc)
+    groups: dict[str, list] = {}
+    for op in body:
+        g = op.attrs.get("fusion_group") or f"op:{op.attrs.get('name')}"
+        groups.setdefault(g, []).append(op)
+    out = Lowered()
+    todo = list(groups.items())
+    final = []
+    while todo:
+        g, members = todo.pop(0)
+        # the longest prefix that is safe to run as one kernel; the rest becomes a pointwise chain
+        for cut in range(len(members), 0, -1):
+            why = check_group(members[:cut], plan, tensors, step_of, steps)
+            if why is None:
+                break
+            reason = why
+        final.append((g, members[:cut]))
+        if cut < len(members):
+            out.splits.append(f"group {g} ({', '.join(m.attrs.get('name') for m in members)}) split before "
+                              f"'{members[cut].attrs.get('name')}': {reason}")
+            todo.insert(0, (g + "'", members[cut:]))
+    by_step = {}
+    for g, members in final:
+        s = max(step_of[m.attrs.get("name")] for m in members)
+        by_step[s] = (g, members)
+    for st in steps:
+        if st.index not in by_step:
+            continue
+        g, members = by_step[st.index]
+        op = members[0]
+        if st.action == "alias":
+            continue
+        if op.name == "netc.concat":
+            dst = plan.tensors[st.writes[0]]
+            axis = (op.attrs.get("dim", -1) % len(dst.shape))
+            start = 0
+            for v in op.operands:
+                src = tensors[_vname(v)]
+                if src.id in st.copies:
+                    out.launches.append(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index,
+                                                     copy=(src, dst, axis, start)))
+                start += src.shape[axis]
+            continue
+        if op.name in ("netc.dropout", "netc.reshape"):
+            raise CodegenError(f"layer '{op.attrs.get('name')}' ({op.name}) needs a copy the memory plan did not "
+                               f"make an alias; netc has no copy kernel for it yet", op.loc)
+        out.launches.append(lower_launch(g, members, plan, tensors, st.index))
+    return out

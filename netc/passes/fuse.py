@@ -1,0 +1,150 @@
+"""fuse: group ops that codegen runs as one kernel, recorded as attributes on every op.
+
+Groups (each op gets `fusion_group = "g<k>"` and `fusion_anchor = "<layer>"`, the group's first op):
+
+* anchor conv2d / inner_product, then its pointwise consumers folded into the GEMM epilogue, in
+  the epilogue's fixed order (netc/kernels/common.py): batch_norm (scale/shift) -> residual add ->
+  activation -> residual add. An elementwise `sum` of two operands is a residual add when its
+  other operand is defined before the anchor. A conv with its own `activation` attribute has
+  already applied it, so only a residual add (after the activation) can follow.
+* a chain of pointwise ops (relu, sigmoid, tanh, batch_norm, elementwise) -> one elementwise
+  kernel, within that kernel's limits (4 tensor operands, 4 per-channel vectors = 2 batch norms);
+* every other op (pools, lrn, softmax, concat, views, dropout, ...) its own group.
+
+A consumer joins only when the producer's result has no other user (and is not a network
+output), so no intermediate tensor of a group is ever needed in memory. The pass decides on IR
+facts only; codegen checks each group against the memory plan and splits it where running it
+as one kernel would read bytes the plan has already reused (netc/codegen/groups.py).
+"""
+from __future__ import annotations
+
+from ..ir.core import STRUCTURAL_OPS
+from .manager import Pass, register_pass
+
+GEMM_ANCHORS = ("netc.conv2d", "netc.inner_product")
+ACTIVATION_OPS = {"netc.relu", "netc.sigmoid", "netc.tanh"}
+POINTWISE_OPS = ACTIVATION_OPS | {"netc.batch_norm", "netc.elementwise"}
+MAX_CHAIN_TENSORS = 4   # elementwise_kernel's tensor operand slots
+MAX_CHAIN_BNS = 2       # its 4 per-channel vector slots hold 2 scale/shift pairs
+
+# epilogue stages of a GEMM anchor (what has been applied so far)
+_BIAS, _AFFINE, _RES, _ACT, _DONE = 0, 1, 2, 3, 4
+
+
+def _users(body) -> dict:
+    users: dict[int, list] = {}
+    for op in body:
+        for v in op.operands:
+            users.setdefault(id(v), []).append(op)
+    return users
+
+
+def _outputs(body) -> set:
+    return {id(v) for op in body if op.name == "netc.output" for v in op.operands}
+
+
+@register_pass
+class Fuse(Pass):
+    name = "fuse"
+    title = "Fuse"
+    requires = ("shape-inference", "materialize-params")
+    summary = "group convolutions and inner products with their pointwise consumers, and pointwise chains"
+
+    def needed(self, module):
+        return any(op.name not in STRUCTURAL_OPS and op.name != "netc.input" and "fusion_group" not in op.attrs
+                   for net in module.networks() for op in net.regions[0].ops)
+
+    def run(self, module, ctx):
+        for net in module.networks():
+            fuse_network(net)
+
+
+def fuse_network(net):
+    body = net.regions[0].ops
+    users = _users(body)
+    outs = _outputs(body)
+    pos = {id(op): i for i, op in enumerate(body)}
+    for op in body:
+        op.attrs.pop("fusion_group", None)
+        op.attrs.pop("fusion_anchor", None)
+    grouped: set = set()
+    k = 0
+
+    def sole_user(op):
+        """The one consumer of op's only result, when fusing into it keeps the result internal."""
+        if len(op.results) != 1 or id(op.results[0]) in outs:
+            return None
+        us = users.get(id(op.results[0]), [])
+        if len(us) != 1 or id(us[0]) in grouped:
+            return None
+        u = us[0]
+        if sum(1 for v in u.operands if v is op.results[0]) != 1:
+            return None   # e.g. x + x: the value is read twice
+        return u
+
+    for op in body:
+        if op.name in STRUCTURAL_OPS or op.name == "netc.input" or id(op) in grouped or op.attrs.get("invalid"):
+            continue
+        members = [op]
+        if op.name in GEMM_ANCHORS:
+            stage = _ACT if op.attrs.get("activation", "none") not in ("none", None) else _BIAS
+            cur = op
+            while stage < _DONE:
+                u = sole_user(cur)
+                if u is None:
+                    break
+                nxt = _epilogue_stage(u, cur, stage, pos, pos[id(op)])
+                if nxt is None:
+                    break
+                stage = nxt
+                members.append(u)
+                cur = u
+        elif op.name in POINTWISE_OPS and _chain_ok(op, op):
+            tensors = len(op.operands) - 1
+            bns = op.name == "netc.batch_norm"
+            cur = op
+            while True:
+                u = sole_user(cur)
+                if u is None or u.name not in POINTWISE_OPS or not _chain_ok(u, cur):
+                    break
+                t = tensors + len(u.operands) - 1
+                b = bns + (u.name == "netc.batch_norm")
+                if t > MAX_CHAIN_TENSORS or b > MAX_CHAIN_BNS:
+                    break
+                tensors, bns = t, b
+                members.append(u)
+                cur = u
+        k += 1
+        for m in members:
+            grouped.add(id(m))
+            m.attrs["fusion_group"] = f"g{k}"
+            m.attrs["fusion_anchor"] = op.attrs.get("name", op.name)
+
+
+def _chain_ok(op, prev) -> bool:
+    """Whether a pointwise op can be a step of an elementwise chain."""
+    if op.name == "netc.elementwise":
+        return op.attrs.get("operation", "sum") in ("sum", "product", "max") and len(op.operands) <= 5
+    return True
+
+
+def _epilogue_stage(u, prev, stage, pos, anchor_pos):
+    """The epilogue stage after folding consumer u into a GEMM anchor, or None if it cannot fold."""
+    if u.name == "netc.batch_norm":
+        return _AFFINE if stage < _AFFINE else None
+    if u.name in ACTIVATION_OPS:
+        return _ACT if stage < _ACT else None
+    if u.name == "netc.elementwise" and u.attrs.get("operation", "sum") == "sum" and len(u.operands) == 2:
+        other = u.operands[1] if u.operands[0] is prev.results[0] else u.operands[0]
+        if other.type.shape != prev.results[0].type.shape or other.type.dtype != prev.results[0].type.dtype:
+            return None
+        # "available": computed before the anchor (network inputs are defined at the top)
+        if pos.get(id(other.owner), anchor_pos) >= anchor_pos:
+            return None
+        if stage < _RES:
+            return _RES
+        if stage == _ACT:
+            return _DONE   # residual added after the activation
+        return None
+    return None
+

@@ -1,0 +1,215 @@
+"""netc compile --target cuda without a GPU: the .so and header, the ABI symbols, the manifest
+against the memory plan, creation without a driver, a fake driver exercising the launcher, the
+kernel cache (warm compiles) and deduplication of identical specializations."""
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+ABI = ["netc_abi_version", "netc_create", "netc_destroy", "netc_set_params", "netc_set_params_file",
+       "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest"]
+
+pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+
+
+def compile_cli(src, out, *extra, env=None):
+    env = dict(env or os.environ)
+    env.pop("TRITON_INTERPRET", None)   # set by tests/kernels for this process; irrelevant to compile
+    t = time.perf_counter()
+    r = subprocess.run([sys.executable, "-m", "netc", "compile", src, "-o", str(out), "--target", "cuda", *extra],
+                       capture_output=True, text=True, cwd=ROOT, env=env)
+    return r, time.perf_counter() - t
+
+
+@pytest.fixture(scope="module")
+def alexnet(tmp_path_factory):
+    d = tmp_path_factory.mktemp("alexnet")
+    r, secs = compile_cli("examples/alexnet.nd", d / "alexnet.so", "--emit", "triton", str(d / "triton"))
+    assert r.returncode == 0, r.stderr
+    print(f"\nalexnet compile (cache as found): {secs:.1f}s; {r.stderr.strip()}")
+    return d
+
+
+def load(path):
+    lib = ctypes.CDLL(str(path))
+    lib.netc_create.restype = ctypes.c_void_p
+    lib.netc_last_error.restype = ctypes.c_char_p
+    lib.netc_last_error.argtypes = [ctypes.c_void_p]
+    lib.netc_manifest.restype = ctypes.c_char_p
+    lib.netc_set_params.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    lib.netc_forward.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                                 ctypes.c_int, ctypes.c_void_p]
+    lib.netc_destroy.argtypes = [ctypes.c_void_p]
+    return lib
+
+
+def test_artifacts_and_symbols(alexnet):
+    so, h = alexnet / "alexnet.so", alexnet / "alexnet.h"
+    assert so.exists() and h.exists()
+    header = h.read_text()
+    for s in ABI:
+        assert s + "(" in header
+    if shutil.which("nm"):
+        syms = subprocess.run(["nm", "-D", "--defined-only", str(so)], capture_output=True, text=True).stdout
+        exported = {line.split()[-1] for line in syms.splitlines() if line.strip()}
+        assert set(ABI) <= exported
+        assert not [s for s in exported if s.startswith("netc_") and s not in ABI]
+    emitted = {p.name for p in (alexnet / "triton").iterdir()}
+    assert {"conv.py", "pool.py", "softmax.py", "common.py", "specializations.json"} <= emitted
+
+
+def test_manifest_matches_plan(alexnet):
+    lib = load(alexnet / "alexnet.so")
+    assert lib.netc_abi_version() == 1
+    m = json.loads(lib.netc_manifest())
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load as load_nd
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    mod = load_nd(str(ROOT / "examples/alexnet.nd"), diag)
+    ctx = PassContext(diag=diag, phase="test")
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    plan = ctx.notes["memory_plan"]["alexnet"]
+    assert m["batch"] == plan.batch == 128 and m["arch"] == "sm_90"
+    assert [i["name"] for i in m["inputs"]] == ["data"] and m["inputs"][0]["shape"] == [128, 224, 224, 3]
+    assert [o["name"] for o in m["outputs"]] == ["softmax"] and m["outputs"][0]["shape"] == [128, 1000]
+    params = {p["name"]: p for p in m["parameters"]}
+    assert len(params) == 16 and params["conv1.weight"]["shape"] == [11, 11, 3, 64]
+    for t in plan.tensors:
+        if t.kind == "param":
+            assert params[t.name[1:]]["offset"] == plan.buffers[t.buffer].offset + t.offset
+    assert sum(p["bytes"] for p in params.values()) == 50_303_912 * 4
+    assert m["param_bytes"] >= 50_303_912 * 4
+    assert m["memory"]["batch_bytes_per_sample"] == plan.arenas[1].size
+    # 8 convs (fused with relu) + 3 pools + softmax; dropout is an alias; 8 distinct kernels
+    assert len(m["schedule"]) == 12 and len(m["kernels"]) < 12
+    assert all(k["shared"] >= 0 and k["cubin_bytes"] > 0 for k in m["kernels"])
+
+
+def test_create_without_driver(alexnet, monkeypatch):
+    monkeypatch.setenv("NETC_LIBCUDA", "/nonexistent/libcuda.so.1")
+    lib = load(alexnet / "alexnet.so")
+    assert lib.netc_create() is None
+    msg = lib.netc_last_error(None).decode()
+    assert "cannot load the CUDA driver" in msg and "/nonexistent/libcuda.so.1" in msg
+    lib.netc_last_create_error.restype = ctypes.c_char_p
+    assert lib.netc_last_create_error().decode() == msg
+    lib.netc_destroy(None)   # harmless
+
+
+def test_fake_driver_runs_the_schedule(alexnet, tmp_path, monkeypatch):
+    """The launcher against a stub libcuda: create, parameter checks, forward at batch 128 and 3."""
+    fake = tmp_path / "libcuda_fake.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(fake), str(ROOT / "tests/data/fake_libcuda.c")], check=True)
+    log = tmp_path / "log.txt"
+    monkeypatch.setenv("NETC_LIBCUDA", str(fake))
+    monkeypatch.setenv("NETC_FAKE_LOG", str(log))
+    lib = load(alexnet / "alexnet.so")
+    m = json.loads(lib.netc_manifest())
+    net = lib.netc_create()
+    assert net, lib.netc_last_error(None)
+    ptrs = (ctypes.c_void_p * 1)(0x7000000000)
+    outs = (ctypes.c_void_p * 1)(0x7100000000)
+    assert lib.netc_forward(net, ptrs, outs, 4, None) != 0
+    assert b"netc_set_params first" in lib.netc_last_error(net)
+    assert lib.netc_set_params(net, None, 12) != 0 and b"expected" in lib.netc_last_error(net)
+    blob = ctypes.create_string_buffer(m["param_bytes"])
+    assert lib.netc_set_params(net, blob, m["param_bytes"]) == 0
+    assert lib.netc_forward(net, ptrs, outs, 129, None) != 0 and b"outside 1..128" in lib.netc_last_error(net)
+    for batch in (128, 3):
+        assert lib.netc_forward(net, ptrs, outs, batch, None) == 0, lib.netc_last_error(net)
+    lib.netc_destroy(net)
+    lines = log.read_text().splitlines()
+    alloc = int(lines[0].split()[1])
+    assert alloc >= m["param_bytes"] + m["memory"]["batch_bytes_per_sample"] * 128
+    launches = [ln.split() for ln in lines if ln.startswith("launch")]
+    n = len(m["schedule"])
+    assert len(launches) == 2 * n
+    base = 0x100000000
+    for ln in launches:
+        assert ln[1] in {k["entry"] for k in m["kernels"]}
+        p0, p1 = int(ln[7]), int(ln[8])
+        assert base <= p0 < base + alloc and base <= p1 < base + alloc
+    grids128 = [int(ln[2]) for ln in launches[:n]]
+    grids3 = [int(ln[2]) for ln in launches[n:]]
+    assert all(g3 <= g for g, g3 in zip(grids128, grids3)) and sum(grids3) < sum(grids128)
+    # softmax: one program per row
+    assert grids128[-1] == 128 and grids3[-1] == 3
+    copies = [ln for ln in lines if ln.startswith("dtod")]
+    assert copies[0].split()[2] == str(0x7000000000) and int(copies[0].split()[3]) == 128 * 224 * 224 * 3 * 4
+    assert copies[-1].split()[1] == str(0x7100000000) and int(copies[-1].split()[3]) == 3 * 1000 * 4
+
+
+def test_warm_compile_uses_the_cache(alexnet, tmp_path):
+    r, secs = compile_cli("examples/alexnet.nd", tmp_path / "again.so")
+    assert r.returncode == 0, r.stderr
+    assert "8 from the cache" in r.stderr
+    print(f"\nwarm alexnet compile: {secs:.1f}s wall (process start included); {r.stderr.strip()}")
+
+
+def test_dedup_vgg_specializations():
+    """VGG-16's 13 convolutions share a handful of specializations (no AOT compile needed)."""
+    from netc.codegen.lower import lower_network
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load as load_nd
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    mod = load_nd(str(ROOT / "examples/vgg16.nd"), diag)
+    ctx = PassContext(diag=diag, phase="test")
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    low = lower_network(mod, mod.networks()[0], ctx.notes["memory_plan"]["vgg16"])
+    convs = [L for L in low.launches if L.call.kernel.__name__ == "conv2d_kernel"]
+    assert len(convs) == 16   # 13 convs + fc6-fc8 written as convolutions
+    assert len({L.spec_key for L in convs}) < len(convs) // 2
+    assert len({L.spec_key for L in low.launches}) < len(low.launches)
+
+
+def test_op_without_kernel_is_a_clear_error(tmp_path):
+    f = tmp_path / "up.nd"
+    f.write_text("network up {\n  input data: f32[2, 4, 4, 8]\n"
+                 "  up = UpSampling2D(data) { ksize: [1, 2, 2, 1] }\n}\n")
+    r, _ = compile_cli(str(f), tmp_path / "up.so")
+    assert r.returncode == 1, r.stderr
+    assert "'up'" in r.stderr and "no CUDA kernel" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_interp_target_not_yet(tmp_path):
+    r, _ = compile_cli("examples/lenet.nd", tmp_path / "l.so", "--target", "interp")
+    assert r.returncode == 1 and "not implemented yet" in r.stderr
+
+
+def test_group_split_where_the_plan_reuses_bytes(tmp_path):
+    """s = c0 + conv(c0) with s planned in place over c0: the conv cannot write s while other
+    programs still read c0's windows, so the group is split after the conv (add + relu: a chain)."""
+    from netc.codegen.lower import lower_network
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load as load_nd
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    f = tmp_path / "hz.nd"
+    f.write_text("""network hz {
+  input data: f32[4, 8, 8, 16]
+  c0 = Convolution(data) { filter: [3, 3, 16, 16], activation: relu }
+  c1 = Convolution(c0) { filter: [3, 3, 16, 16] }
+  s = Elementwise(c0, c1) { operation: sum }
+  r = ReLU(s)
+  out = Softmax(r)
+}
+""")
+    diag = DiagnosticEngine()
+    mod = load_nd(str(f), diag)
+    ctx = PassContext(diag=diag, phase="test")
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    plan = ctx.notes["memory_plan"]["hz"]
+    assert plan.tensor("s").buffer == plan.tensor("c0").buffer      # the plan made s in place over c0
+    low = lower_network(mod, mod.networks()[0], plan)
+    assert [L.layers for L in low.launches] == [["c0"], ["c1"], ["s", "r"], ["out"]]
+    assert len(low.splits) == 1 and "'s'" in low.splits[0]
