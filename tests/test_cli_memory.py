@@ -71,3 +71,35 @@ def test_no_reuse_plan_equals_naive(capsys):
 def test_verify_flag_checks_every_batch(capsys):
     assert main(["explain", str(ROOT / "examples" / "lenet.nd"), "--brief", "--verify"]) == 0
     assert "verified for every batch 1..64" in capsys.readouterr().err
+
+
+SHARED = ROOT.parent / "shared" / "corpus"
+CORPUS = (sorted((SHARED / "paleo").glob("*.json")) + sorted((SHARED / "paleo-generated").glob("*.json"))
+          + sorted((SHARED / "singa").glob("*.conf")))
+
+
+@pytest.mark.skipif(not CORPUS, reason="the shared corpus is not beside the repository")
+def test_every_importable_corpus_net_plans_within_5_percent_of_the_bound():
+    """Issue: arena <= 1.05 x lower bound for every Paleo net and every SINGA config netc can
+    import (inference, batch as written), and the verifier passes on all of them."""
+    from netc.diagnostics import DiagnosticEngine, NetcError
+    from netc.frontend import load
+    from netc.memory.plan import plan_memory
+    from netc.memory.verify import verify_plan
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    planned = 0
+    for path in CORPUS:
+        diag = DiagnosticEngine()
+        try:
+            m = load(str(path), diag)
+            PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag))
+        except NetcError:
+            assert path.suffix == ".conf", f"{path.name} should import"  # SINGA rejects some configs
+            continue
+        for net in m.networks():
+            plan = plan_memory(m, net)
+            assert not verify_plan(plan, m, net), path.name
+            for a in plan.arenas:
+                assert a.size <= 1.05 * a.lower_bound + 256, (path.name, a)
+            planned += 1
+    assert planned >= 50
