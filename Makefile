@@ -28,7 +28,7 @@ test: install
 
 # Regenerate golden expectations after a deliberate change (review the diff before committing).
 golden: install
-	$(PY) -m pytest -q tests/test_golden.py --update-goldens
+	$(PY) -m pytest -q tests/test_golden.py tests/test_corpus_goldens.py --update-goldens
 
 bench: install
 	$(PY) bench/frontend.py

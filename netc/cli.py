@@ -83,7 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("run", help="execute a network and print (or save) its outputs")
     _common(p)
     p.add_argument("--reference", action="store_true",
-                   help="run the torch reference executor (the oracle; the only target so far)")
+                   help="run the torch reference executor (the oracle); same as --target reference")
+    p.add_argument("--target", choices=("reference", "interp"), default=None,
+                   help="reference: the torch reference executor; interp: the compiled kernels, schedule and "
+                        "memory plan on the CPU through Triton's interpreter (f32)")
+    p.add_argument("--compare", action="store_true",
+                   help="with --target interp: also print the max relative error against the reference")
     p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
                    help="feed input NAME from a .npy file (repeatable); without inputs, random ones")
     p.add_argument("--inputs", metavar="IN.npz", help="feed inputs from an .npz archive, by input name")
@@ -99,7 +104,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("compile", help="compile a network to a shared library (fused Triton kernels + C launcher)")
     _common(p)
     p.set_defaults(phase="test")
-    p.add_argument("-o", "--output", required=True, metavar="NET.so", help="the shared library to write (and NET.h)")
+    p.add_argument("-o", "--output", required=True, metavar="NET.so",
+                   help="the shared library to write (and NET.h); --target interp: a manifest .json or a directory")
     p.add_argument("--target", choices=("cuda", "interp"), default="cuda")
     p.add_argument("--arch", choices=("sm_90", "sm_80"), default="sm_90")
     p.add_argument("--emit", nargs=2, action="append", default=[], metavar=("WHAT", "DIR"),
@@ -291,16 +297,29 @@ def _check_layout(args, diag, text):
     from .memory.hub_layout import check_hub_document, is_hub_document
     if is_hub_document(doc):  # Brainstorm's later @-key format (maybe wrapped with its architecture)
         return check_hub_document(args, diag, doc, locs, text)
-    try:
-        lay = read_layout(doc)
-    except LayoutError as e:
-        for path, msg in e.problems:
-            loc = locs.get(path) or _nearest(locs, path) or Loc(args.file, 1, 1)
-            diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
+    from .frontend.jsonloc import path_join
+    # a layout document, or several under "results" (how Brainstorm's own runs were recorded)
+    found = [("$", doc)]
+    if isinstance(doc, dict) and "sizes" not in doc and isinstance(doc.get("results"), dict):
+        found = [(path_join("$.results", k), v) for k, v in doc["results"].items()
+                 if isinstance(v, dict) and "sizes" in v and "layout" in v]
+    reports = []
+    for base, sub in found:
+        try:
+            lay = read_layout({"sizes": sub.get("sizes"), "layout": sub.get("layout"),
+                               **({"netc": sub["netc"]} if "netc" in sub else {})} if isinstance(sub, dict) else sub)
+        except LayoutError as e:
+            for path, msg in e.problems:
+                path = base + path[1:]
+                loc = locs.get(path) or _nearest(locs, path) or Loc(args.file, 1, 1)
+                diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
+            continue
+        n = len(getattr(lay, "arrays", []) or [])
+        where = "" if base == "$" else f" ({base})"
+        reports.append(f"{args.file}{where}: a valid layout: sizes {sub.get('sizes')}" + (f", {n} arrays" if n else ""))
+    if diag.has_errors():
         raise NetcError(diag.diagnostics[:])
-    n = len(getattr(lay, "arrays", []) or [])
-    sys.stdout.write(f"{args.file}: a valid layout: sizes {doc.get('sizes')}"
-                     + (f", {n} arrays" if n else "") + "\n")
+    sys.stdout.write("\n".join(reports) + "\n")
     return 0
 
 
@@ -353,8 +372,17 @@ def cmd_run(args, diag):
     import torch
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     from .runtime import io, run_module
-    if not args.reference:
-        raise NetcError("netc run needs a target: --reference (the torch reference executor)")
+    target = args.target or ("reference" if args.reference else None)
+    if target is None:
+        raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
+    if args.reference and target != "reference":
+        raise NetcError("--reference and --target interp contradict each other; give one")
+    if args.compare and target != "interp":
+        raise NetcError("--compare needs --target interp")
+    if target == "interp":
+        # before anything imports netc.kernels: the interpreter mode is fixed at import
+        from .runtime.interp import ensure_interpreter
+        ensure_interpreter()
     module = _load(args, diag)
     PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
     inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
@@ -363,8 +391,11 @@ def cmd_run(args, diag):
             raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
         inputs[k] = v
     params = io.load_npz(args.params, "--params") if args.params else None
-    outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
-                      dtype=torch.float32 if args.dtype == "f32" else torch.float64)
+    if target == "interp":
+        outs = _run_interp(module, args, inputs or None, params)
+    else:
+        outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
+                          dtype=torch.float32 if args.dtype == "f32" else torch.float64)
     if args.output:
         io.save_npz(args.output, outs)
         sys.stderr.write(f"wrote {args.output} ({len(outs)} output{'s' if len(outs) != 1 else ''})\n")
@@ -373,6 +404,25 @@ def cmd_run(args, diag):
         for k, v in outs.items():
             print(io.describe(k, v, width))
     return 0
+
+
+def _run_interp(module, args, inputs, params):
+    """`netc run --target interp`: one network; with --compare, the max relative error (max |diff| over
+    max |reference|) of every output against the reference executor on the same values."""
+    from .runtime.interp import default_inputs, run_interp
+    from .runtime.reference import run_reference
+    from .runtime.interp import prepare
+    net, _ = prepare(module, args.network, args.phase)
+    if inputs is None:
+        inputs = default_inputs(module, net, args.seed)
+    outs = run_interp(module, inputs, params, seed=args.seed, network=net)
+    if args.compare:
+        ref = run_reference(module, inputs, params, network=net, seed=args.seed)
+        for k, v in outs.items():
+            r = ref[k]
+            err = float((v.double() - r).abs().max()) / max(float(r.abs().max()), 1e-30) if r.numel() else 0.0
+            sys.stderr.write(f"{k}: max relative error {err:.3e} against the reference\n")
+    return outs
 
 
 def cmd_export(args, diag):
@@ -390,8 +440,8 @@ def cmd_export(args, diag):
 def cmd_compile(args, diag):
     from .codegen import compile_module
     from .passes.manager import DEFAULT_PIPELINE, PassManager
-    if args.target != "cuda":
-        raise NetcError(f"--target {args.target} is not implemented yet (only --target cuda)")
+    if args.target == "interp":
+        return _compile_interp(args, diag)
     # AOT compilation needs real @triton.jit kernels: the interpreter mode is fixed at import
     os.environ.pop("TRITON_INTERPRET", None)
     emit = {}
@@ -406,6 +456,31 @@ def cmd_compile(args, diag):
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"))
     sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {r.launches} launches, {r.kernels} kernels "
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s\n")
+    return 0
+
+
+def _compile_interp(args, diag):
+    """`netc compile --target interp`: lower the network for the interpreter (validating every group
+    against the plan) and write a JSON manifest (OUT if it ends in .json, else OUT/<network>.interp.json)."""
+    import json
+    from .runtime.interp import InterpProgram, ensure_interpreter
+    ensure_interpreter()
+    module = _load(args, diag)
+    if diag.has_errors():
+        raise NetcError(diag.diagnostics[:])
+    nets = module.networks()
+    if len(nets) != 1:
+        raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
+    prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase)
+    out = args.output
+    if not out.endswith(".json"):
+        os.makedirs(out, exist_ok=True)
+        out = os.path.join(out, f"{prog.plan.network}.interp.json")
+    else:
+        os.makedirs(os.path.dirname(os.path.abspath(out)), exist_ok=True)
+    with open(out, "w") as f:
+        json.dump(prog.manifest(), f, indent=1)
+    sys.stderr.write(f"wrote {out}: {len(prog.launches)} launches (interpreter target)\n")
     return 0
 
 

@@ -103,3 +103,11 @@ def test_every_importable_corpus_net_plans_within_5_percent_of_the_bound():
                 assert a.size <= 1.05 * a.lower_bound + 256, (path.name, a)
             planned += 1
     assert planned >= 45  # 11 Paleo nets + the SINGA configs SINGA itself accepts
+
+
+@pytest.mark.skipif(not CORPUS, reason="the shared corpus is not beside the repository")
+def test_brainstorms_own_march_2015_layouts_check(capsys):
+    assert main(["check", str(SHARED / "brainstorm" / "old_format_e0f35f3.layouts.json")]) == 0
+    out = capsys.readouterr().out
+    assert "conftest_fixture): a valid layout: sizes [230, 0, 54]" in out
+    assert "two_named_inputs_mlp): a valid layout: sizes [85, 0, 64]" in out

@@ -87,6 +87,10 @@ def _case(op: str, rng: random.Random):
         return attrs(op, dim=rng.choice([d, d - len(any_shape)])), shapes
     if op == "elementwise":
         return attrs(op, operation=rng.choice(["sum", "product", "max"])), [any_shape] * rng.randint(2, 3)
+    if op in ("argsort", "accuracy"):
+        x = (n, rng.randint(1, 6), rng.randint(1, 3))
+        ins = [x] if op == "argsort" else [x, rng.choice([(n,), (n, 1)])]
+        return attrs(op, topk=rng.randint(1, 3)), ins
     if op == "slice":
         d, k = rng.randrange(len(any_shape)), rng.randint(1, 3)
         x = tuple(s * k if j == d else s for j, s in enumerate(any_shape))
@@ -103,6 +107,8 @@ def _case(op: str, rng: random.Random):
 
 
 def _random_input(shape, op, i, ins):
+    if op == "accuracy" and i == 1:
+        return torch.randint(0, max(1, ins[0][1] * ins[0][2]), shape, dtype=torch.int32)
     if op == "softmax_loss" and i == 1:
         c = ins[0][1]
         if len(shape) == 2 and shape[1] == c and c > 1:

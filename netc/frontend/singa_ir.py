@@ -58,7 +58,8 @@ Mapping (SINGA type -> netc op):
                                        (blob 0) and `<node>.<k>`; consumers take blobs in the order
                                        they are set up, as in SINGA
   kRBMVis / kRBMHid                    energy model (below)
-  kAccuracy, kArgSort, outputs, user   opaque pass-through {type}
+  kArgSort / kAccuracy                 argsort / accuracy {topk}: [N, topk]
+  outputs, user layers                 opaque pass-through {type}
   layers (with a plugin), others
 
 Parameters are bound by SINGA's names (`params: {weight: {name, share_from}}`), so share_from
@@ -282,6 +283,10 @@ class _Net:
             self.slice(n, name, srcs[0], loc)
         elif t in ("kBridgeSrc", "kBridgeDst"):
             self.add("netc.opaque", name, srcs, loc, type=t)
+        elif t == "kArgSort":
+            self.add("netc.argsort", name, srcs[:1], loc, topk=c.get("topk", 1))
+        elif t == "kAccuracy":
+            self.add("netc.accuracy", name, [srcs[0], self.label_of(n.srcs[1], loc)], loc, topk=c.get("topk", 1))
         elif t == "kRBMVis":
             hid = [s for s in n.srcs if self.nodes[s].type == "kRBMHid"]
             ins = [self.ref(s) for s in n.srcs if self.nodes[s].type != "kRBMHid"]

@@ -1,8 +1,9 @@
-"""Losses: SoftmaxLoss (softmax + cross-entropy against integer labels) and EuclideanLoss.
-Both reduce to a scalar (the batch mean)."""
+"""Losses and metrics: SoftmaxLoss (softmax + cross-entropy against integer labels) and
+EuclideanLoss reduce to a scalar (the batch mean); ArgSort and Accuracy give the top-k classes
+per sample (SINGA's kArgSort / kAccuracy data blobs)."""
 from __future__ import annotations
 
-from .registry import Cost, OpDef, ShapeError, prod, register
+from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 
 
 @register
@@ -66,3 +67,55 @@ class EuclideanLoss(OpDef):
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
         return Cost(3 * n, 2 * n, 0)
+
+
+@register
+class ArgSort(OpDef):
+    name = "argsort"
+    types = ("ArgSort", "TopK")
+    arity = (1, 1)
+    attrs = {"topk": AttrSpec("int", 1, doc="how many classes per sample")}
+    doc = "The indices of the `topk` largest features per sample, largest first: [N, ...] -> [N, topk]."
+
+    def infer(self, a, ins):
+        (x,) = ins
+        if len(x) < 2:
+            raise ShapeError(f"ArgSort needs an input of rank >= 2, got {list(x)}", operand=0)
+        if not 1 <= a["topk"] <= prod(x[1:]):
+            raise ShapeError(f"topk {a['topk']} must be between 1 and the {prod(x[1:])} features", attr="topk")
+        return (x[0], a["topk"])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(prod(ins[0]) * a["topk"], 0, 0)
+
+    def reference(self, a, ins, params):
+        (x,) = ins
+        return x.reshape(x.shape[0], -1).topk(a["topk"], dim=1).indices.to(x.dtype)
+
+
+@register
+class Accuracy(OpDef):
+    name = "accuracy"
+    types = ("Accuracy",)
+    arity = (2, 2)
+    attrs = {"topk": AttrSpec("int", 1, doc="a sample counts as right if its label is among the top k")}
+    doc = ("Top-k predictions per sample for an accuracy metric against labels [N] / [N, 1]: "
+           "[N, ...], labels -> [N, topk] (SINGA's kAccuracy blob; the metric is the fraction of "
+           "samples whose label is in their row).")
+
+    def infer(self, a, ins):
+        x, y = ins
+        if len(x) < 2:
+            raise ShapeError(f"Accuracy needs predictions of rank >= 2, got {list(x)}", operand=0)
+        if not y or y[0] != x[0] or prod(y[1:]) != 1:
+            raise ShapeError(f"labels {list(y)} must be class indices [N] or [N, 1] with N = {x[0]}", operand=1)
+        if not 1 <= a["topk"] <= prod(x[1:]):
+            raise ShapeError(f"topk {a['topk']} must be between 1 and the {prod(x[1:])} classes", attr="topk")
+        return (x[0], a["topk"])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(prod(ins[0]) * a["topk"], 0, 0)
+
+    def reference(self, a, ins, params):
+        x = ins[0]
+        return x.reshape(x.shape[0], -1).topk(a["topk"], dim=1).indices.to(x.dtype)
