@@ -64,7 +64,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan memory and show it: buffers, classes, offsets, lifetimes; arena vs lower bound")
     p.add_argument("--layout", metavar="OUT.json",
                    help="write the memory plan in Brainstorm's layout format (read back by `netc check`)")
-    p.add_argument("--plot", metavar="PLAN.svg", help="draw the memory plan: offset against schedule step")
+    p.add_argument("--plot", metavar="PLAN.svg|png", help="draw the memory plan: offset against schedule step")
     p.add_argument("--no-reuse", action="store_true", help="plan without sharing memory between tensors")
     p.add_argument("--verify", action="store_true",
                    help="verify the memory plan at every batch from 1 to the compiled one (always verified "
@@ -267,7 +267,7 @@ def _explain_out(args, module, device, plans):
 def _write_plan_files(args, plans):
     import json
     from .memory.layout import LayoutError, write_layout
-    from .memory.report import plan_svg
+    from .memory.report import plan_png, plan_svg
     if len(plans) != 1 and (args.layout or args.plot):
         raise NetcError("--layout and --plot need a file with exactly one network")
     plan = next(iter(plans.values()))
@@ -280,10 +280,14 @@ def _write_plan_files(args, plans):
             json.dump(doc, f, indent=1)
         sys.stderr.write(f"wrote {args.layout}\n")
     if args.plot:
-        if not args.plot.endswith(".svg"):
-            raise NetcError("--plot writes SVG; name the file *.svg")
-        with open(args.plot, "w") as f:
-            f.write(plan_svg(plan))
+        if args.plot.endswith(".svg"):
+            with open(args.plot, "w") as f:
+                f.write(plan_svg(plan))
+        elif args.plot.endswith(".png"):
+            with open(args.plot, "wb") as f:
+                f.write(plan_png(plan))
+        else:
+            raise NetcError("--plot writes SVG or PNG; name the file *.svg or *.png")
         sys.stderr.write(f"wrote {args.plot}\n")
 
 

@@ -111,3 +111,11 @@ def test_brainstorms_own_march_2015_layouts_check(capsys):
     out = capsys.readouterr().out
     assert "conftest_fixture): a valid layout: sizes [230, 0, 54]" in out
     assert "two_named_inputs_mlp): a valid layout: sizes [85, 0, 64]" in out
+
+
+def test_plot_png(tmp_path):
+    png = tmp_path / "plan.png"
+    assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot", str(png)]) == 0
+    data = png.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and b"IDAT" in data and data.endswith(b"IEND\xaeB`\x82")
+    assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot", str(tmp_path / "x.gif")]) == 1

@@ -63,3 +63,45 @@ def plan_svg(plan: MemoryPlan, cls: int = BATCH, width: int = 900, height: int =
 
 def _esc(s: str) -> str:
     return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+
+
+def plan_png(plan: MemoryPlan, cls: int = BATCH, width: int = 900, height: int = 520) -> bytes:
+    """The same picture as plan_svg as a PNG (rectangles only, no text), rasterized here so no
+    plotting library is needed: offset up, schedule step to the right, one box per buffer."""
+    import struct
+    import zlib
+    bufs = [b for b in plan.buffers if b.cls == cls]
+    arena = max([b.offset + b.size for b in bufs] + [1])
+    steps = max([b.end for b in bufs] + [plan.end, 1])
+    m = 10
+    W, H = width - 2 * m, height - 2 * m
+    px = bytearray(b"\xff" * (width * height * 3))
+    colors = [(0x4e, 0x79, 0xa7), (0xf2, 0x8e, 0x2b), (0xe1, 0x57, 0x59), (0x76, 0xb7, 0xb2),
+              (0x59, 0xa1, 0x4f), (0xed, 0xc9, 0x48), (0xb0, 0x7a, 0xa1), (0xff, 0x9d, 0xa7)]
+
+    def box(x0, y0, x1, y1, rgb, fill=True):
+        x0, x1 = max(0, min(x0, x1)), min(width - 1, max(x0, x1))
+        y0, y1 = max(0, min(y0, y1)), min(height - 1, max(y0, y1))
+        for y in range(y0, y1 + 1):
+            row = y * width * 3
+            if fill or y in (y0, y1):
+                px[row + 3 * x0: row + 3 * (x1 + 1)] = bytes(rgb) * (x1 - x0 + 1)
+            else:
+                px[row + 3 * x0: row + 3 * x0 + 3] = bytes(rgb)
+                px[row + 3 * x1: row + 3 * x1 + 3] = bytes(rgb)
+
+    box(m, m, m + W, m + H, (0x88, 0x88, 0x88), fill=False)
+    for i, b in enumerate(bufs):
+        x0 = m + int(W * b.start / (steps + 1))
+        x1 = m + max(int(W * (b.end + 1) / (steps + 1)) - 1, x0)
+        y1 = m + H - int(H * b.offset / arena)
+        y0 = m + H - int(H * (b.offset + b.size) / arena)
+        box(x0, y0, x1, max(y1 - 1, y0), colors[i % len(colors)])
+        box(x0, y0, x1, max(y1 - 1, y0), (0x33, 0x33, 0x33), fill=False)
+    raw = b"".join(b"\x00" + bytes(px[y * width * 3:(y + 1) * width * 3]) for y in range(height))
+
+    def chunk(tag, data):
+        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xffffffff)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
+            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
