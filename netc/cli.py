@@ -293,7 +293,7 @@ def _write_plan_files(args, plans):
 
 def _check_layout(args, diag, text):
     """`netc check`/`import` on a Brainstorm layout: read it and verify it (W1-W4, overlaps)."""
-    from .frontend.jsonloc import load_json
+    from .frontend.jsonloc import load_json, nearest_loc
     from .memory.layout import LayoutError, read_layout
     from .diagnostics import SOURCES, Loc
     SOURCES.add(args.file, text)
@@ -315,7 +315,7 @@ def _check_layout(args, diag, text):
         except LayoutError as e:
             for path, msg in e.problems:
                 path = base + path[1:]
-                loc = locs.get(path) or _nearest(locs, path) or Loc(args.file, 1, 1)
+                loc = locs.get(path) or nearest_loc(locs, path) or Loc(args.file, 1, 1)
                 diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
             continue
         n = len(getattr(lay, "arrays", []) or [])
@@ -327,13 +327,6 @@ def _check_layout(args, diag, text):
     return 0
 
 
-def _nearest(locs, path):
-    while path and path not in locs:
-        cut = max(path.rfind("."), path.rfind("["))
-        if cut <= 0:
-            return None
-        path = path[:cut]
-    return locs.get(path)
 
 
 def _layout_text(path):

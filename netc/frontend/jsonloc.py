@@ -158,3 +158,13 @@ def load_json(text: str, file: str = "<input>"):
     if r.i != len(r.s):
         r.fail("extra data after the JSON value")
     return v, r.locs, r.dups
+
+
+def nearest_loc(locs: dict, path: str):
+    """The location of `path`, or of its closest enclosing value that has one."""
+    while path and path not in locs:
+        cut = max(path.rfind("."), path.rfind("["))
+        if cut <= 0:
+            return None
+        path = path[:cut]
+    return locs.get(path)

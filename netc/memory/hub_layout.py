@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..frontend.jsonloc import path_join
+from ..frontend.jsonloc import nearest_loc, path_join
 from .layout import LayoutError
 
 CATEGORIES7 = ("inputs", "outputs", "parameters", "internals", "input_deltas", "output_deltas", "gradients")
@@ -248,7 +248,7 @@ def check_hub_document(args, diag, doc, locs, text=None) -> int:
         lay = read_hub_layout(doc)
     except LayoutError as e:
         for path, msg in e.problems:
-            loc = locs.get(path) or _nearest(locs, path) or Loc(args.file, 1, 1)
+            loc = locs.get(path) or nearest_loc(locs, path) or Loc(args.file, 1, 1)
             diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
         raise NetcError(diag.diagnostics[:])
     if isinstance(doc.get("architecture"), dict):
@@ -262,10 +262,3 @@ def check_hub_document(args, diag, doc, locs, text=None) -> int:
     return 0
 
 
-def _nearest(locs, path):
-    while path and path not in locs:
-        cut = max(path.rfind("."), path.rfind("["))
-        if cut <= 0:
-            return None
-        path = path[:cut]
-    return locs.get(path)
