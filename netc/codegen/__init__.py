@@ -5,7 +5,7 @@
     launcher.py  the C launcher source, its header, and the `cc` build
 
 compile_module() is what `netc compile --target cuda` runs after the passes (the pipeline plus
-fuse and plan-memory). The interpreter target is not written yet.
+fuse and plan-memory). The interpreter target (netc/runtime/interp.py) reuses lower.py as is.
 """
 from __future__ import annotations
 

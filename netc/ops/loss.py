@@ -105,6 +105,8 @@ class Accuracy(ArgSort):
 
     def infer(self, a, ins):
         x, y = ins
+        if len(x) < 2:
+            raise ShapeError(f"Accuracy needs predictions of rank >= 2, got {list(x)}", operand=0)
         if not y or y[0] != x[0] or prod(y[1:]) != 1:
             raise ShapeError(f"labels {list(y)} must be class indices [N] or [N, 1] with N = {x[0]}", operand=1)
         return super().infer(a, [x])
