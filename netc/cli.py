@@ -357,10 +357,15 @@ def cmd_import(args, diag):
     if titles:
         header += "\n" + "\n".join(titles)
     text = write_nd(module, header=header)
-    if args.output == "-":
+    return _emit(text, args.output)
+
+
+def _emit(text: str, output: str) -> int:
+    """Write a command's result to `output`, or to stdout for '-'."""
+    if output == "-":
         sys.stdout.write(text)
     else:
-        with open(args.output, "w") as f:
+        with open(output, "w") as f:
             f.write(text)
     return 0
 
@@ -426,12 +431,7 @@ def cmd_export(args, diag):
     from .export import export
     text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase,
                   options={"singa_version": getattr(args, "singa_version", None)})
-    if args.output == "-":
-        sys.stdout.write(text)
-    else:
-        with open(args.output, "w") as f:
-            f.write(text)
-    return 0
+    return _emit(text, args.output)
 
 
 def cmd_compile(args, diag):
