@@ -21,19 +21,29 @@ def detect_format(path: str, text: str) -> str:
     return "nd"
 
 
-def load(path: str, diag: DiagnosticEngine | None = None, batch: int = 1, options: dict | None = None):
-    """Read `path` and return its IR module. Raises NetcError for the user's problems."""
+def read_source(path: str, name: str | None = None) -> str:
+    """A source file's text. Missing files, directories and bytes that are not UTF-8 become
+    NetcErrors (the last with the line and column of the first bad byte)."""
     try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb") as f:
+            data = f.read()
     except FileNotFoundError:
         raise NetcError(f"no such file: '{path}'")
     except IsADirectoryError:
         raise NetcError(f"'{path}' is a directory, not a network file")
-    except UnicodeDecodeError as e:
-        raise NetcError(f"'{path}' is not UTF-8 text (byte {e.start})")
     except OSError as e:
-        raise NetcError(f"cannot read '{path}': {e.strerror}")
+        raise NetcError(f"cannot read '{path}': {e.strerror or e}")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[:e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise NetcError("file is not valid UTF-8", Loc(name or path, line, col))
+
+
+def load(path: str, diag: DiagnosticEngine | None = None, batch: int = 1, options: dict | None = None):
+    """Read `path` and return its IR module. Raises NetcError for the user's problems."""
+    text = read_source(path)
     return load_text(text, path, diag, batch, options)
 
 

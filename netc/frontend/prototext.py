@@ -434,16 +434,7 @@ class _Parser:
 
 def parse_file(path: str, file_name: str | None = None) -> Message:
     """Read and parse a text-format file. I/O and decoding problems become NetcError."""
+    from . import read_source
     name = file_name or str(path)
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise NetcError(f"cannot read '{path}': {e.strerror or e}")
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise NetcError("file is not valid UTF-8", Loc(name, line, col))
+    text = read_source(str(path), name)
     return parse_text(text, name)

@@ -786,17 +786,8 @@ def _looks_like_path(s) -> bool:
 
 
 def _read_text(path: str) -> str:
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as e:
-        raise NetcError(f"cannot read '{path}': {e.strerror or e}")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise NetcError("file is not valid UTF-8", Loc(path, line, col))
+    from . import read_source
+    return read_source(path)
 
 
 # ------------------------------------------------------------------------------------------
