@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 NETC   := $(VENV)/bin/netc
 STAMP  := $(VENV)/.netc-installed
 
-.PHONY: install demo test golden bench clean
+.PHONY: install demo test golden bench gpu-wheels clean
 
 install: $(STAMP)
 
@@ -22,6 +22,8 @@ demo: install
 	$(NETC) check examples/alexnet.nd
 	$(NETC) explain examples/alexnet.nd --brief
 	$(NETC) explain examples/inception_v3.nd --brief | tail -n 4
+	$(NETC) compile examples/alexnet.nd -o build/alexnet.so --target cuda
+	$(NETC) run examples/lenet.nd --phase test --target interp --compare --batch 2 --spatial 20 --interp-blocks large
 
 test: install
 	$(PY) -m pytest -q
@@ -32,6 +34,12 @@ golden: install
 
 bench: install
 	$(PY) bench/frontend.py
+
+# The pure-Python wheels a GPU machine without network access lacks (lark), for CPython 3.12,
+# into .whl/ (git-ignored); README.md, "On a GPU machine", says how to use them there.
+gpu-wheels: install
+	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+	    --platform any -d .whl "lark>=1.1.9"
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

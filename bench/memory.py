@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
-"""Memory-plan benchmark: for every Paleo corpus net (and every SINGA config netc can import),
-at inference with the batch as written, print the planned arena, the lower bound (peak of live
-bytes), their ratio, the bytes without reuse, Brainstorm-style bytes (one slot per buffer, no
-reuse, no zero-copy) and the planning time; write bench/results/memory.json.
+"""Memory-plan benchmark: for every Paleo corpus net (and every SINGA config netc can import,
+and the examples), at inference with the batch as written, after the fuse pass, print the
+planned arena with fusion-aware planning (one step per fusion group, intermediates in no
+memory: what `netc compile` uses) and op by op (fusion="none": every layer its own step), the
+lower bound (peak of live bytes) of each, the arena / bound ratio, the bytes without reuse,
+Brainstorm-style bytes (one slot per buffer, no reuse, no zero-copy) and the planning time;
+write bench/results/memory.json.
 
     python bench/memory.py [--shared ../shared]
 
 Arena and bound include the constant (parameter) arena and the batch arena at the compiled
-batch. A benchmark, not a test: nothing here asserts.
+batch; `batch_arena_*` are the batch arena alone (where fusion makes its difference). A
+benchmark, not a test: nothing here asserts.
 """
 from __future__ import annotations
 
@@ -34,7 +38,7 @@ def plan_file(path: str, phase: str = "train"):
     diag = DiagnosticEngine()
     try:
         m = load(path, diag)
-        PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+        PassManager(DEFAULT_PIPELINE + ["fuse"]).run(m, PassContext(diag=diag, phase=phase))
     except NetcError as e:
         return {"file": os.path.relpath(path, ROOT), "error": e.diagnostics[0].message}
     out = []
@@ -43,13 +47,21 @@ def plan_file(path: str, phase: str = "train"):
         plan = plan_memory(m, net)
         dt = time.perf_counter() - t0
         problems = verify_plan(plan, m, net)
-        reuse_free = plan_memory(m, net, reuse=False, inplace=False, concat="none")
-        j = plan_json(plan)
+        per_op = plan_memory(m, net, fusion="none")
+        problems += verify_plan(per_op, m, net)
+        reuse_free = plan_memory(m, net, reuse=False, inplace=False, concat="none", fusion="none")
+        j, u = plan_json(plan), plan_json(per_op)
         slots = sum(a.naive * (plan.batch if a.cls == BATCH else 1) for a in reuse_free.arenas)
         out.append({"file": os.path.relpath(path, ROOT), "network": plan.network, "batch": plan.batch,
                     "arena_bytes": j["arena_bytes"], "lower_bound_bytes": j["lower_bound_bytes"],
-                    "ratio": j["ratio"], "no_reuse_bytes": j["no_reuse_bytes"],
-                    "brainstorm_bytes": slots, "plan_seconds": round(dt, 4), "verified": not problems})
+                    "ratio": j["ratio"], "arena_bytes_unfused": u["arena_bytes"],
+                    "lower_bound_bytes_unfused": u["lower_bound_bytes"], "ratio_unfused": u["ratio"],
+                    "batch_arena_bytes": plan.arenas[BATCH].size * plan.batch,
+                    "batch_arena_bytes_unfused": per_op.arenas[BATCH].size * plan.batch,
+                    "steps": len(plan.steps), "steps_unfused": len(per_op.steps),
+                    "fused_tensors": j["fused_tensors"], "fused_bytes": j["fused_bytes"],
+                    "no_reuse_bytes": j["no_reuse_bytes"], "brainstorm_bytes": slots,
+                    "plan_seconds": round(dt, 4), "verified": not problems})
     return out
 
 
@@ -64,8 +76,9 @@ def main():
     files += sorted(glob.glob(os.path.join(ROOT, "examples", "*.nd")))
     rows, skipped = [], []
     mib = 2 ** 20
-    print(f"{'network':42} {'batch':>5} {'arena MiB':>10} {'bound MiB':>10} {'ratio':>6} {'no-reuse MiB':>12} "
-          f"{'brainstorm MiB':>14} {'plan s':>7}")
+    print(f"{'network':34} {'batch':>5} {'steps':>9} {'batch arena MiB':>16} {'saved':>6} {'arena MiB':>10} "
+          f"{'bound MiB':>10} {'ratio':>6} {'no-reuse MiB':>12} {'brainstorm MiB':>14} {'plan s':>7}")
+    print(f"{'':34} {'':5} {'fused/op':>9} {'fused/op by op':>16}")
     for f in files:
         r = plan_file(f)
         if isinstance(r, dict):
@@ -74,17 +87,24 @@ def main():
         for x in r:
             rows.append(x)
             name = os.path.basename(x["file"]) + ("" if x["network"] in x["file"] else f":{x['network']}")
-            print(f"{name[:42]:42} {x['batch']:>5} {x['arena_bytes'] / mib:>10.2f} {x['lower_bound_bytes'] / mib:>10.2f} "
-                  f"{x['ratio']:>6.3f} {x['no_reuse_bytes'] / mib:>12.2f} {x['brainstorm_bytes'] / mib:>14.2f} "
-                  f"{x['plan_seconds']:>7.3f}{'' if x['verified'] else '  VERIFY FAILED'}", flush=True)
+            fb, ub = x["batch_arena_bytes"], x["batch_arena_bytes_unfused"]
+            saved = f"{100 * (ub - fb) / ub:5.1f}%" if ub else "  -  "
+            print(f"{name[:34]:34} {x['batch']:>5} {str(x['steps']) + '/' + str(x['steps_unfused']):>9} "
+                  f"{f'{fb / mib:.2f}/{ub / mib:.2f}':>16} {saved:>6} {x['arena_bytes'] / mib:>10.2f} "
+                  f"{x['lower_bound_bytes'] / mib:>10.2f} {x['ratio']:>6.3f} {x['no_reuse_bytes'] / mib:>12.2f} "
+                  f"{x['brainstorm_bytes'] / mib:>14.2f} {x['plan_seconds']:>7.3f}"
+                  f"{'' if x['verified'] else '  VERIFY FAILED'}", flush=True)
     worst = max((x["ratio"] for x in rows), default=1.0)
-    print(f"{len(rows)} plans, worst arena / lower bound {worst:.3f}; {len(skipped)} files not importable "
-          f"(see 'skipped' in the results)")
+    smaller = sum(1 for x in rows if x["arena_bytes"] < x["arena_bytes_unfused"])
+    larger = sum(1 for x in rows if x["arena_bytes"] > x["arena_bytes_unfused"])
+    print(f"{len(rows)} plans, worst arena / lower bound {worst:.3f}; fusion-aware planning: {smaller} smaller, "
+          f"{larger} larger than op by op; {len(skipped)} files not importable (see 'skipped' in the results)")
     import torch
     meta = {"benchmark": "memory", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
                         "cpus": os.cpu_count(), "python": platform.python_version()},
-            "versions": {"torch": torch.__version__}, "mode": "inference", "results": rows, "skipped": skipped}
+            "versions": {"torch": torch.__version__}, "mode": "inference", "fuse": True,
+            "results": rows, "skipped": skipped}
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as fh:
         json.dump(meta, fh, indent=1)

@@ -33,6 +33,26 @@ def _singa_version(p):
                    help="read a SINGA job.conf as this release's format (default: detected from the file)")
 
 
+def _precision(p, dtype_help):
+    """--dtype / --tf32 of compile and opt (checked by _precision_options: a bad dtype is exit 1)."""
+    p.add_argument("--dtype", default=None, metavar="DTYPE",
+                   help=dtype_help + "; accumulation is always f32. Softmax outputs, losses and batch-norm "
+                        "parameters stay f32")
+    p.add_argument("--tf32", action="store_true",
+                   help="let f32 convolutions and inner products use TF32 tensor cores (off by default)")
+
+
+def _precision_options(args):
+    """ctx.options["set_dtype"] from --dtype/--tf32, or None when neither is given."""
+    from .passes.set_dtype import parse_dtype
+    if args.dtype is None and not args.tf32:
+        return None
+    dtype = parse_dtype(args.dtype) if args.dtype is not None else None
+    if args.tf32 and dtype not in (None, "f32"):
+        raise NetcError(f"--tf32 applies to f32 matrix products; --dtype {args.dtype} has none (drop one of them)")
+    return {"dtype": dtype, "tf32": args.tf32}
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="netc", description="netc: a compiler toolchain for neural networks")
     ap.add_argument("--version", action="version", version=f"netc {__version__}")
@@ -52,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="print a per-pass time report to stderr")
     p.add_argument("--no-locs", action="store_true", help="omit loc(...) from printed IR")
     p.add_argument("--list-passes", action="store_true", help="list the passes and exit")
+    _precision(p, "add the set-dtype pass: floating tensors and parameters in f32, bf16 or fp16")
 
     p = sub.add_parser("explain", help="IR after each pass, then shapes, parameters, FLOPs and memory per layer")
     _common(p)
@@ -80,23 +101,49 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", metavar="OUT.nd", help="where to write (default: stdout)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     _singa_version(p)
-    p = sub.add_parser("run", help="execute a network and print (or save) its outputs")
+    p = sub.add_parser("run", help="execute a network (a source, or a compiled NET.so on the GPU) and print (or save) "
+                                   "its outputs")
     _common(p)
+    p.set_defaults(batch=None)   # NET.so: the compiled batch; sources: the file's (--batch B rescales them)
     p.add_argument("--reference", action="store_true",
                    help="run the torch reference executor (the oracle); same as --target reference")
     p.add_argument("--target", choices=("reference", "interp"), default=None,
                    help="reference: the torch reference executor; interp: the compiled kernels, schedule and "
                         "memory plan on the CPU through Triton's interpreter (f32)")
     p.add_argument("--compare", action="store_true",
-                   help="with --target interp: also print the max relative error against the reference")
+                   help="with --target interp or a NET.so: also print the max relative error against the reference "
+                        "(exit 1 beyond the precision's tolerance)")
+    p.add_argument("--source", metavar="FILE",
+                   help="with NET.so --compare: the network source (default: the one recorded at compile time)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
                    help="feed input NAME from a .npy file (repeatable); without inputs, random ones")
     p.add_argument("--inputs", metavar="IN.npz", help="feed inputs from an .npz archive, by input name")
-    p.add_argument("--params", metavar="P.npz", help="parameters by name (missing ones are random)")
+    p.add_argument("--params", metavar="P.npz|P.safetensors",
+                   help="parameters by name (missing ones are random); with NET.so they replace embedded ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.add_argument("--network", metavar="NAME", help="run this network only (default: every network)")
-    p.add_argument("--dtype", choices=("f32", "f64"), default="f64", help="floating dtype (default f64)")
+    p.add_argument("--dtype", default=None, metavar="DTYPE",
+                   help="--reference: the executor's floating dtype, f64 (default) or f32; --target interp: the "
+                        "dtype the network is compiled in, f32 (default), bf16 or fp16 (--compare then checks "
+                        "against the f64 reference with that dtype's tolerance)")
+    p.add_argument("--tf32", action="store_true",
+                   help="with --target interp: f32 matrix products use TF32 (the interpreter rounds the operands "
+                        "as the tensor cores do)")
     p.add_argument("--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
+    p.add_argument("--spatial", metavar="N|HxW|min",
+                   help="scale the network down (or up): every 4-D input gets H x W = N x N (or HxW; min: the "
+                        "smallest valid N) before shape inference; convolutions, pools and inner products follow. "
+                        "With --batch B (every input's batch becomes B) a big network runs small")
+    p.add_argument("--opaque-as-identity", action="store_true",
+                   help="run layers of unknown type (opaque pass-throughs, Paleo's Generic layers) as the identity, "
+                        "with a warning naming them; without it such a network cannot run on --target interp")
+    p.add_argument("--interp-blocks", choices=("cuda", "large"), default=None,
+                   help="with --target interp: the kernels' tile sizes; cuda (default): exactly the .so's; large: "
+                        "tiles as large as the problem, the same kernels 10-100x faster under the interpreter")
+    for a in p._actions:
+        if a.dest == "batch":   # a source's inputs all take batch B (a NET.so runs at batch B)
+            a.help = ("run at batch B: every input's first axis becomes B (a Brainstorm file's B, default 1); "
+                      "NET.so: at most its compiled batch (default: that batch)")
     p = sub.add_parser("export", help="write the network as Paleo JSON, a SINGA v0.3 job.conf or a Brainstorm layout")
     _common(p)
     p.add_argument("--format", required=True, choices=("paleo", "singa", "layout"), help="the format to write")
@@ -108,6 +155,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the shared library to write (and NET.h); --target interp: a manifest .json or a directory")
     p.add_argument("--target", choices=("cuda", "interp"), default="cuda")
     p.add_argument("--arch", choices=("sm_90", "sm_80"), default="sm_90")
+    _precision(p, "compile floating tensors and parameters in f32, bf16 or fp16 (default: as the file "
+                  "declares them)")
+    p.add_argument("--params", metavar="P.npz|P.safetensors",
+                   help="embed these parameters in NET.so (every one, by name; see the manifest), so that it needs "
+                        "no netc_set_params; with --embed-params, missing ones are random")
+    p.add_argument("--embed-params", action="store_true",
+                   help="embed parameters in NET.so: random ones from --seed (as `netc run --reference` draws them) "
+                        "for every parameter --params does not give")
+    p.add_argument("--seed", type=int, default=0, help="seed of the random parameters of --embed-params (default 0)")
+    p.add_argument("--opaque-as-identity", action="store_true",
+                   help="compile layers of unknown type (opaque pass-throughs, Paleo's Generic layers) as the "
+                        "identity, with a warning naming them (zero-copy where the memory plan can alias)")
     p.add_argument("--emit", nargs=2, action="append", default=[], metavar=("WHAT", "DIR"),
                    help="also write intermediate code: `--emit triton DIR` writes the Triton source of every kernel")
     return ap
@@ -146,7 +205,7 @@ def _load(args, diag):
     from .frontend import load
     # Errors the frontend collected do not stop here: the passes skip the layers it marked
     # invalid and go on to report independent problems elsewhere in the file.
-    return load(args.file, diag, getattr(args, "batch", 1),
+    return load(args.file, diag, getattr(args, "batch", None) or 1,
                 options={"singa_version": getattr(args, "singa_version", None)})
 
 
@@ -177,9 +236,15 @@ def cmd_opt(args, diag):
     module = _load(args, diag)
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes is not None else DEFAULT_PIPELINE
     after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
+    ctx = _ctx(args, diag)
+    precision = _precision_options(args)
+    if precision is not None:
+        ctx.options["set_dtype"] = precision
+        if "set-dtype" not in names:
+            names = list(names) + ["set-dtype"]
     pm = PassManager(names, print_after_all=args.print_ir_after_all, print_after=after)
     try:
-        pm.run(module, _ctx(args, diag))
+        pm.run(module, ctx)
     finally:
         if args.timing:
             sys.stderr.write(pm.timing_report())
@@ -198,9 +263,10 @@ def cmd_explain(args, diag):
     want_plan = args.memory or args.layout or args.plot or args.verify
     ctx = _ctx(args, diag)
     if want_plan:
-        # the layout format cannot express strided (channel-concat) slices: plan contiguous ones then
+        # the layout format cannot express strided (channel-concat) slices nor fused intermediates
+        # (one array per layer output): plan contiguous slices, op by op, then
         ctx.options["plan_memory"] = {"reuse": not args.no_reuse,
-                                      **({"concat": "contiguous"} if args.layout else {})}
+                                      **({"concat": "contiguous", "fusion": "none"} if args.layout else {})}
     pm = PassManager(DEFAULT_PIPELINE + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
     pm.run(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
@@ -374,6 +440,13 @@ def cmd_run(args, diag):
     import torch
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     from .runtime import io, run_module
+    from .runtime.native import is_compiled
+    if is_compiled(args.file):
+        for flag in ("spatial", "opaque_as_identity", "interp_blocks"):
+            if getattr(args, flag):
+                raise NetcError(f"--{flag.replace('_', '-')} applies to a network source, not to a compiled NET.so "
+                                f"(its shapes and kernels are fixed)")
+        return _run_compiled(args)
     target = args.target or ("reference" if args.reference else None)
     if target is None:
         raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
@@ -381,23 +454,59 @@ def cmd_run(args, diag):
         raise NetcError("--reference and --target interp contradict each other; give one")
     if args.compare and target != "interp":
         raise NetcError("--compare needs --target interp")
+    if args.interp_blocks and target != "interp":
+        raise NetcError("--interp-blocks needs --target interp")
+    ref_dtype, precision = _run_dtypes(args, target)
     if target == "interp":
         # before anything imports netc.kernels: the interpreter mode is fixed at import
         from .runtime.interp import ensure_interpreter
         ensure_interpreter()
     module = _load(args, diag)
-    PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
+    scaled = _scale(module, args)
+    try:
+        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])).run(
+            module, _ctx(args, diag))
+    except NetcError as e:
+        errors = [d for d in e.diagnostics if d.severity == "error"]
+        if scaled and errors:
+            errors[0].note(f"the inputs were scaled ({scaled}) before shape inference")
+        raise
     inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
     for k, v in io.parse_input_specs(args.input).items():
         if k in inputs:
             raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
         inputs[k] = v
-    params = io.load_npz(args.params, "--params") if args.params else None
+    from .runtime.params import read_params
+    params = read_params(args.params, "--params") if args.params else None
+    failed = []
     if target == "interp":
-        outs = _run_interp(module, args, inputs or None, params)
+        outs, failed = _run_interp(module, args, inputs or None, params, precision)
     else:
         outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
-                          dtype=torch.float32 if args.dtype == "f32" else torch.float64)
+                          dtype=torch.float32 if ref_dtype == "f32" else torch.float64)
+    return _print_outputs(args, outs, failed)
+
+
+def _scale(module, args):
+    """`netc run --batch B --spatial N`: new input shapes before shape inference (runtime/scale.py)."""
+    if args.batch is None and args.spatial is None:
+        return None
+    from .runtime.scale import scale_inputs, smallest_spatial
+    if args.spatial == "min":
+        n = smallest_spatial(lambda: _load(args, DiagnosticEngine()), args.batch, args.phase)
+        if n is None:
+            raise NetcError("--spatial min: no spatial size up to 4096 makes this network valid")
+        sys.stderr.write(f"--spatial min: {n} is the smallest valid spatial size\n")
+        args.spatial = str(n)
+    changed = scale_inputs(module, batch=args.batch, spatial=args.spatial)
+    for net, name, old, new in changed:
+        sys.stderr.write(f"input '{name}'{f' of {net}' if len(module.networks()) > 1 else ''}: {old} -> {new}\n")
+    return " ".join(f"--{k} {v}" for k, v in (("batch", args.batch), ("spatial", args.spatial)) if v is not None)
+
+
+def _print_outputs(args, outs, failed):
+    """`netc run`'s result: a summary line per output (or --output OUT.npz); then the --compare failures."""
+    from .runtime import io
     if args.output:
         io.save_npz(args.output, outs)
         sys.stderr.write(f"wrote {args.output} ({len(outs)} output{'s' if len(outs) != 1 else ''})\n")
@@ -405,26 +514,82 @@ def cmd_run(args, diag):
         width = max((len(k) for k in outs), default=0)
         for k, v in outs.items():
             print(io.describe(k, v, width))
+    if failed:
+        raise NetcError(failed)
     return 0
 
 
-def _run_interp(module, args, inputs, params):
-    """`netc run --target interp`: one network; with --compare, the max relative error (max |diff| over
-    max |reference|) of every output against the reference executor on the same values."""
-    from .runtime.interp import default_inputs, run_interp
+def _run_compiled(args):
+    """`netc run NET.so`: the compiled network on the GPU (runtime.native.run_cli)."""
+    from .runtime.native import run_cli
+    outs, failed = run_cli(args)
+    return _print_outputs(args, outs, failed)
+
+
+_REFERENCE_DTYPES = {"f64": "f64", "fp64": "f64", "f32": "f32", "fp32": "f32"}
+
+
+def _run_dtypes(args, target):
+    """(reference executor dtype, interp precision {dtype, tf32}) from `netc run`'s --dtype/--tf32.
+    One flag, one meaning per target: the reference executor computes in f64 or f32; the interpreter
+    target runs the network compiled in f32, bf16 or fp16 (default: as the file declares it)."""
+    from .diagnostics import did_you_mean
+    from .passes.set_dtype import DTYPE_NAMES
+    d = args.dtype
+    if target == "reference":
+        if args.tf32:
+            raise NetcError("--tf32 needs --target interp (the reference executor has no TF32)")
+        if d is None or d in _REFERENCE_DTYPES:
+            return _REFERENCE_DTYPES.get(d, "f64"), None
+        if d in DTYPE_NAMES:
+            raise NetcError(f"--dtype {d} is a compiled dtype: use it with --target interp (compared against the "
+                            f"f64 reference with --compare); the reference executor computes in f64 or f32")
+        hint = did_you_mean(d, list(_REFERENCE_DTYPES) + list(DTYPE_NAMES))
+        raise NetcError(f"unknown --dtype '{d}' (the reference executor: f64, f32; --target interp: f32, bf16, "
+                        f"fp16)" + (f"; did you mean '{hint}'?" if hint else ""))
+    if d in ("f64", "fp64"):
+        raise NetcError("--target interp runs f32, bf16 or fp16 kernels; f64 is the reference executor's "
+                        "(--reference --dtype f64), which --compare checks against")
+    return None, _precision_options(args) or {}
+
+
+def _run_interp(module, args, inputs, params, precision):
+    """`netc run --target interp`: every network (or --network), compiled in precision's dtype; with
+    --compare, the max relative error (max |diff| over max |reference|) of every output against the
+    float64 reference executor on the same values, and a diagnostic for each output beyond that
+    precision's tolerance (runtime.interp.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
+    when the file has several networks (as --reference does). Returns (outputs, diagnostics)."""
+    from .diagnostics import Diagnostic
+    from .passes.set_dtype import precision_of
+    from .runtime.interp import InterpProgram, default_inputs, network_tolerance, split_inputs
     from .runtime.reference import run_reference
-    from .runtime.interp import prepare
-    net, _ = prepare(module, args.network, args.phase)
-    if inputs is None:
-        inputs = default_inputs(module, net, args.seed)
-    outs = run_interp(module, inputs, params, seed=args.seed, network=net)
-    if args.compare:
-        ref = run_reference(module, inputs, params, network=net, seed=args.seed)
-        for k, v in outs.items():
-            r = ref[k]
-            err = float((v.double() - r).abs().max()) / max(float(r.abs().max()), 1e-30) if r.numel() else 0.0
-            sys.stderr.write(f"{k}: max relative error {err:.3e} against the reference\n")
-    return outs
+    nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
+    per = split_inputs(module, nets, inputs)
+    outs, failed = {}, []
+    for name in nets:
+        prog = InterpProgram(module, name, params=params, seed=args.seed, phase=args.phase,
+                             dtype=precision.get("dtype"), tf32=precision.get("tf32", False),
+                             blocks=args.interp_blocks or "cuda")
+        ins = per[name] if per[name] is not None else default_inputs(module, prog.net, args.seed)
+        got = prog.run(ins)
+        prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
+        if args.compare:
+            ref = run_reference(module, ins, params, network=prog.net, seed=args.seed)
+            prec = precision_of(prog.net)
+            tol = network_tolerance(prec)
+            what = prec["dtype"] + (" (TF32 products)" if prec["tf32"] else "")
+            for k, v in got.items():
+                r = ref[k]
+                err = float((v.double() - r).abs().max()) / max(float(r.abs().max()), 1e-30) if r.numel() else 0.0
+                if err != err:   # NaN
+                    err = float("inf")
+                sys.stderr.write(f"{prefix}{k}: max relative error {err:.3e} against the f64 reference ({what}: "
+                                 f"tolerance {tol:.0e})\n")
+                if err > tol:
+                    failed.append(Diagnostic("error", f"output '{prefix}{k}' of the {what} network differs from the "
+                                                      f"f64 reference: max relative error {err:.3e} > {tol:.0e}"))
+        outs.update({prefix + k: v for k, v in got.items()})
+    return outs, failed
 
 
 def cmd_export(args, diag):
@@ -437,8 +602,12 @@ def cmd_export(args, diag):
 def cmd_compile(args, diag):
     from .codegen import compile_module
     from .passes.manager import DEFAULT_PIPELINE, PassManager
+    precision = _precision_options(args)   # a bad --dtype fails before any work
     if args.target == "interp":
-        return _compile_interp(args, diag)
+        if args.params or args.embed_params:
+            raise NetcError("--params/--embed-params embed parameters in a .so (--target cuda); the interpreter "
+                            "target takes them at run time (netc run --target interp --params)")
+        return _compile_interp(args, diag, precision or {})
     # AOT compilation needs real @triton.jit kernels: the interpreter mode is fixed at import
     os.environ.pop("TRITON_INTERPRET", None)
     emit = {}
@@ -449,14 +618,38 @@ def cmd_compile(args, diag):
     module = _load(args, diag)
     ctx = _ctx(args, diag)
     ctx.options["plan_memory"] = {"mode": "inference"}
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(module, ctx)
-    r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"))
+    if precision is not None:
+        ctx.options["set_dtype"] = precision
+    PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
+                + (["set-dtype"] if precision is not None else []) + ["fuse", "plan-memory"]).run(module, ctx)
+    embed = _embedded_params(args)
+    r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
+                       embed_params=embed, embed_seed=args.seed if args.embed_params else None,
+                       source=_source_record(args))
     sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {r.launches} launches, {r.kernels} kernels "
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s\n")
     return 0
 
 
-def _compile_interp(args, diag):
+def _embedded_params(args):
+    """--params FILE as tensors (checked against the network by compile_module), {} for --embed-params
+    alone, None when nothing is embedded."""
+    if args.params:
+        from .runtime.params import read_params
+        return read_params(args.params, "--params")
+    return {} if args.embed_params else None
+
+
+def _source_record(args) -> dict:
+    """What `netc run NET.so --compare` needs to rebuild the reference: the source and load options."""
+    import hashlib
+    with open(args.file, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    return dict(path=os.path.abspath(args.file), sha256=digest, phase=args.phase, batch=getattr(args, "batch", None),
+                singa_version=getattr(args, "singa_version", None))
+
+
+def _compile_interp(args, diag, precision):
     """`netc compile --target interp`: lower the network for the interpreter (validating every group
     against the plan) and write a JSON manifest (OUT if it ends in .json, else OUT/<network>.interp.json)."""
     import json
@@ -468,7 +661,11 @@ def _compile_interp(args, diag):
     nets = module.networks()
     if len(nets) != 1:
         raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
-    prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase)
+    if args.opaque_as_identity:   # its warnings go to the command's diagnostics; InterpProgram skips done work
+        from .passes.manager import DEFAULT_PIPELINE, PassManager
+        PassManager(DEFAULT_PIPELINE + ["opaque-as-identity"]).run(module, _ctx(args, diag))
+    prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase, dtype=precision.get("dtype"),
+                         tf32=precision.get("tf32", False))
     out = args.output
     if not out.endswith(".json"):
         os.makedirs(out, exist_ok=True)

@@ -7,11 +7,15 @@
   original type (Paleo's Generic layer). Importing the result gives the same IR.
 * `layout` -- the memory plan in Brainstorm's March-2015 layout format (netc.memory.layout), planned
   with contiguous concatenations, as `netc explain --layout` writes it.
-* `singa`  -- a SINGA v0.3 job.conf (NetProto text) for nets SINGA can express: kRecordInput (one
-  data input; NHWC [N, H, W, C] becomes store_conf batchsize N, shape C, H, W -- SINGA is NCHW),
-  kCConvolution, kCPooling (MAX/AVG), kReLU/kSigmoid/kActivation (fused activations become their own
-  layer named `<layer>_<activation>`), kLRN, kInnerProduct, kDropout, kConcate, kSoftmax,
-  kSoftmaxLoss (its label source is the data layer: SINGA's labels travel with the records).
+* `singa`  -- a SINGA job.conf (NetProto text) for one phase (netc/export_singa.py). A net SINGA
+  built (imported from a job.conf) is written back, in its own SINGA version, as the config that
+  builds it again: unrolling, partitioning, parameter names and share_from recovered, so importing
+  the result gives the same IR. Other nets become SINGA v0.3 jobs with one layer per netc layer:
+  kRecordInput (one data input; NHWC [N, H, W, C] becomes store_conf batchsize N, shape C, H, W --
+  SINGA is NCHW), kCConvolution, kCPooling (MAX/AVG), kReLU/kSigmoid/kActivation (fused
+  activations become their own layer named `<layer>_<activation>`), kLRN, kInnerProduct, kDropout,
+  kConcate, kSlice, kSoftmax, kBM, kArgSort, kAccuracy, kGRU (one step), kSoftmaxLoss (its label
+  source is the data layer: SINGA's labels travel with the records), kEuclideanLoss.
 
 Anything a format cannot say is an error naming the layer, never a silent approximation.
 """
@@ -84,8 +88,8 @@ def _paleo_layer(op, in_block=False):
     t, keys = _TO_PALEO[op.name]
     spec = {"type": t, "parents": list(a.get("parents", []))}
     for k, v in a.items():
-        if k in _STRUCT or k == "invalid":
-            continue
+        if k in _STRUCT or k in ("invalid", "paleo_unchecked"):
+            continue  # (paleo_unchecked: Paleo's own Reshape/Softmax rules are the unchecked ones)
         if k not in keys:
             _err(f"attribute '{k}' of {t} layer '{name}' has no Paleo equivalent (Paleo reads: "
                  f"{', '.join(keys.values()) or 'nothing'})", op)
@@ -127,7 +131,7 @@ def export_paleo(module) -> str:
 def export_layout(module, ctx) -> str:
     from .memory.layout import LayoutError, write_layout
     from .passes.manager import DEFAULT_PIPELINE, PassManager
-    ctx.options["plan_memory"] = {"reuse": True, "concat": "contiguous"}
+    ctx.options["plan_memory"] = {"reuse": True, "concat": "contiguous", "fusion": "none"}
     PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
     if len(plans) != 1:
@@ -141,173 +145,11 @@ def export_layout(module, ctx) -> str:
 
 # ------------------------------------------------------------------------------------------ singa
 
-def _singa_pad(op, x, k, s, pad, axis, what):
-    """SINGA's symmetric pad p for a netc padding, or an error if SINGA's (H + 2p - k) / s + 1 differs."""
-    from .ops.conv import out_size
-    o, p = out_size(x, k, s, pad, axis)
-    if p < 0 or (x + 2 * p - k) // s + 1 != o:
-        _err(f"{what} '{op.attrs['name']}': netc's {pad if isinstance(pad, str) else 'explicit'} padding gives "
-             f"{o} outputs from {x} along {'HW'[axis]}, which SINGA's symmetric-pad formula cannot express", op)
-    return p
-
-
-def _fmt(v):
-    if isinstance(v, float):
-        r = repr(v)
-        return r
-    return str(v)
-
-
 def export_singa(module, ctx, name: str = "net") -> str:
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
-    PassManager(DEFAULT_PIPELINE).run(module, ctx)
-    if ctx.diag.has_errors():
-        raise NetcError(ctx.diag.diagnostics[:])
-    nets = module.networks()
-    if len(nets) != 1:
-        _err(f"a SINGA job holds one net; this file has {len(nets)}")
-    net = nets[0]
-    ops = [op for op in net.regions[0].ops if op.name not in ("netc.output", "netc.layout")]
-    label_inputs = {id(op.operands[1].owner) for op in ops if op.name == "netc.softmax_loss"}
-    inputs = [op for op in ops if op.name == "netc.input" and id(op) not in label_inputs]
-    if len(inputs) != 1:
-        _err(f"SINGA nets read one data layer; this network has {len(inputs)} inputs that are not labels")
-    data = inputs[0]
-    for op in ops:
-        if op.name == "netc.input" and id(op) in label_inputs and len(op.attrs["shape"]) > 2:
-            _err(f"label input '{op.attrs['name']}' {op.attrs['shape']}: SINGA labels are one class index per "
-                 f"record", op)
-    lname: dict[int, str] = {}
-    used: set = set()
-
-    def sname(op):
-        n = op.attrs.get("name", "x").replace("@", "_")
-        while n in used:
-            n += "_"
-        used.add(n)
-        return n
-
-    out = [f'name: "{name}"', "train_steps: 1000", "disp_freq: 100",
-           "train_one_batch { alg: kBP }",
-           "updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }",
-           "neuralnet {"]
-
-    def layer(nm, typ, srcs, conf="", params=()):
-        body = [f'name: "{nm}"', f"type: {typ}"] + [f'srclayers: "{s}"' for s in srcs]
-        if conf:
-            body.append(conf)
-        body += [f'param {{ name: "{p}" init {{ type: kGaussian std: 0.01 }} }}' for p in params]
-        out.append("  layer { " + " ".join(body) + " }")
-
-    def act(op, nm, a):
-        if a in (None, "none"):
-            return nm
-        n2 = sname_str(f"{nm}_{a}")
-        if a == "relu":
-            layer(n2, "kReLU", [nm])
-        elif a == "sigmoid":
-            layer(n2, "kSigmoid", [nm])
-        elif a == "tanh":
-            layer(n2, "kActivation", [nm], "activation_conf { type: TANH }")
-        else:
-            _err(f"activation '{a}' of '{op.attrs['name']}' cannot be written in SINGA", op)
-        return n2
-
-    def sname_str(n):
-        while n in used:
-            n += "_"
-        used.add(n)
-        return n
-
-    lname[id(data)] = sname(data)
-    for op in ops:
-        a = op.attrs
-        shp = lambda v: v.type.shape  # noqa: E731
-        srcs = [lname[id(v.owner)] for v in op.operands if id(v.owner) in lname]
-        if op.name == "netc.input":
-            if id(op) in label_inputs:
-                lname[id(op)] = lname[id(data)]
-                continue
-            s = list(a["shape"])
-            if len(s) == 4:
-                rec = [s[3], s[1], s[2]]
-            elif len(s) >= 2:
-                rec = s[1:]
-            else:
-                _err(f"input '{a['name']}' {s} has no batch dimension", op)
-            nm = lname[id(op)]
-            layer(nm, "kRecordInput", [], "store_conf { backend: \"kvfile\" path: \"train_data.bin\" batchsize: "
-                  f"{s[0]} " + " ".join(f"shape: {d}" for d in rec) + " }")
-            continue
-        if op.name == "netc.softmax_loss":
-            srcs = [lname[id(op.operands[0].owner)], lname[id(data)]]
-        nm = sname(op)
-        n_out = nm
-        if op.name == "netc.conv2d":
-            x = shp(op.operands[0])
-            kh, kw, ci, co = a["filter"]
-            if a.get("splits"):
-                _err(f"'{a['name']}' splits its filters (model parallelism): write the unexpanded net", op)
-            if a.get("normalizer", "none") != "none":
-                _err(f"'{a['name']}' has a fused {a['normalizer']}, which SINGA v0.3 convolutions cannot express", op)
-            sh, sw = a.get("strides", [1, 1, 1, 1])[1:3]
-            pad = a.get("padding", "SAME")
-            ph = _singa_pad(op, x[1], kh, sh, pad, 0, "convolution")
-            pw = _singa_pad(op, x[2], kw, sw, pad, 1, "convolution")
-            geo = (f"kernel: {kh} pad: {ph} stride: {sh}" if (kh, ph, sh) == (kw, pw, sw) else
-                   f"kernel_x: {kw} kernel_y: {kh} pad_x: {pw} pad_y: {ph} stride_x: {sw} stride_y: {sh}")
-            params = [f"{nm}_w"] + ([f"{nm}_b"] if a.get("bias", True) else [])
-            layer(nm, "kCConvolution", srcs, f"convolution_conf {{ num_filters: {co} {geo} }}", params)
-            n_out = act(op, nm, a.get("activation"))
-        elif op.name in ("netc.maxpool", "netc.avgpool"):
-            x = shp(op.operands[0])
-            _, kh, kw, _ = a["ksize"]
-            sh, sw = a["strides"][1:3]
-            pad = a.get("padding", "VALID")
-            ph = _singa_pad(op, x[1], kh, sh, pad, 0, "pooling")
-            pw = _singa_pad(op, x[2], kw, sw, pad, 1, "pooling")
-            geo = (f"kernel: {kh} pad: {ph} stride: {sh}" if (kh, ph, sh) == (kw, pw, sw) else
-                   f"kernel_x: {kw} kernel_y: {kh} pad_x: {pw} pad_y: {ph} stride_x: {sw} stride_y: {sh}")
-            pool = "MAX" if op.name == "netc.maxpool" else "AVG"
-            layer(nm, "kCPooling", srcs, f"pooling_conf {{ pool: {pool} {geo} }}")
-        elif op.name == "netc.inner_product":
-            if not a.get("bias", True):
-                _err(f"'{a['name']}': SINGA's kInnerProduct always has a bias", op)
-            if a.get("normalizer", "none") != "none":
-                _err(f"'{a['name']}' has a fused {a['normalizer']}, which SINGA v0.3 cannot express", op)
-            layer(nm, "kInnerProduct", srcs, f"innerproduct_conf {{ num_output: {a['num_outputs']} }}",
-                  [f"{nm}_w", f"{nm}_b"])
-            n_out = act(op, nm, a.get("activation"))
-        elif op.name == "netc.relu":
-            ns = a.get("negative_slope", 0.0)
-            layer(nm, "kReLU", srcs, f"relu_conf {{ negative_slope: {_fmt(ns)} }}" if ns else "")
-        elif op.name == "netc.sigmoid":
-            layer(nm, "kSigmoid", srcs)
-        elif op.name == "netc.tanh":
-            layer(nm, "kActivation", srcs, "activation_conf { type: TANH }")
-        elif op.name == "netc.dropout":
-            layer(nm, "kDropout", srcs, f"dropout_conf {{ dropout_ratio: {_fmt(round(1 - a.get('dropout_keep_prob', 0.5), 12))} }}")
-        elif op.name == "netc.lrn":
-            layer(nm, "kLRN", srcs, f"lrn_conf {{ local_size: {a.get('local_size', 5)} alpha: {_fmt(a.get('alpha', 1e-4))} "
-                                    f"beta: {_fmt(a.get('beta', 0.75))} knorm: {_fmt(a.get('knorm', 1.0))} }}")
-        elif op.name == "netc.concat":
-            r = len(shp(op.operands[0]))
-            d = a.get("dim", -1)
-            d = d + r if d < 0 else d
-            nchw = {0: 0, 1: 2, 2: 3, 3: 1}[d] if r == 4 else d
-            layer(nm, "kConcate", srcs, f"concate_conf {{ concate_dim: {nchw} num_concates: {len(srcs)} }}")
-        elif op.name == "netc.softmax":
-            layer(nm, "kSoftmax", srcs)
-        elif op.name == "netc.softmax_loss":
-            layer(nm, "kSoftmaxLoss", srcs, "softmaxloss_conf { topk: 1 }")
-        else:
-            _err(f"layer '{a.get('name')}' is a {op.name.removeprefix('netc.')}, which netc cannot write as a SINGA "
-                 f"v0.3 layer (supported: conv, pooling, relu/sigmoid/tanh, lrn, inner product, dropout, concat, "
-                 f"softmax, softmax loss)", op)
-        lname[id(op)] = n_out
-    out.append("}")
-    out.append("cluster { nworker_groups: 1 nserver_groups: 1 nworkers_per_group: 1 workspace: \"workspace\" }")
-    return "\n".join(out) + "\n"
+    """A SINGA job.conf for the phase ctx.phase (netc/export_singa.py: nets SINGA built are written
+    back as the config that builds them, other nets one layer per netc layer)."""
+    from .export_singa import export_singa as write
+    return write(module, ctx, name)
 
 
 FORMATS = ("paleo", "singa", "layout")

@@ -119,3 +119,62 @@ def test_plot_png(tmp_path):
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and b"IDAT" in data and data.endswith(b"IEND\xaeB`\x82")
     assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot", str(tmp_path / "x.gif")]) == 1
+
+
+RESIDUAL = """network res {
+  input data: f32[4, 8, 8, 16]
+  x0 = Convolution(data) { filter: [1, 1, 16, 16], activation: relu }
+  a1 = Convolution(x0) { filter: [1, 1, 16, 16], activation: relu }
+  c1 = Convolution(a1) { filter: [3, 3, 16, 16] }
+  b1 = BatchNorm(c1)
+  s1 = Add(b1, x0)
+  x1 = ReLU(s1)
+  out = InnerProduct(x1) { num_outputs: 10 }
+}
+"""
+
+
+def test_explain_memory_plans_fusion_groups_as_steps(tmp_path, capsys):
+    """`netc explain --memory` plans after fuse: c1+b1+s1+x1 is one step, c1, b1, s1 are fused
+    (no bytes), in the table and in the JSON; --layout still writes (and checks) a per-layer plan."""
+    f = tmp_path / "res.nd"
+    f.write_text(RESIDUAL)
+    assert main(["explain", str(f), "--brief", "--memory"]) == 0
+    out = capsys.readouterr().out
+    assert "one step per fusion group" in out
+    assert "c1 (fused), b1 (fused), s1 (fused)" in out
+    assert main(["explain", str(f), "--format", "json", "--memory"]) == 0
+    m = json.loads(capsys.readouterr().out)["memory"]
+    recs = {t["name"]: t for t in m["tensors"]}
+    assert m["fusion"] and m["fused_tensors"] == 3 and m["fused_bytes"] == 3 * 4 * 8 * 8 * 16 * 4
+    assert recs["c1"]["fused"] and recs["c1"]["buffer"] is None and not recs["x1"]["fused"]
+    assert all(n not in b["tensors"] for b in m["buffers"] for n in ("c1", "b1", "s1"))
+    assert [s["layers"] for s in m["steps"]] == [["x0"], ["a1"], ["c1", "b1", "s1", "x1"], ["out"]]
+    assert m["lower_bound_bytes"] <= m["arena_bytes"] <= 1.05 * m["lower_bound_bytes"]
+    assert main(["explain", str(f), "--brief", "--verify"]) == 0
+    assert "verified for every batch 1..4" in capsys.readouterr().err
+    lay = tmp_path / "res.json"
+    assert main(["explain", str(f), "--brief", "--layout", str(lay)]) == 0
+    capsys.readouterr()
+    doc = json.loads(lay.read_text())
+    assert "c1" in doc["netc"]["tensors"]          # a layout has every layer's output: planned op by op
+    assert main(["check", str(lay)]) == 0
+    assert "a valid layout" in capsys.readouterr().out
+
+
+def test_plan_memory_refuses_a_group_that_cannot_be_one_kernel(tmp_path, capsys):
+    """IR whose fusion attributes put an op in a group while another group reads its result:
+    a located error (exit 1), not a plan that codegen would run wrongly."""
+    import re
+    f = tmp_path / "res.nd"
+    f.write_text(RESIDUAL)
+    assert main(["opt", str(f), "-p", "fuse"]) == 0
+    ir = capsys.readouterr().out
+    g_out = re.search(r'name = "out".*?fusion_group = "(g\d+)"', ir).group(1)
+    bad = re.sub(r'(name = "c1".*?fusion_group = )"g\d+"', rf'\1"{g_out}"', ir)
+    assert bad != ir
+    (tmp_path / "bad.mlir").write_text(bad)
+    assert main(["opt", str(tmp_path / "bad.mlir"), "-p", "plan-memory"]) == 1
+    err = capsys.readouterr().err
+    assert "res.nd:5:3: error:" in err and "the result of 'c1' is read by 'b1' outside the group" in err
+    assert "res.nd:6:3: note:" in err and "Traceback" not in err

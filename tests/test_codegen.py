@@ -16,7 +16,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ABI = ["netc_abi_version", "netc_create", "netc_destroy", "netc_set_params", "netc_set_params_file",
-       "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest"]
+       "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest", "netc_embedded_params"]
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -68,8 +68,9 @@ def test_artifacts_and_symbols(alexnet):
 
 
 def test_manifest_matches_plan(alexnet):
+    from netc.codegen.launcher import ABI_VERSION
     lib = load(alexnet / "alexnet.so")
-    assert lib.netc_abi_version() == 1
+    assert lib.netc_abi_version() == ABI_VERSION == 2      # 2: outputs without a batch axis
     m = json.loads(lib.netc_manifest())
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd
@@ -82,8 +83,12 @@ def test_manifest_matches_plan(alexnet):
     assert m["batch"] == plan.batch == 128 and m["arch"] == "sm_90"
     assert [i["name"] for i in m["inputs"]] == ["data"] and m["inputs"][0]["shape"] == [128, 224, 224, 3]
     assert [o["name"] for o in m["outputs"]] == ["softmax"] and m["outputs"][0]["shape"] == [128, 1000]
+    assert m["outputs"][0]["batched"] is True and m["outputs"][0]["pitch"] == 4000
     params = {p["name"]: p for p in m["parameters"]}
     assert len(params) == 16 and params["conv1.weight"]["shape"] == [11, 11, 3, 64]
+    assert params["conv1.bias"]["role"] == "bias" and params["conv1.weight"]["role"] == "weight"
+    assert m["params_embedded"] is False and "params_sha256" not in m
+    assert m["source"]["path"] == str(ROOT / "examples/alexnet.nd") and len(m["source"]["sha256"]) == 64
     for t in plan.tensors:
         if t.kind == "param":
             assert params[t.name[1:]]["offset"] == plan.buffers[t.buffer].offset + t.offset
@@ -149,11 +154,123 @@ def test_fake_driver_runs_the_schedule(alexnet, tmp_path, monkeypatch):
     assert copies[-1].split()[1] == str(0x7100000000) and int(copies[-1].split()[3]) == 3 * 1000 * 4
 
 
+def _fake_driver(tmp_path, monkeypatch):
+    fake = tmp_path / "libcuda_fake.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(fake), str(ROOT / "tests/data/fake_libcuda.c")], check=True)
+    log = tmp_path / "log.txt"
+    monkeypatch.setenv("NETC_LIBCUDA", str(fake))
+    monkeypatch.setenv("NETC_FAKE_LOG", str(log))
+    return log
+
+
+def test_lenet_loss_comes_from_the_constant_region(tmp_path, monkeypatch):
+    """LeNet's outputs: prob [b, 10] and loss, a scalar (SoftmaxLoss: the mean over the batch) that
+    the plan keeps in the constant arena. The manifest says where; netc_forward copies its 4 bytes
+    from there at every batch, in one device-to-device copy, to the caller's scalar."""
+    from netc.memory.plan import CONSTANT
+    r, _ = compile_cli("examples/lenet.nd", tmp_path / "lenet.so")
+    assert r.returncode == 0, r.stderr
+    lib = load(tmp_path / "lenet.so")
+    m = json.loads(lib.netc_manifest())
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load as load_nd
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    mod = load_nd(str(ROOT / "examples/lenet.nd"), diag)
+    ctx = PassContext(diag=diag, phase="test")
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    plan = ctx.notes["memory_plan"]["lenet"]
+    assert plan.tensor("loss").cls == CONSTANT
+    prob, loss = m["outputs"]
+    assert loss == dict(name="loss", shape=[], dtype="f32", batched=False, region="constant",
+                        offset=plan.address("loss"), bytes=4)
+    assert prob["name"] == "prob" and prob["shape"] == [64, 10] and prob["batched"] is True
+    assert [(i["name"], i["dtype"], i.get("classes")) for i in m["inputs"]] == [("data", "f32", None),
+                                                                              ("label", "i32", 10)]
+    assert m["param_bytes"] <= loss["offset"] < m["memory"]["constant_bytes"]
+    assert '"batched": false' in (tmp_path / "lenet.h").read_text()         # the header says how such outputs come
+    log = _fake_driver(tmp_path, monkeypatch)
+    net = lib.netc_create()
+    assert net, lib.netc_last_error(None)
+    blob = ctypes.create_string_buffer(m["param_bytes"])
+    assert lib.netc_set_params(net, blob, m["param_bytes"]) == 0
+    ins = (ctypes.c_void_p * 2)(0x7000000000, 0x7100000000)
+    outs = (ctypes.c_void_p * 2)(0x7200000000, 0x7300000000)
+    base = 0x100000000
+    const = m["memory"]["arena_bytes"] - m["memory"]["batch_bytes_per_sample"] * m["batch"]
+    for b in (64, 3):
+        n0 = len(log.read_text().splitlines())
+        assert lib.netc_forward(net, ins, outs, b, None) == 0, lib.netc_last_error(net)
+        new = log.read_text().splitlines()[n0:]
+        copies = [ln.split() for ln in new if ln.startswith(("dtod", "copy2d"))]
+        assert copies[-2] == ["dtod", str(0x7200000000), str(base + const + prob["arena_offset_per_sample"] * b
+                                                              + prob["offset_in_sample"]), str(40 * b)]
+        assert copies[-1] == ["dtod", str(0x7300000000), str(base + loss["offset"]), "4"]
+        # the loss kernel (logits, labels, out, ...) writes there
+        entry = {k["kernel"]: k["entry"] for k in m["kernels"]}["softmax_loss_kernel"]
+        (launch,) = [ln.split() for ln in new if ln.startswith("launch " + entry + " ")]
+        assert int(launch[9]) == base + loss["offset"] and launch[2:5] == ["1", "1", "1"]
+    lib.netc_destroy(net)
+
+
+def test_input_without_batch_axis_is_a_clear_error(tmp_path):
+    f = tmp_path / "nb.nd"
+    f.write_text("network nb {\n  input x: f32[4, 8]\n  input s: f32[2, 8]\n"
+                 "  a = ReLU(x)\n  c = ReLU(s)\n  output a, c\n}\n")
+    r, _ = compile_cli(str(f), tmp_path / "nb.so")
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert f"{f}:3:9: error: input 's' has shape [2, 8], without the batch axis" in r.stderr, r.stderr
+    assert "  input s: f32[2, 8]" in r.stderr and "^" in r.stderr
+    assert not (tmp_path / "nb.so").exists()
+
+
 def test_warm_compile_uses_the_cache(alexnet, tmp_path):
     r, secs = compile_cli("examples/alexnet.nd", tmp_path / "again.so")
     assert r.returncode == 0, r.stderr
     assert "8 from the cache" in r.stderr
     print(f"\nwarm alexnet compile: {secs:.1f}s wall (process start included); {r.stderr.strip()}")
+
+
+def test_warm_compile_needs_neither_torch_nor_triton(alexnet, tmp_path):
+    """A warm compile takes the launches from the lowering cache and the cubins from the kernel
+    cache: the same .so byte for byte, without importing torch or Triton (lowering_cache.py)."""
+    first = tmp_path / "first.so"
+    r, _ = compile_cli("examples/alexnet.nd", first)        # fills the lowering cache if need be
+    assert r.returncode == 0, r.stderr
+    second = tmp_path / "second.so"
+    code = ("import sys; from netc.cli import main; rc = main(['compile', 'examples/alexnet.nd', '-o', %r]); "
+            "print(rc, 'torch' in sys.modules, 'triton' in sys.modules)" % str(second))
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert p.stdout.split() == ["0", "False", "False"], p.stdout + p.stderr
+    assert first.read_bytes() == second.read_bytes()
+
+
+def test_lowering_cache_misses_on_change_and_survives_eviction(tmp_path):
+    """Another arch is another key; a cubin gone from the kernel cache makes the
+    lowering entry a miss, and the compile lowers again instead of failing."""
+    cache = tmp_path / "cache"
+    env = dict(os.environ, NETC_CACHE_DIR=str(cache))
+    src = tmp_path / "tiny.nd"
+    src.write_text("network tiny {\n  input data: f32[4, 6, 6, 3]\n"
+                   "  c = Convolution(data) { filter: [3, 3, 3, 5], padding: SAME, activation: relu }\n"
+                   "  p = Pooling(c) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1] }\n}\n")
+    a, b = tmp_path / "a.so", tmp_path / "b.so"
+    r, _ = compile_cli(str(src), a, env=env)
+    assert r.returncode == 0, r.stderr
+    entries = list((cache / "lowerings").glob("*.json"))
+    assert len(entries) == 1
+    r, _ = compile_cli(str(src), b, "--arch", "sm_80", env=env)
+    assert r.returncode == 0, r.stderr
+    assert len(list((cache / "lowerings").glob("*.json"))) == 2
+    for c in cache.glob("*.cubin"):
+        c.unlink()
+    r, _ = compile_cli(str(src), b, env=env)
+    assert r.returncode == 0, r.stderr
+    assert "0 from the cache" in r.stderr
+    assert a.read_bytes() == b.read_bytes()
+    assert len(list((cache / "lowerings").glob("*.json"))) == 2   # the same key, written again
 
 
 def test_dedup_vgg_specializations():
@@ -183,14 +300,20 @@ def test_op_without_kernel_is_a_clear_error(tmp_path):
 
 
 def test_interp_target_reports_layers_without_kernels(tmp_path):
-    # the interpreter target is implemented (tests/test_interp.py); lenet's loss has no kernel
-    r, _ = compile_cli("examples/lenet.nd", tmp_path / "l.so", "--target", "interp")
-    assert r.returncode == 1 and "'loss'" in r.stderr and "Traceback" not in r.stderr
+    # the interpreter target is implemented (tests/test_interp.py); an opaque layer has no kernel
+    f = tmp_path / "op.nd"
+    f.write_text("network op {\n  input data: f32[2, 4, 4, 8]\n"
+                 "  bn = Opaque(data) { type: \"BatchNorm\" }\n  out = ReLU(bn)\n}\n")
+    r, _ = compile_cli(str(f), tmp_path / "op.so", "--target", "interp")
+    assert r.returncode == 1 and "'bn'" in r.stderr and "Traceback" not in r.stderr
+    assert "--opaque-as-identity" in r.stderr
 
 
 def test_group_split_where_the_plan_reuses_bytes(tmp_path):
-    """s = c0 + conv(c0) with s planned in place over c0: the conv cannot write s while other
-    programs still read c0's windows, so the group is split after the conv (add + relu: a chain)."""
+    """s = c0 + conv(c0) planned op by op (fusion="none"), s in place over c0: the conv cannot write
+    s while other programs still read c0's windows, so the group is split after the conv (add +
+    relu: a chain). Planned with fusion (the default after fuse), the group is one step, r is kept
+    off c0's bytes (the conv reads windows of c0) and nothing is split."""
     from netc.codegen.lower import lower_network
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd
@@ -207,10 +330,15 @@ def test_group_split_where_the_plan_reuses_bytes(tmp_path):
 """)
     diag = DiagnosticEngine()
     mod = load_nd(str(f), diag)
-    ctx = PassContext(diag=diag, phase="test")
+    ctx = PassContext(diag=diag, phase="test", options={"plan_memory": {"fusion": "none"}})
     PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
     plan = ctx.notes["memory_plan"]["hz"]
     assert plan.tensor("s").buffer == plan.tensor("c0").buffer      # the plan made s in place over c0
     low = lower_network(mod, mod.networks()[0], plan)
     assert [L.layers for L in low.launches] == [["c0"], ["c1"], ["s", "r"], ["out"]]
     assert len(low.splits) == 1 and "'s'" in low.splits[0]
+    from netc.memory.plan import plan_memory
+    fused = plan_memory(mod, mod.networks()[0])
+    assert fused.fusion and fused.tensor("s").fused and fused.tensor("r").buffer != fused.tensor("c0").buffer
+    low = lower_network(mod, mod.networks()[0], fused)
+    assert [L.layers for L in low.launches] == [["c0"], ["c1", "s", "r"], ["out"]] and low.splits == []

@@ -1,6 +1,7 @@
 """The fuse pass: groups printed as `fusion_group` / `fusion_anchor` attributes (netc opt -p fuse)."""
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -94,3 +95,123 @@ def test_examples_fuse(example):
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "fusion_group" in r.stdout
+
+
+# ------------------------------------------------------------------ fusion groups in the memory plan
+
+BOTTLENECK = """
+network bottleneck {
+  input data: f32[2, 6, 6, 8]
+  x0 = Convolution(data) { filter: [1, 1, 8, 8], activation: relu }
+  a1 = Convolution(x0) { filter: [1, 1, 8, 8], activation: relu }
+  c1 = Convolution(a1) { filter: [3, 3, 8, 8], padding: SAME }
+  b1 = BatchNorm(c1)
+  s1 = Elementwise(b1, x0) { operation: sum }
+  x1 = ReLU(s1)
+  p = Sigmoid(x1)
+  q = Tanh(p)
+  y = Elementwise(q, x1) { operation: sum }
+  d = Dropout(y)
+  c2 = Convolution(y) { filter: [3, 3, 8, 8], padding: SAME }
+  s2 = Elementwise(c2, d) { operation: sum }
+  out = Convolution(s2) { filter: [1, 1, 8, 4] }
+}
+"""
+
+
+def _fused_and_planned(path_or_text, name="net.nd"):
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load, load_text
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    m = load(str(path_or_text), diag) if isinstance(path_or_text, Path) else load_text(path_or_text, name)
+    ctx = PassContext(diag=diag, phase="test")
+    PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(m, ctx)     # plan-memory runs fuse first
+    return m, ctx.notes["memory_plan"]
+
+
+def _no_group_needs_splitting(m, plans):
+    """Every fusion group is one step of its network's plan and check_group (what codegen splits
+    on) finds nothing; where every op has a kernel, lowering reports no split."""
+    from netc.codegen.lower import CodegenError, check_group, lower_network
+    from netc.ir.core import STRUCTURAL_OPS
+    multi = 0
+    for net in m.networks():
+        plan = plans[net.attrs["sym_name"]]
+        assert plan.fusion
+        groups = {}
+        for op in net.regions[0].ops:
+            if op.name not in STRUCTURAL_OPS and op.name != "netc.input":
+                groups.setdefault(op.attrs["fusion_group"], []).append(op)
+        assert sorted(s.layers for s in plan.steps) == sorted([o.attrs["name"] for o in g] for g in groups.values())
+        tensors = {t.name: t for t in plan.tensors}
+        step_of = {n: s.index for s in plan.steps for n in s.layers}
+        for g, members in groups.items():
+            assert check_group(members, plan, tensors, step_of, plan.steps) is None, g
+            multi += len(members) > 1
+        try:
+            low = lower_network(m, net, plan)
+        except CodegenError as e:
+            assert "no CUDA kernel" in str(e)       # a loss: the network cannot be lowered at all
+            continue
+        assert low.splits == []
+        assert all(L.layers == plan.steps[L.step - 1].layers for L in low.launches)
+    return multi
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.nd")))
+def test_lowering_every_example_splits_no_group(example):
+    m, plans = _fused_and_planned(ROOT / "examples" / example)
+    _no_group_needs_splitting(m, plans)
+
+
+def test_lowering_fused_residual_nets_splits_no_group():
+    for text in (RES, SHARED, BOTTLENECK):
+        m, plans = _fused_and_planned(text)
+        assert _no_group_needs_splitting(m, plans) >= 1
+    resnet = ROOT.parent / "shared" / "corpus" / "paleo-generated" / "resnet50.json"
+    if resnet.exists():
+        m, plans = _fused_and_planned(resnet)
+        assert _no_group_needs_splitting(m, plans) == 16      # every residual add in a conv epilogue
+
+
+def test_fused_plan_writes_over_the_residual_not_the_window():
+    """The bottleneck block's group c1+b1+s1+x1 reads a1 through 3x3 windows and x0 element for
+    element: its result goes over x0 (dying there), never over a1; the chain p+q+y goes over x1.
+    c2+s2 reads d element for element, but d is y's bytes (dropout) and c2 reads y's windows:
+    s2 goes elsewhere. The intermediates c1, b1, s1, p, q, c2 take no bytes."""
+    m, plans = _fused_and_planned(BOTTLENECK)
+    plan = plans["bottleneck"]
+    t = plan.tensor
+    assert [s.layers for s in plan.steps] == [["x0"], ["a1"], ["c1", "b1", "s1", "x1"], ["p", "q", "y"], ["d"],
+                                              ["c2", "s2"], ["out"]]
+    assert all(t(n).fused and t(n).buffer == -1 for n in ("c1", "b1", "s1", "p", "q", "c2"))
+    g = plan.steps[2]
+    assert g.action == "inplace" and t("x1").buffer == t("x0").buffer and t("x1").buffer != t("a1").buffer
+    assert plan.steps[3].action == "inplace" and t("y").buffer == t("x1").buffer
+    assert plan.steps[5].action == "kernel" and t("s2").buffer != t("y").buffer == t("d").buffer
+    from netc.memory.plan import plan_memory
+    unfused = plan_memory(m, fusion="none")
+    assert plan.arenas[1].size < unfused.arenas[1].size
+
+
+def test_fused_plan_runs_on_the_interpreter(tmp_path):
+    """The interpreter executes the lowered schedule on a NaN-poisoned arena laid out by the
+    fused plan (results written over residuals, no intermediates): it matches the reference."""
+    f = tmp_path / "bottleneck.nd"
+    f.write_text(BOTTLENECK)
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    err = float(r.stderr.split("max relative error")[1].split()[0])
+    assert err < 1e-5, r.stderr
+    r = subprocess.run([sys.executable, "-m", "netc", "compile", str(f), "--target", "interp", "-o",
+                        str(tmp_path / "m.json")], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    import json
+    man = json.loads((tmp_path / "m.json").read_text())
+    assert man["splits"] == [] and man["memory"]["fusion"] and man["memory"]["fused_tensors"] == 6
+    assert [s["layers"] for s in man["schedule"]] == [["x0"], ["a1"], ["c1", "b1", "s1", "x1"], ["p", "q", "y"],
+                                                      ["c2", "s2"], ["out"]]

@@ -1,7 +1,10 @@
 """The interpreter target: the .so's kernels, schedule and memory plan run on the CPU through
 Triton's interpreter (netc/runtime/interp.py), checked against the reference executor on small
 networks: conv/relu/pool chains, an inception-like block (zero-copy strided concat slices), a
-residual add fused into a conv epilogue, inner product + softmax, LRN, a scaled-down AlexNet."""
+residual add fused into a conv epilogue, inner product + softmax, LRN, a scaled-down AlexNet,
+losses on integer labels, copies where the plan does not alias, opaque layers (refused, or run as
+the identity), the large-tile policy; and `netc run`'s --batch/--spatial scaling, several networks
+per file, --opaque-as-identity. Every example and Paleo corpus net: tests/test_interp_corpus.py."""
 from __future__ import annotations
 
 import os
@@ -100,7 +103,7 @@ ALEXNET = """network alexnet_small {
 def _check(src, batch=None, seed=0):
     from netc.runtime.interp import InterpProgram, default_inputs
     from netc.runtime.reference import run_reference
-    m = parse_nd(src)
+    m = parse_nd(src) if isinstance(src, str) else src
     prog = InterpProgram(m, batch=batch, seed=seed)
     inputs = default_inputs(m, prog.net, seed)
     got = prog.run({k: v[:prog.batch] for k, v in inputs.items()})
@@ -108,7 +111,7 @@ def _check(src, batch=None, seed=0):
     assert got.keys() == ref.keys()
     for k, r in ref.items():
         g = got[k]
-        r = r[:prog.batch]
+        r = r[:prog.batch] if r.dim() else r
         assert g.dtype == torch.float32 and tuple(g.shape) == tuple(r.shape), k
         assert not torch.isnan(g).any(), f"{k}: unwritten (poisoned) values in the output"
         scale = max(float(r.abs().max()), 1e-6)
@@ -195,3 +198,216 @@ def test_cli_run_and_compile(tmp_path):
     import json
     man = json.loads((tmp_path / "out" / "dense.interp.json").read_text())
     assert man["target"] == "interp" and [s["layers"] for s in man["schedule"]] == [["ip1"], ["ip2"], ["prob"]]
+
+
+# ------------------------------------------------------------------------------ losses, labels, copies
+
+LOSSES = """network losses {
+  input data: f32[3, 6, 6, 2]
+  input label: i32[3]
+  input onehot: i64[3, 5]
+  input target: f32[3, 5]
+  conv = Convolution(data) { filter: [3, 3, 2, 4], strides: [1, 2, 2, 1], padding: SAME, activation: relu }
+  logits = InnerProduct(conv) { num_outputs: 5 }
+  prob = Softmax(logits)
+  xent = SoftmaxLoss(logits, label)
+  xent1 = SoftmaxLoss(logits, onehot)
+  l2 = EuclideanLoss(logits, target)
+  output prob, xent, xent1, l2
+}
+"""
+
+
+def test_losses_and_integer_labels():
+    """SoftmaxLoss on i32 class indices and i64 one-hot rows, EuclideanLoss: scalars without a batch
+    axis, planned in the constant region above the parameters (poisoned there too)."""
+    prog = _check(LOSSES)
+    for name in ("xent", "xent1", "l2"):
+        t = prog.plan.tensor(name)
+        assert t.shape == () and t.cls == 0, (name, t.cls)
+    assert prog.view(prog.plan.tensor("label")).dtype == torch.int32
+    assert {L.call.kernel.__name__ for L in prog.launches} >= {"softmax_loss_kernel", "euclidean_loss_kernel"}
+    from netc.runtime.interp import default_inputs
+    inputs = default_inputs(prog.module, prog.net)
+    prog.launches = [L for L in prog.launches if L.layers != ["xent"]]
+    out = prog.run(inputs)
+    assert torch.isnan(out["xent"]) and not torch.isnan(out["l2"])
+
+
+def test_loss_at_a_smaller_batch_than_planned():
+    """The loss averages over the run's batch: its row count is an argument affine in the batch."""
+    from netc.kernels import reference as R
+    from netc.runtime.interp import InterpProgram, default_inputs
+    from netc.runtime.reference import run_reference
+    m = parse_nd(LOSSES)
+    prog = InterpProgram(m, batch=2)
+    inputs = default_inputs(m, prog.net)
+    got = prog.run({k: v[:2] for k, v in inputs.items()})
+    ref = run_reference(m, inputs, intermediates=True)
+    R.check(got["xent"], R.softmax_loss(ref["logits"][:2], inputs["label"][:2]), torch.float32)
+    R.check(got["l2"], R.euclidean_loss(ref["logits"][:2], inputs["target"][:2]), torch.float32)
+
+
+COPIES = """network copies {
+  input data: f32[2, 5, 5, 3]
+  conv = Convolution(data) { filter: [3, 3, 3, 4], strides: [1, 1, 1, 1], padding: VALID }
+  drop = Dropout(conv)
+  flat = Reshape(drop) { output_shape: [-1, 36] }
+  ip = InnerProduct(flat) { num_outputs: 3 }
+  output ip, drop
+}
+"""
+
+
+def test_copy_where_the_plan_does_not_alias(monkeypatch):
+    """Dropout and Reshape are zero-copy in the memory plan; where a plan does not alias them (here:
+    told so through their OpDef flags, which the planner reads), codegen copies instead."""
+    from netc.ops import lookup
+    prog = _check(COPIES)
+    assert [L.layers for L in prog.launches] == [["conv"], ["ip"]]
+    monkeypatch.setattr(lookup("netc.dropout"), "identity_at_inference", False)
+    monkeypatch.setattr(lookup("netc.reshape"), "view", False)
+    prog = _check(COPIES)
+    assert [L.layers for L in prog.launches] == [["conv"], ["drop"], ["flat"], ["ip"]]
+    assert all(L.call.kernel.__name__ == "elementwise_kernel" for L in prog.launches[1:3])
+
+
+OPAQUE = """network op {
+  input data: f32[2, 6, 6, 3]
+  conv = Convolution(data) { filter: [3, 3, 3, 4], strides: [1, 1, 1, 1], padding: SAME }
+  bn = Opaque(conv) { type: "BatchNorm" }
+  relu = ReLU(bn)
+  acc = Opaque(relu) { type: "Accuracy" }
+}
+"""
+
+
+def test_opaque_layers_refused_unless_run_as_identity():
+    from netc.diagnostics import DiagnosticEngine
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.runtime.interp import InterpProgram
+    with pytest.raises(NetcError) as e:
+        InterpProgram(parse_nd(OPAQUE))
+    msgs = [d.message for d in e.value.diagnostics]
+    assert len(msgs) == 2 and "'bn'" in msgs[0] and "'acc'" in msgs[1] and "cannot execute" in msgs[0]
+    assert "--opaque-as-identity" in e.value.diagnostics[-1].notes[0].message
+    m = parse_nd(OPAQUE)
+    diag = DiagnosticEngine()
+    PassManager(DEFAULT_PIPELINE + ["opaque-as-identity"]).run(m, PassContext(diag=diag))
+    warns = [d.message for d in diag.diagnostics if d.severity == "warning"]
+    assert any("'BatchNorm'" in w and "bn" in w for w in warns) and any("acc" in w for w in warns)
+    ops = {op.attrs["name"]: op for op in m.networks()[0].regions[0].ops if "name" in op.attrs}
+    assert ops["bn"].name == "netc.identity" and ops["bn"].attrs["type"] == "BatchNorm"
+    prog = _check(m)
+    # zero-copy: the identities are aliases in the plan, no launches
+    assert [L.layers for L in prog.launches] == [["conv"], ["relu"]]
+    assert prog.plan.tensor("acc").buffer == prog.plan.tensor("relu").buffer
+
+
+def test_opaque_with_several_inputs_cannot_be_an_identity(capsys, tmp_path):
+    f = tmp_path / "op2.nd"
+    f.write_text(OPAQUE.replace('acc = Opaque(relu)', 'acc = Opaque(relu, conv)'))
+    r = _main(capsys, "run", str(f), "--target", "interp", "--opaque-as-identity")
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "'acc'" in r.stderr, r.stderr
+
+
+def test_large_tiles_run_the_same_kernels():
+    from netc.runtime.interp import InterpProgram, default_inputs
+    from netc.runtime.reference import run_reference
+    m = parse_nd(INCEPTION)
+    small, large = InterpProgram(m), InterpProgram(m, blocks="large")
+    assert [L.call.kernel for L in small.launches] == [L.call.kernel for L in large.launches]
+    bm = [(a.call.constexprs["BLOCK_M"], b.call.constexprs["BLOCK_M"]) for a, b in zip(small.launches, large.launches)
+          if "BLOCK_M" in a.call.constexprs]
+    assert all(y >= x for x, y in bm) and any(y > x for x, y in bm)
+    inputs = default_inputs(m, large.net)
+    ref = run_reference(m, inputs)["head"]
+    for prog in (small, large):
+        torch.testing.assert_close(prog.run(inputs)["head"].double(), ref, rtol=1e-4, atol=1e-5)
+
+
+# ------------------------------------------------------------------------------ the CLI
+
+def _main(capsys, *args):
+    """`netc ARGS` in this process (the interpreter is already on): (exit status, stdout, stderr)."""
+    from netc.cli import main
+    capsys.readouterr()
+    rc = main([str(a) for a in args])
+    out, err = capsys.readouterr()
+    return subprocess.CompletedProcess(args, rc, out, err)
+
+
+def test_cli_scaled_run(capsys):
+    r = _main(capsys, "run", "examples/lenet.nd", "--target", "interp", "--compare", "--batch", "3", "--spatial", "20",
+             "--interp-blocks", "large")
+    assert r.returncode == 0, r.stderr
+    assert "input 'data': [64, 28, 28, 1] -> [3, 20, 20, 1]" in r.stderr
+    assert "input 'label': [64] -> [3]" in r.stderr
+    assert "prob  [3, 10]" in r.stdout and "loss  []" in r.stdout
+    errs = [float(line.split("max relative error")[1].split()[0]) for line in r.stderr.splitlines()
+            if "max relative error" in line]
+    assert len(errs) == 2 and max(errs) < 1e-5
+
+
+def test_cli_smallest_spatial_size(capsys):
+    r = _main(capsys, "run", "examples/lenet.nd", "--reference", "--spatial", "min", "--batch", "1")
+    assert r.returncode == 0, r.stderr
+    assert "--spatial min: 16 is the smallest valid spatial size" in r.stderr and "[1, 16, 16, 1]" in r.stderr
+
+
+def test_inputs_for_several_networks():
+    from netc.runtime.interp import split_inputs
+    m = parse_nd(open(ROOT / "examples/gan.nd").read())
+    x = torch.zeros(128, 1, dtype=torch.int32)
+    per = split_inputs(m, ["gan_g", "gan_d"], {"label": x, "gan_d.sample": torch.zeros(128, 2)})
+    assert set(per["gan_g"]) == {"label"} and set(per["gan_d"]) == {"label", "sample"}
+    assert split_inputs(m, ["gan_g"], None) == {"gan_g": None}
+    with pytest.raises(NetcError, match="no network has an input 'noise2'"):
+        split_inputs(m, ["gan_g", "gan_d"], {"noise2": x})
+
+
+@pytest.mark.parametrize("args,msg", [(("--spatial", "12"), "does not fit"), (("--spatial", "0"), "positive"),
+                                      (("--spatial", "8x"), "N or HxW"), (("--batch", "0"), "positive")])
+def test_cli_bad_scaling(capsys, args, msg):
+    r = _main(capsys, "run", "examples/lenet.nd", "--target", "interp", *args)
+    assert r.returncode == 1 and msg in r.stderr and "Traceback" not in r.stderr, r.stderr
+    if args[1] == "12":
+        assert "note: the inputs were scaled (--spatial 12) before shape inference" in r.stderr
+
+
+def test_cli_spatial_needs_an_image_input(capsys):
+    r = _main(capsys, "run", "examples/gan.nd", "--reference", "--spatial", "8")
+    assert r.returncode == 1 and "4-D" in r.stderr, r.stderr
+
+
+def test_cli_runs_every_network(capsys):
+    r = _main(capsys, "run", "examples/gan.nd", "--target", "interp", "--compare", "--batch", "4")
+    assert r.returncode == 0, r.stderr
+    names = [line.split()[0] for line in r.stdout.splitlines()]
+    assert names == ["gan_g.cost", "gan_g.dis_prob", "gan_g.gen_sample", "gan_d.cost", "gan_d.dis_prob"]
+    assert r.stderr.count("max relative error") == 5
+    r = _main(capsys, "run", "examples/gan.nd", "--target", "interp", "--network", "gan_d", "--batch", "4")
+    assert r.returncode == 0 and r.stdout.split()[0] == "cost", r.stderr
+
+
+def test_cli_opaque_as_identity(capsys, tmp_path):
+    f = tmp_path / "op.nd"
+    f.write_text(OPAQUE)
+    r = _main(capsys, "run", str(f), "--target", "interp")
+    assert r.returncode == 1 and "--opaque-as-identity" in r.stderr and "'bn'" in r.stderr, r.stderr
+    r = _main(capsys, "run", str(f), "--target", "interp", "--opaque-as-identity", "--compare")
+    assert r.returncode == 0, r.stderr
+    assert "unknown type 'BatchNorm' runs as the identity" in r.stderr and "bn" in r.stderr
+    r = _main(capsys, "compile", str(f), "--target", "interp", "--opaque-as-identity", "-o", str(tmp_path / "m.json"))
+    assert r.returncode == 0 and "warning" in r.stderr, r.stderr
+
+
+def test_input_without_batch_axis_is_a_clear_error(tmp_path, capsys):
+    """The interpreter target accepts what the .so accepts: batch-sized inputs (else a located
+    error, not an internal one from lowering)."""
+    from netc.cli import main
+    f = tmp_path / "nb.nd"
+    f.write_text("network nb {\n  input x: f32[4, 8]\n  input s: f32[2, 8]\n  a = ReLU(x)\n  b = ReLU(s)\n}\n")
+    assert main(["run", str(f), "--target", "interp"]) == 1
+    err = capsys.readouterr().err
+    assert f"{f}:3:9: error: input 's' has shape [2, 8], without the batch axis" in err and "Traceback" not in err

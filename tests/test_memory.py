@@ -18,9 +18,9 @@ from netc.memory.plan import PlanError, row_major
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 
 
-def build(src: str):
+def build(src: str, fuse: bool = False):
     m = load_text(src, "test.nd")
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    PassManager(DEFAULT_PIPELINE + (["fuse"] if fuse else [])).run(m, PassContext())
     return m
 
 
@@ -69,6 +69,7 @@ def simulate(p, m, B):
 
     def addr(t):
         """Cell index of the first cell of every element, shaped like the tensor's values."""
+        assert not t.fused, f"'{t.name}' is fused (never in memory) but something reads or writes it there"
         buf = p.buffers[t.buffer]
         fs = t.feature_shape
         st_ = t.strides if t.strides is not None else row_major(fs)
@@ -106,22 +107,31 @@ def simulate(p, m, B):
         if t.kind == "param" and t.alias:
             val[t.id] = val[t.alias_of].reshape(t.feature_shape)
     for s in p.steps:
-        op = ops[s.layer]
         for i in s.reads:
             check(T[i], f"step {s.index} ({s.layer})")
+        # the step's ops (a fused group's members): fused results pass from member to member in
+        # registers, never through memory
+        mbs = s.members
+        assert [mb.layer for mb in mbs] == s.layers and mbs, s
+        for mb in mbs:
+            op = ops[mb.layer]
+            out = T[mb.writes[0]]
+            ins = [val[i] for i in mb.reads[:len(op.operands)]]
+            kind = op.name.split(".")[1]
+            if len(mbs) == 1 and (kind == "reshape" or kind == "dropout" and p.mode == "inference"):
+                val[out.id] = ins[0].reshape(lead(out) + out.feature_shape)
+            elif len(mbs) == 1 and kind == "concat":
+                d = op.attrs.get("dim", -1)
+                d = d + len(out.shape) if d < 0 else d
+                val[out.id] = np.concatenate(ins, axis=d - (1 if out.cls != BATCH else 0))
+            else:
+                val[out.id] = fresh(out)
         out = T[s.writes[0]]
-        ins = [val[i] for i in s.reads[:len(op.operands)]]
-        kind = op.name.split(".")[1]
-        if kind == "reshape" or kind == "dropout" and p.mode == "inference":
-            val[out.id] = ins[0].reshape(lead(out) + out.feature_shape)
-        elif kind == "concat":
-            d = op.attrs.get("dim", -1)
-            d = d + len(out.shape) if d < 0 else d
-            val[out.id] = np.concatenate(ins, axis=d - (1 if out.cls != BATCH else 0))
-        else:
-            val[out.id] = fresh(out)
         if s.action in ("kernel", "inplace"):
-            # a kernel must not write over what it reads, except in place, element for element
+            # a kernel must not write over what it reads, except in place, element for element:
+            # the operand at the output's own cells, read only by members that read each element
+            # at the index they (and every member after them) write
+            aligned = _reads_at_output_index(mbs, ops)
             oa = addr(out)
             mark = np.zeros(len(mem[out.cls]), bool)
             mark[cells(out, oa)] = True
@@ -130,6 +140,8 @@ def simulate(p, m, B):
                 if x.cls == out.cls and mark[cells(x, addr(x))].any():
                     assert s.action == "inplace" and np.array_equal(addr(x), oa), \
                         f"step {s.index} ({s.layer}) writes '{out.name}' over its operand '{x.name}'"
+                    assert all(a for mb, a in zip(mbs, aligned) if i in mb.reads), \
+                        f"step {s.index} ({s.layer}) writes '{out.name}' over '{x.name}', which it reads elsewhere"
             write(out, val[out.id])
         elif s.action == "concat-copy":
             a = addr(out)
@@ -147,8 +159,20 @@ def simulate(p, m, B):
             check(t, "end")
 
 
+def _reads_at_output_index(mbs, ops):
+    """Per member of a step: does it read its operands element for element at the index the
+    step's kernel writes? Only an elementwise op (registry) whose result feeds such members."""
+    from netc.ops import lookup
+    res = [False] * len(mbs)
+    for k in reversed(range(len(mbs))):
+        d = lookup(ops[mbs[k].layer].name)
+        feeds = [j for j in range(k + 1, len(mbs)) if set(mbs[k].writes) & set(mbs[j].reads)]
+        res[k] = bool(d is not None and d.elementwise) and all(res[j] for j in feeds)
+    return res
+
+
 def step(p, layer):
-    return next(s for s in p.steps if s.layer == layer)
+    return next(s for s in p.steps if layer in s.layers)
 
 
 def overlapping_buffers_at(p, batch):
@@ -514,26 +538,197 @@ def test_verifier_catches_broken_plans():
 
 
 # ---------------------------------------------------------------------------------------------
+# fused modules: one step per fusion group
+
+
+RESBLOCK = """
+network res {
+  input data: f32[4, 8, 8, 16]
+  c0 = Convolution(data) {filter: [3, 3, 16, 16], activation: relu}
+  c1 = Convolution(c0) {filter: [3, 3, 16, 16]}
+  bn = BatchNorm(c1)
+  s = Add(bn, c0)
+  r = ReLU(s)
+  side = Convolution(data) {filter: [1, 1, 16, 16], activation: relu}
+  a = Sigmoid(side)
+  b = Tanh(a)
+  t = Add(b, r)
+  out = Convolution(t) {filter: [1, 1, 16, 4]}
+}
+"""
+
+
+def test_fused_group_is_one_step_and_its_intermediates_take_no_bytes():
+    m = build(RESBLOCK, fuse=True)
+    p = plan(m)
+    unfused = plan(m, fusion="none")
+    t = {x.name: x for x in p.tensors}
+    assert p.fusion and not unfused.fusion
+    # groups: c0 | c1+bn+s+r | side | a+b+t | out
+    assert [s.layers for s in p.steps] == [["c0"], ["c1", "bn", "s", "r"], ["side"], ["a", "b", "t"], ["out"]]
+    assert len(unfused.steps) == 10
+    g = step(p, "c1")
+    assert [p.tensors[i].name for i in g.fused] == ["c1", "bn", "s"] and g.writes == [t["r"].id]
+    # operands of any member live until the group's step; intermediates nowhere else
+    assert t["c0"].last_use == g.index and t["@bn.scale"].id in g.reads
+    for n in ("c1", "bn", "s", "a", "b"):
+        x = t[n]
+        assert x.fused and x.buffer == -1 and x.producer == x.last_use == step(p, n).index
+        assert all(x.id not in b.tensors for b in p.buffers)
+    fused_bytes = sum(t[n].size for n in ("c1", "bn", "s", "a", "b"))
+    assert fused_bytes == 5 * 8 * 8 * 16 * 4
+    # the conv anchor reads windows of c0: r is never placed over c0, though the residual add
+    # reads c0 element for element
+    assert g.action == "kernel" and t["r"].buffer != t["c0"].buffer
+    # a pointwise chain reads everything at the output's index: t overwrites an operand that dies there
+    chain = step(p, "t")
+    assert chain.action == "inplace" and t["t"].buffer in (t["r"].buffer, t["side"].buffer)
+    # the lower bound counts the same steps; fusion never needs more than the op-by-op plan
+    a, u = p.arenas[BATCH], unfused.arenas[BATCH]
+    assert a.lower_bound <= a.size <= u.size and a.lower_bound <= u.lower_bound
+    assert "c1 (fused), bn (fused), s (fused)" in p.table() and "one step per fusion group" in p.table()
+    from netc.memory.report import plan_json
+    j = plan_json(p)
+    recs = {r["name"]: r for r in j["tensors"]}
+    assert j["fusion"] and j["fused_tensors"] == 5 and j["fused_bytes"] == fused_bytes * p.batch
+    assert recs["bn"]["fused"] and recs["bn"]["buffer"] is None and not recs["r"]["fused"]
+    assert {"step": g.index, "layers": ["c1", "bn", "s", "r"], "action": "kernel", "group": g.group,
+            "fused": ["c1", "bn", "s"]} in j["steps"]
+    with pytest.raises(PlanError, match="fused"):
+        p.address("bn")
+    with pytest.raises(LayoutError, match="fusion='none'"):
+        write_layout(p)
+
+
+def test_fusion_saves_the_epilogue_intermediates():
+    """Residual blocks (x -> conv+relu -> conv -> batch norm -> add x -> relu): op by op, the second
+    conv's result is a third buffer beside its input and the residual; fused, the block's result
+    is written over the residual (read element for element) and the conv result never stored."""
+    src = "network r {\n  input data: f32[2, 8, 8, 32]\n  x0 = Convolution(data) {filter: [1, 1, 32, 32], activation: relu}\n"
+    for i in range(1, 6):
+        src += (f"  a{i} = Convolution(x{i-1}) {{filter: [1, 1, 32, 32], activation: relu}}\n"
+                f"  c{i} = Convolution(a{i}) {{filter: [3, 3, 32, 32]}}\n  b{i} = BatchNorm(c{i})\n"
+                f"  s{i} = Add(b{i}, x{i-1})\n  x{i} = ReLU(s{i})\n")
+    m = build(src + "}\n", fuse=True)
+    p, u = plan(m), plan(m, fusion="none")
+    assert len(p.steps) == 11 and len(u.steps) == 26
+    assert p.arenas[BATCH].lower_bound == 2 * 8 * 8 * 32 * 4 < u.arenas[BATCH].lower_bound == 3 * 8 * 8 * 32 * 4
+    assert p.arenas[BATCH].size == p.arenas[BATCH].lower_bound
+    assert all(step(p, f"s{i}").action == "inplace" for i in range(1, 6))
+
+
+def test_fused_result_never_goes_over_an_alias_of_a_window_read():
+    """d = Dropout(y) is y's bytes at inference: the residual add reads d element for element, but
+    the conv reads windows of y, so the group's result must not be written over d."""
+    m = build("""
+    network h {
+      input data: f32[2, 6, 6, 8]
+      y = Convolution(data) {filter: [1, 1, 8, 8], activation: relu}
+      d = Dropout(y)
+      c2 = Convolution(y) {filter: [3, 3, 8, 8], padding: SAME}
+      s2 = Add(c2, d)
+      out = Convolution(s2) {filter: [1, 1, 8, 4]}
+    }""", fuse=True)
+    p = plan(m)
+    assert step(p, "d").action == "alias" and p.tensor("d").buffer == p.tensor("y").buffer
+    assert step(p, "s2").layers == ["c2", "s2"] and step(p, "s2").action == "kernel"
+    assert p.tensor("s2").buffer != p.tensor("y").buffer
+
+
+def test_given_schedule_places_a_group_at_its_last_layer():
+    m = build(RESBLOCK, fuse=True)
+    with pytest.raises(PlanError, match="runs 't' before its operand 'r'"):
+        # group a+b+t runs where t is listed: before r
+        plan_memory(m, schedule=["side", "a", "b", "t", "c0", "c1", "bn", "s", "r", "out"])
+    p = plan(m, schedule=["side", "a", "b", "c0", "c1", "bn", "s", "r", "t", "out"])
+    assert p.schedule == "given" and p.order == ["side", "c0", "c1", "bn", "s", "r", "a", "b", "t", "out"]
+
+
+def test_a_group_whose_intermediate_escapes_is_refused():
+    m = build(RESBLOCK, fuse=True)
+    ops = {op.attrs.get("name"): op for op in m.network("res").regions[0].ops}
+    ops["c1"].attrs["fusion_group"] = ops["out"].attrs["fusion_group"]   # c1 would feed bn from inside 'out'
+    with pytest.raises(PlanError, match="the result of 'c1' is read by 'bn' outside the group") as e:
+        plan_memory(m)
+    assert e.value.loc is ops["c1"].loc and e.value.notes[0][1] is ops["bn"].loc
+    plan(m, fusion="none")                   # op by op it plans as ever
+
+
+def test_verifier_catches_broken_fused_plans():
+    m = build(RESBLOCK, fuse=True)
+    good = plan_memory(m)
+    assert verify_plan(good, m) == []
+    t = good.tensor
+    # a fused tensor given bytes
+    p = copy.deepcopy(good)
+    p.tensor("bn").buffer = p.tensor("r").buffer
+    assert any("'bn' is fused" in x for x in verify_plan(p, m))
+    # a fused tensor read by another step
+    p = copy.deepcopy(good)
+    st = step(p, "out")
+    st.reads.append(t("bn").id)
+    st.members[0].reads.append(t("bn").id)
+    assert any("reads 'bn' from memory, but it is fused" in x for x in verify_plan(p))
+    with pytest.raises(AssertionError, match="'bn' is fused"):
+        simulate(p, m, 1)
+    # a member reading a fused tensor its step never computed
+    p = copy.deepcopy(good)
+    g = step(p, "c1")
+    g.fused.remove(t("s").id)
+    assert any("'s'" in x for x in verify_plan(p, m))
+    # the step's reads drop an operand a member reads
+    p = copy.deepcopy(good)
+    g = step(p, "c1")
+    g.reads.remove(t("c0").id)
+    assert any("not what its members read" in x for x in verify_plan(p))
+    # in place over a window-read operand: r over c0 (the conv reads windows of c0)
+    p = copy.deepcopy(good)
+    g = step(p, "c1")
+    r, c0 = p.tensor("r"), p.tensor("c0")
+    r.buffer, r.alias, r.alias_of = c0.buffer, "inplace", c0.id
+    p.buffers[c0.buffer].tensors.append(r.id)
+    p.buffers[c0.buffer].end = max(p.buffers[c0.buffer].end, r.last_use)
+    g.action = "inplace"
+    probs = verify_plan(p, m)
+    assert any("'c1' (netc.conv2d) does not read element for element" in x for x in probs), probs
+    with pytest.raises(AssertionError, match="writes 'r' over 'c0', which it reads elsewhere"):
+        simulate(p, m, 1)
+    # the plan's steps must be the network's fusion groups
+    p = copy.deepcopy(good)
+    ops = {op.attrs.get("name"): op for op in m.network("res").regions[0].ops}
+    ops["r"].attrs["fusion_group"] = "g99"
+    assert any("group" in x for x in verify_plan(p, m))
+
+
+# ---------------------------------------------------------------------------------------------
 # random DAGs
 
 
+def _parent(draw, names, chains):
+    """A random earlier layer; with chains, mostly the latest (long pointwise chains to fuse)."""
+    if chains and draw(st.integers(0, 2)):
+        return names[-1]
+    return draw(st.sampled_from(names))
+
+
 @st.composite
-def mlp_dags(draw, max_layers=14):
+def mlp_dags(draw, max_layers=14, chains=False):
     """A random DAG of rank-2 layers: dense, activations, views, residual adds, concatenations."""
     n0 = draw(st.sampled_from([4, 8, 12]))
     batch = draw(st.sampled_from([1, 3, 8]))
     lines = [f"input x: f32[{batch}, {n0}]"]
     width = {"x": n0}
+    kinds = ["fc", "fc", "relu", "drop", "flat", "add", "cat", "bn"] + (["sig", "add", "bn"] if chains else [])
     for i in range(draw(st.integers(1, max_layers))):
         names = list(width)
-        p = draw(st.sampled_from(names))
-        kind = draw(st.sampled_from(["fc", "fc", "relu", "drop", "flat", "add", "cat", "bn"]))
+        p = _parent(draw, names, chains)
+        kind = draw(st.sampled_from(kinds))
         name = f"l{i}"
         if kind == "fc":
             w = draw(st.sampled_from([4, 8, 12, 20]))
             lines.append(f"{name} = InnerProduct({p}) {{num_outputs: {w}}}")
-        elif kind in ("relu", "drop", "flat", "bn"):
-            op = {"relu": "ReLU", "drop": "Dropout", "flat": "Reshape", "bn": "BatchNorm"}[kind]
+        elif kind in ("relu", "drop", "flat", "bn", "sig"):
+            op = {"relu": "ReLU", "drop": "Dropout", "flat": "Reshape", "bn": "BatchNorm", "sig": "Sigmoid"}[kind]
             lines.append(f"{name} = {op}({p})")
             w = width[p]
         elif kind == "add":
@@ -556,17 +751,18 @@ def mlp_dags(draw, max_layers=14):
 
 
 @st.composite
-def cnn_dags(draw, max_layers=12):
+def cnn_dags(draw, max_layers=12, chains=False):
     """A random DAG of NHWC layers with channel, height and width concatenations."""
     batch = draw(st.sampled_from([1, 2, 5]))
     c0 = draw(st.sampled_from([2, 4]))
     lines = [f"input x: f32[{batch}, 4, 4, {c0}]"]
     shape = {"x": (4, 4, c0)}
+    kinds = ["conv", "conv", "relu", "drop", "pool", "add", "cat", "cat"] + (["relu", "add", "add"] if chains else [])
     for i in range(draw(st.integers(1, max_layers))):
         names = list(shape)
-        p = draw(st.sampled_from(names))
+        p = _parent(draw, names, chains)
         h, w, c = shape[p]
-        kind = draw(st.sampled_from(["conv", "conv", "relu", "drop", "pool", "add", "cat", "cat"]))
+        kind = draw(st.sampled_from(kinds))
         name = f"l{i}"
         if kind == "conv":
             co = draw(st.sampled_from([1, 3, 4, 8]))
@@ -598,8 +794,8 @@ def cnn_dags(draw, max_layers=12):
     return "network r {\n  " + "\n  ".join(lines) + "\n}\n"
 
 
-def _check_random(src, data):
-    m = build(src)
+def _check_random(src, data, fuse=False):
+    m = build(src, fuse=fuse)
     opts = dict(alignment=data.draw(st.sampled_from([1, 4, 64, 256])),
                 concat=data.draw(st.sampled_from(["all", "all", "contiguous", "none"])),
                 mode=data.draw(st.sampled_from(["inference", "inference", "training"])),
@@ -614,6 +810,20 @@ def _check_random(src, data):
     for a in p.arenas:
         assert a.lower_bound <= a.size <= a.naive
         assert a.size % opts["alignment"] == 0 if opts["alignment"] > 1 else True
+    if fuse:
+        # one step per fusion group; every group's intermediates fused, nothing else
+        groups = {}
+        for op in m.network("r").regions[0].ops:
+            if "fusion_group" in op.attrs:
+                groups.setdefault(op.attrs["fusion_group"], []).append(op.attrs["name"])
+        assert p.fusion and sorted(s.layers for s in p.steps) == sorted(groups.values())
+        assert sum(len(s.layers) - 1 for s in p.steps) == sum(1 for t in p.tensors if t.fused)
+        unfused = plan_memory(m, **opts, fusion="none")
+        assert verify_plan(unfused, m) == []
+        if any(t.fused for t in p.tensors):
+            with pytest.raises(LayoutError):
+                write_layout(p)
+            return
     if opts["concat"] != "all" and len({t.itemsize for t in p.tensors}) == 1:
         lay = read_layout(json.dumps(write_layout(p)))
         for t in p.tensors:
@@ -635,6 +845,18 @@ def test_random_mlp_dags_plan_and_verify(src, data):
 @given(cnn_dags(), st.data())
 def test_random_cnn_dags_plan_and_verify(src, data):
     _check_random(src, data)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(mlp_dags(chains=True), st.data())
+def test_random_fused_mlp_dags_plan_and_verify(src, data):
+    _check_random(src, data, fuse=True)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(cnn_dags(chains=True), st.data())
+def test_random_fused_cnn_dags_plan_and_verify(src, data):
+    _check_random(src, data, fuse=True)
 
 
 # ---------------------------------------------------------------------------------------------

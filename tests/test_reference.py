@@ -76,7 +76,7 @@ def _case(op: str, rng: random.Random):
         return attrs(op, num_outputs=rng.randint(1, 6), activation=act), [any_shape]
     if op == "relu":
         return attrs(op, negative_slope=rng.choice([0.0, 0.1])), [any_shape]
-    if op in ("sigmoid", "tanh", "dropout", "batch_norm", "softmax", "opaque"):
+    if op in ("sigmoid", "tanh", "dropout", "batch_norm", "softmax", "opaque", "identity"):
         return attrs(op, **({"type": "Mystery"} if op == "opaque" else {})), [any_shape]
     if op == "lrn":
         return attrs(op, local_size=rng.choice([1, 3, 5])), [img]
@@ -103,6 +103,10 @@ def _case(op: str, rng: random.Random):
         return attrs(op), [(n, c), rng.choice([(n,), (n, 1), (n, c)])]
     if op == "euclidean_loss":
         return attrs(op), [any_shape, (any_shape[0], -1)]
+    if op == "gru":
+        h = rng.randint(1, 5)
+        prev = rng.choice([[], [(any_shape[0], h)]])  # the first step, or one with the previous state
+        return attrs(op, dim_hidden=h, bias=rng.choice([True, False])), [any_shape] + prev
     raise AssertionError(f"no random case for op '{op}': add one (and a reference) in this test")
 
 

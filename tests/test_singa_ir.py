@@ -91,7 +91,9 @@ def test_phases_select_singa_nets():
 def test_char_rnn_unrolled_explains():
     r = netc("explain", "--brief", os.path.join(CORPUS, "0.3.0_char-rnn_job.conf"))
     assert r.returncode == 0, r.stderr
-    assert "0#gru1:0" in r.stdout and "1#gru1:0.h" in r.stdout and "energy" not in r.stderr
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[3:] if line and line[0].isdigit()}
+    assert rows["0#gru1:0"][1] == "GRU" and rows["49#gru1:0"][1:3] == ["GRU", "50x512"]
+    assert "energy" not in r.stderr and "warning" not in r.stderr
 
 
 def test_rbm_energy_model_explains():
@@ -99,6 +101,26 @@ def test_rbm_energy_model_explains():
     assert r.returncode == 0, r.stderr
     assert "energy model" in r.stderr and "kRBMVis" in r.stdout
     assert "RBMHid:00" in r.stdout
+
+
+@pytest.mark.parametrize("extra", [[], ["--opaque-as-identity"]])
+def test_rbm_compile_says_not_yet(extra, tmp_path):
+    """An energy model gets its own "not yet" at compile time, located at the visible layer, and
+    --opaque-as-identity does not turn an RBM's visible layer into an identity."""
+    conf = os.path.join(CORPUS, "0.1.0_rbm_rbm1.conf")
+    r = netc("compile", conf, "-o", str(tmp_path / "rbm.so"), *extra)
+    assert r.returncode == 1, r.stderr
+    assert "Traceback" not in r.stderr
+    assert (f"{conf}:53:3: error: 'RBMVis:00' (kRBMVis) is the visible layer of an energy model (RBM, hidden "
+            f"'RBMHid:00'): compiling energy models to kernels is not supported yet") in r.stderr
+    assert not (tmp_path / "rbm.so").exists()
+
+
+def test_gru_compile_says_no_kernel(tmp_path):
+    conf = os.path.join(CORPUS, "0.3.0_char-rnn_job.conf")
+    r = netc("compile", conf, "-o", str(tmp_path / "rnn.so"))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "error: layer '0#gru1:0' (netc.gru, a recurrent (GRU) cell) has no CUDA kernel in netc yet" in r.stderr
 
 
 @pytest.mark.parametrize("conf", ["0.1.0_cifar10_job.conf", "0.3.0_cifar10_hybrid.conf", "0.1.0_rbm_rbm2.conf",
@@ -141,3 +163,35 @@ def test_corpus_sweep(conf):
     assert r.returncode in (0, 1), r.stderr
     if r.returncode == 1:
         assert "error:" in r.stderr and CORPUS in r.stderr
+
+
+@pytest.mark.parametrize("conf", ["0.2.0_char-rnn_sample.conf", "0.3.0_char-rnn_sample.conf"])
+def test_zero_sized_blobs_warn_and_build(conf):
+    """Spec B14: `onehot` has no onehot_conf, so vocab_size is 0: SINGA builds a [1, 0] blob and a
+    [512, 0] GRU input weight without a word. netc warns at the layers and builds the same net."""
+    path = os.path.join(CORPUS, conf)
+    r = netc("check", path)
+    assert r.returncode == 0, r.stderr
+    warn = [line for line in r.stderr.splitlines() if "warning:" in line]
+    assert warn == [f"{path}:23:5: warning: layer 'onehot' gets a zero-sized tensor [1, 0] (a size left at its "
+                    f"default 0?); SINGA accepts it silently",
+                    f"{path}:29:5: warning: layer 'gru1' gets a zero-sized tensor [512, 0] (a size left at its "
+                    f"default 0?); SINGA accepts it silently"]
+    for phase in ("train", "test"):
+        diag = DiagnosticEngine()
+        m = load(path, diag)
+        PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+        ops = {op.attrs["name"]: op for op in m.networks()[0].regions[0].ops}
+        assert list(ops["0#onehot:0"].results[0].type.shape) == [1, 0]
+        params = {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in m.params()}
+        assert params["0#z_hx"] == [512, 0] and params["0#z_hx2"] == [512, 512] and "0#z_b2" not in params
+    r = netc("run", "--reference", path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("0#sampling:0  [1, 1]")
+
+
+def test_negative_input_dims_are_still_errors(tmp_path):
+    bad = tmp_path / "neg.nd"
+    bad.write_text("network n {\n  input a: f32[-2, 3]\n  r = ReLU(a)\n}\n")
+    r = netc("check", str(bad))
+    assert r.returncode == 1 and f"{bad}:2:" in r.stderr and "must not be negative" in r.stderr

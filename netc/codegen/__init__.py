@@ -41,12 +41,18 @@ def parse_arch(arch) -> int:
 
 
 def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_triton: str | None = None,
-                   progress_stream=None) -> CompileResult:
-    """Build out_path (a shared library) and its header from a fused, planned module."""
+                   progress_stream=None, embed_params: dict | None = None, embed_seed: int | None = None,
+                   source: dict | None = None) -> CompileResult:
+    """Build out_path (a shared library) and its header from a fused, planned module.
+
+    embed_params (tensors by parameter name) and/or embed_seed (random values for the rest, as the
+    reference executor draws them) embed the packed parameters in the library (netc.runtime.params);
+    without either, the caller sets them at run time. `source` (path, sha256, load options) is
+    recorded in the manifest so that `netc run NET.so --compare` can rebuild the reference."""
     from ..memory.plan import BATCH, CONSTANT
-    from .cache import Progress, compile_cached
+    from . import lowering_cache
+    from .cache import Progress, compile_cached, load_cached
     from .launcher import ABI_VERSION, build_shared_library, generate_c, write_header
-    from .lower import lower_network
 
     arch_n = parse_arch(arch)
     t0 = time.perf_counter()
@@ -55,78 +61,110 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
         raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
     net = nets[0]
     plan = plans[net.attrs.get("sym_name", "network")]
-    low = lower_network(module, net, plan)
-    t_lower = time.perf_counter()
-
-    distinct: dict = {}
-    for L in low.launches:
-        L.kernel_index = distinct.setdefault(L.spec_key, len(distinct))
-    firsts = {}
-    for L in low.launches:
-        firsts.setdefault(L.kernel_index, L)
-    prog = Progress(len(firsts), "compiling kernels", progress_stream)
-    cubins = []
-    for i in range(len(firsts)):
-        L = firsts[i]
-        prog.step(f"{L.call.kernel.__name__} ({L.layers[0]})")
-        c = compile_cached(L.call, arch_n)
-        if c.n_params != len(L.args) + 2 or len(c.params) != len(L.args):
-            raise AssertionError(f"{c.name}: the cubin takes {c.n_params} parameters, the launcher passes "
-                                 f"{len(L.args)} + 2 scratch pointers")
-        cubins.append(c)
-    prog.close()
-    t_kernels = time.perf_counter()
-
-    # inputs, outputs, parameters
-    def io(t):
-        buf = plan.buffers[t.buffer]
-        return dict(name=t.name, shape=list(t.shape), dtype=t.dtype, bytes_per_sample=t.size,
-                    arena_offset_per_sample=buf.offset, offset_in_sample=t.offset, pitch=buf.size)
-    ins = [plan.tensors[i] for i in plan.inputs]
-    outs = [t for t in plan.tensors if t.output]
-    for t in ins + outs:
-        if t.cls != BATCH:
-            raise NetcError(f"'{t.name}' has no batch axis; netc compile handles batch-sized inputs and outputs only")
-        if t.strides is not None:
-            raise AssertionError(f"network result '{t.name}' is strided")
+    ins, outs = _network_io(net, plan)     # checked before the (slow) lowering
+    # a warm compile of an unchanged network takes its launches from the lowering cache and its
+    # cubins from the kernel cache, without importing torch or Triton (lowering_cache.py)
+    lkey = None if emit_triton else lowering_cache.key(net, plan, arch_n)
+    low = lowering_cache.load(lkey) if lkey else None
+    cubins = [] if low is not None else None
+    if low is not None:
+        distinct = {}
+        for L in low.launches:
+            L.kernel_index = distinct.setdefault(L.spec_key, len(distinct))
+            if L.kernel_index == len(cubins):
+                c = load_cached(L.cubin_key)
+                if c is None:          # evicted from the kernel cache: lower again
+                    low, cubins = None, None
+                    break
+                cubins.append(c)
+    if low is None:
+        from .lower import lower_network
+        low = lower_network(module, net, plan)
+    from ..ir.query import param_roles as _param_roles
+    roles = _param_roles(module)
     params, param_bytes = [], plan.arenas[CONSTANT].fixed
     for t in plan.tensors:
         if t.kind != "param":
             continue
         off = plan.buffers[t.buffer].offset + t.offset
         params.append(dict(name=t.name[1:], shape=list(t.shape), dtype=t.dtype, offset=off, bytes=t.size,
+                           role=roles.get(t.name[1:], "weight"),   # how random values are drawn
                            **({"shares": plan.tensors[t.alias_of].name[1:]} if t.alias == "share" else {})))
         param_bytes = max(param_bytes, off + t.size)
-    import triton
+    blob = None
+    if embed_params is not None or embed_seed is not None:   # checked before the (slow) kernels
+        from .launcher import MAX_EMBEDDED_PARAM_BYTES
+        from ..runtime.params import pack
+        if param_bytes > MAX_EMBEDDED_PARAM_BYTES:
+            raise NetcError(f"the parameters take {param_bytes} bytes, too many to embed in the library "
+                            f"(at most {MAX_EMBEDDED_PARAM_BYTES}); set them at run time instead")
+        blob = pack(dict(parameters=params, param_bytes=param_bytes), embed_params, embed_seed)
+    t_lower = time.perf_counter()
+
+    firsts = {}
+    if cubins is None:
+        distinct: dict = {}
+        for L in low.launches:
+            L.kernel_index = distinct.setdefault(L.spec_key, len(distinct))
+        for L in low.launches:
+            firsts.setdefault(L.kernel_index, L)
+        prog = Progress(len(firsts), "compiling kernels", progress_stream)
+        cubins = []
+        for i in range(len(firsts)):
+            L = firsts[i]
+            prog.step(f"{L.call.kernel.__name__} ({L.layers[0]})")
+            cubins.append(compile_cached(L.call, arch_n))
+        prog.close()
+        if lkey:
+            lowering_cache.store(lkey, low, {i: c.key for i, c in enumerate(cubins)})
+    else:
+        for L in low.launches:
+            firsts.setdefault(L.kernel_index, L)
+    for i, c in enumerate(cubins):
+        L = firsts[i]
+        if c.n_params != len(L.args) + 2 or len(c.params) != len(L.args):
+            raise AssertionError(f"{c.name}: the cubin takes {c.n_params} parameters, the launcher passes "
+                                 f"{len(L.args)} + 2 scratch pointers")
+    t_kernels = time.perf_counter()
+
+    # inputs, outputs, parameters
+    classes = _label_classes(net)
     from .. import __version__
+    from ..passes.set_dtype import precision_of
     manifest = dict(
-        abi_version=ABI_VERSION, netc=__version__, triton=triton.__version__, target="cuda", arch=f"sm_{arch_n}",
+        abi_version=ABI_VERSION, netc=__version__, triton=lowering_cache._version("triton"), target="cuda", arch=f"sm_{arch_n}",
         network=plan.network, batch=plan.batch,
-        inputs=[io(t) for t in ins], outputs=[io(t) for t in outs],
+        inputs=[_io(plan, t, classes.get(t.name)) for t in ins], outputs=[_io(plan, t) for t in outs],
         parameters=params, param_bytes=param_bytes,
+        # the compute dtype (set-dtype's --dtype, or as declared), f32 accumulation, TF32 or not;
+        # each input, output and parameter carries its own dtype (netc_set_params takes them so)
+        precision=precision_of(net),
         dtypes=sorted({t.dtype for t in plan.tensors}),
         memory=dict(plan.summary(), constant_bytes=plan.arenas[CONSTANT].size,
                     batch_bytes_per_sample=plan.arenas[BATCH].size,
                     arena_bytes=_const_region(plan) + plan.arenas[BATCH].size * plan.batch),
-        kernels=[dict(entry=c.name, kernel=firsts[i].call.kernel.__name__,
-                      constexprs={k: list(v) if isinstance(v, tuple) else v
-                                  for k, v in firsts[i].call.constexprs.items()},
+        kernels=[dict(entry=c.name, kernel=_kernel_name(firsts[i]), constexprs=_constexprs(firsts[i]),
                       num_warps=c.num_warps, shared=c.shared, cubin_bytes=len(c.cubin)) for i, c in enumerate(cubins)],
         schedule=[dict(step=L.step, group=L.group, layers=L.layers, kernel=L.kernel_index) for L in low.launches],
         splits=low.splits,
+        params_embedded=blob is not None,
     )
+    if blob is not None:
+        import hashlib
+        manifest["params_sha256"] = hashlib.sha256(memoryview(blob)).hexdigest()
+    if source:
+        manifest["source"] = source
     mtext = json.dumps(manifest, indent=1)
     c_src = generate_c(
         arch=arch_n, batch=plan.batch, const_bytes=_const_region(plan), batch_bytes=plan.arenas[BATCH].size,
         param_bytes=param_bytes,
         kernels=[(c.name, c.cubin, c.shared, 32 * c.num_warps) for c in cubins],
         launches=[(L.kernel_index, L.grid, L.args, ",".join(n for n in L.layers if n)) for L in low.launches],
-        inputs=[(plan.buffers[t.buffer].offset, t.offset, t.size, plan.buffers[t.buffer].size) for t in ins],
-        outputs=[(plan.buffers[t.buffer].offset, t.offset, t.size, plan.buffers[t.buffer].size) for t in outs],
-        manifest=mtext)
+        inputs=[_io_copy(plan, t) for t in ins], outputs=[_io_copy(plan, t) for t in outs],
+        manifest=mtext, params_embedded=blob is not None)
     out_dir = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(out_dir, exist_ok=True)
-    build_shared_library(c_src, out_path, [c.cubin for c in cubins])
+    build_shared_library(c_src, out_path, [c.cubin for c in cubins], params_blob=blob)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     header = os.path.join(out_dir, stem + ".h")
     write_header(header, stem)
@@ -137,6 +175,91 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
                          sum(c.cached for c in cubins),
                          dict(lower=t_lower - t0, kernels=t_kernels - t_lower, build=t_end - t_kernels,
                               total=t_end - t0))
+
+
+def _network_io(net, plan) -> tuple[list, list]:
+    """The plan tensors of the network's inputs (in plan order) and outputs (in the order the source
+    lists them). Inputs must be batch-sized; an output may have no batch axis (a loss)."""
+    from ..ir.query import layer_name, network_inputs, network_outputs
+    from ..memory.plan import BATCH, CONSTANT
+    ins = [plan.tensors[i] for i in plan.inputs]
+    order = {layer_name(op): i for i, op in enumerate(network_outputs(net))}
+    outs = sorted((t for t in plan.tensors if t.output), key=lambda t: order.get(t.name, len(order)))
+    in_ops = {layer_name(op): op for op in network_inputs(net)}
+    for t in ins:
+        if t.cls != BATCH:
+            op = in_ops.get(t.name)
+            raise NetcError(f"input '{t.name}' has shape {_shape(t.shape)}, without the batch axis of the network's "
+                            f"other inputs ({plan.batch}): compiled networks (the .so and --target interp) take batch-sized inputs only "
+                            f"([{plan.batch}, ...]; a call feeds 1..{plan.batch} samples)",
+                            op.loc if op is not None else None)
+    for t in ins + outs:
+        if t.cls not in (BATCH, CONSTANT):
+            raise NetcError(f"'{t.name}' has a time axis; netc compile handles no recurrent networks")
+        if t.strides is not None:
+            raise AssertionError(f"network result '{t.name}' is strided")
+    return ins, outs
+
+
+def _io(plan, t, classes: int | None = None) -> dict:
+    """The manifest's entry of a network input or output. Batch-sized ones ("batched": true) are
+    [b, ...] at a call's batch b, sample s at arena_offset_per_sample * b + s * pitch +
+    offset_in_sample in the batch arena (memory/plan.py's address). One without a batch axis (a
+    loss reduced over the batch's samples: constant class) has its own shape at every batch and
+    lives at `offset` bytes from the arena's start (the constant region, like the parameters).
+    `classes`: the class count of an input read as a SoftmaxLoss's labels (netc run NET.so draws
+    random labels from it, as the reference executor does)."""
+    from ..memory.plan import BATCH
+    buf = plan.buffers[t.buffer]
+    d = dict(name=t.name, shape=list(t.shape), dtype=t.dtype, batched=t.cls == BATCH)
+    if t.cls == BATCH:
+        d.update(region="batch", bytes_per_sample=t.size, arena_offset_per_sample=buf.offset,
+                 offset_in_sample=t.offset, pitch=buf.size)
+    else:
+        d.update(region="constant", offset=buf.offset + t.offset, bytes=t.size)
+    if classes is not None:
+        d["classes"] = classes
+    return d
+
+
+def _io_copy(plan, t) -> tuple:
+    """The launcher's copy of a network input or output (launcher.generate_c): (batched, bytes per
+    sample times b plus constant, width, pitch); without a batch axis, all its bytes at one address
+    of the constant region."""
+    from ..memory.plan import BATCH
+    buf = plan.buffers[t.buffer]
+    if t.cls == BATCH:
+        return (True, buf.offset, t.offset, t.size, buf.size)
+    return (False, 0, buf.offset + t.offset, t.size, t.size)
+
+
+def _label_classes(net) -> dict:
+    """{input name: C} for the inputs a netc.softmax_loss reads as labels (its second operand): C is
+    the class count, the logits' features (the rule of runtime/reference.py's random inputs)."""
+    from ..ir.query import layer_name, network_inputs
+    owner = {id(op.results[0]): layer_name(op) for op in network_inputs(net) if op.results}
+    out = {}
+    for op in net.regions[0].ops:
+        if op.name == "netc.softmax_loss" and len(op.operands) == 2 and id(op.operands[1]) in owner:
+            c = 1
+            for d in op.operands[0].type.shape[1:]:
+                c *= d
+            out[owner[id(op.operands[1])]] = c
+    return out
+
+
+def _shape(s) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _kernel_name(L) -> str:
+    return L.kernel_name if hasattr(L, "kernel_name") else L.call.kernel.__name__
+
+
+def _constexprs(L) -> dict:
+    if hasattr(L, "constexprs"):
+        return L.constexprs
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in L.call.constexprs.items()}
 
 
 def _const_region(plan) -> int:

@@ -25,6 +25,7 @@ class Cubin:
     params: list       # [(name, type)]
     cached: bool
     seconds: float
+    key: str = ""      # its cache_key()
 
 
 def cache_dir() -> str:
@@ -47,6 +48,23 @@ def compile_options(call) -> dict:
     return {"enable_fp_fusion": True, **call.options}
 
 
+def load_cached(key: str) -> Cubin | None:
+    """The cached cubin of a cache_key(), or None."""
+    d = cache_dir()
+    t0 = time.perf_counter()
+    try:
+        with open(os.path.join(d, key + ".json")) as f:
+            m = json.load(f)
+        with open(os.path.join(d, key + ".cubin"), "rb") as f:
+            blob = f.read()
+        if len(blob) == m["cubin_bytes"]:
+            return Cubin(m["name"], blob, m["num_warps"], m["shared"], m["n_params"],
+                         [tuple(p) for p in m["params"]], True, time.perf_counter() - t0, key)
+    except (OSError, ValueError, KeyError):
+        pass
+    return None
+
+
 def compile_cached(call, arch: int) -> Cubin:
     import triton
     if not isinstance(call.kernel, triton.runtime.JITFunction):
@@ -56,16 +74,9 @@ def compile_cached(call, arch: int) -> Cubin:
     d = cache_dir()
     meta_path, bin_path = os.path.join(d, key + ".json"), os.path.join(d, key + ".cubin")
     t0 = time.perf_counter()
-    try:
-        with open(meta_path) as f:
-            m = json.load(f)
-        with open(bin_path, "rb") as f:
-            blob = f.read()
-        if len(blob) == m["cubin_bytes"]:
-            return Cubin(m["name"], blob, m["num_warps"], m["shared"], m["n_params"],
-                         [tuple(p) for p in m["params"]], True, time.perf_counter() - t0)
-    except (OSError, ValueError, KeyError):
-        pass
+    hit = load_cached(key)
+    if hit is not None:
+        return hit
     from ..kernels.aot import compile_call
     from ..kernels.common import KernelCall
     c2 = KernelCall(call.kernel, call.grid, call.args, call.constexprs, compile_options(call))
@@ -77,7 +88,7 @@ def compile_cached(call, arch: int) -> Cubin:
              params=[list(p) for p in k.params], cubin_bytes=len(k.cubin), arch=arch)
     _atomic_write(bin_path, k.cubin)
     _atomic_write(meta_path, json.dumps(m).encode())
-    return Cubin(k.name, k.cubin, k.num_warps, k.shared, k.n_params, k.params, False, time.perf_counter() - t0)
+    return Cubin(k.name, k.cubin, k.num_warps, k.shared, k.n_params, k.params, False, time.perf_counter() - t0, key)
 
 
 def _atomic_write(path: str, data: bytes):

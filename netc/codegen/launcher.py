@@ -4,10 +4,17 @@ The .so links nothing but libdl: the CUDA driver is dlopen'd ("libcuda.so.1", or
 by netc_create, so the library loads anywhere and creation fails cleanly without a driver.
 netc_create loads every cubin (cuModuleLoadData), allocates ONE device arena (cuMemAlloc): the
 constant arena (parameters at its bottom, in manifest order) then the batch arena sized for the
-compiled batch. netc_forward copies the inputs into their planned places, launches the schedule
+compiled batch. Parameters embedded at compile time (`netc compile --params/--embed-params`: the
+packed blob of netc.runtime.params, assembled in with .incbin like the cubins) are uploaded there
+by netc_create; netc_set_params overrides them. netc_forward copies the inputs into their planned places, launches the schedule
 on the caller's stream (argument values from the plan's offsets: base + per_sample * batch +
-offset; NULL for Triton's two trailing scratch pointers) and copies the outputs out. Everything is
-asynchronous on that stream.
+offset; NULL for Triton's two trailing scratch pointers) and copies the outputs out: a batch-sized
+one as b rows (one copy when dense), one without a batch axis (a loss reduced over the batch: the
+plan's constant class, so it lives in the constant region) as one copy of all its bytes. Everything
+is asynchronous on that stream.
+
+ABI versions: 1, every input and output is [batch, ...]; 2 (this one), an output may have no batch
+axis: its manifest entry says "batched": false and its buffer is dense in its own shape.
 """
 from __future__ import annotations
 
@@ -15,7 +22,10 @@ import os
 import subprocess
 import tempfile
 
-ABI_VERSION = 1
+ABI_VERSION = 2
+PARAMS_FILE = "params.bin"
+# .rodata is reached PC-relative (+-2 GiB) from the launcher's code: keep embedded blobs well below
+MAX_EMBEDDED_PARAM_BYTES = 2 ** 31 - 2 ** 27
 
 HEADER = """\
 /* {name}.h - C ABI of a network compiled by netc (ABI version {abi}). */
@@ -41,8 +51,13 @@ void netc_destroy(void* net);
 int netc_set_params(void* net, const void* host_ptr, size_t bytes);
 /* The same from a raw file holding exactly param_bytes bytes. */
 int netc_set_params_file(void* net, const char* path);
+/* The parameters embedded at compile time (param_bytes bytes, the manifest's layout; netc_create
+   uploads them, so netc_set_params is optional), or NULL if none were; *bytes gets their size. */
+const void* netc_embedded_params(size_t* bytes);
 /* Run the network on `batch` samples (1..compiled batch): inputs/outputs are device pointers, in
-   manifest order, dense [batch, ...]; asynchronous on `stream` (a CUstream; NULL = default). */
+   manifest order, dense [batch, ...]; except an output whose manifest entry has "batched": false
+   (e.g. a loss, a mean over the batch's samples): dense in its own shape ("bytes" bytes).
+   Asynchronous on `stream` (a CUstream; NULL = default). */
 int netc_forward(void* net, const void* const* inputs, void* const* outputs, int batch, void* stream);
 /* The last error of `net` ("" if none); with NULL, the last netc_create failure of this thread. */
 const char* netc_last_error(void* net);
@@ -110,7 +125,9 @@ typedef struct {
 typedef struct { const unsigned char* image; size_t size; const char* name; unsigned shared; unsigned threads; } netc_kdef;
 typedef struct { unsigned char kind, region; long long coeff, cnst; float f; } netc_arg;  /* kind 0 ptr 1 i32 2 i64 3 f32 */
 typedef struct { int kernel; long long rows, block, rep; unsigned g1, g2; int first, nargs; const char* layer; } netc_launch;
-typedef struct { long long coeff, cnst, width, pitch; } netc_io;  /* in the batch arena */
+/* an input or output: batched, b rows of width bytes at base[2] + coeff * b + cnst, pitch apart;
+   else width bytes at base[1] + cnst (the constant region) */
+typedef struct { int batched; long long coeff, cnst, width, pitch; } netc_io;
 
 typedef struct {
   netc_driver d;
@@ -178,6 +195,14 @@ static int load_driver(netc_driver* d, char* err) {
 }
 
 API int netc_abi_version(void) { return NETC_ABI; }
+API const void* netc_embedded_params(size_t* bytes) {
+  if (bytes) *bytes = NETC_PARAMS_EMBEDDED ? (size_t)NETC_PARAM_BYTES : 0;
+#if NETC_PARAMS_EMBEDDED
+  return netc_params_blob;
+#else
+  return NULL;
+#endif
+}
 API const char* netc_manifest(void) { return netc_manifest_json; }
 API const char* netc_last_create_error(void) { return g_create_err; }
 API const char* netc_last_error(void* h) { return h ? ((netc_net*)h)->err : g_create_err; }
@@ -236,6 +261,11 @@ API void* netc_create(void) {
   size_t bytes = (size_t)NETC_CONST_BYTES + (size_t)NETC_BATCH_BYTES * NETC_BATCH;
   if ((r = n->d.cuMemAlloc(&n->arena, bytes ? bytes : 256)))
     CREATE_FAIL("netc: cannot allocate the %zu-byte arena: %s", bytes, cu_msg(&n->d, r));
+#if NETC_PARAMS_EMBEDDED
+  if ((r = n->d.cuMemcpyHtoD(n->arena, netc_params_blob, (size_t)NETC_PARAM_BYTES)))
+    CREATE_FAIL("netc: cannot upload the embedded parameters: %s (CUresult %d)", cu_msg(&n->d, r), r);
+  n->params_set = 1;
+#endif
   return n;
 }
 
@@ -307,8 +337,9 @@ API int netc_forward(void* h, const void* const* inputs, void* const* outputs, i
   long long b = batch;
   for (int i = 0; i < NETC_NINPUTS; i++) {
     const netc_io* io = &netc_inputs[i];
-    if (copy_rows(n, base[2] + io->coeff * b + io->cnst, io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width,
-                  io->width, b, s)) return -5;
+    CUdeviceptr at = io->batched ? base[2] + io->coeff * b + io->cnst : base[1] + io->cnst;
+    if (copy_rows(n, at, io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width, io->batched ? b : 1, s))
+      return -5;
   }
   for (int k = 0; k < NETC_NLAUNCHES; k++) {
     const netc_launch* L = &netc_launches[k];
@@ -342,8 +373,9 @@ API int netc_forward(void* h, const void* const* inputs, void* const* outputs, i
   }
   for (int i = 0; i < NETC_NOUTPUTS; i++) {
     const netc_io* io = &netc_outputs[i];
-    if (copy_rows(n, (CUdeviceptr)(uintptr_t)outputs[i], io->width, base[2] + io->coeff * b + io->cnst, io->pitch,
-                  io->width, b, s)) return -6;
+    CUdeviceptr at = io->batched ? base[2] + io->coeff * b + io->cnst : base[1] + io->cnst;
+    if (copy_rows(n, (CUdeviceptr)(uintptr_t)outputs[i], io->width, at, io->pitch, io->width, io->batched ? b : 1, s))
+      return -6;
   }
   n->err[0] = 0;
   return 0;
@@ -359,28 +391,35 @@ def _c_string(s: str) -> str:
     return "\n".join(out) or '""'
 
 
-def _incbin(name: str, index: int) -> str:
-    """Embed cubin `index` with the assembler's .incbin (decimal C arrays of megabytes of cubins
-    take cc seconds); the file is written beside the C source by build_shared_library."""
-    return (f'__asm__(".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\"cubin_{index}.bin\\"\\n'
+def _incbin(name: str, file: str) -> str:
+    """Embed `file` with the assembler's .incbin (decimal C arrays of megabytes of cubins or
+    parameters take cc seconds and gigabytes); build_shared_library writes it beside the C source."""
+    return (f'__asm__(".section .rodata\\n.balign 64\\n{name}:\\n.incbin \\"{file}\\"\\n'
             f'.byte 0\\n.previous\\n");\n'
             f"extern const unsigned char {name}[] __attribute__((visibility(\"hidden\")));\n")
 
 
 def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, param_bytes: int,
-               kernels: list, launches: list, inputs: list, outputs: list, manifest: str) -> str:
+               kernels: list, launches: list, inputs: list, outputs: list, manifest: str,
+               params_embedded: bool = False) -> str:
     """kernels: [(entry, cubin, shared, threads)]; launches: [(kernel, grid, args, layer)] with grid
-    ((rows, block, rep), g1, g2) and args lowered Arg; inputs/outputs: [(coeff, const, width, pitch)]."""
+    ((rows, block, rep), g1, g2) and args lowered Arg; inputs/outputs: [(batched, coeff, const, width,
+    pitch)]: batched, b rows at the batch arena's coeff * b + const; else width bytes at the constant
+    region's const (codegen._io_copy).
+    params_embedded: the library embeds PARAMS_FILE (param_bytes bytes; see build_shared_library)."""
     nargs = max([len(a) for _, _, a, _ in launches] or [0])
     total = sum(len(a) for _, _, a, _ in launches)
     p = [f"#define NETC_ABI {ABI_VERSION}", f"#define NETC_ARCH {arch}", f"#define NETC_BATCH {batch}",
          f"#define NETC_CONST_BYTES {const_bytes}ULL", f"#define NETC_BATCH_BYTES {batch_bytes}ULL",
          f"#define NETC_PARAM_BYTES {param_bytes}ULL", f"#define NETC_NKERNELS {len(kernels)}",
          f"#define NETC_NLAUNCHES {len(launches)}", f"#define NETC_MAXARGS {nargs}", f"#define NETC_NARGS {nargs}",
-         f"#define NETC_NINPUTS {len(inputs)}", f"#define NETC_NOUTPUTS {len(outputs)}"]
+         f"#define NETC_NINPUTS {len(inputs)}", f"#define NETC_NOUTPUTS {len(outputs)}",
+         f"#define NETC_PARAMS_EMBEDDED {int(bool(params_embedded and param_bytes))}"]
     body = []
     for i in range(len(kernels)):
-        body.append(_incbin(f"netc_cubin_{i}", i))
+        body.append(_incbin(f"netc_cubin_{i}", f"cubin_{i}.bin"))
+    if params_embedded and param_bytes:
+        body.append(_incbin("netc_params_blob", PARAMS_FILE))
     ks = ",\n".join(f'  {{netc_cubin_{i}, {len(c)}, "{e}", {sh}, {th}}}' for i, (e, c, sh, th) in enumerate(kernels))
     body.append(f"static const netc_kdef netc_kernels[] = {{\n{ks or '  {0}'}\n}};\n")
     kinds = {"ptr": 0, "i32": 1, "i64": 2, "fp32": 3}
@@ -395,7 +434,7 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     body.append("static const netc_arg netc_args[] = {\n" + (sep.join(flat) or "  {0}") + "\n};\n")
     body.append("static const netc_launch netc_launches[] = {\n" + (sep.join(ls) or "  {0}") + "\n};\n")
     for nm, ios in (("netc_inputs", inputs), ("netc_outputs", outputs)):
-        rows = ",\n".join(f"  {{{c}LL, {k}LL, {w}LL, {pt}LL}}" for c, k, w, pt in ios)
+        rows = ",\n".join(f"  {{{int(bool(bt))}, {c}LL, {k}LL, {w}LL, {pt}LL}}" for bt, c, k, w, pt in ios)
         body.append(f"static const netc_io {nm}[] = {{\n{rows or '  {0}'}\n}};\n")
     body.append(f"static const char netc_manifest_json[] =\n{_c_string(manifest)};\n")
     assert total == first
@@ -405,8 +444,10 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     return "\n".join(p) + "\n" + prelude[:split] + "\n".join(body) + "\n" + prelude[split:]
 
 
-def build_shared_library(c_source: str, out_path: str, cubins: list, cc: str | None = None) -> None:
-    """Compile the launcher with `cc`; cubins[i] is embedded as netc_cubin_<i>."""
+def build_shared_library(c_source: str, out_path: str, cubins: list, cc: str | None = None,
+                         params_blob=None) -> None:
+    """Compile the launcher with `cc`; cubins[i] is embedded as netc_cubin_<i>, params_blob (bytes-like,
+    the packed parameters) as netc_params_blob when the source was generated with params_embedded."""
     cc = cc or os.environ.get("CC") or "cc"
     out_path = os.path.abspath(out_path)
     with tempfile.TemporaryDirectory(prefix="netc-cc-") as d:
@@ -416,6 +457,9 @@ def build_shared_library(c_source: str, out_path: str, cubins: list, cc: str | N
         for i, blob in enumerate(cubins):
             with open(os.path.join(d, f"cubin_{i}.bin"), "wb") as f:
                 f.write(blob)
+        if params_blob is not None:
+            with open(os.path.join(d, PARAMS_FILE), "wb") as f:
+                f.write(memoryview(params_blob).cast("B"))
         cmd = [cc, "-shared", "-fPIC", "-O1", "-fvisibility=hidden", "-std=gnu11", "-o", out_path, src, "-ldl"]
         try:
             r = subprocess.run(cmd, capture_output=True, text=True, cwd=d)

@@ -13,8 +13,10 @@ lowered at the compiled batch B and at B + 1 with the constexprs of B pinned, an
 gives the coefficient. The grid's first axis is cdiv(rows_per_sample * b, BLOCK) * R; the others
 do not depend on the batch.
 
-A group runs at the schedule step of its last op. groups_for() checks that running it there reads
-only bytes the plan keeps intact, and splits it otherwise (see check_group).
+A group runs at the schedule step of its last op. A plan made with fusion has that step for the
+whole group (memory/plan.py), so check_group only guards it (a finding is an internal error); on a
+plan made op by op, check_group finds where running a group there would read bytes the plan has
+reused, and lower_network splits the group there.
 """
 from __future__ import annotations
 
@@ -24,48 +26,30 @@ import torch
 
 from ..diagnostics import NetcError
 from ..ir.core import STRUCTURAL_OPS
-from ..memory.plan import BATCH, CONSTANT, row_major
+from ..memory.plan import BATCH, CONSTANT, is_dense, output_aligned_members, row_major
+from ..ops import lookup
+from ..ops.registry import not_runnable
 
-NULL, CONST_ARENA, BATCH_ARENA = 0, 1, 2
+from .recipes import BATCH_ARENA, CONST_ARENA, NULL, Arg, Launch, Lowered  # noqa: F401
 ID_SHIFT = 36
-TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                "i32": torch.int32, "i64": torch.int64, "i8": torch.int8}   # integers: labels
 # constexpr -> launcher keyword, to pin a specialization while re-lowering at another batch
 PIN_KWARGS = {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k", "GROUP_M": "group_m",
-              "FLAT_K": "flat_k", "BLOCK": "block", "BLOCK_P": "block_p", "BLOCK_C": "block_c"}
+              "FLAT_K": "flat_k", "BLOCK": "block", "BLOCK_P": "block_p", "BLOCK_C": "block_c",
+              "BLOCK_R": "block_r"}
 NO_KERNEL = {"netc.deconv2d": "transposed convolution", "netc.upsample2d": "upsampling",
-             "netc.opaque": "an opaque (unknown) layer", "netc.softmax_loss": "a loss",
-             "netc.euclidean_loss": "a loss"}
+             "netc.gru": "a recurrent (GRU) cell", "netc.argsort": "SINGA's ArgSort",
+             "netc.accuracy": "SINGA's Accuracy",
+             "netc.opaque": "an opaque (unknown) layer"}
+# tile policies: "cuda", the launchers' own (what the .so runs); "large", large_tiles() (the interpreter)
+BLOCK_POLICIES = ("cuda", "large")
+# ops that are the identity on their operand's bytes: no kernel when the plan aliases them, else a copy
+COPY_OPS = ("netc.dropout", "netc.reshape", "netc.identity")
 
 
 class CodegenError(NetcError):
     pass
-
-
-@dataclass
-class Arg:
-    kind: str            # "ptr" | "i32" | "i64" | "fp32"
-    region: int = NULL   # for ptr
-    coeff: int = 0       # ptr: bytes per batch sample of the buffer offset; ints: value per sample
-    const: int = 0
-    fval: float = 0.0
-
-
-@dataclass
-class Launch:
-    group: str
-    layers: list
-    step: int
-    call: object              # KernelCall at the compiled batch (meta tensors)
-    args: list                # Arg per runtime parameter
-    grid: tuple               # (rows_per_sample, block, R) for axis 0, then axes 1, 2 (constants)
-    spec_key: tuple = ()      # the specialization: identical keys share one cubin
-    kernel_index: int = -1
-
-
-@dataclass
-class Lowered:
-    launches: list = field(default_factory=list)
-    splits: list = field(default_factory=list)   # groups split to respect the plan: text notes
 
 
 # --------------------------------------------------------------------------- meta placements
@@ -83,7 +67,8 @@ class _Placements:
             return self.by_tensor[t.id]
         dt = TORCH_DTYPES.get(t.dtype)
         if dt is None:
-            raise CodegenError(f"tensor '{t.name}' has dtype {t.dtype}; the CUDA target supports f32, f16, bf16")
+            raise CodegenError(f"tensor '{t.name}' has dtype {t.dtype}; the CUDA target supports f32, f16, bf16 "
+                               f"(and i32, i64, i8 for labels)")
         buf = self.plan.buffers[t.buffer]
         fshape = t.feature_shape
         fstr = tuple(t.strides) if t.strides is not None else row_major(fshape)
@@ -126,8 +111,10 @@ def _slope_act(op):
     return ({"netc.sigmoid": "sigmoid", "netc.tanh": "tanh"}[op.name], 0.0)
 
 
-def _lower_group(members, plan, tensors, pl: _Placements, pin: dict):
-    """(KernelCall, rows_per_sample, block constexpr name) of a group, or None (no kernel)."""
+def _lower_group(members, plan, tensors, pl: _Placements, pin: dict, tf32: bool = False):
+    """(KernelCall, rows_per_sample, block) of a group: the grid's first axis is cdiv(rows_per_sample * b,
+    block) * R, block the value of the constexpr so named, a number, or None (1).
+    tf32: f32 matrix products may use TF32 (the network's netc.precision, from set-dtype)."""
     K = _kernels()
     first, last = members[0], members[-1]
     T = lambda v: pl.meta(tensors[_vname(v)])                       # noqa: E731
@@ -135,7 +122,7 @@ def _lower_group(members, plan, tensors, pl: _Placements, pin: dict):
     out = T(last.results[0])
     B = pl.batch
     if first.name in ("netc.conv2d", "netc.inner_product"):
-        kw = dict(activation="none", negative_slope=0.0)
+        kw = dict(activation="none", negative_slope=0.0, allow_tf32=tf32)
         if first.attrs.get("activation", "none") not in ("none", None):
             kw["activation"] = first.attrs["activation"]
         prev = first.results[0]
@@ -192,6 +179,12 @@ def _lower_group(members, plan, tensors, pl: _Placements, pin: dict):
     if op.name == "netc.softmax":
         call = K.softmax(T(op.operands[0]), out=out, launch=False, **pin)
         return call, 1, None
+    if op.name in ("netc.softmax_loss", "netc.euclidean_loss"):
+        fn = K.softmax_loss if op.name == "netc.softmax_loss" else K.euclidean_loss
+        call = fn(T(op.operands[0]), T(op.operands[1]), out=out, launch=False, **pin)
+        return call, 1, K.ONE_PROGRAM      # one program reduces the whole batch
+    if op.name in COPY_OPS:
+        return _copy_call(T(op.operands[0]), out, pin, pl)
     raise AssertionError(op.name)
 
 
@@ -201,11 +194,13 @@ def _kernels():
     from ..kernels.conv import conv2d
     from ..kernels.elementwise import elementwise_chain
     from ..kernels.gemm import gemm
+    from ..kernels.loss import ONE_PROGRAM, euclidean_loss, softmax_loss
     from ..kernels.lrn import lrn
     from ..kernels.pool import avgpool, maxpool
     from ..kernels.softmax import softmax
     return SimpleNamespace(conv2d=conv2d, elementwise_chain=elementwise_chain, gemm=gemm, lrn=lrn,
-                           avgpool=avgpool, maxpool=maxpool, softmax=softmax)
+                           avgpool=avgpool, maxpool=maxpool, softmax=softmax, softmax_loss=softmax_loss,
+                           euclidean_loss=euclidean_loss, ONE_PROGRAM=ONE_PROGRAM)
 
 
 def _vname(v):
@@ -217,17 +212,36 @@ def _pin_of(call) -> dict:
     return {PIN_KWARGS[k]: v for k, v in call.constexprs.items() if k in PIN_KWARGS}
 
 
-def _copy_call(src, dst_slice, pin, pl):
+def _copy_call(src, dst, pin, pl):
+    """A copy src -> dst (an elementwise chain of no ops): a concat input into its slice, or a
+    dropout/reshape/identity the plan could not alias. Different shapes of the same element count
+    (a reshape) are copied as [batch, features] rows, which needs both dense within a sample."""
     K = _kernels()
-    return K.elementwise_chain(src, [], out=dst_slice, launch=False, **pin), src.numel() // pl.batch, "BLOCK"
+    if tuple(src.shape) != tuple(dst.shape):
+        src, dst = _as_rows(src, pl.batch), _as_rows(dst, pl.batch)
+    return K.elementwise_chain(src, [], out=dst, launch=False, **pin), src.numel() // pl.batch, "BLOCK"
 
 
-def lower_launch(name, members, plan, tensors, step, copy=None) -> Launch:
-    """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to a Launch."""
+def _as_rows(t, batch):
+    """A meta placement [batch, ...] dense within each sample, viewed as [batch, features] (same storage
+    offset, so it still decodes to its placement)."""
+    f = t.numel() // batch if batch else 0
+    fshape = tuple(t.shape[1:])
+    if not is_dense(fshape, tuple(t.stride()[1:])):
+        raise ValueError(f"a copy between different shapes needs dense tensors, got strides {t.stride()}")
+    return t.as_strided((batch, f), (t.stride(0) if t.dim() else f, 1), t.storage_offset())
+
+
+def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = False, blocks: str = "cuda") -> Launch:
+    """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to a Launch.
+    blocks: "cuda" (the launchers' own tile sizes, what the .so runs) or "large" (large_tiles())."""
     B = plan.batch
     results = []
     pin: dict = {}
-    for b in (B, B + 1):
+    if blocks not in BLOCK_POLICIES:
+        raise ValueError(f"unknown block policy {blocks!r} (one of {', '.join(BLOCK_POLICIES)})")
+    sizes = (B, B, B + 1) if blocks == "large" else (B, B + 1)
+    for i, b in enumerate(sizes):
         pl = _Placements(plan, b)
         try:
             if copy is not None:
@@ -236,13 +250,16 @@ def lower_launch(name, members, plan, tensors, step, copy=None) -> Launch:
                 d = pl.meta(dst).narrow(axis, start, s.shape[axis])
                 call, ps, blk = _copy_call(s, d, pin, pl)
             else:
-                call, ps, blk = _lower_group(members, plan, tensors, pl, pin)
+                call, ps, blk = _lower_group(members, plan, tensors, pl, pin, tf32)
         except (ValueError, TypeError) as e:
             layer = members[0].attrs.get("name")
             raise CodegenError(f"cannot lower layer '{layer}' ({members[0].name}) to a kernel: {e}",
                                members[0].loc) from None
         results.append((call, ps, blk, pl))
         pin = _pin_of(call)
+        if blocks == "large" and i == 0:
+            pin.update(large_tiles(call))
+            results.pop()
     (c0, ps, blk, p0), (c1, ps1, _, p1) = results
     if c0.constexprs != c1.constexprs or c0.kernel is not c1.kernel:
         raise AssertionError(f"{name}: the specialization changed with the batch")
@@ -261,7 +278,7 @@ def lower_launch(name, members, plan, tensors, step, copy=None) -> Launch:
         else:
             coeff = int(v1) - int(v0)
             args.append(Arg(arg_type(v0), coeff=coeff, const=int(v0) - coeff * B))
-    q = c0.constexprs[blk] if blk else 1
+    q = c0.constexprs[blk] if isinstance(blk, str) else (blk or 1)   # a constexpr's name, or a number
     cd = lambda a, b: -(-a // b)  # noqa: E731
     r = c0.grid[0] // cd(ps * B, q)
     for b, c in ((B, c0), (B + 1, c1)):
@@ -273,6 +290,44 @@ def lower_launch(name, members, plan, tensors, step, copy=None) -> Launch:
                                                             zip(c0.kernel.arg_names, args, c0.args)),
            tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())))
     return Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
+
+
+def _p2(n: int, lo: int, hi: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return max(lo, min(hi, p))
+
+
+def large_tiles(call) -> dict:
+    """Launcher keywords pinning large tiles for `call`'s kernel (the "large" block policy).
+
+    Triton's interpreter pays a fixed Python cost per program and per loop iteration (about a
+    millisecond: every op is a NumPy call, every nested @triton.jit call re-patches builtins),
+    while the work inside a tile is one vectorized NumPy operation. So under the interpreter,
+    tiles as large as the problem (capped to keep a tile in tens of MiB) run a network 10-100x
+    faster than the GPU-sized ones. The kernel code is the same; only its block constexprs differ
+    (masks still cover the ragged edges), so this is a specialization a GPU could run too, just
+    not a fast one."""
+    a = dict(zip(call.kernel.arg_names, call.args))
+    k = call.constexprs
+    name = call.kernel.__name__
+    if name == "gemm_kernel":
+        return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["N"], 16, 512), block_k=_p2(a["K"], 16, 512))
+    if name == "conv2d_kernel":
+        m = a["NB"] * a["OH"] * a["OW"]
+        kk = k["KH"] * k["KW"] * a["CI"] if k["FLAT_K"] else a["CI"]
+        bn = _p2(a["CO"], 16, 512)
+        bk = _p2(kk, 16, 512)
+        return dict(block_m=_p2(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
+    if name in ("pool2d_kernel", "lrn_kernel"):
+        c = a["C"]
+        p = a["NB"] * a["OH"] * a["OW"] if name == "pool2d_kernel" else a["P"]
+        bc = _p2(c, 1, 1024)
+        return dict(block_c=bc, block_p=_p2(p, 1, max(1, 2 ** 16 // bc)))
+    if name == "elementwise_kernel":
+        return dict(block=_p2(a["NUMEL"], 1, 2 ** 18))
+    return {}
 
 
 def _ptr_type(v):
@@ -318,8 +373,11 @@ def check_group(members, plan, tensors, step_of, steps) -> str | None:
     s_last = max(step_of[n] for n in names)
     inside = {id(m.results[0]) for m in members}
     out = tensors[_vname(members[-1].results[0])]
-    anchor_gemm = members[0].name in ("netc.conv2d", "netc.inner_product")
-    for m in members:
+    # members that read at exactly the output's index (the planner's in-place rule, from OpDef
+    # flags): any other read -- a conv's window -- must not meet the output's bytes
+    aligned = output_aligned_members([lookup(m.name) for m in members], [[id(v) for v in m.operands] for m in members],
+                                     [[id(r) for r in m.results] for m in members])
+    for m, m_aligned in zip(members, aligned):
         for i, v in enumerate(m.operands):
             if id(v) in inside:
                 continue
@@ -327,34 +385,82 @@ def check_group(members, plan, tensors, step_of, steps) -> str | None:
             r = step_of[m.attrs.get("name")]
             # the bytes must survive every step between the read the plan assumed and the kernel
             for st in steps[r:s_last - 1]:
-                if st.layer in names or st.action == "alias":
+                if names.intersection(st.layers) or st.action == "alias":
                     continue
                 for w in st.writes:
                     if _overlap(plan, plan.tensors[w], t):
                         return f"'{st.layer}' overwrites '{t.name}' before the fused kernel reads it"
-            window_read = anchor_gemm and m is members[0]
+            window_read = not m_aligned
             if _overlap(plan, out, t) and (window_read or not _same_place(out, t)):
                 return f"the output '{out.name}' overlaps the operand '{t.name}'"
     return None
 
 
-def lower_network(module, net, plan) -> Lowered:
-    """Every kernel launch of one planned network, in schedule order."""
+def opaque_diagnostics(ops) -> list:
+    """One error per opaque layer (all of them at once): netc does not know what it computes."""
+    from ..diagnostics import Diagnostic
+    out = []
+    energy = [op for op in ops if op.attrs.get("energy_model")]
+    for op in energy:
+        name, kind = op.attrs.get("name"), op.attrs.get("type", "?")
+        hid = op.attrs.get("hidden")
+        hid = ", ".join(f"'{h}'" for h in (hid if isinstance(hid, list) else [hid] if hid else []))
+        out.append(Diagnostic("error", f"'{name}' ({kind}) is the visible layer of an energy model (RBM"
+                                       + (f", hidden {hid}" if hid else "") + "): compiling energy models to kernels "
+                                       "is not supported yet", op.loc, width=len(name or "x")))
+        out[-1].note("`netc explain` shows the visible -> hidden direction (shapes, parameters, costs)")
+    ops = [op for op in ops if not op.attrs.get("energy_model")]
+    if not ops:
+        return out
+    for op in ops:
+        name, kind = op.attrs.get("name"), op.attrs.get("type", "?")
+        out.append(Diagnostic("error", f"layer '{name}' has type '{kind}', unknown to netc (an opaque pass-through, "
+                                       f"Paleo's Generic layer): netc cannot execute it faithfully", op.loc,
+                              width=len(name or "x")))
+    out[-1].note(f"--opaque-as-identity runs {'these layers' if len(out) > 1 else 'it'} as the identity (with a "
+                 f"warning), if that is what you want")
+    return out
+
+
+def lower_network(module, net, plan, blocks: str = "cuda") -> Lowered:
+    """Every kernel launch of one planned network, in schedule order. blocks: the tile policy
+    ("cuda": the .so's; "large": large_tiles(), for Triton's interpreter)."""
     body = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
     tensors = {t.name: t for t in plan.tensors}
-    step_of = {s.layer: s.index for s in plan.steps}
+    step_of = {n: s.index for s in plan.steps for n in s.layers}
     steps = plan.steps
+    tf32 = bool((net.attrs.get("netc.precision") or {}).get("tf32", False))
+    opaque = [op for op in body if op.name == "netc.opaque"]
+    if opaque:
+        raise CodegenError(opaque_diagnostics(opaque))
     for op in body:
         if op.name in NO_KERNEL:
             raise CodegenError(f"layer '{op.attrs.get('name')}' ({op.name}, {NO_KERNEL[op.name]}) has no CUDA "
                                f"kernel in netc yet", op.loc)
+        if not_runnable(op):
+            raise CodegenError(not_runnable(op), op.loc)
     groups: dict[str, list] = {}
     for op in body:
         g = op.attrs.get("fusion_group") or f"op:{op.attrs.get('name')}"
         groups.setdefault(g, []).append(op)
     out = Lowered()
-    todo = list(groups.items())
     final = []
+    # A plan made with fusion (plan.fusion) runs each group as one step: its operands live until
+    # then and its result may overlap only operands read at the output's index, so there is
+    # nothing to split; check_group stays as a safety net whose finding is a bug in netc. A plan
+    # made op by op (fusion="none") keeps each op's own lifetimes: groups are checked against it
+    # and split where running them as one kernel would read bytes the plan has reused.
+    todo = [] if plan.fusion else list(groups.items())
+    for g, members in (groups.items() if plan.fusion else ()):
+        names = [m.attrs.get("name") for m in members]
+        st = steps[step_of[names[-1]] - 1]
+        if st.layers != names:
+            raise AssertionError(f"internal error: fusion group {g} ({', '.join(names)}) is not one step of the "
+                                 f"memory plan (step {st.index} runs {', '.join(st.layers)}); plan after fusing")
+        why = check_group(members, plan, tensors, step_of, steps)
+        if why is not None:
+            raise AssertionError(f"internal error: the memory plan breaks fusion group {g}: {why}")
+        final.append((g, members))
     while todo:
         g, members = todo.pop(0)
         # the longest prefix that is safe to run as one kernel; the rest becomes a pointwise chain
@@ -386,12 +492,9 @@ def lower_network(module, net, plan) -> Lowered:
             for v in op.operands:
                 src = tensors[_vname(v)]
                 if src.id in st.copies:
-                    out.launches.append(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index,
+                    out.launches.append(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index, blocks=blocks,
                                                      copy=(src, dst, axis, start)))
                 start += src.shape[axis]
             continue
-        if op.name in ("netc.dropout", "netc.reshape"):
-            raise CodegenError(f"layer '{op.attrs.get('name')}' ({op.name}) needs a copy the memory plan did not "
-                               f"make an alias; netc has no copy kernel for it yet", op.loc)
-        out.launches.append(lower_launch(g, members, plan, tensors, st.index))
+        out.launches.append(lower_launch(g, members, plan, tensors, st.index, tf32=tf32, blocks=blocks))
     return out

@@ -47,9 +47,9 @@ Mapping (SINGA type -> netc op):
                                        softmax_loss(prediction, labels), the scalar loss
   kEuclideanLoss                       euclidean_loss (scalar, SINGA's shape [] too)
   kBM/kCudnnBM                         batch_norm
-  kGRU                                 stand-in with the right shape: inner_product(x) [N, h], plus
-                                       `<node>.x` / `<node>.h` projections summed (elementwise) when
-                                       the previous step is a source; only z_hx / z_hh are bound
+  kGRU                                 gru {dim_hidden, bias}: (x) on the first unrolled step, (x, the
+                                       previous step) after it; all 6 / 9 params bound, in SINGA's
+                                       order and layout (z_hx, r_hx, c_hx [h, vdim], ..., z_b, ...)
   kSplit (model and partition split)   no op: a value may have several users in netc; readers of
                                        the split read its source (same shape)
   kBridgeSrc/kBridgeDst                opaque pass-through {type: kBridgeSrc|kBridgeDst}
@@ -77,7 +77,6 @@ to kernels is not supported yet.
 """
 from __future__ import annotations
 
-import math
 import os
 import re
 
@@ -196,9 +195,9 @@ class _Net:
     def build(self):
         for n in self.net.nodes:
             self.node(n)
-        # A share_from owner that no netc op binds (it belongs to an opaque kRBMVis, or to a GRU
-        # weight the stand-in does not bind): the sharer binds the owner's name itself, which is
-        # the same storage (netc shares parameters bound by one name).
+        # A share_from owner that no netc op binds (it belongs to an opaque kRBMVis): the sharer
+        # binds the owner's name itself, which is the same storage (netc shares parameters bound
+        # by one name).
         bound = {spec["name"] for op in self.ops for spec in (op.attrs.get("params") or {}).values()}
         for op in self.ops:
             for spec in (op.attrs.get("params") or {}).values():
@@ -298,15 +297,10 @@ class _Net:
             self.add("netc.inner_product", name, srcs, loc, num_outputs=c["hdim"],
                      **({"params": params} if params else {}))
         elif t == "kGRU":
-            h = c["dim_hidden"]
-            wx = self.bind(n, None, {"weight": ps[0], "bias": ps[6] if len(ps) > 6 else None})
-            if len(srcs) == 1:
-                self.add("netc.inner_product", name, srcs, loc, num_outputs=h, params=wx)
-            else:
-                wh = self.bind(n, None, {"weight": ps[3]})
-                self.add("netc.inner_product", name + ".x", [srcs[0]], loc, num_outputs=h, params=wx)
-                self.add("netc.inner_product", name + ".h", [srcs[1]], loc, num_outputs=h, bias=False, params=wh)
-                self.add("netc.elementwise", name, [name + ".x", name + ".h"], loc)
+            roles = ("z_hx", "r_hx", "c_hx", "z_hh", "r_hh", "c_hh", "z_b", "r_b", "c_b")
+            params = self.bind(n, None, dict(zip(roles, ps)))
+            self.add("netc.gru", name, srcs, loc, dim_hidden=c["dim_hidden"],
+                     **({"bias": False} if not c.get("bias", True) else {}), params=params)
         else:
             self.add("netc.opaque", name, srcs, loc, type=base)
 

@@ -7,6 +7,7 @@ op's netc attributes.
     maxpool, avgpool        pool.py         NHWC, Paleo padding, padding excluded from averages
     lrn                     lrn.py          across channels
     softmax                 softmax.py      rows of the flattened features, numerically stable
+    softmax_loss, ...       loss.py         softmax cross-entropy, euclidean loss: the batch mean
     elementwise_chain, ...  elementwise.py  a constexpr sequence of unary/binary ops in one pass
     reference               reference.py    float64 torch oracles with exactly netc's semantics
     compile_call            aot.py          cubins for sm_80/sm_90 without a GPU
@@ -28,6 +29,7 @@ _EXPORTS = {
     "maxpool": "pool", "avgpool": "pool",
     "lrn": "lrn",
     "softmax": "softmax",
+    "softmax_loss": "loss", "euclidean_loss": "loss",
     "elementwise_chain": "elementwise", "elementwise": "elementwise", "relu": "elementwise",
     "sigmoid": "elementwise", "tanh": "elementwise", "batch_norm": "elementwise",
     "KernelCall": "common", "ACTIVATIONS": "common",

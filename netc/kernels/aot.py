@@ -45,13 +45,16 @@ class AotKernel:
     compiled: object     # triton's CompiledKernel
 
 
+INT_POINTER_TYPES = {torch.int8: "*i8", torch.int32: "*i32", torch.int64: "*i64"}
+
+
 def arg_type(v) -> str:
     """The Triton signature type of one runtime argument of a KernelCall."""
     if isinstance(v, torch.Tensor):
-        try:
-            return POINTER_TYPES[v.dtype]
-        except KeyError:
-            raise TypeError(f"no kernel pointer type for {v.dtype}") from None
+        t = POINTER_TYPES.get(v.dtype) or INT_POINTER_TYPES.get(v.dtype)   # integers: labels
+        if t is None:
+            raise TypeError(f"no kernel pointer type for {v.dtype}")
+        return t
     if isinstance(v, bool):
         return "i1"
     if isinstance(v, int):
@@ -93,6 +96,13 @@ def compile_call(call: KernelCall, arch: int = 90) -> AotKernel:
                      global_scratch_size=getattr(md, "global_scratch_size", 0) or 0, compiled=k)
 
 
+def mma_instructions(ptx: str) -> list:
+    """The tensor-core instructions of a kernel's PTX, e.g. 'mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32'
+    (sm_80: D = f32, A = B = bf16, C = f32) or 'wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16'
+    (sm_90): they show the operand dtypes and the f32 accumulator. IEEE fp32 products use none (FMA)."""
+    return sorted(set(re.findall(r"\b(?:wgmma\.mma_async|mma\.sync)[\w.]*", ptx)))
+
+
 def ptxas_path(arch: int = 90):
     """The ptxas Triton would use for sm_<arch> (its own copy, unless TRITON_PTXAS_PATH or
     TRITON_PTXAS_BLACKWELL_PATH say otherwise), or None when there is none."""
@@ -109,6 +119,7 @@ def representative_calls() -> dict:
     from .conv import conv2d
     from .elementwise import elementwise_chain
     from .gemm import gemm
+    from .loss import euclidean_loss, softmax_loss
     from .lrn import lrn
     from .pool import avgpool, maxpool
     from .softmax import softmax
@@ -133,11 +144,26 @@ def representative_calls() -> dict:
             out=m(8, 14, 14, 512, dt=bf16), out_channel_offset=256, launch=False),
         "maxpool_f32": maxpool(m(8, 55, 55, 96), [1, 3, 3, 1], [1, 2, 2, 1], "VALID", launch=False),
         "avgpool_f16_same": avgpool(m(8, 35, 35, 192, dt=f16), [1, 3, 3, 1], [1, 1, 1, 1], "SAME", launch=False),
+        "maxpool_bf16": maxpool(m(8, 55, 55, 96, dt=bf16), [1, 3, 3, 1], [1, 2, 2, 1], "VALID", launch=False),
         "lrn_f32": lrn(m(8, 27, 27, 96), 5, 1e-4, 0.75, 2.0, launch=False),
+        "lrn_f16": lrn(m(8, 27, 27, 96, dt=f16), 5, 1e-4, 0.75, 2.0, launch=False),
+        "lrn_bf16": lrn(m(8, 27, 27, 96, dt=bf16), 5, 1e-4, 0.75, 2.0, launch=False),
         "softmax_f32": softmax(m(8, 1000), launch=False),
+        "softmax_f16": softmax(m(8, 1000, dt=f16), launch=False),
+        # what --dtype bf16 compiles: bf16 logits, f32 probabilities (netc/passes/set_dtype.py)
+        "softmax_bf16_to_f32": softmax(m(8, 1000, dt=bf16), out_dtype=torch.float32, launch=False),
         "elementwise_chain_f32": elementwise_chain(
             m(8, 14, 14, 64), [("add", m(8, 14, 14, 64)), ("scale_shift", m(64), m(64)), "relu", ("mul", 0.5),
                                ("max", 0.25), "sigmoid", "tanh", ("leaky_relu", 0.2)], launch=False),
+        # a 16-bit batch norm + residual + relu: bf16 tensors, f32 per-channel scale and shift
+        "elementwise_chain_bf16_bn_f32": elementwise_chain(
+            m(8, 14, 14, 64, dt=bf16), [("scale_shift", m(64), m(64)), ("add", m(8, 14, 14, 64, dt=bf16)), "relu"],
+            launch=False),
+        "elementwise_chain_f16": elementwise_chain(m(8, 14, 14, 64, dt=f16), ["sigmoid", ("mul", 2.0)], launch=False),
+        # losses (one program reduces the batch): i32 class indices, one-hot targets
+        "softmax_loss_f32_i32": softmax_loss(m(8, 1000), m(8, dt=torch.int32), launch=False),
+        "softmax_loss_bf16_onehot": softmax_loss(m(8, 10, dt=bf16), m(8, 10), launch=False),
+        "euclidean_loss_f32": euclidean_loss(m(8, 2), m(8, 2), launch=False),
     }
 
 
@@ -160,14 +186,14 @@ def main(argv=None) -> int:
         k = compile_call(call, a.arch)
         results[name] = dict(entry=k.name, cubin_bytes=len(k.cubin), elf=k.cubin[:4] == b"\x7fELF",
                              params=len(k.params), ptx_params=k.n_params, shared=k.shared,
-                             num_warps=k.num_warps, seconds=round(time.time() - t, 2))
+                             num_warps=k.num_warps, mma=mma_instructions(k.ptx), seconds=round(time.time() - t, 2))
     if a.json:
         print(json.dumps(dict(triton=triton.__version__, arch=a.arch, ptxas=ptxas_path(a.arch), kernels=results)))
     else:
         print(f"triton {triton.__version__}, sm_{a.arch}, ptxas {ptxas_path(a.arch)}")
         for name, r in results.items():
             print(f"  {name:30s} {r['entry']:20s} cubin {r['cubin_bytes']:7d} B  shared {r['shared']:6d} B  "
-                  f"{r['num_warps']} warps  {r['seconds']:.2f}s")
+                  f"{r['num_warps']} warps  {r['seconds']:.2f}s  {' '.join(r['mma']) or '(no tensor cores)'}")
     return 0
 
 

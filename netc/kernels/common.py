@@ -29,9 +29,13 @@ ACTIVATIONS = {"none": ACT_NONE, "relu": ACT_RELU, "sigmoid": ACT_SIGMOID, "tanh
 POINTER_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16"}
 FLOAT_DTYPES = tuple(POINTER_TYPES)
 
-# Triton's CPU interpreter (TRITON_INTERPRET=1, read when a kernel is decorated) multiplies bf16
-# blocks as raw 16-bit integers in tl.dot (triton 3.9); under it, bf16 operands are widened to
-# fp32 first, which is exact and matches tensor cores (exact products, fp32 accumulation).
+# Triton's CPU interpreter (TRITON_INTERPRET=1, read when a kernel is decorated) keeps bf16 blocks
+# as NumPy uint16 (NumPy has no bf16) and its tl.dot (interpreter.py create_dot, triton 3.6-3.9)
+# calls np.matmul on those raw integers: only fp8 operands are converted first. Every other bf16
+# operation converts properly. So under the interpreter mma() widens bf16 operands to fp32 first,
+# which is exact and what tensor cores compute (exact products, fp32 accumulation).
+# The interpreter's tl.dot also ignores input_precision (np.matmul in fp32): for TF32, mma()
+# truncates fp32 operands to TF32's 10-bit mantissa as the tensor cores do with fp32 registers.
 INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 
@@ -53,18 +57,31 @@ def activate(x, ACTIVATION: tl.constexpr, slope):
 
 
 @triton.jit
+def to_tf32(x):
+    """An fp32 block with the low 13 mantissa bits cleared: the TF32 value a tensor core reads."""
+    return (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def mma(a, b, acc, ALLOW_TF32: tl.constexpr):
     """acc += a @ b with an fp32 accumulator. fp32 operands use TF32 tensor cores only when
-    ALLOW_TF32; otherwise full IEEE fp32 ("ieee"). fp16/bf16 operands ignore the precision."""
+    ALLOW_TF32, otherwise full IEEE fp32 ("ieee"). fp16/bf16 operands (b is converted to a's dtype
+    when they differ) multiply exactly on the tensor cores and ignore ALLOW_TF32."""
     if a.dtype != b.dtype:
         b = b.to(a.dtype)
-    if INTERPRETING:
-        if a.dtype == tl.bfloat16:
-            a = a.to(tl.float32)
-            b = b.to(tl.float32)
-    if ALLOW_TF32:
-        acc = tl.dot(a, b, acc, input_precision="tf32")
+    if a.dtype == tl.float32:
+        if ALLOW_TF32:
+            if INTERPRETING:
+                a = to_tf32(a)
+                b = to_tf32(b)
+            acc = tl.dot(a, b, acc, input_precision="tf32")
+        else:
+            acc = tl.dot(a, b, acc, input_precision="ieee")
     else:
+        if INTERPRETING:
+            if a.dtype == tl.bfloat16:
+                a = a.to(tl.float32)
+                b = b.to(tl.float32)
         acc = tl.dot(a, b, acc, input_precision="ieee")
     return acc
 

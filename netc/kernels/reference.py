@@ -135,6 +135,22 @@ def softmax(x):
     return torch.softmax(_f64(x).reshape(x.shape[0], -1), dim=1)
 
 
+def softmax_loss(x, labels):
+    """Mean over the batch of the cross-entropy of softmax(x) (x flattened to [N, C]) against class
+    indices [N] / [N, 1] (integers, or floats holding integers) or one-hot / soft targets [N, C]."""
+    logp = torch.log_softmax(_f64(x).reshape(x.shape[0], -1), dim=1)
+    n, c = logp.shape
+    if labels.numel() == n and c != 1:
+        return -logp.gather(1, labels.reshape(-1, 1).long()).mean()
+    return -(_f64(labels).reshape(logp.shape) * logp).sum(1).mean()
+
+
+def euclidean_loss(x, y):
+    """0.5 * sum((x - y)^2) / N, y reshaped to x's shape (same element count)."""
+    x = _f64(x)
+    return 0.5 * ((x - _f64(y).reshape(x.shape)) ** 2).sum() / x.shape[0]
+
+
 def elementwise(operation, inputs):
     """netc's elementwise op over same-shaped inputs: 'sum', 'product' or 'max'."""
     xs = [_f64(t) for t in inputs]

@@ -89,6 +89,10 @@ def write_layout(plan: MemoryPlan) -> dict:
     if strided:
         raise LayoutError([("$", f"'{strided[0]}' is a strided slice (a channel concatenation), which the "
                             f"March-2015 format cannot express; plan with concat='contiguous'")])
+    fused = [t.name for t in T if t.fused]
+    if fused:
+        raise LayoutError([("$", f"'{fused[0]}' is fused (computed inside one kernel, no bytes), which a layout "
+                            f"of one array per layer output cannot express; plan with fusion='none'")])
 
     def slc(t):
         b = plan.buffers[t.buffer]

@@ -47,6 +47,19 @@ greedy by breadth (steps by decreasing live bytes, each step's buffers largest f
 longest-lifetime-first; the smallest arena wins. The lower bound is the peak, over the steps,
 of the aligned bytes of live buffers; plans report arena / lower bound.
 
+Fusion (the `fuse` pass's groups, `fusion_group` attributes): codegen runs a group -- a conv or
+inner product with its pointwise epilogue, or a pointwise chain -- as ONE kernel, so when the
+module has been fused each group is ONE step. Operands any member reads from outside the group
+are live until that step; the group's intermediates (results read only inside the group) never
+reach memory: they are `fused` tensors with no buffer, alive only within the step; the group's
+result is born at the step. In place is decided per step from the members' OpDef flags: the
+result may be written over an operand only if every member reading that operand is
+*output-aligned* -- elementwise, and feeding only output-aligned members -- so the operand is read
+at exactly the index the kernel writes (a conv anchor reads windows of its input: never in place;
+an epilogue's residual add or a pointwise chain reads element for element: may be). Schedules,
+lifetimes and the lower bound all count these steps, so arena / bound compares like with like.
+`fusion="none"` plans every op as its own step (Brainstorm layouts, comparisons).
+
 Training: the planner plans whatever ops the network holds. When backward and optimizer ops
 appear they are just more steps: a forward activation read by a backward op lives until then,
 in-place needs no special rule (an input read later does not die), gradients and optimizer
@@ -67,6 +80,7 @@ CLASS_NAMES = ("constant", "batch", "time")
 DEFAULT_ALIGNMENT = 256
 STRATEGIES = ("greedy-by-size", "greedy-by-breadth", "longest-lifetime-first")
 MODES = ("inference", "training")
+FUSION = ("auto", "none")
 
 # How ops alias. The registry is the right home for these facts (OpDef.view, .identity_at_inference,
 # .inplace, .concat_axis); until it has them, these tables say it, and a registry attribute of the
@@ -74,7 +88,12 @@ MODES = ("inference", "training")
 
 
 class PlanError(Exception):
-    """The network cannot be planned (not shape-inferred, bad options)."""
+    """The network cannot be planned (not shape-inferred, bad options, a fusion group that cannot
+    be one kernel). `loc` is the op at fault where there is one; `notes` are (message, loc)."""
+
+    def __init__(self, message: str, loc=None, notes=()):
+        super().__init__(message)
+        self.loc, self.notes = loc, list(notes)
 
 
 def align_up(n: int, a: int) -> int:
@@ -124,6 +143,8 @@ class TensorPlan:
     alias: str | None = None      # "view" | "identity" | "inplace" | "concat" | "share": how it
     alias_of: int = -1            #   is placed relative to tensor alias_of (its parent)
     slice: tuple | None = None    # concat: (feature axis, start index) inside alias_of
+    fused: bool = False           # an intermediate of a fusion group: computed and consumed inside
+    #                               one kernel (producer == last_use == its step), no buffer (-1)
 
     @property
     def itemsize(self) -> int:
@@ -154,16 +175,33 @@ class Buffer:
 
 
 @dataclass
-class Step:
-    index: int             # 1-based step number
+class Member:
+    """One op of a step, with its own reads (operands, then parameters) and writes; a fused
+    step's members read and write its `fused` tensors among themselves."""
     layer: str
     op: str                # IR op name
-    reads: list            # tensor ids (operands, then parameters)
-    writes: list           # tensor ids
+    reads: list
+    writes: list
+
+
+@dataclass
+class Step:
+    index: int             # 1-based step number
+    layer: str             # the (last) op's layer: the one whose result the step writes
+    op: str                # IR op name (of the first member: a fused group's anchor)
+    reads: list            # tensor ids read from memory (operands, then parameters)
+    writes: list           # tensor ids written to memory
     action: str = "kernel"  # "kernel" | "inplace" (output over a dying input) | "alias" (no-op:
     #                         view, identity, zero-copy concat) | "concat-copy" (copies `copies`)
     copies: list = field(default_factory=list)
     roles: list = field(default_factory=list)   # parameter roles of the parameter reads, in order
+    members: list = field(default_factory=list)  # Member per op, in order (one unless fused)
+    fused: list = field(default_factory=list)    # tensor ids computed and consumed inside the step
+    group: str = ""        # the fusion group ("" when not planned with fusion)
+
+    @property
+    def layers(self) -> list:
+        return [m.layer for m in self.members] if self.members else [self.layer]
 
 
 @dataclass
@@ -198,6 +236,7 @@ class MemoryPlan:
     schedule_candidates: dict = field(default_factory=dict)  # schedule -> (batch, constant) arena
     options: dict = field(default_factory=dict)
     seconds: float = 0.0
+    fusion: bool = False   # steps are the module's fusion groups (one kernel each)
 
     def tensor(self, name: str) -> TensorPlan:
         for t in self.tensors:
@@ -207,7 +246,8 @@ class MemoryPlan:
 
     @property
     def order(self) -> list:
-        return [s.layer for s in self.steps]
+        """Layers in schedule order (a fused step's members in their group's order)."""
+        return [n for s in self.steps for n in s.layers]
 
     def arena_bytes(self, batch: int | None = None, steps: int = 1) -> list:
         """Bytes of each arena at `batch` (default: the compiled batch) and `steps` time steps."""
@@ -217,6 +257,8 @@ class MemoryPlan:
     def address(self, name: str, batch: int | None = None, sample: int = 0) -> int:
         """Byte address of element 0 of `sample` of a tensor, relative to its class's arena."""
         t = self.tensor(name)
+        if t.fused:
+            raise PlanError(f"'{name}' is fused: computed inside one kernel, it has no address")
         buf = self.buffers[t.buffer]
         if t.cls == CONSTANT:
             return buf.offset + t.offset
@@ -225,13 +267,14 @@ class MemoryPlan:
 
     def batch_stride(self, t: TensorPlan) -> int | None:
         """Bytes from one sample of `t` to the next (its buffer's per-sample size)."""
-        return self.buffers[t.buffer].size if t.cls != CONSTANT else None
+        return self.buffers[t.buffer].size if t.cls != CONSTANT and not t.fused else None
 
     def summary(self) -> dict:
         """Plain data for the IR attribute and reports."""
         return {
             "mode": self.mode, "batch": self.batch, "alignment": self.alignment, "reuse": self.reuse,
             "schedule": self.schedule, "steps": len(self.steps), "buffers": len(self.buffers),
+            "fusion": self.fusion, "fused_tensors": sum(1 for t in self.tensors if t.fused),
             "arenas": {CLASS_NAMES[a.cls]: {"bytes": a.size, "lower_bound": a.lower_bound, "naive": a.naive,
                                             "ratio": round(a.ratio, 4), "strategy": a.strategy}
                        for a in self.arenas if a.size or a.cls != TIME},
@@ -248,9 +291,15 @@ class MemoryPlan:
                 names.append(t.name + tag)
             rows.append((str(b.id), CLASS_NAMES[b.cls], str(b.offset), str(b.size),
                          f"{b.start}-{b.end}", ", ".join(names)))
+        for st in self.steps:     # fused intermediates: no buffer, no bytes, alive inside one step
+            if st.fused:
+                cls = CLASS_NAMES[self.tensors[st.fused[0]].cls]
+                rows.append(("-", cls, "-", "0", f"{st.index}-{st.index}",
+                             ", ".join(self.tensors[i].name + " (fused)" for i in st.fused)))
         w = [max(len(r[i]) for r in rows) for i in range(5)]
+        fz = ", one step per fusion group" if self.fusion else ""
         out = [f"memory plan for network {self.network} ({self.mode}, batch {self.batch}, "
-               f"schedule {self.schedule}, alignment {self.alignment}; batch-class sizes are per sample)"]
+               f"schedule {self.schedule}{fz}, alignment {self.alignment}; batch-class sizes are per sample)"]
         for r in rows:
             out.append("  ".join(c.rjust(w[i]) if i in (2, 3) else c.ljust(w[i]) for i, c in enumerate(r[:5]))
                        + "  " + r[5])
@@ -273,9 +322,14 @@ def _opdef_flag(opdef, attr: str) -> bool:
 
 
 class _Graph:
-    """Tensors, ops, readers and classes of one network; independent of any schedule."""
+    """Tensors, units, readers and classes of one network; independent of any schedule.
 
-    def __init__(self, module: Module, net: Operation, mode: str):
+    A *unit* is what one schedule step runs: one op, or a whole fusion group (ops by index into
+    self.ops, in group order). reads/writes/roles/readers/producer are per unit and list only what
+    goes through memory; a group's intermediates are in `internal` instead.
+    """
+
+    def __init__(self, module: Module, net: Operation, mode: str, fusion: str = "auto"):
         self.mode = mode
         self.name = net.attrs.get("sym_name", "network")
         body = net.regions[0].ops
@@ -327,9 +381,9 @@ class _Graph:
                 t = self.tensors[i]
                 t.alias, t.alias_of = "share", self.param_ids[sf.name]
         self.opdefs = []
-        self.roles: list[list[str]] = []
-        self.reads: list[list[int]] = []
-        self.writes: list[list[int]] = []
+        op_roles: list[list[str]] = []
+        op_reads: list[list[int]] = []
+        op_writes: list[list[int]] = []
         for op in self.ops:
             opdef = lookup(op.name)
             self.opdefs.append(opdef)
@@ -339,7 +393,7 @@ class _Graph:
                 if isinstance(ref, SymbolRef) and ref.name in self.param_ids:
                     reads.append(self.param_ids[ref.name])
                     roles.append(role)
-            self.roles.append(roles)
+            op_roles.append(roles)
             batched = any(self.tensors[i].cls == BATCH for i in reads[:len(op.operands)])
             writes = []
             for r in op.results:
@@ -347,16 +401,14 @@ class _Graph:
                 cls = BATCH if batched and len(s) >= 1 and s[0] == self.batch else CONSTANT
                 vid[id(r)] = new(_value_name(op, r), "activation", r.type, cls)
                 writes.append(vid[id(r)])
-            self.reads.append(reads)
-            self.writes.append(writes)
+            op_reads.append(reads)
+            op_writes.append(writes)
+        self.op_reads, self.op_writes = op_reads, op_writes
         n = len(self.tensors)
-        self.producer_op = [-1] * n
-        self.readers: list[list[int]] = [[] for _ in range(n)]
+        op_readers: list[list[int]] = [[] for _ in range(n)]
         for i in range(len(self.ops)):
-            for t in self.writes[i]:
-                self.producer_op[t] = i
-            for t in dict.fromkeys(self.reads[i]):
-                self.readers[t].append(i)
+            for t in dict.fromkeys(op_reads[i]):
+                op_readers[t].append(i)
         outs = [op for op in body if op.name == "netc.output"]
         if outs:
             for o in outs:
@@ -364,21 +416,138 @@ class _Graph:
                     self.tensors[vid[id(v)]].output = True
         else:
             for t in self.tensors:
-                if t.kind == "activation" and not self.readers[t.id]:
+                if t.kind == "activation" and not op_readers[t.id]:
                     t.output = True
+        self._make_units(fusion, op_roles, op_readers)
 
-    def is_view(self, i):
-        return _opdef_flag(self.opdefs[i], "view")
+    def _make_units(self, fusion: str, op_roles, op_readers):
+        """Units from the ops' fusion_group attributes (fusion "auto"), or one per op ("none")."""
+        groups: dict[str, list[int]] = {}
+        units: list[list[int]] = []
+        for i, op in enumerate(self.ops):
+            g = op.attrs.get("fusion_group") if fusion == "auto" else None
+            if g is None:
+                units.append([i])
+            elif g in groups:
+                groups[g].append(i)
+            else:
+                groups[g] = [i]
+                units.append(groups[g])
+        # a unit runs where its last op is: in that order every operand is written before
+        units.sort(key=lambda mem: mem[-1])
+        self.fusion = fusion == "auto" and bool(groups)
+        self.units = units
+        self.group_of = [""] * len(units)
+        if self.fusion:
+            for u, mem in enumerate(units):
+                self.group_of[u] = self.ops[mem[0]].attrs.get("fusion_group") or ""
+        n = len(self.tensors)
+        self.reads: list[list[int]] = []
+        self.writes: list[list[int]] = []
+        self.roles: list[list[str]] = []
+        self.n_operands: list[int] = []
+        self.internal: list[list[int]] = []
+        for u, mem in enumerate(units):
+            if len(mem) == 1:
+                (i,) = mem
+                self.reads.append(list(self.op_reads[i]))
+                self.writes.append(list(self.op_writes[i]))
+                self.roles.append(list(op_roles[i]))
+                self.n_operands.append(len(self.ops[i].operands))
+                self.internal.append([])
+                continue
+            inside = set(mem)
+            internal = []
+            for i in mem[:-1]:
+                for t in self.op_writes[i]:
+                    why, notes = None, []
+                    if self.tensors[t].output:
+                        why = "is a network result"
+                    else:
+                        out = [r for r in op_readers[t] if r not in inside]
+                        if out:
+                            why = f"is read by '{self.ops[out[0]].attrs.get('name')}' outside the group"
+                            notes.append((f"'{self.ops[out[0]].attrs.get('name')}' reads it here", self.ops[out[0]].loc))
+                    if why:
+                        raise PlanError(
+                            f"fusion group '{self.group_of[u]}' ({', '.join(self.ops[k].attrs.get('name') for k in mem)})"
+                            f" cannot run as one kernel: the result of '{self.ops[i].attrs.get('name')}' {why}, but "
+                            f"the kernel never stores it; run the fuse pass again", self.ops[i].loc, notes)
+                    internal.append(t)
+            made = set(internal)
+            operands, params, roles = [], [], []
+            for i in mem:
+                k = len(self.ops[i].operands)
+                operands += [t for t in self.op_reads[i][:k] if t not in made]
+                for t, role in zip(self.op_reads[i][k:], op_roles[i]):
+                    if t not in params:
+                        params.append(t)
+                        roles.append(f"{self.ops[i].attrs.get('name')}.{role}")
+            operands = list(dict.fromkeys(operands))
+            self.reads.append(operands + params)
+            self.writes.append(list(self.op_writes[mem[-1]]))
+            self.roles.append(roles)
+            self.n_operands.append(len(operands))
+            self.internal.append(internal)
+        self.producer = [-1] * n          # unit that writes a tensor (internal ones included)
+        self.readers: list[list[int]] = [[] for _ in range(n)]   # units reading it from memory
+        for u in range(len(units)):
+            for t in self.writes[u] + self.internal[u]:
+                self.producer[t] = u
+            for t in dict.fromkeys(self.reads[u]):
+                self.readers[t].append(u)
+        self.is_internal = [False] * n
+        for u in range(len(units)):
+            for t in self.internal[u]:
+                self.is_internal[t] = True
 
-    def is_identity(self, i):
-        return self.mode == "inference" and _opdef_flag(self.opdefs[i], "identity_at_inference")
+    def unit_name(self, u: int) -> str:
+        op = self.ops[self.units[u][-1]]
+        return op.attrs.get("name") or op.name
 
-    def is_concat(self, i):
-        return _opdef_flag(self.opdefs[i], "concat")
+    def _single(self, u, attr: str) -> bool:
+        mem = self.units[u]
+        return len(mem) == 1 and _opdef_flag(self.opdefs[mem[0]], attr)
 
-    def is_inplace(self, i):
-        d = self.opdefs[i]
-        return d is not None and d.elementwise
+    def is_view(self, u):
+        return self._single(u, "view")
+
+    def is_identity(self, u):
+        return self.mode == "inference" and self._single(u, "identity_at_inference")
+
+    def is_concat(self, u):
+        return self._single(u, "concat")
+
+    def inplace_operands(self, u) -> tuple:
+        """(operands the unit's result may be written over, operands read elsewhere): the first
+        are read by every member reading them at exactly the index the kernel writes
+        (output_aligned_members); the others (a conv's windows) must keep their bytes intact
+        until the kernel is done, so no candidate aliasing them qualifies either."""
+        mem = self.units[u]
+        operands = [self.op_reads[i][:len(self.ops[i].operands)] for i in mem]
+        aligned = output_aligned_members([self.opdefs[i] for i in mem], operands, [self.op_writes[i] for i in mem])
+        ok, elsewhere = [], []
+        for x in dict.fromkeys(self.reads[u][:self.n_operands[u]]):
+            if all(aligned[k] for k in range(len(mem)) if x in operands[k]):
+                ok.append(x)
+            else:
+                elsewhere.append(x)
+        return ok, elsewhere
+
+
+def output_aligned_members(opdefs: list, operands: list, writes: list) -> list:
+    """Per member of a unit (one op or a fusion group, in order): whether every element it reads
+    from an operand lands at the same index of the unit's result -- the member is elementwise
+    (OpDef.elementwise) and every member consuming its result is output-aligned too. A conv anchor
+    reads windows; a pointwise op after it reads the conv's result element for element."""
+    n = len(opdefs)
+    aligned = [False] * n
+    for k in reversed(range(n)):
+        if not _opdef_flag(opdefs[k], "elementwise"):
+            continue
+        made = set(writes[k])
+        aligned[k] = all(aligned[j] for j in range(k + 1, n) if made & set(operands[j]))
+    return aligned
 
 
 def _value_name(op: Operation, r) -> str:
@@ -526,7 +695,7 @@ def _alias_schedule_free(g: _Graph, f: _Forest, concat: str):
     inputs before their producers are looked at, and a chain conv -> dropout -> concat ends with
     the conv writing into the concat's slice.
     """
-    for i in reversed(range(len(g.ops))):
+    for i in reversed(range(len(g.units))):
         if not g.writes[i] or not g.reads[i]:
             continue
         out = g.writes[i][0]
@@ -538,13 +707,13 @@ def _alias_schedule_free(g: _Graph, f: _Forest, concat: str):
         elif g.is_concat(i) and concat != "none":
             ct = g.tensors[out]
             rank = len(ct.shape)
-            d = g.ops[i].attrs.get("dim", -1)
+            d = g.ops[g.units[i][0]].attrs.get("dim", -1)
             d = d + rank if d < 0 else d
             axis = d - 1 if ct.cls == BATCH else d
             if axis < 0:
                 continue          # concatenation along the batch axis: copied
             start, seen = 0, set()
-            for x in g.reads[i][:len(g.ops[i].operands)]:
+            for x in g.reads[i][:g.n_operands[i]]:
                 tx = g.tensors[x]
                 ext = tx.shape[d]
                 if x not in seen:
@@ -564,27 +733,29 @@ def _tree_sizes(g: _Graph, f: _Forest):
     pending = [0] * n
     pinned = [False] * n
     for t in g.tensors:
+        if g.is_internal[t.id]:
+            continue          # a fused intermediate never takes memory
         r = f.find(t.id)
         if f.troot[r] == t.id:
             size[r] = t.size * (g.batch if t.cls == BATCH else 1)
         if t.output or t.kind == "param":
             pinned[r] = True
-        pending[r] += len(g.readers[t.id]) + (1 if g.producer_op[t.id] >= 0 else 0)
+        pending[r] += len(g.readers[t.id]) + (1 if g.producer[t.id] >= 0 else 0)
     return size, pending, pinned
 
 
 def _greedy_order(g: _Graph, f: _Forest, lifo: bool) -> list:
-    """Among ready ops, run the one that frees the most bytes net of what it allocates."""
-    nops = len(g.ops)
+    """Among ready units, run the one that frees the most bytes net of what it allocates."""
+    nops = len(g.units)
     size, pending, pinned = _tree_sizes(g, f)
     live = [False] * len(g.tensors)
     for t in g.tensors:
-        if g.producer_op[t.id] < 0:
+        if g.producer[t.id] < 0:
             live[f.find(t.id)] = True
     deps = [0] * nops
     users: list[list[int]] = [[] for _ in range(nops)]
     for i in range(nops):
-        srcs = {g.producer_op[t] for t in g.reads[i] if g.producer_op[t] >= 0}
+        srcs = {g.producer[t] for t in g.reads[i] if g.producer[t] >= 0}
         deps[i] = len(srcs)
         for s in srcs:
             users[s].append(i)
@@ -721,7 +892,8 @@ def live_peak(bufs: list, end: int, base: int = 0) -> int:
 
 def plan_memory(module: Module, network: Operation | str | None = None, *, mode: str = "inference",
                 alignment: int = DEFAULT_ALIGNMENT, reuse: bool = True, inplace: bool = True,
-                concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES) -> MemoryPlan:
+                concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES,
+                fusion: str = "auto") -> MemoryPlan:
     """Plan the memory of one network of a resolved, shape-inferred module.
 
     mode       "inference" (Dropout is an identity) or "training" (constant-class buffers such as
@@ -735,6 +907,9 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
     schedule   "auto" (best of original and greedy orders), "original", "greedy", or a list of
                layer names
     strategies offset-assignment strategies to try (the smallest arena wins)
+    fusion     "auto": when the module has been fused (fusion_group attributes), every fusion
+               group is one step and its intermediates take no memory; "none": every op is its
+               own step, fused or not
     """
     t0 = time.perf_counter()
     if mode not in MODES:
@@ -743,6 +918,8 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
         raise PlanError(f"unknown concat policy '{concat}' (all, contiguous, none)")
     if alignment < 1:
         raise PlanError("alignment must be positive")
+    if fusion not in FUSION:
+        raise PlanError(f"unknown fusion policy '{fusion}' ({', '.join(FUSION)})")
     if isinstance(network, Operation):
         net = network
     else:
@@ -750,30 +927,34 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
             net = module.network(network)
         except (KeyError, IndexError):
             raise PlanError(f"no network '{network}' in the module" if network else "the module has no network")
-    g = _Graph(module, net, mode)
+    g = _Graph(module, net, mode, fusion)
     base = _Forest(g)
     _alias_schedule_free(g, base, concat)
     orders: dict[str, list] = {}
     if isinstance(schedule, list):
         pos = {op.attrs.get("name"): i for i, op in enumerate(g.ops)}
         try:
-            orders["given"] = [pos[n] for n in schedule]
+            idx = [pos[n] for n in schedule]
         except KeyError as e:
             raise PlanError(f"schedule names unknown layer {e}")
-        if sorted(orders["given"]) != list(range(len(g.ops))):
+        if sorted(idx) != list(range(len(g.ops))):
             raise PlanError("the schedule must list every layer once")
+        at = {i: k for k, i in enumerate(idx)}
+        # a fusion group runs where the schedule lists the last of its layers
+        orders["given"] = sorted(range(len(g.units)), key=lambda u: max(at[i] for i in g.units[u]))
         done = set()
-        for i in orders["given"]:
-            for x in g.reads[i]:
-                if g.producer_op[x] >= 0 and g.producer_op[x] not in done:
-                    raise PlanError(f"the schedule runs '{g.ops[i].attrs.get('name')}' before its operand "
+        for u in orders["given"]:
+            for x in g.reads[u]:
+                if g.producer[x] >= 0 and g.producer[x] not in done:
+                    op = next(g.ops[i] for i in g.units[u] if x in g.op_reads[i])
+                    raise PlanError(f"the schedule runs '{op.attrs.get('name')}' before its operand "
                                     f"'{g.tensors[x].name}'")
-            done.add(i)
+            done.add(u)
     else:
         if schedule not in ("auto", "original", "greedy"):
             raise PlanError(f"unknown schedule '{schedule}' (auto, original, greedy)")
         if schedule in ("auto", "original"):
-            orders["original"] = list(range(len(g.ops)))
+            orders["original"] = list(range(len(g.units)))
         if schedule in ("auto", "greedy"):
             for name, lifo in (("greedy", False), ("greedy-lifo", True)):
                 o = _greedy_order(g, base, lifo)
@@ -781,7 +962,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                     orders[name] = o
     best, cands = None, {}
     opts = dict(mode=mode, alignment=alignment, reuse=reuse, inplace=inplace, concat=concat,
-                strategies=list(strategies))
+                strategies=list(strategies), fusion=fusion)
     for name, order in orders.items():
         p = _plan_order(g, base.copy(), order, name, opts)
         key = (p.arenas[BATCH].size * g.batch + p.arenas[CONSTANT].size + p.arenas[TIME].size * g.batch)
@@ -802,12 +983,13 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
     for s, i in enumerate(order):
         step_of[i] = s + 1
     for t in tensors:
-        p = g.producer_op[t.id]
+        p = g.producer[t.id]
         t.producer = step_of[p] if p >= 0 else 0
         rs = g.readers[t.id]
         t.last_use = max((step_of[r] for r in rs), default=t.producer)
         if t.output or t.kind == "param":
             t.last_use = end
+        t.fused = g.is_internal[t.id]      # lives inside its group's step only (last_use == producer)
     # in-place: an elementwise op writes its output over an operand whose whole tree dies there
     inplace_of: dict[int, int] = {}
     if opts["inplace"] and opts["reuse"]:
@@ -821,12 +1003,13 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
                 pinned[r] = any(tensors[m].output or tensors[m].kind == "param" or training and
                                 tensors[m].cls == CONSTANT for m in f.members[r])
         for i in order:
-            if len(g.writes[i]) != 1 or not g.is_inplace(i):
+            if len(g.writes[i]) != 1:
                 continue
             out, s = g.writes[i][0], step_of[i]
-            for x in dict.fromkeys(g.reads[i][:len(g.ops[i].operands)]):
+            candidates, elsewhere = g.inplace_operands(i)
+            for x in candidates:
                 rx, ro = f.find(x), f.find(out)
-                if rx == ro or tmax[rx] > s or pinned[rx]:
+                if rx == ro or tmax[rx] > s or pinned[rx] or any(f.find(y) == rx for y in elsewhere):
                     continue
                 # the operand's tree moves to the output's place, or the output takes the operand's
                 if f.try_attach(x, out, "inplace", op=i) or f.try_attach(out, x, "inplace", op=i):
@@ -839,6 +1022,8 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
     buffers: list[Buffer] = []
     buf_of_rep: dict[int, int] = {}
     for t in tensors:
+        if t.fused:
+            continue
         r = f.find(t.id)
         if r not in buf_of_rep:
             root = tensors[f.troot[r]]
@@ -851,6 +1036,8 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
     # placements (memoized top-down)
     place: dict[int, tuple] = {}
     for t in tensors:
+        if t.fused:
+            continue
         chain = [t.id]
         while chain[-1] not in place and f.parent[chain[-1]] >= 0:
             chain.append(f.parent[chain[-1]])
@@ -859,6 +1046,8 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
         for u in reversed(chain[:-1]):
             place[u] = f._compose(place[f.parent[u]], f.parent[u], u, f.kind[u], f.slice[u])
     for t in tensors:
+        if t.fused:
+            continue
         root, off, strides = place[t.id]
         t.buffer = buf_of_rep[f.find(t.id)]
         t.offset, t.strides = off, strides
@@ -892,11 +1081,13 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
         arenas.append(Arena(cls, size, lb, o, naive, strat if rest else ("fixed" if fixed else ""), cands))
     steps = []
     for s, i in enumerate(order):
-        op = g.ops[i]
-        st = Step(s + 1, op.attrs.get("name") or op.name, op.name, list(g.reads[i]), list(g.writes[i]),
-                  roles=list(g.roles[i]))
+        mem = g.units[i]
+        members = [Member(g.ops[k].attrs.get("name") or g.ops[k].name, g.ops[k].name, list(g.op_reads[k]),
+                          list(g.op_writes[k])) for k in mem]
+        st = Step(s + 1, g.unit_name(i), g.ops[mem[0]].name, list(g.reads[i]), list(g.writes[i]),
+                  roles=list(g.roles[i]), members=members, fused=list(g.internal[i]), group=g.group_of[i])
         out = g.writes[i][0] if g.writes[i] else -1
-        ops_in = g.reads[i][:len(op.operands)]
+        ops_in = g.reads[i][:g.n_operands[i]]
         if i in inplace_of:
             st.action = "inplace"
         elif out >= 0 and (g.is_view(i) or g.is_identity(i)) and ops_in and place[ops_in[0]] == place[out]:
@@ -907,4 +1098,4 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
             st.action = "concat-copy" if st.copies else "alias"
         steps.append(st)
     return MemoryPlan(g.name, opts["mode"], g.batch, A, opts["reuse"], list(g.inputs), steps, end, tensors,
-                      buffers, arenas, name, options=opts)
+                      buffers, arenas, name, options=opts, fusion=g.fusion)

@@ -22,10 +22,25 @@ def plan_json(plan: MemoryPlan) -> dict:
             "per_sample": b.cls == BATCH, "lifetime": [b.start, b.end],
             "tensors": [plan.tensors[i].name for i in b.tensors],
         })
+    tensors = []
+    for t in plan.tensors:
+        rec = {"name": t.name, "kind": t.kind, "class": CLASS_NAMES[t.cls], "bytes": t.size,
+               "per_sample": t.cls == BATCH, "lifetime": [t.producer, t.last_use], "fused": t.fused,
+               "buffer": None if t.fused else t.buffer, "offset": None if t.fused else t.offset}
+        if t.alias:
+            rec["alias"] = [t.alias, plan.tensors[t.alias_of].name]
+        tensors.append(rec)
+    steps = [{"step": st.index, "layers": st.layers, "action": st.action,
+              **({"group": st.group} if st.group else {}),
+              **({"fused": [plan.tensors[i].name for i in st.fused]} if st.fused else {})} for st in plan.steps]
+    fused = [t for t in plan.tensors if t.fused]
     return {"arena_bytes": arena, "lower_bound_bytes": lower, "no_reuse_bytes": naive,
             "ratio": round(arena / lower, 4) if lower else 1.0, "batch": plan.batch,
             "alignment": plan.alignment, "schedule": plan.schedule,
-            "arenas": plan.summary()["arenas"], "buffers": buffers}
+            # fusion: one step per fusion group; its intermediates (fused: true) take no bytes
+            "fusion": plan.fusion, "fused_tensors": len(fused),
+            "fused_bytes": sum(t.size * _scale(plan, t.cls) for t in fused),
+            "arenas": plan.summary()["arenas"], "buffers": buffers, "steps": steps, "tensors": tensors}
 
 
 def plan_svg(plan: MemoryPlan, cls: int = BATCH, width: int = 900, height: int = 520) -> str:

@@ -5,7 +5,10 @@ writes it recomputes when each tensor is written and last read, then checks
 
 * the schedule: every tensor is written once, and before every step that reads it (inputs and
   parameters at step 0); with the network given, the steps are exactly its ops, in an order that
-  respects their operands;
+  respects their operands (and, for a plan made with fusion, exactly its fusion groups);
+* fused steps, member by member: a fused tensor is written by one member and read only by later
+  members of the same step; it is marked fused, has no buffer and is nobody else's business; the
+  step's reads and writes are exactly what its members read and write outside it;
 * placements: a tensor that owns its buffer sits at offset 0, densely; an alias sits exactly where
   its relation says (identity/in-place: the parent's bytes; view: the parent's bytes, dense;
   concat: its slice of the parent); every tensor lies inside its buffer, every buffer inside its
@@ -15,7 +18,8 @@ writes it recomputes when each tensor is written and last read, then checks
   sample, and scaled for those batches); inside one buffer, two tensors whose bytes intersect
   and whose lifetimes intersect hold the same value (they are joined by view, identity, concat
   or share relations), or are the input and output of an in-place step and meet only there, the
-  input being read at that step in exactly the output's place;
+  input being read at that step in exactly the output's place, and only by output-aligned members
+  (OpDef.elementwise, feeding only such members: never a conv's window);
 * every concatenation is complete: each operand is written into its slice by its producer, or
   copied by the concat step; a step marked "alias" really is a no-op;
 * the lower bound (peak of live aligned bytes) is what the plan reports, and no arena is
@@ -25,7 +29,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .plan import CLASS_NAMES, CONSTANT, MemoryPlan, align_up, is_dense, row_major
+from ..ops import lookup
+from .plan import CLASS_NAMES, CONSTANT, Member, MemoryPlan, align_up, is_dense, output_aligned_members, row_major
 
 
 class PlanVerificationError(AssertionError):
@@ -50,6 +55,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
     for t in T:
         if t.kind in ("input", "param"):
             prod[t.id] = 0
+    fused_at: dict[int, int] = {}     # fused tensor -> its step
     for k, st in enumerate(plan.steps):
         s = k + 1
         if st.index != s:
@@ -57,11 +63,49 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
         for i in st.reads:
             if prod[i] is None or prod[i] >= s:
                 P.append(f"step {s} ({st.layer}) reads '{T[i].name}' before it is written")
+            elif i in fused_at:
+                P.append(f"step {s} ({st.layer}) reads '{T[i].name}' from memory, but it is fused inside step "
+                         f"{fused_at[i]}")
             last[i] = max(last[i], s)
         for i in st.writes:
             if prod[i] is not None:
                 P.append(f"'{T[i].name}' is written twice (step {prod[i]} and step {s})")
             prod[i] = s
+        # inside the step, member by member: fused tensors never leave it
+        inner = set(st.fused)
+        for i in st.fused:
+            if i in fused_at or prod[i] is not None:
+                P.append(f"fused '{T[i].name}' (step {s}) is also written elsewhere")
+            fused_at[i] = s
+            prod[i] = last[i] = s
+        made, ext_reads, ext_writes = set(), [], []
+        for mb in _members(st):
+            for i in mb.reads:
+                if i in inner:
+                    if i not in made:
+                        P.append(f"step {s}: '{mb.layer}' reads the fused '{T[i].name}' before a member computes it")
+                else:
+                    ext_reads.append(i)
+            for i in mb.writes:
+                if i in inner:
+                    if i in made:
+                        P.append(f"step {s}: fused '{T[i].name}' is written twice")
+                    made.add(i)
+                else:
+                    ext_writes.append(i)
+        if inner - made:
+            P.append(f"step {s}: no member computes the fused "
+                     f"{', '.join(repr(T[i].name) for i in sorted(inner - made))}")
+        if set(ext_reads) != set(st.reads) or sorted(ext_writes) != sorted(st.writes):
+            P.append(f"step {s} ({st.layer}): its reads/writes are not what its members read and write in memory")
+    for i in fused_at:
+        t = T[i]
+        if not t.fused or t.buffer != -1 or t.output or t.kind != "activation":
+            P.append(f"'{t.name}' is fused at step {fused_at[i]} but is not a fused intermediate without a "
+                     f"buffer (fused={t.fused}, buffer {t.buffer}, output={t.output}, kind {t.kind})")
+    for t in T:
+        if t.fused and t.id not in fused_at:
+            P.append(f"'{t.name}' is marked fused but no step computes it inside")
     for t in T:
         if prod[t.id] is None:
             P.append(f"'{t.name}' is never written")
@@ -83,7 +127,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
     bl = {}
     for b in plan.buffers:
         ts = [T[i] for i in b.tensors]
-        if any(t.buffer != b.id for t in ts) or b.root not in b.tensors:
+        if any(t.buffer != b.id or t.fused for t in ts) or b.root not in b.tensors:
             P.append(f"buffer {b.id}: its tensor list disagrees with the tensors' buffers")
         lo = min((prod[t.id] for t in ts), default=0)
         hi = max((last[t.id] for t in ts), default=0)
@@ -107,6 +151,8 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
                 if (b.offset * B) % A:
                     P.append(f"buffer {b.id}: offset {b.offset} * batch {B} is not aligned to {A}")
     for t in T:
+        if t.id in fused_at:
+            continue          # no bytes
         if not 0 <= t.buffer < len(plan.buffers):
             P.append(f"'{t.name}' has no buffer")
             return P
@@ -131,6 +177,10 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
 
     # -- placements follow the alias relations
     for t in T:
+        if t.id in fused_at:
+            if t.alias is not None:
+                P.append(f"fused '{t.name}' aliases '{T[t.alias_of].name}'")
+            continue
         b = plan.buffers[t.buffer]
         if t.alias is None:
             if b.root != t.id or t.offset != 0 or t.strides is not None or b.size != t.size:
@@ -140,7 +190,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
             P.append(f"'{t.name}' aliases an unknown tensor")
             continue
         p = T[t.alias_of]
-        if p.buffer != t.buffer:
+        if p.buffer != t.buffer or p.id in fused_at:
             P.append(f"'{t.name}' ({t.alias} of '{p.name}') is in another buffer than it")
             continue
         want = _expected(t, p)
@@ -161,16 +211,27 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
             grp[find(t.id)] = find(t.alias_of)
     inplace_steps = {k + 1: st for k, st in enumerate(plan.steps) if st.action == "inplace"}
     for st in inplace_steps.values():
+        if len(st.writes) != 1:
+            P.append(f"in-place step {st.layer} writes {len(st.writes)} tensors")
+            continue
         out = T[st.writes[0]]
+        mbs = _members(st)
+        aligned = output_aligned_members([lookup(mb.op) for mb in mbs], [mb.reads for mb in mbs],
+                                         [mb.writes for mb in mbs])
         for i in st.reads:
             x = T[i]
-            if x.buffer == out.buffer and x.kind != "param" and _bytes_intersect(x, out) and \
-                    (x.offset, x.strides, x.feature_shape) != (out.offset, out.strides, out.feature_shape):
-                P.append(f"in-place step {st.layer} reads '{x.name}' where it writes, but not in the same place")
+            if x.buffer == out.buffer and x.kind != "param" and _bytes_intersect(x, out):
+                if (x.offset, x.strides, x.feature_shape) != (out.offset, out.strides, out.feature_shape):
+                    P.append(f"in-place step {st.layer} reads '{x.name}' where it writes, but not in the same place")
+                for mb, ok in zip(mbs, aligned):
+                    if not ok and i in mb.reads:
+                        P.append(f"in-place step {st.layer} writes over '{x.name}', which '{mb.layer}' ({mb.op}) "
+                                 f"does not read element for element at the output's index")
     # -- inside a buffer: intersecting bytes and lifetimes need the same value, or an in-place meeting
     members: dict[int, list] = {}
     for t in T:
-        members.setdefault(t.buffer, []).append(t)
+        if t.id not in fused_at:
+            members.setdefault(t.buffer, []).append(t)
     for ts in members.values():
         if len(ts) < 2:
             continue
@@ -228,6 +289,11 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
     return P
 
 
+def _members(st) -> list:
+    """A step's members (a step made without them is its own one member)."""
+    return st.members or [Member(st.layer, st.op, list(st.reads), list(st.writes))]
+
+
 def _check_against_ir(plan, module, network) -> list[str]:
     from ..ir.core import STRUCTURAL_OPS
     P = []
@@ -237,17 +303,36 @@ def _check_against_ir(plan, module, network) -> list[str]:
     if sorted(names) != sorted(plan.order):
         P.append("the schedule does not hold exactly the network's layers")
         return P
-    pos = {n: k for k, n in enumerate(plan.order)}
+    where = {}      # layer -> (step position, member position, Member)
+    for k, st in enumerate(plan.steps):
+        for j, mb in enumerate(_members(st)):
+            where[mb.layer] = (k, j, mb)
     by_name = {t.name: t for t in plan.tensors}
     for op, name in zip(ops, names):
-        st = plan.steps[pos[name]]
-        for k, v in enumerate(op.operands):
+        k, j, mb = where[name]
+        if mb.op != op.name:
+            P.append(f"step {k + 1}: '{name}' is {op.name} in the network, {mb.op} in the plan")
+        for q, v in enumerate(op.operands):
             src = v.owner.attrs.get("name") or v.owner.name
-            if src in pos and pos[src] >= pos[name]:
+            if src in where and where[src][:2] >= (k, j):
                 P.append(f"'{name}' is scheduled before its operand '{src}'")
             t = by_name.get(src if len(v.owner.results) == 1 else f"{src}#{v.index}")
-            if t is None or k >= len(st.reads) or st.reads[k] != t.id:
-                P.append(f"step {name}: operand {k} is not '{src}'")
+            if t is None or q >= len(mb.reads) or mb.reads[q] != t.id:
+                P.append(f"step {name}: operand {q} is not '{src}'")
+        for q, r in enumerate(op.results):
+            t = by_name.get(name if len(op.results) == 1 else f"{name}#{q}")
+            if t is None or q >= len(mb.writes) or mb.writes[q] != t.id:
+                P.append(f"step {name}: result {q} is not its tensor")
+    if plan.fusion:
+        # one step per fusion group, members in group order: the kernels codegen runs
+        groups: dict[str, list] = {}
+        for op, name in zip(ops, names):
+            groups.setdefault(op.attrs.get("fusion_group") or f"op:{name}", []).append(name)
+        for st in plan.steps:
+            g = st.group or f"op:{st.layer}"
+            if groups.get(g) != st.layers:
+                P.append(f"step {st.index} runs {st.layers} as one kernel, but the network's group {g} is "
+                         f"{groups.get(g)}")
     return P
 
 

@@ -10,6 +10,7 @@ from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 class SoftmaxLoss(OpDef):
     name = "softmax_loss"
     types = ("SoftmaxLoss", "SoftmaxCrossEntropy")
+    f32_result = True   # losses stay f32 in 16-bit nets
     arity = (2, 2)
     attrs = {}
     doc = ("Cross-entropy of softmax(logits) against labels: logits [N, ...] (flattened to [N, C]), "
@@ -47,6 +48,7 @@ class SoftmaxLoss(OpDef):
 class EuclideanLoss(OpDef):
     name = "euclidean_loss"
     types = ("EuclideanLoss",)
+    f32_result = True
     arity = (2, 2)
     attrs = {}
     doc = "0.5 * mean over the batch of ||a - b||^2; inputs must have the same element count."
@@ -73,6 +75,7 @@ class EuclideanLoss(OpDef):
 class ArgSort(OpDef):
     name = "argsort"
     types = ("ArgSort", "TopK")
+    f32_result = True   # class indices: bf16 holds integers exactly only up to 256
     arity = (1, 1)
     attrs = {"topk": AttrSpec("int", 1, doc="how many classes per sample")}
     doc = "The indices of the `topk` largest features per sample, largest first: [N, ...] -> [N, topk]."

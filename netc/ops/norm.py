@@ -9,6 +9,7 @@ class BatchNorm(OpDef):
     name = "batch_norm"
     types = ("BatchNorm",)
     param_roles = ("scale", "shift")
+    f32_params = ("scale", "shift")   # cuDNN/apex-style: batch-norm parameters stay f32 in 16-bit nets
     attrs = {"epsilon": AttrSpec("number", 1e-5), "momentum": AttrSpec("number", 0.9)}
     doc = ("Batch normalization over the last (channel) axis: a per-channel scale and shift "
            "(running statistics are state, not parameters). 2 FLOPs/element forward (folded), 4 backward.")

@@ -152,6 +152,10 @@ class OpDef:
     view: bool = False                   # output = the input's bytes with a new shape (no kernel)
     identity_at_inference: bool = False  # output = input when not training (dropout)
     concat: bool = False                 # output is its inputs side by side (zero-copy slices)
+    # Precision facts (the set-dtype pass reads these): what stays f32 when a network is compiled
+    # in f16/bf16 (netc/passes/set_dtype.py has the policy and its reasons).
+    f32_result: bool = False             # the result (softmax probabilities, losses, class indices)
+    f32_params: tuple = ()               # these parameter roles (batch norm's scale and shift)
     doc: str = ""
 
     @property
@@ -198,6 +202,12 @@ class OpDef:
     def cost(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> Cost:
         return Cost()
 
+    def real_shape_problem(self, a: dict, ins: list[tuple], out: tuple) -> str | None:
+        """Why `out` (infer()'s result) is only a bookkeeping number and not the shape of a real
+        tensor, or None. Ops that reproduce a format's unchecked rule (Paleo's Reshape/Softmax with
+        `paleo_unchecked`) say so here: shape-inference warns, executors refuse the layer."""
+        return None
+
     def reference(self, a: dict, ins: list, params: dict):
         """The op's inference semantics in plain torch: `a` its attributes (attrs_of), `ins` its
         operand tensors, `params` its parameter tensors by role ("weight", "bias", ...). Returns
@@ -237,6 +247,21 @@ def lookup(ir_name: str) -> OpDef | None:
 def by_type(type_name: str) -> OpDef | None:
     """OpDef of a layer type as written in .nd ('Convolution')."""
     return _BY_TYPE.get(type_name)
+
+
+def not_runnable(op) -> str | None:
+    """Why an inferred layer cannot be executed (its shape is only a bookkeeping number, see
+    OpDef.real_shape_problem), as a message for the user, or None. Executors and code generators
+    ask this before they run or lower anything."""
+    opdef = _BY_NAME.get(op.name)
+    if opdef is None or not op.results or op.results[0].type.shape is None:
+        return None
+    problem = opdef.real_shape_problem(opdef.attrs_of(op), [v.type.shape for v in op.operands],
+                                       op.results[0].type.shape)
+    if not problem:
+        return None
+    return (f"cannot run {opdef.type_name} '{op.attrs.get('name')}': {problem}, so its shape is not a real "
+            f"tensor's (paleo_unchecked reproduces Paleo's number; fix the layer to run it)")
 
 
 def layer_types() -> list[str]:

@@ -13,12 +13,13 @@ class Input(OpDef):
     arity = (0, 0)
     moves_data = False
     attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", tuple(DTYPES))}
-    doc = "A network input; written `input data: f32[N, H, W, C]` in .nd."
+    doc = ("A network input; written `input data: f32[N, H, W, C]` in .nd. A dimension may be 0 (an empty "
+           "tensor, as SINGA builds from sizes left at their default 0); negative ones are errors.")
 
     def infer(self, a, ins):
         shape = a["shape"]
-        if any(d <= 0 for d in shape):
-            raise ShapeError(f"input dimensions must be positive, got {shape}", attr="shape")
+        if any(d < 0 for d in shape):
+            raise ShapeError(f"input dimensions must not be negative, got {shape}", attr="shape")
         return tuple(shape)
 
     def reference(self, a, ins, params):
@@ -109,17 +110,31 @@ class Elementwise(OpDef):
         return R.elementwise(a["operation"], ins)
 
 
+# Paleo's own Reshape and Softmax shape rules check nothing (shared/spec/paleo-format.md §6.9, §6.10).
+# The Paleo importer sets `paleo_unchecked: true` on those layers so that netc reproduces Paleo's
+# numbers; where Paleo's number is not a real tensor shape, shape inference warns (real_shape_problem)
+# and executors refuse the layer. Without the attribute (.nd written by hand) the rules are checked.
+_PALEO_UNCHECKED = AttrSpec("bool", False, doc="use Paleo's unchecked shape rule (set by the Paleo importer); "
+                                               "a layer whose Paleo shape is not real cannot be run")
+
+
 @register
 class Reshape(OpDef):
     name = "reshape"
     types = ("Reshape", "Flatten")
     moves_data = False
     view = True
-    attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]")}
+    attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]"),
+             "paleo_unchecked": _PALEO_UNCHECKED}
     doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
 
     def infer(self, a, ins):
-        (x,) = ins
+        if a["paleo_unchecked"]:
+            return self._paleo(a, ins[0])
+        return self._checked(a, ins[0])
+
+    @staticmethod
+    def _checked(a, x):
         out = list(a["output_shape"])
         if not x and (out == [-1, -1] or out.count(-1) > 1):  # both read the batch, x[0]
             raise ShapeError("Reshape needs an input with a batch dimension, got a scalar []", operand=0)
@@ -146,6 +161,43 @@ class Reshape(OpDef):
                              attr="output_shape")
         return tuple(out)
 
+    @staticmethod
+    def _paleo(a, x):
+        """Paleo's rule (§6.9): output_shape, with a leading -1 := batch, else a trailing -1 :=
+        prod(input) // output_shape[0]; nothing else resolved, the element count not checked."""
+        out = list(a["output_shape"])
+        if not out:
+            raise ShapeError("Paleo's Reshape needs a non-empty output_shape", attr="output_shape")
+        if not x and (out[0] == -1 or out[-1] == -1):
+            raise ShapeError("Reshape needs an input with a batch dimension, got a scalar []", operand=0)
+        if out[0] == -1:
+            out[0] = x[0]
+        elif out[-1] == -1:
+            if out[0] == 0:
+                raise ShapeError(f"Paleo's Reshape divides by output_shape[0], which is 0 in {a['output_shape']}",
+                                 attr="output_shape")
+            out[-1] = prod(x) // out[0]
+        if any(d < 0 for d in out):
+            raise ShapeError(f"Paleo's Reshape rule gives {out} for output_shape {a['output_shape']} on {list(x)} "
+                             f"(it resolves only a leading or else a trailing -1): not a shape netc can count with",
+                             attr="output_shape")
+        return tuple(out)
+
+    def real_shape_problem(self, a, ins, out):
+        if not a["paleo_unchecked"]:
+            return None
+        (x,) = ins
+        try:
+            real = self._checked(a, x)
+        except ShapeError:
+            real = None
+        if real == tuple(out):
+            return None
+        n, m = prod(x), prod(out)
+        why = (f"the input {list(x)} has {n} elements, {list(out)} has {m}" if n != m else
+               f"netc's own rule gives {list(real)}")
+        return f"Paleo's Reshape gives {list(out)} without checking it against the input: {why}"
+
     def reference(self, a, ins, params):
         return ins[0].reshape(self.infer(a, [tuple(ins[0].shape)]))  # row-major (NHWC) order
 
@@ -154,11 +206,24 @@ class Reshape(OpDef):
 class Softmax(OpDef):
     name = "softmax"
     types = ("Softmax",)
-    attrs = {"num_classes": AttrSpec("int", 0, doc="if given, must equal the class count")}
+    f32_result = True   # probabilities stay f32 in 16-bit nets (autocast's rule)
+    attrs = {"num_classes": AttrSpec("int", 0, doc="if given, must equal the class count"),
+             "paleo_unchecked": _PALEO_UNCHECKED}
     doc = "Softmax over the flattened features: [N, ...] -> [N, prod(...)]. Paleo: 0 FLOPs."
 
     def infer(self, a, ins):
         (x,) = ins
+        if a["paleo_unchecked"]:
+            # Paleo's rule (§6.10): [N, num_classes], or [N, last dimension] without it; no check
+            if not x:
+                raise ShapeError("Softmax needs an input with a batch dimension, got a scalar []", operand=0)
+            if a["num_classes"] < 0:
+                raise ShapeError(f"num_classes must be positive, got {a['num_classes']}", attr="num_classes")
+            return (x[0], a["num_classes"] or x[-1])
+        return self._checked(a, x)
+
+    @staticmethod
+    def _checked(a, x):
         if len(x) < 2:
             raise ShapeError(f"Softmax needs an input of rank >= 2, got {list(x)}", operand=0)
         c = prod(x[1:])
@@ -166,6 +231,15 @@ class Softmax(OpDef):
             raise ShapeError(f"num_classes is {a['num_classes']} but the input {list(x)} has {c} features",
                              attr="num_classes")
         return (x[0], c)
+
+    def real_shape_problem(self, a, ins, out):
+        (x,) = ins
+        if not a["paleo_unchecked"] or (len(x) >= 2 and tuple(out) == (x[0], prod(x[1:]))):
+            return None
+        rule = "[N, num_classes]" if a["num_classes"] else "[N, last dimension]"
+        feats = f"{prod(x[1:])} features" if len(x) >= 2 else "no feature dimension"
+        return (f"Paleo's Softmax gives {list(out)} ({rule}) without checking it against the input {list(x)}, "
+                f"which has {feats}")
 
     def reference(self, a, ins, params):
         from ..kernels import reference as R
@@ -193,3 +267,21 @@ class Opaque(OpDef):
 
     def reference(self, a, ins, params):
         return ins[0]  # pass-through: the shape rule is all netc knows of it
+
+
+@register
+class Identity(OpDef):
+    name = "identity"
+    types = ("Identity",)
+    moves_data = False
+    identity_at_inference = True   # the memory plan places it on its operand's bytes (no kernel)
+    attrs = {}
+    doc = ("The identity: out = in. `netc run`/`netc compile --opaque-as-identity` turns shape-preserving "
+           "opaque layers (unknown types, Paleo's Generic pass-throughs) into it, keeping their `type`. "
+           "Zero-copy in the memory plan; 0 FLOPs.")
+
+    def infer(self, a, ins):
+        return tuple(ins[0])
+
+    def reference(self, a, ins, params):
+        return ins[0]

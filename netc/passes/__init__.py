@@ -3,4 +3,4 @@
 
 def load_all():
     from . import (dce, expand_model_parallel, flatten_blocks, fuse, materialize_params,  # noqa: F401
-                   plan_memory, resolve_names, select_phase, shape_inference)
+                   opaque_as_identity, plan_memory, resolve_names, select_phase, set_dtype, shape_inference)

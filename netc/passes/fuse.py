@@ -13,8 +13,10 @@ Groups (each op gets `fusion_group = "g<k>"` and `fusion_anchor = "<layer>"`, th
 
 A consumer joins only when the producer's result has no other user (and is not a network
 output), so no intermediate tensor of a group is ever needed in memory. The pass decides on IR
-facts only; codegen checks each group against the memory plan and splits it where running it
-as one kernel would read bytes the plan has already reused (netc/codegen/groups.py).
+facts only. plan-memory runs after it and makes each group ONE step: operands live until the
+group runs, intermediates get no bytes, and the result overlaps only operands every member reads
+at the output's index (netc/memory/plan.py); so codegen (netc/codegen/lower.py) runs every group
+as planned and splits none.
 """
 from __future__ import annotations
 

@@ -1,7 +1,10 @@
 """plan-memory: the static memory plan of every network (netc/memory/plan.py), verified.
 
-Not in the default pipeline (it runs after fusion once there is one): `netc opt -p plan-memory`
-or `netc explain --memory` ask for it. Where the plan goes:
+Not in the default pipeline: `netc opt -p plan-memory`, `netc explain --memory` and `netc compile`
+ask for it. It runs after `fuse` (a prerequisite): codegen runs each fusion group as one kernel,
+so the plan makes each group one step and gives its intermediates no memory (memory/plan.py);
+option fusion="none" plans every op as its own step instead (Brainstorm layouts, which have one
+array per layer output, ask for that). Where the plan goes:
 
 * ctx.notes["memory_plan"][<network>] holds the MemoryPlan object (schedule, buffers, offsets,
   aliases), for `netc explain --memory` and the code generator in the same run;
@@ -12,8 +15,8 @@ or `netc explain --memory` ask for it. Where the plan goes:
   offsets into the IR would bury it.
 
 Options come from ctx.options["plan_memory"] (a dict of plan_memory keyword arguments: mode,
-alignment, reuse, inplace, concat, schedule, strategies). The default mode is "inference" until
-the pipeline generates backward ops.
+alignment, reuse, inplace, concat, schedule, strategies, fusion). The default mode is "inference"
+until the pipeline generates backward ops.
 """
 from __future__ import annotations
 
@@ -27,7 +30,7 @@ from .manager import Pass, register_pass
 class PlanMemory(Pass):
     name = "plan-memory"
     title = "PlanMemory"
-    requires = ("materialize-params", "dce")
+    requires = ("materialize-params", "dce", "fuse")
     summary = "schedule the ops and assign every tensor an offset in a static arena"
 
     def needed(self, module):
@@ -39,7 +42,12 @@ class PlanMemory(Pass):
         for net in module.networks():
             try:
                 plan = plan_memory(module, net, **opts)
-            except (PlanError, TypeError) as e:
+            except PlanError as e:
+                err = NetcError(f"cannot plan the memory of network '{net.attrs.get('sym_name')}': {e}", e.loc)
+                for msg, loc in e.notes:
+                    err.note(msg, loc)
+                raise err
+            except TypeError as e:
                 raise NetcError(f"cannot plan the memory of network '{net.attrs.get('sym_name')}': {e}")
             problems = verify_plan(plan, module, net)
             if problems:

@@ -63,6 +63,11 @@ class ShapeInference(Pass):
                 for v in op.operands:
                     d.note(f"input '{v.owner.attrs.get('name')}' has shape {list(v.type.shape)}", v.owner.loc)
             return
+        problem = opdef.real_shape_problem(a, ins, out)
+        if problem:
+            diag.warning(f"in {opdef.type_name} '{op.attrs.get('name')}': {problem}, so it is not a real tensor "
+                         f"shape; netc counts with it (and so do the layers after it) but will not run this layer",
+                         op.loc, width=len(op.attrs.get("name", "x")))
         dtype = op.attrs.get("dtype") if op.name == "netc.input" else (
             op.operands[0].type.dtype if op.operands else "f32")
         op.results[0].type = TensorType(out, dtype)

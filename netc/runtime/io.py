@@ -59,7 +59,8 @@ def parse_input_specs(specs: list[str]) -> dict[str, torch.Tensor]:
 
 
 def save_npz(path: str, tensors: dict[str, torch.Tensor]):
-    arrays = {k: v.detach().cpu().numpy() for k, v in tensors.items()}
+    # NumPy has no bfloat16: bf16 outputs are saved as float32 (exact)
+    arrays = {k: (v.float() if v.dtype == torch.bfloat16 else v).detach().cpu().numpy() for k, v in tensors.items()}
     try:
         with open(path, "wb") as f:
             np.savez(f, **arrays)
@@ -69,7 +70,10 @@ def save_npz(path: str, tensors: dict[str, torch.Tensor]):
 
 def checksum(t: torch.Tensor) -> str:
     """crc32 of the tensor's bytes (C order): equal only for bit-identical results."""
-    return f"{zlib.crc32(t.detach().cpu().contiguous().numpy().tobytes()):08x}"
+    t = t.detach().cpu().contiguous()
+    if t.dtype == torch.bfloat16:   # NumPy has no bfloat16: the same bytes as int16
+        t = t.view(torch.int16)
+    return f"{zlib.crc32(t.numpy().tobytes()):08x}"
 
 
 def describe(name: str, t: torch.Tensor, width: int = 0) -> str:

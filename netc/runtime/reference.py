@@ -18,7 +18,10 @@ import torch
 
 from ..diagnostics import NetcError, did_you_mean
 from ..ir.core import STRUCTURAL_OPS, Module, Operation, SymbolRef
+from ..ir.query import layer_name as _name, layers as _layers, network_inputs, network_outputs  # noqa: F401
+from ..ir.query import param_roles as _param_roles  # noqa: F401
 from ..ops import lookup, prod
+from ..ops.registry import not_runnable
 
 INT_DTYPES = {"i8": torch.int8, "i32": torch.int32, "i64": torch.int64}
 
@@ -44,50 +47,6 @@ def _network(module: Module, network) -> Operation:
                         + f" (networks: {', '.join(names)})")
 
 
-def _layers(net: Operation) -> list[Operation]:
-    ops = []
-    for op in net.regions[0].ops:
-        if op.name in ("netc.block", "netc.parallel"):
-            raise NetcError("run the default pipeline first: the network still has blocks")
-        if op.name in STRUCTURAL_OPS:
-            continue
-        for r in op.results:
-            if r.type.shape is None:
-                raise NetcError(f"'{op.attrs.get('name')}' has no inferred shape; run shape-inference first")
-        ops.append(op)
-    return ops
-
-
-def network_inputs(net: Operation) -> list[Operation]:
-    return [op for op in net.regions[0].ops if op.name == "netc.input"]
-
-
-def network_outputs(net: Operation) -> list[Operation]:
-    """The ops whose values a run returns: the `netc.output` operands, else the layers nobody reads."""
-    body = net.regions[0].ops
-    outs = [v.owner for op in body if op.name == "netc.output" for v in op.operands]
-    if outs:
-        return list(dict.fromkeys(outs))
-    read = {id(v.owner) for op in body for v in op.operands}
-    return [op for op in _layers(net) if op.name != "netc.input" and id(op) not in read]
-
-
-def _name(op: Operation) -> str:
-    return op.attrs.get("name") or op.name
-
-
-# -- random values ----------------------------------------------------------------------------
-
-def _param_roles(module: Module) -> dict[str, str]:
-    roles = {}
-    for net in module.networks():
-        for op in net.regions[0].ops:
-            for role, ref in (op.attrs.get("params") or {}).items():
-                if isinstance(ref, SymbolRef):
-                    roles.setdefault(ref.name, role)
-    return roles
-
-
 def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
     z = torch.randn(shape, generator=_generator(seed, "@" + name), dtype=torch.float64)
     if role in ("bias", "shift"):
@@ -111,17 +70,31 @@ def _label_classes(net: Operation, value) -> int | None:
 def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
     v = op.results[0]
     shape, name = v.type.shape, _name(op)
-    g = _generator(seed, name)
     tdtype = INT_DTYPES.get(v.type.dtype, dtype)
     c = _label_classes(net, v)
     if c is not None:
-        if prod(shape[1:]) == 1 or c == 1:   # class indices [N] / [N, 1]
-            return torch.randint(0, c, shape, generator=g).to(tdtype)
-        idx = torch.randint(0, c, (shape[0],), generator=g)
-        return torch.nn.functional.one_hot(idx, c).reshape(shape).to(tdtype)
+        return random_labels(name, shape, c, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
-        return torch.randint(0, 10, shape, generator=g).to(tdtype)
-    return torch.randn(shape, generator=g, dtype=torch.float64).to(dtype)
+        return torch.randint(0, 10, shape, generator=_generator(seed, name)).to(tdtype)
+    return random_float_input(name, shape, seed, dtype)
+
+
+def random_labels(name: str, shape, classes: int, seed: int = 0, dtype=torch.int64) -> torch.Tensor:
+    """The random value of the labels input `name` of a SoftmaxLoss over `classes` classes: class
+    indices for [N] / [N, 1], one-hot rows otherwise (what random_input draws for it; a compiled .so
+    draws with this, from the class count its manifest records)."""
+    g = _generator(seed, name)
+    shape = tuple(shape)
+    if prod(shape[1:]) == 1 or classes == 1:   # class indices [N] / [N, 1]
+        return torch.randint(0, classes, shape, generator=g).to(dtype)
+    idx = torch.randint(0, classes, (shape[0],), generator=g)
+    return torch.nn.functional.one_hot(idx, classes).reshape(shape).to(dtype)
+
+
+def random_float_input(name: str, shape, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
+    """The random value of the floating input `name` (what random_input draws for it; a compiled
+    .so, which has no IR, draws its random inputs with this)."""
+    return torch.randn(tuple(shape), generator=_generator(seed, name), dtype=torch.float64).to(dtype)
 
 
 # -- feeding and checking -----------------------------------------------------------------------
@@ -192,6 +165,10 @@ def run_reference(module: Module, inputs: dict | None = None, params: dict | Non
     order) with intermediates=True. Floating values are `dtype`; integer inputs keep theirs."""
     net = _network(module, network)
     layers = _layers(net)
+    for op in layers:  # a shape that is only Paleo's bookkeeping number cannot be computed
+        why = not_runnable(op)
+        if why:
+            raise NetcError(why, op.loc)
     in_ops = network_inputs(net)
     in_names = [_name(op) for op in in_ops]
     if inputs is not None:

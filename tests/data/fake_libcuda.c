@@ -1,11 +1,41 @@
 /* A stand-in for libcuda.so.1 (tests only): enough of the driver API for netc's launcher, which
-   records every launch in $NETC_FAKE_LOG as "launch name gx gy gz threads shared p0 p1" (the first
-   two arguments, pointers in every netc kernel). */
+   records every call that matters in $NETC_FAKE_LOG:
+     alloc BYTES PTR | htod DST BYTES | dtod DST SRC BYTES | copy2d DST DPITCH SRC SPITCH WIDTH ROWS
+     launch NAME GX GY GZ THREADS SHARED P0 P1 P2
+       (P0, P1: the first two arguments, pointers in every kernel; P2: the third argument's 8 bytes, a
+       pointer where the kernel has three, e.g. a loss's output: every launch passes at least three
+       slots, its arguments and Triton's two scratch pointers)
+   By default "device memory" is a fake address (0x100000000) and copies only log. With
+   NETC_FAKE_MEM=1 it is host memory: cuMemAlloc mallocs, the copies copy, so host pointers (CPU
+   tensors) stand for device pointers and a test can read back what the launcher uploaded.
+   NETC_FAKE_FAIL_LAUNCH=1 makes cuLaunchKernel fail (CUDA_ERROR_LAUNCH_FAILED, 719). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 typedef unsigned long long dptr;
-static FILE* logf_(void) { static FILE* f; if (!f) { const char* p = getenv("NETC_FAKE_LOG"); f = p ? fopen(p, "w") : stderr; setvbuf(f, NULL, _IOLBF, 0); } return f; }
+typedef struct {
+  size_t srcXInBytes, srcY; int srcMemoryType; const void* srcHost; dptr srcDevice; void* srcArray;
+  size_t srcPitch;
+  size_t dstXInBytes, dstY; int dstMemoryType; void* dstHost; dptr dstDevice; void* dstArray;
+  size_t dstPitch;
+  size_t WidthInBytes, Height;
+} memcpy2d;
+/* the log follows $NETC_FAKE_LOG as it changes (one file per test, even while the library stays loaded) */
+static FILE* logf_(void) {
+  static FILE* f;
+  static char path[4096];
+  const char* p = getenv("NETC_FAKE_LOG");
+  if (!p) p = "";
+  if (!f || strcmp(p, path)) {
+    if (f && f != stderr) fclose(f);
+    snprintf(path, sizeof path, "%s", p);
+    f = *p ? fopen(p, "w") : stderr;
+    if (!f) f = stderr;
+    setvbuf(f, NULL, _IOLBF, 0);
+  }
+  return f;
+}
+static int mem(void) { const char* m = getenv("NETC_FAKE_MEM"); return m && *m == '1'; }
 int cuInit(unsigned f) { return 0; }
 int cuGetErrorString(int r, const char** s) { *s = "fake error"; return 0; }
 int cuCtxGetCurrent(void** c) { *c = NULL; return 0; }
@@ -19,17 +49,38 @@ int cuModuleLoadData(void** m, const void* img) { *m = (void*)img; return memcmp
 int cuModuleUnload(void* m) { return 0; }
 int cuModuleGetFunction(void** f, void* m, const char* name) { *f = strdup(name); return 0; }
 int cuFuncSetAttribute(void* f, int a, int v) { return 0; }
-int cuMemAlloc_v2(dptr* p, size_t n) { *p = 0x100000000ULL; fprintf(logf_(), "alloc %zu\n", n); return 0; }
-int cuMemFree_v2(dptr p) { return 0; }
-int cuMemcpyHtoD_v2(dptr d, const void* h, size_t n) { fprintf(logf_(), "htod %llu %zu\n", d, n); return 0; }
-int cuMemcpyDtoDAsync_v2(dptr d, dptr s, size_t n, void* st) { fprintf(logf_(), "dtod %llu %llu %zu\n", d, s, n); return 0; }
-int cuMemcpy2DAsync_v2(const void* c, void* st) { fprintf(logf_(), "copy2d\n"); return 0; }
+int cuMemAlloc_v2(dptr* p, size_t n) {
+  if (mem()) { void* q = aligned_alloc(256, (n + 255) / 256 * 256); if (!q) return 2; memset(q, 0xAB, n); *p = (dptr)q; }
+  else *p = 0x100000000ULL;
+  fprintf(logf_(), "alloc %zu %llu\n", n, *p);
+  return 0;
+}
+int cuMemFree_v2(dptr p) { if (mem()) free((void*)p); return 0; }
+int cuMemcpyHtoD_v2(dptr d, const void* h, size_t n) {
+  fprintf(logf_(), "htod %llu %zu\n", d, n);
+  if (mem()) memcpy((void*)d, h, n);
+  return 0;
+}
+int cuMemcpyDtoDAsync_v2(dptr d, dptr s, size_t n, void* st) {
+  fprintf(logf_(), "dtod %llu %llu %zu\n", d, s, n);
+  if (mem()) memcpy((void*)d, (const void*)s, n);
+  return 0;
+}
+int cuMemcpy2DAsync_v2(const memcpy2d* c, void* st) {
+  fprintf(logf_(), "copy2d %llu %zu %llu %zu %zu %zu\n", c->dstDevice, c->dstPitch, c->srcDevice, c->srcPitch,
+          c->WidthInBytes, c->Height);
+  if (mem())
+    for (size_t r = 0; r < c->Height; r++)
+      memcpy((char*)c->dstDevice + r * c->dstPitch, (const char*)c->srcDevice + r * c->srcPitch, c->WidthInBytes);
+  return 0;
+}
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* st, void** params, void** extra) {
   FILE* o = logf_();
   fprintf(o, "launch %s %u %u %u %u %u", (const char*)f, gx, gy, gz, bx, shared);
-  for (int i = 0; i < 2; i++) { unsigned long long v = 0; memcpy(&v, params[i], 8); fprintf(o, " %llu", v); }
+  for (int i = 0; i < 3; i++) { unsigned long long v = 0; memcpy(&v, params[i], 8); fprintf(o, " %llu", v); }
   fprintf(o, "\n");
   fflush(o);
-  return 0;
+  const char* fail = getenv("NETC_FAKE_FAIL_LAUNCH");
+  return fail && *fail == '1' ? 719 : 0;
 }

@@ -1,0 +1,906 @@
+"""`netc export --format singa`: a network (one phase, after the default pipeline) as a SINGA job.conf.
+
+Two kinds of network:
+
+* One SINGA built (imported from a job.conf). Its layers are SINGA's nodes, named as netc's
+  importer names them (netc/frontend/singa_ir.py): `<unroll index>#<layer>:<partition>` for v0.2+
+  (`0#conv1:0`, `3#gru1:0`, `0#ip1:1`), `<layer>:<partition, 2 digits>` for v0.1 (`conv1:00`), and
+  the layers SINGA generates (`split(...)`, `slice(...)`, `concate(...)`, `bridge_src(...)`). The
+  exporter recovers the config layers behind the nodes - unrolling (unroll_len, unroll_conn_type,
+  shift; the kGRU recurrent edge is SINGA's own), partitioning (nworkers_per_group and every layer's
+  partition_dim, solved from the connection layers SINGA inserted between partitions), parameter
+  names and share_from - and writes a job in the net's own SINGA version (v0.1 for v0.1 nets, v0.3
+  otherwise), so that importing the result builds the same net: the same IR (names, shapes,
+  attributes, parameters, sharing). What the IR does not record is written with fixed values:
+  file paths, initializers, updater, the layer types of inputs (see below).
+* Any other network (.nd, Paleo, Brainstorm): one SINGA v0.3 layer per netc layer, K = 1.
+
+Inputs. SINGA's input layers all become netc inputs, so the exporter picks the layer that yields
+the input's shape: v0.2+ kRecordInput (store_conf batchsize and shape; NHWC [N, H, W, C] is written
+as shape C, H, W), unrolled inputs kOneHot / kRNNLabel reading a kCharRNN (which has no IR op of its
+own), other integer inputs kRNNLabel; v0.1 kShardData (no IR op) read by the parsers kMnist
+([N, 28, 28, 1]), kRGBImage ([N, H, W, 3], H = W <= 32, cropped from the 3x32x32 CIFAR-10 records)
+and kLabel. SINGA's labels travel with records: a loss reading `<input>.label` reads that input.
+
+A network SINGA cannot express is an error naming the layer, never an approximation.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from .diagnostics import NetcError
+
+_V2_NODE = re.compile(r"^(\d+)#(.*):(\d+)(?:\.(label|loss|\d+))?$")
+_V1_NODE = re.compile(r"^(.*):(\d\d+)(?:\.(loss|\d+))?$")
+_GENERATED = re.compile(r"^(split|slice|concate|bridge_src|bridge_dst)\(")
+_CONCATE = re.compile(r"^concate\((split|slice)\((\d+)#(.*)\)\):(\d+)$")
+_GRU_ROLES = ("z_hx", "r_hx", "c_hx", "z_hh", "r_hh", "c_hh", "z_b", "r_b", "c_b")  # SINGA's param order
+# netc.opaque types SINGA layers may carry through (pass-through shape in netc, no conf needed)
+_OPAQUE_OK = {"kImagePreprocess", "kCSVOutput", "kRecordOutput", "kCharRNNOutput", "kBridgeSrc", "kBridgeDst",
+              "kSoftmaxLoss", "kCudnnSoftmaxLoss", "kDummy", "kRNNDummy"}
+_V01_TYPES = {"kConvolution", "kPooling", "kLRN", "kReLU", "kSigmoid", "kSTanh", "kDropout", "kInnerProduct",
+              "kSoftmaxLoss", "kEuclideanLoss", "kRBMVis", "kRBMHid", "kConcate", "kShardData", "kMnist",
+              "kRGBImage", "kLabel"}
+
+
+def _err(msg, op=None):
+    loc = op.loc if op is not None and op.loc is not None and op.loc.file != "<unknown>" else None
+    raise NetcError(msg, loc)
+
+
+def _fmt(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, float):
+        return repr(v)
+    return str(v)
+
+
+def _q(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@dataclass
+class _Param:
+    name: str | None          # None: unnamed (SINGA v0.1 names it '<node>$')
+    share_from: str | None = None
+    role: str = "weight"
+
+
+@dataclass
+class _Layer:
+    name: str
+    type: str = ""
+    srcs: list = field(default_factory=list)       # srclayers, in order
+    conn: list = field(default_factory=list)       # unroll_conn_type per srclayers entry (None: default)
+    shift: list = field(default_factory=list)      # shift per srclayers entry
+    confs: list = field(default_factory=list)      # '<x>_conf { ... }' pieces
+    params: list = field(default_factory=list)     # [_Param]
+    pdim: int | None = None
+    unroll: int = 1
+    op: object = None                              # an IR op of the layer (locations in errors)
+    roles: list = field(default_factory=list)      # netc param roles behind the `param` entries, in order
+
+
+# ------------------------------------------------------------------------------------------ writing
+
+def _nchw_rec(shape) -> list:
+    """SINGA's record shape (all but the batch) of a netc shape: NHWC [N, H, W, C] -> C, H, W."""
+    s = list(shape)
+    return [s[3], s[1], s[2]] if len(s) == 4 else s[1:]
+
+
+def _singa_dim(d: int, rank: int) -> int:
+    """netc's concat/slice dimension -> SINGA's (NHWC -> NCHW for 4-D tensors)."""
+    d = d + rank if d < 0 else d
+    return {0: 0, 1: 2, 2: 3, 3: 1}[d] if rank == 4 else d
+
+
+def _geometry(op, what, x, k, s, pad, v1):
+    """SINGA's kernel/pad/stride fields for a netc window (explicit or SAME/VALID padding)."""
+    from .ops.conv import out_size
+    kh, kw = k
+    sh, sw = s
+    ps = []
+    for axis, (xx, kk, ss) in enumerate(((x[1], kh, sh), (x[2], kw, sw))):
+        o, p = out_size(xx, kk, ss, pad, axis)
+        if p < 0 or (xx + 2 * p - kk) // ss + 1 != o:
+            _err(f"{what} '{op.attrs['name']}': netc's {pad if isinstance(pad, str) else 'explicit'} padding gives "
+                 f"{o} outputs from {xx} along {'HW'[axis]}, which SINGA's symmetric-pad formula cannot express", op)
+        ps.append(p)
+    ph, pw = ps
+    if (kh, ph, sh) == (kw, pw, sw):
+        return f"kernel: {kh} pad: {ph} stride: {sh}" if (ph or not v1 or what != "pooling") else \
+            f"kernel: {kh} stride: {sh}"
+    if v1:
+        _err(f"{what} '{op.attrs['name']}' has a non-square window ({kh}x{kw}, stride {sh}x{sw}, pad {ph}x{pw}); "
+             f"SINGA v0.1 has only square kernel/pad/stride", op)
+    return f"kernel_x: {kw} kernel_y: {kh} pad_x: {pw} pad_y: {ph} stride_x: {sw} stride_y: {sh}"
+
+
+def _init(role: str) -> str:
+    if role in ("bias", "shift") or role.endswith("_b"):
+        return " init { type: kConstant value: 0 }"
+    return " init { type: kGaussian std: 0.01 }"
+
+
+def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "train") -> str:
+    rbm = any(L.type in ("kRBMVis", "kRBMHid") for L in layers)
+    unrolled = any(L.unroll > 1 for L in layers)
+    alg = "kCD" if rbm else ("kBPTT" if unrolled and version != "0.1" else "kBP")
+    out = [f"# written by `netc export --format singa`: the {phase} net, as a SINGA "
+           f"{'v0.1' if version == '0.1' else 'v0.3'} job",
+           f"name: {_q(name)}", "train_steps: 1000", "disp_freq: 100", f"train_one_batch {{ alg: {alg} }}",
+           "updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }", "neuralnet {"]
+    for L in layers:
+        body = [f"name: {_q(L.name)}", f"type: {L.type}"] + [f"srclayers: {_q(s)}" for s in L.srcs]
+        if L.unroll > 1:
+            body.append(f"unroll_len: {L.unroll}")
+        if any(c is not None for c in L.conn):
+            body += [f"unroll_conn_type: {c or 'kUnrollOneToOne'}" for c in L.conn]
+        if any(L.shift):
+            body += [f"shift: {s}" for s in L.shift]
+        if L.pdim is not None:
+            body.append(f"partition_dim: {L.pdim}")
+        body += L.confs
+        for p in L.params:
+            fields = ([f"name: {_q(p.name)}"] if p.name is not None else []) + (
+                [f"share_from: {_q(p.share_from)}"] if p.share_from else [])
+            out_p = "param { " + " ".join(fields) + ("" if p.share_from else _init(p.role)) + " }"
+            body.append(out_p.replace("{  ", "{ "))
+        out.append("  layer { " + " ".join(body) + " }")
+    out.append("}")
+    out.append(f"cluster {{ nworker_groups: 1 nserver_groups: 1 nworkers_per_group: {K} "
+               f"workspace: \"workspace\" }}")
+    return "\n".join(out) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ layer bodies
+
+class _Names:
+    """Unique SINGA names (layers and params share nothing, but each set must be unique)."""
+
+    def __init__(self, taken=()):
+        self.taken = set(taken)
+
+    def fresh(self, base: str) -> str:
+        n, k = base, 1
+        while n in self.taken:
+            k += 1
+            n = f"{base}_{k}"
+        self.taken.add(n)
+        return n
+
+
+def _body(op, L: _Layer, ins: list, v1: bool, K: int, plain: bool = False):
+    """Type and conf of the SINGA layer for netc op `op` (inputs are handled by the callers).
+    ins: the operands' shapes. Sets L.type / L.confs; returns the param roles the layer lists."""
+    a = op.attrs
+    nm = a.get("name")
+    n = op.name
+    scale = K if L.pdim == 1 else 1   # partition_dim 1 layers hold 1/K of the features
+    if n == "netc.conv2d":
+        kh, kw, _, co = a["filter"]
+        if a.get("splits"):
+            _err(f"'{nm}' splits its filters (model parallelism): write the unexpanded net", op)
+        if a.get("normalizer", "none") != "none":
+            _err(f"'{nm}' has a fused {a['normalizer']}, which SINGA convolutions cannot express", op)
+        geo = _geometry(op, "convolution", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3],
+                        a.get("padding", "SAME"), v1)
+        L.type = "kConvolution" if v1 else "kCConvolution"
+        L.confs.append(f"convolution_conf {{ num_filters: {co * scale} {geo} }}")
+        bias = a.get("bias", True)
+        if v1 and not bias:
+            _err(f"convolution '{nm}' has no bias; SINGA v0.1 convolutions always have one", op)
+        return ["weight", "bias"] if bias else ["weight"]
+    if n in ("netc.maxpool", "netc.avgpool"):
+        _, kh, kw, _ = a["ksize"]
+        pad = a.get("padding", "VALID")
+        if v1 and pad not in ([0, 0], "VALID"):
+            _err(f"pooling '{nm}' pads its input; SINGA v0.1 pooling ignores pad", op)
+        geo = _geometry(op, "pooling", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3], pad, v1)
+        L.type = "kPooling" if v1 else "kCPooling"
+        L.confs.append(f"pooling_conf {{ pool: {'MAX' if n == 'netc.maxpool' else 'AVG'} {geo} }}")
+        return []
+    if n == "netc.inner_product":
+        if not a.get("bias", True):
+            _err(f"'{nm}': SINGA's kInnerProduct always has a bias", op)
+        if a.get("normalizer", "none") != "none":
+            _err(f"'{nm}' has a fused {a['normalizer']}, which SINGA cannot express", op)
+        L.type = "kInnerProduct"
+        L.confs.append(f"innerproduct_conf {{ num_output: {a['num_outputs'] * scale} }}")
+        return ["weight", "bias"]
+    if n == "netc.relu":
+        ns = a.get("negative_slope", 0.0)
+        L.type = "kReLU"
+        if ns:
+            L.confs.append(f"relu_conf {{ negative_slope: {_fmt(ns)} }}")
+        return []
+    if n == "netc.sigmoid":
+        L.type = "kSigmoid"
+        return []
+    if n == "netc.tanh":
+        # v0.1 has no plain tanh layer: its kSTanh (SINGA's scaled tanh) is what netc imports as tanh
+        L.type = "kSTanh" if v1 else "kActivation"
+        if not v1:
+            L.confs.append("activation_conf { type: TANH }")
+        return []
+    if n == "netc.dropout":
+        L.type = "kDropout"
+        L.confs.append(f"dropout_conf {{ dropout_ratio: {_fmt(round(1 - a.get('dropout_keep_prob', 0.5), 12))} }}")
+        return []
+    if n == "netc.lrn":
+        L.type = "kLRN"
+        L.confs.append(f"lrn_conf {{ local_size: {a.get('local_size', 5)} alpha: {_fmt(a.get('alpha', 1e-4))} "
+                       f"beta: {_fmt(a.get('beta', 0.75))} knorm: {_fmt(a.get('knorm', 1.0))} }}")
+        return []
+    if n == "netc.concat":
+        r = len(ins[0])
+        L.type = "kConcate"
+        L.confs.append(f"concate_conf {{ concate_dim: {_singa_dim(a.get('dim', -1), r)}"
+                       + ("" if v1 else f" num_concates: {len(ins)}") + " }")
+        return []
+    if n == "netc.slice":
+        if plain and a.get("index", 0):
+            _err(f"slice '{nm}' takes part {a['index']} of {a['num_slices']}; SINGA's kSlice hands its parts to its "
+                 f"consumers in the order they are set up, which netc writes only for nets imported from SINGA", op)
+        r = len(ins[0])
+        L.type = "kSlice"
+        L.confs.append(f"slice_conf {{ slice_dim: {_singa_dim(a['dim'], r)}"
+                       + ("" if v1 else f" num_slices: {a['num_slices']}") + " }")
+        return []
+    if n == "netc.softmax":
+        L.type = "kSoftmax"
+        return []
+    if n == "netc.softmax_loss":
+        L.type = "kSoftmaxLoss"
+        L.confs.append("softmaxloss_conf { topk: 1 }")
+        return []
+    if n == "netc.euclidean_loss":
+        L.type = "kEuclideanLoss"
+        return []
+    if n == "netc.batch_norm":
+        if len(ins[0]) != 4:
+            _err(f"batch norm '{nm}' normalizes a {len(ins[0])}-D tensor; SINGA's kBM takes 4-D ones", op)
+        L.type = "kBM"
+        return ["bm"] * 4
+    if n in ("netc.argsort", "netc.accuracy"):
+        L.type = "kArgSort" if n == "netc.argsort" else "kAccuracy"
+        L.confs.append(f"argsort_conf {{ topk: {a.get('topk', 1)} }}")
+        return []
+    if n == "netc.gru":
+        L.type = "kGRU"
+        L.confs.append(f"gru_conf {{ dim_hidden: {a['dim_hidden']} }}")
+        return list(_GRU_ROLES[:9 if a.get("bias", True) else 6])
+    if n == "netc.opaque":
+        t = a.get("type")
+        if t not in _OPAQUE_OK:
+            _err(f"layer '{nm}' is an opaque layer of type '{t}', which netc cannot write as a SINGA layer", op)
+        L.type = t
+        return []
+    kind = n.removeprefix("netc.")
+    _err(f"layer '{nm}' is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, which netc cannot write as a SINGA layer "
+         f"(supported: conv, pooling, relu/sigmoid/tanh, lrn, inner product, dropout, concat, slice, softmax, softmax loss, "
+         f"euclidean loss, batch norm, argsort, accuracy, gru)", op)
+
+
+def _check_version(layers, v1):
+    if not v1:
+        return
+    for L in layers:
+        if L.type not in _V01_TYPES:
+            _err(f"layer '{L.name}' would be a {L.type}, which SINGA v0.1 does not have", L.op)
+
+
+# ------------------------------------------------------------------------------------------ plain nets
+
+def _plain(ops, name) -> tuple[list[_Layer], int]:
+    """One SINGA layer per netc layer (K = 1): .nd, Paleo and Brainstorm networks."""
+    label_inputs = {id(op.operands[1].owner) for op in ops if op.name in ("netc.softmax_loss", "netc.accuracy")}
+    inputs = [op for op in ops if op.name == "netc.input" and id(op) not in label_inputs]
+    if len(inputs) != 1:
+        _err(f"SINGA nets read one data layer; this network has {len(inputs)} inputs that are not labels"
+             + (f" ({', '.join(op.attrs['name'] for op in inputs[:4])}{', ...' if len(inputs) > 4 else ''})"
+                if inputs else ""), inputs[1] if len(inputs) > 1 else None)
+    data = inputs[0]
+    for op in ops:
+        if op.name == "netc.input" and id(op) in label_inputs and len(op.attrs["shape"]) > 2:
+            _err(f"label input '{op.attrs['name']}' {op.attrs['shape']}: SINGA labels are one class index per "
+                 f"record", op)
+    names = _Names()
+    pnames = _Names()
+    lname: dict[int, str] = {}
+    owner_of: dict[str, str] = {}   # netc param -> SINGA param name of its first binder
+    layers: list[_Layer] = []
+
+    def sname(n):
+        return names.fresh(re.sub(r"[@#+]", "_", n) or "layer")
+
+    s = list(data.attrs["shape"])
+    if len(s) < 1:
+        _err(f"input '{data.attrs['name']}' {s} has no batch dimension", data)
+    L = _Layer(sname(data.attrs["name"]), "kRecordInput", op=data)
+    L.confs.append(f"store_conf {{ backend: \"kvfile\" path: \"{L.name}.bin\" batchsize: "
+                   f"{s[0]}" + "".join(f" shape: {d}" for d in _nchw_rec(s)) + " }")
+    layers.append(L)
+    lname[id(data)] = L.name
+    for op in ops:
+        a = op.attrs
+        if op.name == "netc.input":
+            if id(op) in label_inputs:
+                lname[id(op)] = lname[id(data)]
+            continue
+        srcs = [lname[id(v.owner)] for v in op.operands]
+        if op.name == "netc.gru" and len(op.operands) > 1:
+            _err(f"GRU '{a['name']}' reads a previous state; SINGA's kGRU gets it only by unrolling (import the "
+                 f"SINGA job instead)", op)
+        L = _Layer(sname(a.get("name", "x")), op=op)
+        roles = _body(op, L, [v.type.shape for v in op.operands], False, 1, plain=True)
+        L.srcs = srcs
+        refs = a.get("params") or {}
+        for role in roles:
+            ref = refs.get(role)
+            if ref is None:
+                L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), role=role))
+                continue
+            if ref.name in owner_of:
+                L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), owner_of[ref.name], role))
+            else:
+                owner_of[ref.name] = pnames.fresh(re.sub(r"[@#+]", "_", ref.name))
+                L.params.append(_Param(owner_of[ref.name], role=role))
+        layers.append(L)
+        last = L.name
+        act = a.get("activation")
+        if op.name in ("netc.conv2d", "netc.inner_product") and act not in (None, "none"):
+            A = _Layer(names.fresh(f"{L.name}_{act}"), op=op, srcs=[L.name])
+            if act == "relu":
+                A.type = "kReLU"
+            elif act == "sigmoid":
+                A.type = "kSigmoid"
+            elif act == "tanh":
+                A.type, A.confs = "kActivation", ["activation_conf { type: TANH }"]
+            else:
+                _err(f"activation '{act}' of '{a['name']}' cannot be written in SINGA", op)
+            layers.append(A)
+            last = A.name
+        lname[id(op)] = last
+    return layers, 1
+
+
+# ------------------------------------------------------------------------------------------ SINGA-built nets
+
+class _Built:
+    """Recover the config layers of a net SINGA built (see the module docstring)."""
+
+    def __init__(self, module, ops, version):
+        self.v1 = version == "0.1"
+        self.ops = ops
+        self.module_params = list(module.params())
+        self.node: dict[int, tuple] = {}          # id(op) -> (layer, unroll index, partition, suffix)
+        self.copies: dict[str, dict] = {}         # layer -> {(i, p): main op}
+        self.extra: dict[str, dict] = {}          # layer -> {(i, p, suffix): op}
+        self.order: list[str] = []                # layers in order of first appearance
+        self.generated: dict[str, object] = {}    # generated node name -> op
+        pat = _V1_NODE if self.v1 else _V2_NODE
+        for op in ops:
+            nm = op.attrs.get("name", "")
+            m = pat.match(nm)
+            if m is None:
+                self.generated[nm] = op
+                continue
+            if self.v1:
+                lay, i, p, suf = m.group(1), 0, int(m.group(2)), m.group(3)
+            else:
+                i, lay, p, suf = int(m.group(1)), m.group(2), int(m.group(3)), m.group(4)
+            if lay not in self.copies:
+                self.copies[lay], self.extra[lay] = {}, {}
+                self.order.append(lay)
+            self.node[id(op)] = (lay, i, p, suf)
+            if suf is None:
+                self.copies[lay][(i, p)] = op
+            else:
+                self.extra[lay][(i, p, suf)] = op
+        self.K = 1 + max((p for c in self.copies.values() for (_, p) in c), default=0)
+        self.U = {lay: 1 + max(i for (i, _) in c) if c else 1 for lay, c in self.copies.items()}
+        if self.v1 and self.K > 1:
+            _err(f"this SINGA v0.1 net is partitioned ({self.K} workers); netc writes v0.1 jobs only for "
+                 f"unpartitioned nets (export --phase test, whose net SINGA builds with one worker)", ops[0])
+        for lay in self.order:
+            c = self.copies[lay]
+            want = {(i, p) for i in range(self.U[lay]) for p in range(self.K)}
+            if set(c) != want:
+                op = next(iter(self.extra[lay].values()), None) if not c else next(iter(c.values()))
+                _err(f"layer '{lay}' has the nodes {sorted(c)} (unroll index, partition); a SINGA layer has one "
+                     f"per unroll step and partition: {sorted(want)}", op)
+            if self.U[lay] > 1 and self.K > 1:
+                _err(f"layer '{lay}' is unrolled in a partitioned net; netc does not write such SINGA jobs",
+                     c[(0, 0)])
+
+    # -- sources --------------------------------------------------------------------------------
+    def resolve(self, v, consumer):
+        """(kind, layer, unroll index, partition) of an operand: kind 'direct', 'split' or 'slice'
+        (read through SINGA's partition connection layers)."""
+        op = v.owner
+        info = self.node.get(id(op))
+        if info is not None:
+            lay, i, p, suf = info
+            if suf == "loss":
+                _err(f"'{consumer.attrs['name']}' reads the loss of '{lay}', which SINGA cannot express", consumer)
+            return "direct", lay, i, p
+        m = _CONCATE.match(op.attrs.get("name", ""))
+        if m is None or self.v1:
+            _err(f"'{consumer.attrs['name']}' reads '{op.attrs.get('name')}', which is not a node netc can write "
+                 f"back as a SINGA layer", consumer)
+        return m.group(1), m.group(3), int(m.group(2)), int(m.group(4))
+
+    def operands(self, lay, op):
+        """The operands that are SINGA sources of a layer's main op."""
+        if op.name == "netc.softmax" or (op.name == "netc.opaque" and op.attrs.get("type") in
+                                         ("kSoftmaxLoss", "kCudnnSoftmaxLoss")):
+            i, p = self.where(op)
+            loss = self.extra[lay].get((i, p, "loss"))
+            if loss is not None:
+                return list(loss.operands)
+        return list(op.operands)
+
+    def where(self, op):
+        _, i, p, _ = self.node[id(op)]
+        return i, p
+
+    # -- the whole net --------------------------------------------------------------------------
+    def layers(self) -> tuple[list[_Layer], int]:
+        K = self.K
+        L_of: dict[str, _Layer] = {}
+        refs: dict[str, dict] = {}      # layer -> {(i, p): [(kind, src layer, j, q)]}
+        energy_hid = {}                 # kRBMHid layer -> kRBMVis layer
+        for lay in self.order:
+            op0 = self.copies[lay][(0, 0)]
+            L = _Layer(lay, op=op0, unroll=self.U[lay])
+            L_of[lay] = L
+            if op0.name == "netc.opaque" and op0.attrs.get("energy_model"):
+                for h in op0.attrs.get("hidden", []):
+                    m = (_V1_NODE if self.v1 else _V2_NODE).match(h)
+                    if m:
+                        energy_hid[m.group(1) if self.v1 else m.group(2)] = lay
+            if op0.name == "netc.input":
+                continue
+            r = {}
+            for (i, p), op in self.copies[lay].items():
+                r[(i, p)] = [self.resolve(v, op) for v in self.operands(lay, op)]
+            refs[lay] = r
+        pdim = self.partition_dims(refs, L_of) if K > 1 else {}
+        for lay, L in L_of.items():
+            L.pdim = pdim.get(lay)
+        # sources, unrolling connections
+        for lay in self.order:
+            if lay in refs:
+                self.connect(L_of[lay], refs[lay], L_of)
+        # layer bodies, params
+        layers = []
+        names = _Names(self.order)
+        inputs = _Inputs(self, names, K)
+        for lay in self.order:
+            L = L_of[lay]
+            op0 = L.op
+            if op0.name == "netc.input":
+                layers.extend(inputs.layer(L))
+                continue
+            ins = [v.type.shape for v in self.operands(lay, op0)]
+            if lay in energy_hid:
+                L.type = "kRBMHid"
+                L.confs.append(f"rbm_conf {{ hdim: {op0.attrs['num_outputs']} }}")
+                roles = ["weight", "bias"]
+            elif op0.name == "netc.opaque" and op0.attrs.get("energy_model"):
+                hid = [h for h, v in energy_hid.items() if v == lay]
+                if len(hid) != 1:
+                    _err(f"energy model '{op0.attrs['name']}' has {len(hid)} hidden layers; SINGA's kRBMVis has one",
+                         op0)
+                hop = self.copies[hid[0]][(0, 0)]
+                L.type = "kRBMVis"
+                L.srcs = L.srcs + [hid[0]]
+                L.conn, L.shift = L.conn + [None] * (len(L.srcs) - len(L.conn)), L.shift + [0] * (
+                    len(L.srcs) - len(L.shift))
+                L.confs.append(f"rbm_conf {{ hdim: {hop.attrs['num_outputs']} }}")
+                roles = []
+            else:
+                roles = _body(op0, L, ins, self.v1, K)
+                if op0.name == "netc.softmax" and self.extra[lay].get((0, 0, "loss")) is not None:
+                    L.type, L.confs = "kSoftmaxLoss", ["softmaxloss_conf { topk: 1 }"]
+            L.roles = roles
+            layers.append(L)
+        self.bind_params(layers)
+        _check_version(layers, self.v1)
+        return layers, K
+
+    def connect(self, L, r, L_of):
+        """srclayers, unroll_conn_type and shift of layer L from its nodes' sources r."""
+        lay, U = L.name, L.unroll
+        gru = L.op.name == "netc.gru"
+        per = {}
+        for i in range(U):
+            got = list(r[(i, 0)])
+            if gru:  # SINGA appends the previous step itself (the recurrent edge)
+                if i > 0:
+                    if not got or got[-1][1:3] != (lay, i - 1):
+                        _err(f"step {i} of GRU '{lay}' does not read step {i - 1} last: SINGA's recurrent edge "
+                             f"is the last source", self.copies[lay][(i, 0)])
+                    got = got[:-1]
+                elif any(g[1] == lay for g in got):
+                    _err(f"the first step of GRU '{lay}' reads the GRU itself", L.op)
+            per[i] = got
+        if U == 1:
+            srcs, conn = [], []
+            # one srclayers entry per source layer; a layer reading every copy of an unrolled
+            # source (kUnrollOneToAll) or only its last (kUnrollFirstToLast) lists it once
+            for g in per[0]:
+                if srcs and srcs[-1] == g[1] and conn[-1] == "all":
+                    continue
+                m = self.U[g[1]]
+                run = [x[2] for x in per[0] if x[1] == g[1]]
+                if m > 1 and run == list(range(m)):
+                    srcs.append(g[1])
+                    conn.append("all")
+                elif m > 1 and run == [m - 1]:
+                    srcs.append(g[1])
+                    conn.append("last")
+                elif g[2] == 0:
+                    srcs.append(g[1])
+                    conn.append(None)
+                else:
+                    _err(f"'{L.op.attrs['name']}' reads copy {g[2]} of the unrolled layer '{g[1]}', which no "
+                         f"unroll_conn_type expresses", L.op)
+            L.srcs = srcs
+            L.conn = [{"all": "kUnrollOneToAll", "last": "kUnrollFirstToLast"}.get(c) for c in conn]
+            L.shift = [0] * len(srcs)
+            return
+        # unrolled: one entry per source layer, its connection type read off every copy
+        fullest = max(range(U), key=lambda i: (len({g[1] for g in per[i]}), -i))
+        srcs = []
+        for g in per[fullest]:
+            if g[1] not in srcs:
+                srcs.append(g[1])
+        for i in range(U):
+            for g in per[i]:
+                if g[1] not in srcs:
+                    srcs.append(g[1])
+        conn, shift = [], []
+        for s in srcs:
+            m = self.U[s]
+            js = {i: [g[2] for g in per[i] if g[1] == s] for i in range(U)}
+            first = next((i for i in range(U) if js[i]), None)
+            sh = first - js[first][0] if first is not None and len(js[first]) == 1 else None
+            if sh is not None and sh >= 0 and all(js[i] == ([i - sh] if i >= sh else []) for i in range(U)):
+                conn.append(None)
+                shift.append(sh)
+            elif all(js[i] == list(range(m)) for i in range(U)):
+                conn.append("kUnrollOneToAll")
+                shift.append(0)
+            elif js[0] == [m - 1] and all(not js[i] for i in range(1, U)):
+                conn.append("kUnrollFirstToLast")
+                shift.append(0)
+            else:
+                _err(f"the unrolled layer '{lay}' reads the copies {[js[i] for i in range(U)]} of '{s}', which no "
+                     f"SINGA unroll_conn_type expresses", L.op)
+        L.srcs, L.conn, L.shift = srcs, conn, shift
+
+    def partition_dims(self, refs, L_of) -> dict:
+        """Every layer's partition_dim from the connections SINGA inserted (spec 5.6): a direct edge
+        joins equal partition dims; split -> concate feeds a partition_dim 1 kOneToAll layer; slice ->
+        concate joins different ones (the slice cuts along the consumer's partition dim, the concate
+        joins along the source's). Layers with per-partition params ('<name>:<partition>') are
+        partition_dim 1, those sharing one param across partitions are not. Returns {layer: 1 or
+        None} (None: the default 0)."""
+        parent = {lay: lay for lay in L_of}
+
+        def find(x):
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        def dim_of(op, rank):
+            d = _singa_dim(op.attrs.get("dim", 0), rank)
+            if d not in (0, 1):
+                _err(f"'{op.attrs['name']}' works on dimension {d}; SINGA partitions only along dimension 0 or 1", op)
+            return d
+
+        cons, diff = [], []
+        for lay, r in refs.items():
+            for (i, p), gs in r.items():
+                op = self.copies[lay][(i, p)]
+                for kind, s, j, q in gs:
+                    if kind == "direct":
+                        parent[find(lay)] = find(s)
+                        continue
+                    cop = self.generated[f"concate({kind}({j}#{s})):{q}"]
+                    cons.append((s, dim_of(cop, len(cop.results[0].type.shape)), cop))
+                    if kind == "split":
+                        cons.append((lay, 1, op))
+                        continue
+                    sl = next((o for n, o in self.generated.items()
+                               if n.startswith(f"slice({j}#{s}):") and o.name == "netc.slice"), None)
+                    if sl is None:
+                        _err(f"'{cop.attrs['name']}' has no slice layer in front of it", cop)
+                    cons.append((lay, dim_of(sl, len(sl.operands[0].type.shape)), sl))
+                    diff.append((lay, s, op))
+        for lay in L_of:
+            op0 = self.copies[lay][(0, 0)]
+            named = [x.name for role, x in (op0.attrs.get("params") or {}).items()
+                     if x.name != f"{op0.attrs['name']}.{role}"]   # bound to SINGA's params, not netc's defaults
+            if named:
+                cons.append((lay, 1 if all(re.search(r":\d+$", x) for x in named) else 0, op0))
+        fixed: dict[str, tuple] = {}
+        for lay, v, op in cons:
+            r = find(lay)
+            if r in fixed and fixed[r][0] != v:
+                _err(f"netc cannot solve the partitioning of this net: '{op.attrs['name']}' needs partition_dim {v}, "
+                     f"'{fixed[r][1].attrs['name']}' {fixed[r][0]}, and a direct edge joins them", op)
+            fixed[r] = (v, op)
+        out = {lay: fixed[find(lay)][0] if find(lay) in fixed else 0 for lay in L_of}
+        for lay, s, op in diff:
+            if out[lay] == out[s]:
+                _err(f"'{op.attrs['name']}' reads '{s}' through a slice although both have partition_dim {out[lay]}",
+                     op)
+        return {lay: (1 if v == 1 else None) for lay, v in out.items()}
+
+    # -- parameters -----------------------------------------------------------------------------
+    def pname(self, ref_name: str, L: _Layer) -> str:
+        n = ref_name
+        if not self.v1:
+            n = re.sub(r"^\d+#", "", n)
+        if L.pdim == 1:
+            n = re.sub(r":\d+$", "", n)
+        return n
+
+    def bind_params(self, layers):
+        """Every layer's `param` entries, in SINGA's positional order, named as SINGA named them
+        (v0.2+ without the '0#' of unrolling, partition_dim 1 ones without the ':<partition>')."""
+        taken = _Names()
+        owners: dict[str, str] = {}   # IR param -> the SINGA name that owns its storage in the job
+        for L in layers:              # an RBM's visible layer holds the weight its hidden layer binds
+            if L.type == "kRBMVis":
+                for k, pn in enumerate(L.op.attrs.get("params_singa", [])):
+                    n = pn if self.v1 else re.sub(r"^\d+#", "", pn)
+                    taken.taken.add(n)
+                    owners.setdefault(pn, n)
+                    L.params.append(_Param(n, role="weight" if k == 0 else "bias"))
+        for L in layers:
+            op = L.op
+            if op is None or op.name == "netc.input" or L.type == "kRBMVis":
+                continue
+            node = op.attrs.get("name")
+            refs = op.attrs.get("params") or {}
+            if op.name == "netc.batch_norm":
+                # SINGA's kBM lists 4 params ([1, C, 1, 1]); netc's batch norm binds its own
+                L.params = [_Param(taken.fresh(f"{L.name}_{k}"), role="bias" if k in ("bias", "mean") else "scale")
+                            for k in ("scale", "bias", "mean", "var")]
+                continue
+            unnamed = 0
+            for role in L.roles:
+                if role not in refs:
+                    _err(f"'{node}' has no parameter for its {role}", op)
+                ir = refs[role].name
+                if self.v1 and ir == f"{node}{'$' * (unnamed + 1)}":
+                    unnamed += 1
+                    L.params.append(_Param(None, role=role))   # SINGA v0.1 names it '<node>$' again
+                    continue
+                if ir in owners:
+                    # bound by an earlier layer (an RBM's visible layer): a new name that shares the
+                    # owner's storage, as the original config had it
+                    L.params.append(_Param(taken.fresh(f"{self.pname(ir, L)}_"), owners[ir], role))
+                    continue
+                n = self.pname(ir, L)
+                if n in taken.taken:
+                    _err(f"parameter '{ir}' of '{node}' would be written as '{n}', which another parameter is", op)
+                taken.taken.add(n)
+                owners[ir] = n
+                sf = self.share_from(ir)
+                if sf is None:
+                    L.params.append(_Param(n, role=role))
+                    continue
+                if L.pdim == 1:
+                    _err(f"parameter '{ir}' of '{node}' shares from '{sf}' in a partition_dim 1 layer (SINGA resolves "
+                         f"it to an arbitrary partition)", op)
+                L.params.append(_Param(n, sf, role))   # SINGA's own owner name ('w4'; '0#w4' in v0.2+)
+                if self.v1 and op.name == "netc.inner_product" and role == "weight":
+                    self.transpose_for_v1(L, op, sf)
+
+    def settle_order(self, layers, K, version, name, phase, diag) -> list[_Layer]:
+        """Order the config's layers so that SINGA's Graph::Sort puts the nodes in this net's order.
+
+        Layers are first written in the order their nodes appear, which Sort keeps for chains; where
+        it breaks ties differently (a layer reading the last step of an unrolled one, say), the layer
+        whose node comes too late is moved before the one that overtook it, checked by building the
+        written job with netc's SINGA builder (the same graph code as the import)."""
+        from .frontend.singa import build_singa
+        from .frontend.singa_ir import nname
+        want_all = [op.attrs["name"] for op in self.ops if id(op) in self.node and self.node[id(op)][3] is None]
+        layer_of = {n: self.node[id(op)][0] for op in self.ops if id(op) in self.node
+                    for n in [op.attrs["name"]]}
+        layers = list(layers)
+        for _ in range(2 * len(layers) + 1):
+            text = _write(name, layers, K, version, phase)
+            try:
+                net = build_singa(text, "train", version=version, file="<netc export>")
+            except NetcError as e:
+                d = e.diagnostics[0]
+                raise AssertionError(f"the written SINGA job does not build: {d.loc}: {d.message}") from None
+            got_all = [nname(n.name) for n in net.nodes]
+            missing = set(want_all) - set(got_all)
+            if missing:
+                raise AssertionError(f"the written SINGA job lacks the nodes {sorted(missing)[:5]}")
+            keep = set(want_all)
+            got = [x for x in got_all if x in keep]
+            k = next((i for i, (a, b) in enumerate(zip(want_all, got)) if a != b), None)
+            if k is None:
+                return layers
+            lx, ly = layer_of[want_all[k]], layer_of[got[k]]
+            ix = next(i for i, L in enumerate(layers) if L.name == lx)
+            iy = next(i for i, L in enumerate(layers) if L.name == ly)
+            if ix < iy:
+                break
+            layers.insert(iy, layers.pop(ix))
+        diag.warning(f"the written job has the same layers, but SINGA would run them in another order than this net "
+                     f"(it puts '{got[k]}' before '{want_all[k]}')")
+        return layers
+
+    def share_from(self, ir_name):
+        for p in self.module_params:
+            if p.attrs["sym_name"] == ir_name:
+                sf = p.attrs.get("share_from")
+                return sf.name if sf is not None else None
+        return None
+
+    def transpose_for_v1(self, L, op, owner):
+        """SINGA v0.1 shares only identical shapes: a shared inner-product weight whose [M, K] is the
+        owner's [K, M] is written `transpose: true` (stored [K, M], as the original config had)."""
+        shapes = {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in self.module_params if "type" in p.attrs}
+        mine = shapes.get(op.attrs["params"]["weight"].name)
+        theirs = shapes.get(owner)
+        if mine is None or theirs is None:
+            return
+        # netc's inner-product weight is [K, M]; SINGA's is [M, K], or [K, M] with transpose
+        own_singa = self.singa_shape_of(owner, theirs)
+        if [mine[1], mine[0]] == own_singa:
+            return
+        if mine == own_singa:
+            L.confs = [c.replace("innerproduct_conf { ", "innerproduct_conf { transpose: true ")
+                       if c.startswith("innerproduct_conf") else c for c in L.confs]
+            return
+        _err(f"'{op.attrs['name']}' shares its weight with '{owner}' of another shape; SINGA v0.1 shares only "
+             f"identical shapes", op)
+
+    def singa_shape_of(self, pname, netc_shape):
+        for op in self.ops:
+            refs = op.attrs.get("params") or {}
+            if op.name == "netc.inner_product" and refs.get("weight") is not None and refs["weight"].name == pname:
+                return [netc_shape[1], netc_shape[0]]
+        return list(netc_shape)
+
+
+class _Inputs:
+    """SINGA input layers for the netc inputs of a SINGA-built net (see the module docstring)."""
+
+    def __init__(self, built: _Built, names: _Names, K: int):
+        self.b, self.names, self.K = built, names, K
+        self.charrnn: dict[int, _Layer] = {}    # batch -> kCharRNN layer
+        self.shards: dict[tuple, _Layer] = {}   # (kind, batch) -> kShardData layer (v0.1)
+
+    def layer(self, L: _Layer) -> list[_Layer]:
+        b = self.b
+        op = L.op
+        shape, dtype = list(op.attrs["shape"]), op.attrs.get("dtype", "f32")
+        if not shape:
+            _err(f"input '{op.attrs['name']}' is a scalar; SINGA blobs have a batch dimension", op)
+        if b.v1:
+            return self.v1(L, shape, dtype)
+        out = []
+        if dtype != "f32":
+            if len(shape) != 1:
+                _err(f"integer input '{op.attrs['name']}' {shape}: SINGA's integer inputs are labels [N]", op)
+            if self.K > 1:
+                _err(f"integer input '{op.attrs['name']}' in a partitioned net: netc writes it as a kRNNLabel, "
+                     f"which SINGA does not partition", op)
+            src = self.char_rnn(shape[0], L.unroll, out)
+            L.type, L.srcs = "kRNNLabel", [src]
+            L.conn, L.shift = ["kUnrollOneToAll" if L.unroll > 1 else None], [0]
+        elif L.unroll > 1:
+            if len(shape) != 2:
+                _err(f"unrolled input '{op.attrs['name']}' {shape}: netc writes unrolled inputs as kOneHot [N, V]",
+                     op)
+            src = self.char_rnn(shape[0], L.unroll, out)
+            L.type, L.srcs = "kOneHot", [src]
+            L.conn, L.shift = ["kUnrollOneToAll"], [0]
+            L.confs.append(f"onehot_conf {{ vocab_size: {shape[1]} }}")
+        else:
+            batch = shape[0] * (self.K if L.pdim is None else 1)
+            L.type = "kRecordInput"
+            L.confs.append(f"store_conf {{ backend: \"kvfile\" path: \"{L.name}.bin\" batchsize: {batch}"
+                           + "".join(f" shape: {d}" for d in _nchw_rec(shape)) + " }")
+        return out + [L]
+
+    def char_rnn(self, batch, steps, out) -> str:
+        C = self.charrnn.get(batch)
+        if C is None:
+            C = _Layer(self.names.fresh("data"), "kCharRNN")
+            self.charrnn[batch] = C
+            out.append(C)
+        C.confs = [f"char_rnn_conf {{ path: \"train.txt\" vocab_path: \"vocab.txt\" batchsize: {batch} "
+                   f"unroll_len: {max(steps, getattr(C, '_steps', 1))} }}"]
+        C._steps = max(steps, getattr(C, "_steps", 1))
+        return C.name
+
+    def shard(self, kind, batch, out) -> str:
+        S = self.shards.get((kind, batch))
+        if S is None:
+            S = _Layer(self.names.fresh("data"), "kShardData")
+            S.confs.append(f"sharddata_conf {{ path: \"examples/{kind}/train_shard\" batchsize: {batch} }}")
+            self.shards[(kind, batch)] = S
+            out.append(S)
+        return S.name
+
+    def v1(self, L, shape, dtype) -> list[_Layer]:
+        op = L.op
+        out = []
+        if dtype != "f32":
+            if len(shape) != 1:
+                _err(f"integer input '{op.attrs['name']}' {shape}: SINGA v0.1's labels are [N]", op)
+            kind = next((k for (k, bb) in self.shards if bb == shape[0]), "mnist")
+            L.type, L.srcs, L.conn, L.shift = "kLabel", [self.shard(kind, shape[0], out)], [None], [0]
+            return out + [L]
+        if len(shape) == 4 and shape[3] == 1 and shape[1] == shape[2] == 28:
+            L.type, L.srcs, L.conn, L.shift = "kMnist", [self.shard("mnist", shape[0], out)], [None], [0]
+            L.confs.append("mnist_conf { norm_a: 1 norm_b: 0 }")
+            return out + [L]
+        if len(shape) == 4 and shape[3] == 3 and shape[1] == shape[2] <= 32:
+            L.type, L.srcs, L.conn, L.shift = "kRGBImage", [self.shard("cifar10", shape[0], out)], [None], [0]
+            if shape[1] != 32:
+                L.confs.append(f"rgbimage_conf {{ cropsize: {shape[1]} }}")
+            return out + [L]
+        _err(f"input '{op.attrs['name']}' {shape}: a SINGA v0.1 input is an MNIST image [N, 28, 28, 1], a CIFAR-10 "
+             f"image [N, H, H, 3] (H <= 32) or a label [N] (v0.1 reads the record shape from the data file)", op)
+
+
+# ------------------------------------------------------------------------------------------ entry
+
+def singa_version_of(net) -> str | None:
+    """'0.1' or '0.3' when the network is one SINGA built (imported from a job.conf), else None."""
+    m = re.match(r"SINGA (\S+) job", net.attrs.get("title") or "")
+    if not m:
+        return None
+    return "0.1" if m.group(1) == "0.1" else "0.3"
+
+
+def export_singa(module, ctx, name: str = "net") -> str:
+    """SINGA job.conf text for one phase of a module (runs the default pipeline)."""
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    PassManager(DEFAULT_PIPELINE).run(module, ctx)
+    if ctx.diag.has_errors():
+        raise NetcError(ctx.diag.diagnostics[:])
+    nets = module.networks()
+    if len(nets) != 1:
+        _err(f"a SINGA job holds one net; this file has {len(nets)}", nets[1] if len(nets) > 1 else None)
+    net = nets[0]
+    ops = [op for op in net.regions[0].ops if op.name not in ("netc.output", "netc.layout")]
+    if not ops:
+        _err(f"network '{net.attrs.get('sym_name')}' has no layer in phase {ctx.phase}; a SINGA job needs at least "
+             f"an input layer", net)
+    version = singa_version_of(net)
+    if version is not None and _is_built(ops, version):
+        built = _Built(module, ops, version)
+        layers, K = built.layers()
+        layers = built.settle_order(layers, K, version, name, ctx.phase, ctx.diag)
+    else:
+        version = "0.3"
+        layers, K = _plain(ops, name)
+    return _write(name, layers, K, version, ctx.phase)
+
+
+def _is_built(ops, version) -> bool:
+    pat = _V1_NODE if version == "0.1" else _V2_NODE
+    for op in ops:
+        n = op.attrs.get("name", "")
+        if not pat.match(n) and not (version != "0.1" and _GENERATED.match(n)):
+            return False
+    return True

@@ -1,0 +1,48 @@
+"""Questions about a network op that every executor and codegen ask: its layers, inputs, outputs,
+layer names and parameter roles (no torch here, so a warm `netc compile` never imports it)."""
+from __future__ import annotations
+
+from ..diagnostics import NetcError
+from .core import STRUCTURAL_OPS, Module, Operation, SymbolRef
+
+
+def layers(net: Operation) -> list[Operation]:
+    ops = []
+    for op in net.regions[0].ops:
+        if op.name in ("netc.block", "netc.parallel"):
+            raise NetcError("run the default pipeline first: the network still has blocks")
+        if op.name in STRUCTURAL_OPS:
+            continue
+        for r in op.results:
+            if r.type.shape is None:
+                raise NetcError(f"'{op.attrs.get('name')}' has no inferred shape; run shape-inference first")
+        ops.append(op)
+    return ops
+
+
+def network_inputs(net: Operation) -> list[Operation]:
+    return [op for op in net.regions[0].ops if op.name == "netc.input"]
+
+
+def network_outputs(net: Operation) -> list[Operation]:
+    """The ops whose values a run returns: the `netc.output` operands, else the layers nobody reads."""
+    body = net.regions[0].ops
+    outs = [v.owner for op in body if op.name == "netc.output" for v in op.operands]
+    if outs:
+        return list(dict.fromkeys(outs))
+    read = {id(v.owner) for op in body for v in op.operands}
+    return [op for op in layers(net) if op.name != "netc.input" and id(op) not in read]
+
+
+def layer_name(op: Operation) -> str:
+    return op.attrs.get("name") or op.name
+
+
+def param_roles(module: Module) -> dict[str, str]:
+    roles = {}
+    for net in module.networks():
+        for op in net.regions[0].ops:
+            for role, ref in (op.attrs.get("params") or {}).items():
+                if isinstance(ref, SymbolRef):
+                    roles.setdefault(ref.name, role)
+    return roles

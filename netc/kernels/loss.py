@@ -1,0 +1,163 @@
+"""Losses: netc.softmax_loss and netc.euclidean_loss, each a batch mean reduced to one scalar.
+
+    softmax_loss    mean over rows of  logsumexp(x[r, :]) - x[r, label[r]]       (labels: class indices)
+                    or                 sum_c y[r, c] * (logsumexp(x[r, :]) - x[r, c])   (one-hot / soft targets)
+    euclidean_loss  0.5 * sum((x - y)^2) / N
+
+One program does the whole reduction, so the result does not depend on how rows are split among
+programs and needs no atomics (a loss reads [N, C] logits: small next to the layers before it).
+It walks BLOCK_R rows at a time; for each tile of rows, the features in BLOCK_C chunks with an
+online log-sum-exp (as softmax.py: a running max per row, the running sum rescaled when it grows).
+Rows and features are read with their own strides (features contiguous), in any float dtype,
+accumulated in fp32. Labels are any integer dtype (or float holding integers: SINGA-style); a label
+outside [0, C) makes the loss NaN rather than reading past the row. The scalar result is written in
+out's dtype.
+"""
+from __future__ import annotations
+
+import torch
+import triton
+import triton.language as tl
+
+from .common import KernelCall, check_float, finish
+
+# a grid of one program at any batch b <= the compiled one: cdiv(1 * b, ONE_PROGRAM) = 1
+ONE_PROGRAM = 1 << 30
+
+
+@triton.jit
+def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym,
+                        ONE_HOT: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    offs_r = tl.arange(0, BLOCK_R)
+    offs_c = tl.arange(0, BLOCK_C)
+    total = tl.zeros((BLOCK_R,), dtype=tl.float32)
+    for r0 in range(0, NB, BLOCK_R):
+        rows = r0 + offs_r
+        mask_r = rows < NB
+        x_rows = x_ptr + rows.to(tl.int64) * stride_xm
+        m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
+        l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
+        sy = tl.zeros((BLOCK_R,), dtype=tl.float32)     # one-hot: sum of the targets
+        syx = tl.zeros((BLOCK_R,), dtype=tl.float32)    # one-hot: sum of target * logit
+        for c0 in range(0, C, BLOCK_C):
+            cols = c0 + offs_c
+            m = mask_r[:, None] & (cols < C)[None, :]
+            x = tl.load(x_rows[:, None] + cols[None, :], mask=m, other=float("-inf")).to(tl.float32)
+            m_new = tl.maximum(m_i, tl.max(x, axis=1))
+            # rows that have seen only -inf (masked rows) subtract 0 instead: -inf - -inf is nan
+            m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
+            l_i = l_i * tl.exp(m_i - m_ref) + tl.sum(tl.exp(x - m_ref[:, None]), axis=1)
+            m_i = m_new
+            if ONE_HOT:
+                y = tl.load(y_ptr + rows.to(tl.int64)[:, None] * stride_ym + cols[None, :], mask=m,
+                            other=0).to(tl.float32)
+                sy += tl.sum(y, axis=1)
+                syx += tl.sum(y * tl.where(m, x, 0.0), axis=1)   # masked lanes: y = 0, x = -inf
+        lse = tl.where(mask_r, m_i, 0.0) + tl.log(tl.where(mask_r, l_i, 1.0))
+        if ONE_HOT:
+            row_loss = lse * sy - syx
+        else:
+            label = tl.load(y_ptr + rows.to(tl.int64) * stride_ym, mask=mask_r, other=0)
+            label_f = label.to(tl.float32)
+            ok = (label_f >= 0.0) & (label_f < C) & (label_f == tl.floor(label_f))
+            lab = tl.where(ok, label_f, 0.0).to(tl.int64)
+            x_lab = tl.load(x_rows + lab, mask=mask_r & ok, other=0.0).to(tl.float32)
+            row_loss = tl.where(ok, lse - x_lab, float("nan"))
+        total += tl.where(mask_r, row_loss, 0.0)
+    loss = tl.sum(total, axis=0) / NB
+    tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))
+
+
+@triton.jit
+def euclidean_loss_kernel(x_ptr, y_ptr, out_ptr, NB, F, stride_xm, stride_ym,
+                          BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+    offs_r = tl.arange(0, BLOCK_R)
+    offs_c = tl.arange(0, BLOCK_C)
+    acc = tl.zeros((BLOCK_R, BLOCK_C), dtype=tl.float32)
+    for r0 in range(0, NB, BLOCK_R):
+        rows = (r0 + offs_r).to(tl.int64)
+        mask_r = rows < NB
+        for c0 in range(0, F, BLOCK_C):
+            cols = c0 + offs_c
+            m = mask_r[:, None] & (cols < F)[None, :]
+            x = tl.load(x_ptr + rows[:, None] * stride_xm + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            y = tl.load(y_ptr + rows[:, None] * stride_ym + cols[None, :], mask=m, other=0.0).to(tl.float32)
+            d = x - y
+            acc += d * d
+    loss = 0.5 * tl.sum(tl.sum(acc, axis=1), axis=0) / NB
+    tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))
+
+
+def _rows(t: torch.Tensor, what: str) -> torch.Tensor:
+    """t as [N, F] rows with contiguous features (a view; raises for layouts that would need a copy)."""
+    n = t.shape[0]
+    f = t.numel() // n if n else 0
+    try:
+        t2 = t.view(n, f)
+    except RuntimeError:
+        raise ValueError(f"{what} {list(t.shape)} with strides {t.stride()} cannot be viewed as [{n}, {f}] rows") \
+            from None
+    if f > 1 and t2.stride(1) != 1:
+        raise ValueError(f"{what} needs contiguous features (stride 1), got strides {t2.stride()}")
+    return t2
+
+
+def _tiles(nb: int, f: int, block_r, block_c):
+    block_c = block_c or min(1024, triton.next_power_of_2(max(f, 1)))
+    block_r = block_r or max(1, min(triton.next_power_of_2(max(nb, 1)), 4096 // block_c))
+    return block_r, block_c
+
+
+def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=torch.float32, block_r=None,
+                 block_c=None, num_warps=4, launch=True):
+    """netc's softmax_loss: logits x [N, ...] (flattened to [N, C]), labels [N] / [N, 1] class indices
+    (any integer dtype, or floats holding integers) or [N, C] one-hot / soft targets. Returns the
+    mean loss as a 0-d tensor (or writes `out`, any 1-element tensor)."""
+    check_float(x, "x")
+    if x.dim() < 2:
+        raise ValueError(f"softmax_loss needs logits of rank >= 2, got {list(x.shape)}")
+    n = x.shape[0]
+    x2 = _rows(x, "x")
+    c = x2.shape[1]
+    if labels.dim() == 0 or labels.shape[0] != n:
+        raise ValueError(f"labels {list(labels.shape)} must have the logits' batch {n}")
+    per = labels.numel() // n if n else 0
+    one_hot = per == c and c != 1
+    if not one_hot and per != 1:
+        raise ValueError(f"labels {list(labels.shape)} must be class indices [N] / [N, 1] or one-hot [N, {c}]")
+    if labels.dtype == torch.bool or labels.is_complex():
+        raise TypeError(f"labels must be integers or floats, got {labels.dtype}")
+    y2 = _rows(labels, "labels") if labels.dim() >= 2 else labels
+    stride_ym = y2.stride(0) if n > 1 else per
+    if out is None:
+        out = torch.empty((), dtype=out_dtype, device=x.device)
+    elif out.numel() != 1:
+        raise ValueError(f"out must hold one element (the loss), got {list(out.shape)}")
+    check_float(out, "out")
+    block_r, block_c = _tiles(n, c, block_r, block_c)
+    return finish(KernelCall(softmax_loss_kernel, (1,), (x2, y2, out, n, c, x2.stride(0) if n > 1 else c, stride_ym),
+                             dict(ONE_HOT=bool(one_hot), BLOCK_R=block_r, BLOCK_C=block_c),
+                             dict(num_warps=num_warps), out), launch)
+
+
+def euclidean_loss(x: torch.Tensor, y: torch.Tensor, *, out=None, out_dtype=torch.float32, block_r=None,
+                   block_c=None, num_warps=4, launch=True):
+    """netc's euclidean_loss: 0.5 * sum((x - y)^2) / N for x and y with N rows of the same element
+    count. Returns a 0-d tensor (or writes `out`, any 1-element tensor)."""
+    check_float(x, "x")
+    check_float(y, "y")
+    if x.dim() < 1 or y.dim() < 1 or x.shape[0] != y.shape[0] or x.numel() != y.numel():
+        raise ValueError(f"euclidean_loss needs inputs of the same batch and size, got {list(x.shape)} and "
+                         f"{list(y.shape)}")
+    n = x.shape[0]
+    x2, y2 = _rows(x, "x"), _rows(y, "y")
+    f = x2.shape[1]
+    if out is None:
+        out = torch.empty((), dtype=out_dtype, device=x.device)
+    elif out.numel() != 1:
+        raise ValueError(f"out must hold one element (the loss), got {list(out.shape)}")
+    check_float(out, "out")
+    block_r, block_c = _tiles(n, f, block_r, block_c)
+    return finish(KernelCall(euclidean_loss_kernel, (1,), (x2, y2, out, n, f, x2.stride(0) if n > 1 else f,
+                                                           y2.stride(0) if n > 1 else f),
+                             dict(BLOCK_R=block_r, BLOCK_C=block_c), dict(num_warps=num_warps), out), launch)

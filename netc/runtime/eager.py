@@ -1,0 +1,183 @@
+"""PyTorch eager baseline: a network's IR as a plain functional torch program in the network's own
+dtype (f32), the way one would write it by hand with torch.nn.functional - cuDNN convolutions on
+channels_last tensors, F.max_pool2d, F.linear, torch.cat - with no netc kernel involved.
+
+bench/gpu.py times it (and torch.compile of it) against the compiled .so on the same inputs and
+parameters. It is not the oracle: the reference executor (reference.py, float64, deliberately
+naive) is; tests check this program against it. Activations are kept in the IR's NHWC layout as
+views of channels_last storage, so permuting to NCHW for cuDNN and back is free. Values are
+dropped after their last use, as a real model's would be.
+
+Ops without a hand-written rule here run through their OpDef.reference (in f64, cast back), and
+EagerNet.fallbacks names them: the baseline is honest about which layers are not native torch.
+"""
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from ..diagnostics import NetcError
+from ..ir.core import SymbolRef
+from ..ops import lookup
+
+_ACT = {"none": None, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
+
+
+def _torch_padding(x_shape, kh, kw, a):
+    """(pad_h, pad_w) for torch's symmetric padding giving exactly netc's windows (Paleo's padding,
+    possibly asymmetric), or None: torch's windows then start where netc's do, and torch's output
+    size, floor((h + 2 pad - k) / s) + 1, must be netc's (extra bottom/right rows are left out)."""
+    from ..kernels.reference import pads
+    sh, sw = a["strides"][1], a["strides"][2]
+    oh, ow, t, _, l, _ = pads(x_shape[1], x_shape[2], kh, kw, sh, sw, a["padding"])
+    if t < 0 or l < 0 or (x_shape[1] + 2 * t - kh) // sh + 1 != oh or (x_shape[2] + 2 * l - kw) // sw + 1 != ow:
+        return None
+    return t, l
+
+
+def _explicit_pads(x_shape, kh, kw, a):
+    from ..kernels.reference import pads
+    _, _, t, b, l, r = pads(x_shape[1], x_shape[2], kh, kw, a["strides"][1], a["strides"][2], a["padding"])
+    return l, r, t, b
+
+
+def _act(y, a):
+    f = _ACT[a.get("activation", "none") or "none"]
+    return f(y) if f is not None else y
+
+
+def _nchw(x):
+    return x.permute(0, 3, 1, 2)
+
+
+def _nhwc(x):
+    return x.permute(0, 2, 3, 1)
+
+
+class EagerNet:
+    """net = EagerNet(module, network, params, device, dtype); outputs = net(inputs by name).
+    `params`: tensors by parameter sym_name (every one the network uses; aliases may be omitted)."""
+
+    def __init__(self, module, network=None, params: dict | None = None, device="cpu", dtype=torch.float32):
+        from .reference import _layers, _name, _network, network_outputs
+        self.net = _network(module, network)
+        self.dtype, self.device = dtype, torch.device(device)
+        layers = _layers(self.net)
+        decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
+        self.fallbacks: list[str] = []
+        self.steps = []                  # (fn, operand indices, result index, indices dead after it)
+        index, last_use = {}, {}
+        for op in layers:
+            index[id(op.results[0])] = len(index)
+        for op in layers:
+            for v in op.operands:
+                last_use[index[id(v)]] = id(op)
+        self.outputs = [(_name(op), index[id(op.results[0])]) for op in network_outputs(self.net)]
+        keep = {i for _, i in self.outputs}
+        self.inputs = []
+        params = dict(params or {})
+
+        def param(ref):
+            n = ref.name
+            owner = decl[n].attrs["share_from"].name if n in decl and "share_from" in decl[n].attrs else n
+            if n not in params and owner not in params:
+                raise NetcError(f"EagerNet: no value for parameter '{n}'")
+            t = params[n] if n in params else params[owner].reshape(decl[n].attrs["type"].shape)
+            return t.to(device=self.device, dtype=dtype)
+
+        for op in layers:
+            out = index[id(op.results[0])]
+            if op.name == "netc.input":
+                self.inputs.append((_name(op), out, op.results[0].type.shape))
+                continue
+            ps = {role: param(ref) for role, ref in (op.attrs.get("params") or {}).items()
+                  if isinstance(ref, SymbolRef)}
+            fn = self._rule(op, ps)
+            ins = [index[id(v)] for v in op.operands]
+            free = [i for i in dict.fromkeys(ins) if last_use.get(i) == id(op) and i not in keep]
+            self.steps.append((fn, ins, out, free))
+
+    # ---------------------------------------------------------------------------------- op rules
+    def _rule(self, op, ps):
+        opdef = lookup(op.name)
+        a = opdef.attrs_of(op)
+        x_shape = op.operands[0].type.shape if op.operands else None
+        n = op.name
+        if n == "netc.conv2d":
+            kh, kw = ps["weight"].shape[0], ps["weight"].shape[1]
+            w = ps["weight"].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+            b = ps.get("bias")
+            stride = (a["strides"][1], a["strides"][2])
+            pad = _torch_padding(x_shape, kh, kw, a)
+            explicit = _explicit_pads(x_shape, kh, kw, a) if pad is None else None
+
+            def conv(x):
+                x = _nchw(x)
+                if explicit is not None:   # asymmetric SAME: pad (or crop) first, as Paleo does
+                    x = F.pad(x, explicit)
+                return _nhwc(_act(F.conv2d(x, w, b, stride, pad or 0), a))
+            return conv
+        if n == "netc.inner_product":
+            w, b = ps["weight"].t().contiguous(), ps.get("bias")
+            return lambda x: _act(F.linear(x.reshape(x.shape[0], -1), w, b), a)
+        if n in ("netc.maxpool", "netc.avgpool"):
+            kh, kw = a["ksize"][1], a["ksize"][2]
+            k, s = (kh, kw), (a["strides"][1], a["strides"][2])
+            pad = _torch_padding(x_shape, kh, kw, a)
+            if pad is not None and pad[0] <= kh // 2 and pad[1] <= kw // 2:   # torch's limit on pool padding
+                if n == "netc.maxpool":   # -inf padding: it never wins, as in netc
+                    return lambda x: _nhwc(F.max_pool2d(_nchw(x), k, s, pad))
+                return lambda x: _nhwc(F.avg_pool2d(_nchw(x), k, s, pad, count_include_pad=False))
+        if n == "netc.lrn" and a["local_size"] % 2 == 1:
+            return lambda x: _nhwc(F.local_response_norm(_nchw(x), a["local_size"], a["alpha"], a["beta"], a["knorm"]))
+        if n == "netc.softmax":
+            return lambda x: torch.softmax(x.reshape(x.shape[0], -1), dim=1)
+        if n == "netc.concat":
+            d = a["dim"]
+            return lambda *xs: torch.cat(xs, dim=d)
+        if n in ("netc.dropout",):
+            return lambda x: x
+        if n == "netc.relu":
+            s = float(a.get("negative_slope", 0.0) or 0.0)
+            return (lambda x: F.leaky_relu(x, s)) if s else torch.relu
+        if n == "netc.sigmoid":
+            return torch.sigmoid
+        if n == "netc.tanh":
+            return torch.tanh
+        if n == "netc.batch_norm":
+            sc, sh = ps["scale"], ps["shift"]
+            return lambda x: torch.addcmul(sh, x, sc)
+        if n == "netc.elementwise":
+            f = {"sum": torch.add, "product": torch.mul, "max": torch.maximum}[a["operation"]]
+
+            def ew(*xs):
+                y = xs[0]
+                for z in xs[1:]:
+                    y = f(y, z)
+                return y
+            return ew
+        if n == "netc.reshape":
+            shape = tuple(op.results[0].type.shape[1:])
+            return lambda x: x.reshape((x.shape[0],) + shape)
+        # no hand-written rule: the op's reference (f64), cast back
+        self.fallbacks.append(op.attrs.get("name") or n)
+        dtype = self.dtype
+        return lambda *xs: opdef.reference(a, list(xs), ps).to(dtype)
+
+    # ---------------------------------------------------------------------------------- running
+    def __call__(self, inputs: dict) -> dict:
+        """Outputs by name; inputs by name, [b, ...] with any b (the IR's batch is not enforced)."""
+        vals = {}
+        for name, i, _ in self.inputs:
+            vals[i] = inputs[name]
+        for fn, ins, out, free in self.steps:
+            vals[out] = fn(*[vals[i] for i in ins])
+            for i in free:
+                del vals[i]
+        return {name: vals[i] for name, i in self.outputs}
+
+    def example_inputs(self, batch: int | None = None, seed: int = 0) -> dict:
+        """The reference executor's random inputs, cut to `batch`, in this program's dtype and device."""
+        from .reference import random_float_input
+        return {name: random_float_input(name, shape, seed)[:batch].to(device=self.device, dtype=self.dtype)
+                for name, _, shape in self.inputs}

@@ -1,0 +1,571 @@
+"""A compiled network (`netc compile --target cuda` -> net.so) called from Python with torch tensors.
+
+    net = netc.runtime.load("alexnet.so")            # checks the ABI, reads the manifest, creates it
+    net.set_params("weights.safetensors")           # or a dict of tensors, or seed=N for random ones
+    y = net(x)                                      # x: CUDA tensor [b, ...], 1 <= b <= net.batch
+    net.close()                                     # or `with netc.runtime.load(...) as net:`
+
+Outputs are [b, ...], except those without a batch axis (TensorSpec.batched False: a loss, the mean
+over the b samples of the call), which have their own shape (a scalar loss: shape []).
+
+The library is opened with ctypes; its C ABI is in the header `netc compile` writes beside it
+(codegen/launcher.py). netc_create runs in torch's CUDA context (torch's primary context of the
+device, made current first), so device pointers of torch tensors are valid for the launcher, and a
+forward is enqueued on torch's current stream (or `stream=`): like any torch op, it is asynchronous
+and ordered with the work around it. Outputs are allocated by torch's caching allocator.
+
+Parameters are packed into the manifest's layout (netc.runtime.params) and copied in one go; random
+ones are the reference executor's, so `netc run --reference` with the same seed computes with the
+same values. A library built with embedded parameters (`netc compile --params/--embed-params`) needs
+none; set_params still overrides them.
+
+Every failure is a NetcError (the CLI prints it, exit 1): NetcRuntimeError (also a RuntimeError)
+when the library cannot be loaded or created or a call fails, NetcInputError (also a ValueError)
+when arguments do not fit the network, naming the input or parameter.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import os
+import sys
+import threading
+from dataclasses import dataclass
+
+import torch
+
+from ..diagnostics import NetcError, did_you_mean
+from . import params as P
+
+
+class _AllMessages:
+    def __str__(self):   # every problem, not just the first (set_params reports them all at once)
+        return "\n".join(d.message for d in self.diagnostics)
+
+
+class NetcRuntimeError(_AllMessages, NetcError, RuntimeError):
+    """The library cannot be loaded or created, or a call into it failed."""
+
+
+class NetcInputError(_AllMessages, NetcError, ValueError):
+    """An input, a parameter or an option does not fit the network."""
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """An input, output or parameter of the network, as its manifest describes it. For batched
+    inputs and outputs shape[0] is the compiled batch; a call takes any batch 1..shape[0]. An
+    output without a batch axis (batched False) has `shape` at every batch."""
+    name: str
+    shape: tuple
+    dtype: torch.dtype
+    dtype_name: str           # the IR's spelling: f32, bf16, ...
+    batched: bool = True
+    classes: int | None = None   # an input read as a SoftmaxLoss's labels: its class count
+
+
+def _spec(d: dict) -> TensorSpec:
+    return TensorSpec(d["name"], tuple(d["shape"]), P.torch_dtype(d["dtype"]), d["dtype"],
+                      bool(d.get("batched", True)), d.get("classes"))
+
+
+def _shape(s) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _dt(t) -> str:
+    return str(t).replace("torch.", "")
+
+
+# ----------------------------------------------------------------------------------- the library
+
+def _open(path: str):
+    """(ctypes library, manifest) of a netc-compiled .so; nothing touches the GPU."""
+    from ..codegen.launcher import ABI_VERSION
+    if not os.path.exists(path):
+        raise NetcRuntimeError(f"no such file: '{path}'")
+    if os.path.isdir(path):
+        raise NetcRuntimeError(f"'{path}' is a directory, not a compiled network (.so)")
+    try:
+        lib = ctypes.CDLL(path)
+    except OSError as e:
+        raise NetcRuntimeError(f"cannot load '{path}' as a shared library: {e}") from None
+    try:
+        lib.netc_abi_version.restype = ctypes.c_int
+        lib.netc_manifest.restype = ctypes.c_char_p
+    except AttributeError:
+        raise NetcRuntimeError(f"'{path}' is not a network compiled by netc (it exports no netc_abi_version "
+                               f"and netc_manifest)") from None
+    version = lib.netc_abi_version()
+    if version != ABI_VERSION:
+        raise NetcRuntimeError(f"'{path}' implements netc ABI version {version}, but this netc reads version "
+                               f"{ABI_VERSION}; recompile it with this netc (`netc compile`)")
+    try:
+        manifest = json.loads(lib.netc_manifest().decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, AttributeError) as e:
+        raise NetcRuntimeError(f"'{path}': its manifest is not valid JSON ({e})") from None
+    for name, res, args in (
+            ("netc_create", ctypes.c_void_p, []),
+            ("netc_destroy", None, [ctypes.c_void_p]),
+            ("netc_set_params", ctypes.c_int, [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]),
+            ("netc_forward", ctypes.c_int, [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p),
+                                            ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_void_p]),
+            ("netc_last_error", ctypes.c_char_p, [ctypes.c_void_p]),
+            ("netc_last_create_error", ctypes.c_char_p, [])):
+        try:
+            f = getattr(lib, name)
+        except AttributeError:
+            raise NetcRuntimeError(f"'{path}' lacks {name}: not a complete netc library") from None
+        f.restype, f.argtypes = res, args
+    try:
+        lib.netc_embedded_params.restype = ctypes.c_void_p
+        lib.netc_embedded_params.argtypes = [ctypes.POINTER(ctypes.c_size_t)]
+    except AttributeError:   # built before parameters could be embedded
+        pass
+    return lib, manifest
+
+
+def read_manifest(path) -> dict:
+    """The manifest of a compiled network (inputs, outputs, parameters, plan, kernels); needs no GPU."""
+    return _open(os.path.abspath(os.fspath(path)))[1]
+
+
+def _msg(raw) -> str:
+    s = raw.decode("utf-8", "replace") if raw else ""
+    return s[len("netc: "):] if s.startswith("netc: ") else s
+
+
+def _torch_device(device=None) -> torch.device | None:
+    """The CUDA device a network runs on (torch's current one by default); None where torch has no
+    CUDA. (Tests of the launcher against a fake driver replace this with the CPU.)"""
+    if not torch.cuda.is_available():
+        return None
+    d = torch.device(device) if device is not None else torch.device("cuda", torch.cuda.current_device())
+    if d.type != "cuda":
+        raise NetcInputError(f"a compiled network runs on a CUDA device, not '{d}'")
+    return d if d.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def load(path, params=None, *, seed: int | None = None, device=None) -> "Net":
+    """Open a compiled network and create it on `device` (default: torch's current CUDA device).
+    `params`/`seed`: as Net.set_params (nothing needed when the library embeds its parameters)."""
+    net = Net(path, device=device)
+    if params is not None or seed is not None:
+        try:
+            net.set_params(params, seed=seed)
+        except BaseException:
+            net.close()
+            raise
+    return net
+
+
+class Net:
+    """A created instance of a compiled network. Not for concurrent calls from several threads
+    (calls are serialized by a lock); create one per thread for that."""
+
+    def __init__(self, path, *, device=None):
+        self.path = os.path.abspath(os.fspath(path))
+        self._h = None
+        self._lib, self.manifest = _open(self.path)
+        m = self.manifest
+        self.network: str = m.get("network", "network")
+        self.batch: int = int(m["batch"])
+        self.inputs = [_spec(d) for d in m["inputs"]]
+        self.outputs = [_spec(d) for d in m["outputs"]]
+        self.parameters = [_spec(d) for d in m.get("parameters", [])]
+        self.params_embedded: bool = bool(m.get("params_embedded"))
+        odd = [s.name for s in self.inputs if not s.batched]
+        if odd:      # netc compile refuses them; a manifest saying otherwise is not one this netc wrote
+            raise NetcRuntimeError(f"'{os.path.basename(self.path)}': input{'s' if len(odd) > 1 else ''} "
+                                   f"{', '.join(odd)} without a batch axis: this netc feeds batch-sized inputs only")
+        self._lock = threading.Lock()
+        self._values = None                 # the parameters last set (host tensors), for params()
+        self.device = _torch_device(device)
+        if self.device is not None and self.device.type == "cuda":
+            # torch's primary context of the device, current on this thread: netc_create adopts it
+            torch.cuda.synchronize(self.device)
+            with torch.cuda.device(self.device):
+                h = self._lib.netc_create()
+        else:
+            h = self._lib.netc_create()
+        if not h:
+            raise NetcRuntimeError(f"cannot create '{os.path.basename(self.path)}': "
+                                   f"{_msg(self._lib.netc_last_create_error())}")
+        self._h = h
+        self._params_set = self.params_embedded or not m.get("param_bytes")
+
+    # --------------------------------------------------------------------------- lifetime
+    def close(self) -> None:
+        """Free the network's device memory (after the work queued on it is done). Idempotent."""
+        h, self._h = self._h, None
+        if h:
+            if self.device is not None and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            with self._lock:
+                self._lib.netc_destroy(h)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if not sys.is_finalizing() and getattr(self, "_h", None):
+            self.close()
+
+    def __repr__(self):
+        ins = ", ".join(f"{s.name}: {s.dtype_name}{_shape(s.shape)}" for s in self.inputs)
+        outs = ", ".join(f"{s.name}: {s.dtype_name}{_shape(s.shape)}" for s in self.outputs)
+        state = "closed" if not self._h else str(self.device or "no CUDA in torch")
+        return f"<netc.Net {self.network} ({ins}) -> ({outs}), {os.path.basename(self.path)}, {state}>"
+
+    def _handle(self):
+        if not self._h:
+            raise NetcRuntimeError(f"'{os.path.basename(self.path)}' is closed")
+        return self._h
+
+    def _error(self, what: str) -> NetcRuntimeError:
+        return NetcRuntimeError(f"{self.network}: {what}: {_msg(self._lib.netc_last_error(self._h))}")
+
+    # --------------------------------------------------------------------------- parameters
+    def set_params(self, source=None, *, seed: int | None = None) -> None:
+        """Set every parameter: `source` is a dict of tensors by parameter name, or the path of an
+        .npz/.safetensors file; without `seed`, it must hold every parameter (names as in
+        .parameters); with `seed`, missing ones are random. source=None: all random (seed, default 0),
+        the values `netc run --reference --seed` draws. Synchronous."""
+        what = ""
+        if source is None:
+            given, seed = {}, 0 if seed is None else seed
+        elif isinstance(source, (str, os.PathLike)):
+            given, what = P.read_params(os.fspath(source), "parameters"), f" in '{os.fspath(source)}'"
+        elif isinstance(source, dict):
+            given = source
+        else:
+            raise NetcInputError(f"set_params takes a dict of tensors by name, the path of an .npz or .safetensors "
+                                 f"file, or None (random); got {type(source).__name__}")
+        try:
+            values = P.complete(self.manifest, given, seed, what)
+        except NetcError as e:
+            raise NetcInputError(e.diagnostics) from None
+        blob = P.layout(self.manifest, values)
+        h = self._handle()
+        with self._lock:
+            if self.device is not None and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)     # no forward still reads the old values
+            rc = self._lib.netc_set_params(h, blob.ctypes.data if blob.size else None, blob.size)
+        if rc:
+            raise self._error("setting the parameters failed")
+        self._values = values
+        self._params_set = True
+
+    def embedded_params(self) -> dict | None:
+        """The parameters embedded in the library (host tensors by name), or None."""
+        f = getattr(self._lib, "netc_embedded_params", None)
+        if f is None:
+            return None
+        n = ctypes.c_size_t(0)
+        ptr = f(ctypes.byref(n))
+        if not ptr:
+            return None
+        import numpy as np
+        view = np.ctypeslib.as_array((ctypes.c_uint8 * n.value).from_address(ptr)) if n.value else np.zeros(0, np.uint8)
+        return P.unpack(self.manifest, view.copy())     # a copy: the library's memory goes with it
+
+    def params(self) -> dict:
+        """The parameter values in use (host tensors by name, aliases included): the ones last set,
+        else the embedded ones."""
+        if self._values is not None:
+            return P.with_aliases(self.manifest, self._values)
+        emb = self.embedded_params()
+        if emb is None:
+            raise NetcInputError(f"{self.network}: no parameters are set yet (set_params)")
+        return emb
+
+    # --------------------------------------------------------------------------- inputs
+    def random_inputs(self, seed: int = 0, batch: int | None = None) -> dict:
+        """The reference executor's random inputs (drawn at the compiled batch, cut to `batch`), on the
+        network's device, in the inputs' dtypes: class labels for a SoftmaxLoss's labels input (the
+        manifest records its class count)."""
+        from .reference import random_float_input, random_labels
+        b = self.batch if batch is None else self._batch_ok(batch, "batch")
+        out = {}
+        for s in self.inputs:
+            if s.classes is not None:
+                x = random_labels(s.name, s.shape, s.classes, seed, s.dtype)[:b]
+            elif not s.dtype.is_floating_point:
+                raise NetcInputError(f"input '{s.name}' is {s.dtype_name}: random integer inputs need the network's "
+                                     f"source (what the integers mean); give it a value")
+            else:
+                x = random_float_input(s.name, s.shape, seed, torch.float64)[:b].to(s.dtype)
+            out[s.name] = x.to(self.device) if self.device is not None else x
+        return out
+
+    def _batch_ok(self, b: int, what: str) -> int:
+        if not 1 <= b <= self.batch:
+            raise NetcInputError(f"{what} {b} is outside 1..{self.batch}: '{self.network}' was compiled for batches "
+                                 f"of at most {self.batch} (recompile with a larger batch for more)")
+        return b
+
+    def _gather(self, args, kwargs) -> list:
+        names = [s.name for s in self.inputs]
+        if len(args) > len(names):
+            raise NetcInputError(f"'{self.network}' takes {len(names)} input{'s' if len(names) != 1 else ''} "
+                                 f"({', '.join(names)}), got {len(args)}")
+        given = dict(zip(names, args))
+        for k, v in kwargs.items():
+            if k not in names:
+                hint = did_you_mean(k, names)
+                raise NetcInputError(f"'{self.network}' has no input '{k}'"
+                                     + (f"; did you mean '{hint}'?" if hint else "") + f" (inputs: {', '.join(names)})")
+            if k in given:
+                raise NetcInputError(f"input '{k}' is given twice (by position and by name)")
+            given[k] = v
+        missing = [n for n in names if n not in given]
+        if missing:
+            raise NetcInputError(f"missing input{'s' if len(missing) > 1 else ''} "
+                                 f"{', '.join(repr(m) for m in missing)} of '{self.network}'")
+        return [given[n] for n in names]
+
+    def _check(self, s: TensorSpec, t) -> int:
+        """The batch of input tensor t, after checking it against spec s."""
+        if not torch.is_tensor(t):
+            raise NetcInputError(f"input '{s.name}' must be a torch tensor, got {type(t).__name__}")
+        if self.device is None:
+            raise NetcInputError(f"input '{s.name}' is on {t.device}, but torch here has no CUDA device "
+                                 f"(torch.cuda.is_available() is False): a compiled network runs on the GPU")
+        if t.device != self.device:
+            raise NetcInputError(f"input '{s.name}' is on {t.device}; '{self.network}' runs on {self.device} "
+                                 f"(move it with .to('{self.device}'))")
+        if t.dtype != s.dtype:
+            raise NetcInputError(f"input '{s.name}' has dtype {_dt(t.dtype)}; '{self.network}' takes {_dt(s.dtype)} "
+                                 f"(convert it with .to(torch.{_dt(s.dtype)}))")
+        want = f"[b, {', '.join(str(d) for d in s.shape[1:])}] with 1 <= b <= {self.batch}"
+        if t.dim() != len(s.shape) or tuple(t.shape[1:]) != tuple(s.shape[1:]):
+            raise NetcInputError(f"input '{s.name}' has shape {_shape(t.shape)}; '{self.network}' takes {want}")
+        if not 1 <= t.shape[0] <= self.batch:
+            raise NetcInputError(f"input '{s.name}' has batch {t.shape[0]}; '{self.network}' was compiled for "
+                                 f"batches of 1 to {self.batch} ({want})")
+        if not t.is_contiguous():
+            raise NetcInputError(f"input '{s.name}' is not contiguous (call .contiguous() on it)")
+        return int(t.shape[0])
+
+    # --------------------------------------------------------------------------- running
+    def forward(self, *args, stream=None, **kwargs) -> list:
+        """Run on inputs given by position (manifest order) or name; the outputs as a list."""
+        xs = self._gather(args, kwargs)
+        batches = [self._check(s, t) for s, t in zip(self.inputs, xs)]
+        if len(set(batches)) > 1:
+            raise NetcInputError("the inputs have different batch sizes: "
+                                 + ", ".join(f"{s.name} {b}" for s, b in zip(self.inputs, batches)))
+        b = batches[0] if batches else 1
+        h = self._handle()
+        if not self._params_set:
+            raise NetcInputError(f"{self.network}: set the parameters first: net.set_params(a dict, an .npz or "
+                                 f".safetensors file, or seed=N for random ones)")
+        cuda = self.device is not None and self.device.type == "cuda"
+        tstream, handle = None, 0
+        if stream is not None:
+            if isinstance(stream, torch.cuda.Stream):
+                tstream, handle = stream, stream.cuda_stream
+            elif isinstance(stream, int):
+                handle = stream                  # a raw CUstream: its ordering is the caller's business
+            else:
+                raise NetcInputError(f"stream must be a torch.cuda.Stream or a CUstream handle (int), got "
+                                     f"{type(stream).__name__}")
+        elif cuda:
+            handle = torch.cuda.current_stream(self.device).cuda_stream
+        ctx = torch.cuda.stream(tstream) if tstream is not None else contextlib.nullcontext()
+        with self._lock, ctx:
+            dev = self.device
+            outs = [torch.empty((b,) + s.shape[1:] if s.batched else s.shape, dtype=s.dtype, device=dev)
+                    for s in self.outputs]
+            if tstream is not None:
+                for t in xs:
+                    t.record_stream(tstream)     # the caching allocator keeps them until it is done
+            ins_c = (ctypes.c_void_p * max(len(xs), 1))(*[t.data_ptr() for t in xs])
+            outs_c = (ctypes.c_void_p * max(len(outs), 1))(*[t.data_ptr() for t in outs])
+            rc = self._lib.netc_forward(h, ins_c, outs_c, b, handle or None)
+        if rc:
+            raise self._error("forward failed")
+        return outs
+
+    def __call__(self, *args, stream=None, **kwargs):
+        """net(x) / net(x, y) / net(data=x): one output -> a tensor; several -> a dict by name."""
+        outs = self.forward(*args, stream=stream, **kwargs)
+        return outs[0] if len(outs) == 1 else {s.name: o for s, o in zip(self.outputs, outs)}
+
+    def run(self, inputs: dict, stream=None) -> dict:
+        """Inputs by name -> outputs by name."""
+        outs = self.forward(stream=stream, **inputs)
+        return {s.name: o for s, o in zip(self.outputs, outs)}
+
+
+# ----------------------------------------------------------------------------------- `netc run NET.so`
+
+def is_compiled(path: str) -> bool:
+    """Whether `path` names a compiled network (*.so, or an ELF file) rather than a network source."""
+    if path.endswith(".so"):
+        return True
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
+
+def _feed(net: Net, inputs: dict, what: str = "input") -> dict:
+    """CLI inputs (from .npy/.npz files, any real dtype) as the network's dtypes on its device."""
+    names = [s.name for s in net.inputs]
+    for k in inputs:
+        if k not in names:
+            hint = did_you_mean(k, names)
+            raise NetcInputError(f"'{net.network}' has no input '{k}'" + (f"; did you mean '{hint}'?" if hint else "")
+                                 + f" (inputs: {', '.join(names)})")
+    missing = [n for n in names if n not in inputs]
+    if missing:
+        raise NetcInputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(repr(m) for m in missing)} "
+                             f"of '{net.network}' (give every input, or none for random ones)")
+    out = {}
+    for s in net.inputs:
+        t = inputs[s.name]
+        if t.dtype == torch.bool or t.is_complex():
+            raise NetcInputError(f"{what} '{s.name}' has dtype {_dt(t.dtype)}, not a real number type")
+        if not s.dtype.is_floating_point and t.is_floating_point() and not torch.equal(t, t.round()):
+            raise NetcInputError(f"{what} '{s.name}' must hold integers (it is an integer input), got fractional "
+                                 f"values")
+        t = t.to(s.dtype)
+        out[s.name] = t.to(net.device).contiguous() if net.device is not None else t.contiguous()
+    return out
+
+
+def run_cli(args) -> tuple[dict, list]:
+    """`netc run NET.so`: load, set parameters (--params, the embedded ones, or random from --seed),
+    run on --input/--inputs (or random inputs at --batch, default the compiled batch) and, with
+    --compare, check against the reference executor on the network's source. Returns (outputs on
+    the CPU, diagnostics for outputs beyond the tolerance)."""
+    from .io import load_npz, parse_input_specs
+    not_here = [flag for flag, attr in (("--reference", "reference"), ("--target", "target"), ("--network", "network"),
+                                        ("--dtype", "dtype"), ("--tf32", "tf32"), ("--singa-version", "singa_version"))
+                if getattr(args, attr, None)]
+    if not_here:
+        raise NetcInputError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not "
+                             f"to '{args.file}': a compiled network runs as it was compiled (on the GPU)")
+    if getattr(args, "source", None) and not args.compare:
+        raise NetcInputError("--source names the network source for --compare; give --compare too")
+    inputs = load_npz(args.inputs, "--inputs") if args.inputs else {}
+    for k, v in parse_input_specs(args.input).items():
+        if k in inputs:
+            raise NetcInputError(f"input '{k}' is given both by --input and in {args.inputs}")
+        inputs[k] = v
+    given = P.read_params(args.params, "--params") if args.params else None
+    with load(args.file) as net:
+        if inputs:
+            inputs = _feed(net, inputs)
+            b = next(iter(inputs.values())).shape[0] if inputs else 1
+            if args.batch is not None and args.batch != b:
+                raise NetcInputError(f"--batch {args.batch} contradicts the inputs' batch {b}")
+        else:
+            inputs = net.random_inputs(args.seed, args.batch)
+        if given is not None:   # like --reference: parameters the file lacks are random (--seed)
+            net.set_params(given, seed=args.seed)
+        elif not net.params_embedded:
+            net.set_params(seed=args.seed)
+        outs = net.run(inputs)
+        if net.device is not None and net.device.type == "cuda":
+            torch.cuda.synchronize(net.device)
+        outs = {k: v.cpu() for k, v in outs.items()}
+        failed = _compare(net, args, inputs, outs) if args.compare else []
+    return outs, failed
+
+
+def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
+    """--compare: the f64 reference executor on the network's source (recorded in the manifest, or
+    --source) with the very inputs and parameters the library ran with; prints the max relative
+    error of every output and returns a diagnostic for each beyond the precision's tolerance."""
+    import hashlib
+    from ..diagnostics import Diagnostic
+    from .interp import network_tolerance
+    rec = net.manifest.get("source") or {}
+    path = getattr(args, "source", None) or rec.get("path")
+    so = os.path.basename(net.path)
+    if not path:
+        raise NetcInputError(f"--compare needs the network's source: '{so}' does not record it; give --source FILE")
+    try:
+        with open(path, "rb") as f:
+            digest = hashlib.sha256(f.read()).hexdigest()
+    except OSError as e:
+        raise NetcInputError(f"--compare: cannot read the source '{path}': {e.strerror}"
+                             + ("" if getattr(args, "source", None) else "; give --source FILE"))
+    if rec.get("sha256") and digest != rec["sha256"]:
+        msg = f"'{path}' has changed since '{so}' was compiled from it"
+        if not getattr(args, "source", None):
+            raise NetcInputError(f"--compare: {msg}; recompile, or pass --source {path} to compare anyway")
+        sys.stderr.write(f"netc: warning: {msg}\n")
+    ref = reference_outputs(net, path, inputs, seed=args.seed, phase=rec.get("phase", "test"),
+                            load_batch=rec.get("batch"), options={"singa_version": rec.get("singa_version")})
+    prec = net.manifest.get("precision") or {"dtype": "f32"}
+    tol = network_tolerance(prec)
+    what = prec["dtype"] + (" (TF32 products)" if prec.get("tf32") else "")
+    failed = []
+    for k, v in outs.items():
+        if k not in ref:
+            raise NetcInputError(f"--compare: the reference of '{path}' has no output '{k}' (it has "
+                                 f"{', '.join(ref)}): is it the source of '{so}'?")
+        r = ref[k]
+        err = float((v.double() - r).abs().max()) / max(float(r.abs().max()), 1e-30) if r.numel() else 0.0
+        if err != err:
+            err = float("inf")
+        sys.stderr.write(f"{k}: max relative error {err:.3e} against the f64 reference ({what}: tolerance "
+                         f"{tol:.0e})\n")
+        if err > tol:
+            failed.append(Diagnostic("error", f"output '{k}' of '{so}' differs from the f64 reference: max "
+                                              f"relative error {err:.3e} > {tol:.0e}"))
+    return failed
+
+
+def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase: str = "test",
+                      load_batch: int | None = None, options: dict | None = None, device="cpu") -> dict:
+    """What `net` computes from `inputs` (b samples, by name) with the parameters it runs with
+    (net.params()), computed by the f64 reference executor on the network's source `path` (loaded
+    with `load_batch`/`options`, run through the default pipeline in `phase`), on `device`.
+
+    The reference runs at the compiled batch, the samples past b zeros, and batched outputs are cut
+    to their first b samples, as the .so's; except when an output has no batch axis (a loss: the
+    mean over the b samples of the call) and b is smaller: then the source's inputs are scaled to
+    batch b (runtime/scale.py) and the reference runs on exactly the b samples."""
+    from ..diagnostics import DiagnosticEngine
+    from ..frontend import load as load_source
+    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from .reference import run_reference
+    b = next(iter(inputs.values())).shape[0] if inputs else 1
+    whole = [s.name for s in net.outputs if not s.batched]
+    scaled = bool(whole) and b < net.batch
+    diag = DiagnosticEngine()
+    module = load_source(path, diag, load_batch or 1, options=options)
+    try:
+        if scaled:
+            from .scale import scale_inputs
+            scale_inputs(module, batch=b)
+        PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase=phase))
+        if diag.has_errors():
+            raise NetcError(diag.diagnostics[:])
+    except NetcError as e:
+        if scaled:
+            e.note(f"the reference of '{os.path.basename(net.path)}' runs at batch {b}, the inputs' batch, for its "
+                   f"output{'s' if len(whole) > 1 else ''} without a batch axis ({', '.join(whole)}: over the b "
+                   f"samples of a call); at the compiled batch {net.batch} it needs no scaling")
+        raise
+    ref_in = {}
+    for s in net.inputs:
+        x = inputs[s.name].to(device)
+        x = x.double() if x.is_floating_point() else x
+        if not scaled:   # at the compiled batch: samples past b are zeros (unread by batched outputs)
+            x = torch.cat([x, x.new_zeros((net.batch - x.shape[0],) + tuple(x.shape[1:]))])
+        ref_in[s.name] = x
+    owners = {p["name"] for p in net.manifest.get("parameters", []) if "shares" not in p}
+    ref_params = {k: v.double() for k, v in net.params().items() if k in owners}
+    ref = run_reference(module, ref_in, ref_params, network=net.network, seed=seed, device=device)
+    batched = {s.name for s in net.outputs if s.batched}
+    return {k: v[:b] if k in batched and not scaled else v for k, v in ref.items()}

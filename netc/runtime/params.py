@@ -1,0 +1,325 @@
+"""Parameter files and the packed parameter blob of a compiled network.
+
+Files: `.npz` (numpy's archive of named arrays) and `.safetensors`, read and written here without
+the safetensors package. A .safetensors file is
+
+    8 bytes    N, the header's length (unsigned little-endian)
+    N bytes    a JSON object: {"NAME": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
+               ..., optionally "__metadata__": {str: str}}, padded with spaces
+    the rest   the tensors' bytes (little-endian, C order); data_offsets count from here
+
+The blob: a compiled .so keeps every parameter in one region of its device arena, at the byte
+offsets its manifest lists (`parameters`: name, shape, dtype, offset, bytes; `shares` marks a
+share_from alias, which has no storage of its own). pack() lays parameters out there; netc_set_params
+copies the blob in one go, and `netc compile --params/--embed-params` embeds it in the library.
+Random parameters are the reference executor's (reference.random_param, seeded by name), so a
+compiled network and `netc run --reference` with the same seed compute with the same values.
+"""
+from __future__ import annotations
+
+import json
+import os
+import struct
+import sys
+
+import numpy as np
+import torch
+
+from ..diagnostics import Diagnostic, Loc, NetcError, did_you_mean
+
+# manifest dtypes (the IR's) -> torch
+TORCH_DTYPES = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
+                "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8}
+# safetensors dtypes <-> torch (the ones torch can hold)
+SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                      "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
+                      "U8": torch.uint8, "BOOL": torch.bool}
+_ST_NAMES = {v: k for k, v in SAFETENSORS_DTYPES.items()}
+_MAX_HEADER = 100_000_000          # the format's own limit on N
+
+
+def _shape(s) -> str:
+    return "[" + ", ".join(str(d) for d in s) + "]"
+
+
+def _dt(t) -> str:
+    return str(t).replace("torch.", "")
+
+
+# ------------------------------------------------------------------------------------- files
+
+def read_params(path: str, what: str = "--params") -> dict[str, torch.Tensor]:
+    """Named tensors from an .npz or .safetensors file (chosen by the extension, else by content)."""
+    path = os.fspath(path)
+    kind = _file_kind(path, what)
+    if kind == "safetensors":
+        return read_safetensors(path, what)[0]
+    from .io import load_npz
+    return load_npz(path, what)
+
+
+def write_params(path: str, tensors: dict, metadata: dict | None = None) -> None:
+    """Write named tensors as .safetensors or .npz (by the extension)."""
+    path = os.fspath(path)
+    if path.endswith(".safetensors"):
+        return write_safetensors(path, tensors, metadata)
+    if path.endswith(".npz"):   # (numpy has no bfloat16: save_npz writes those as float32, exactly)
+        from .io import save_npz
+        return save_npz(path, tensors)
+    raise NetcError(f"cannot write '{path}': parameter files are .npz or .safetensors")
+
+
+def _file_kind(path: str, what: str) -> str:
+    if path.endswith(".safetensors"):
+        return "safetensors"
+    if path.endswith(".npz"):
+        return "npz"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(9)
+    except FileNotFoundError:
+        raise NetcError(f"{what}: no such file: '{path}'")
+    except OSError as e:
+        raise NetcError(f"{what}: cannot read '{path}': {e.strerror}")
+    if head[:4] == b"PK\x03\x04" or head[:4] == b"PK\x05\x06":
+        return "npz"
+    if len(head) == 9 and head[8:9] == b"{":
+        return "safetensors"
+    raise NetcError(f"{what}: '{path}' is neither an .npz archive nor a .safetensors file")
+
+
+def read_safetensors(path: str, what: str = "--params") -> tuple[dict[str, torch.Tensor], dict]:
+    """(tensors by name, the header's __metadata__). Every structural problem is a NetcError that
+    names the file and the header entry (as a JSON path)."""
+    if sys.byteorder != "little":        # pragma: no cover - the format is little-endian
+        raise NetcError("reading .safetensors needs a little-endian machine")
+    try:
+        with open(path, "rb") as f:
+            data = bytearray(os.fstat(f.fileno()).st_size)
+            got = f.readinto(data)
+    except FileNotFoundError:
+        raise NetcError(f"{what}: no such file: '{path}'")
+    except IsADirectoryError:
+        raise NetcError(f"{what}: '{path}' is a directory")
+    except OSError as e:
+        raise NetcError(f"{what}: cannot read '{path}': {e.strerror}")
+    if got != len(data):
+        raise NetcError(f"{what}: short read from '{path}'")
+
+    def err(msg, jpath=None):
+        return NetcError(Diagnostic("error", f"{what}: {msg}", Loc(path, path=jpath)))
+
+    if len(data) < 8:
+        raise err(f"not a .safetensors file: {len(data)} bytes, shorter than the 8-byte header length")
+    (n,) = struct.unpack("<Q", bytes(data[:8]))
+    if n > _MAX_HEADER or 8 + n > len(data):
+        raise err(f"not a .safetensors file: the header length {n} does not fit the file's {len(data)} bytes")
+    try:
+        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise err(f"the header is not valid JSON: {e}")
+    if not isinstance(header, dict):
+        raise err(f"the header must be a JSON object, got {type(header).__name__}", "$")
+    buf = memoryview(data)[8 + n:]
+    meta = header.pop("__metadata__", {}) or {}
+    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
+        raise err("__metadata__ must map strings to strings", "$.__metadata__")
+    out: dict[str, torch.Tensor] = {}
+    spans = []
+    for name, e in header.items():
+        jp = "$" + (f".{name}" if name.replace("_", "a").replace(".", "a").isalnum() else f"[{json.dumps(name)}]")
+        if not isinstance(e, dict):
+            raise err(f"entry '{name}' must be an object with dtype, shape and data_offsets", jp)
+        missing = [k for k in ("dtype", "shape", "data_offsets") if k not in e]
+        if missing:
+            raise err(f"entry '{name}' has no {', '.join(missing)}", jp)
+        dt = SAFETENSORS_DTYPES.get(e["dtype"])
+        if dt is None:
+            raise err(f"'{name}' has dtype {e['dtype']!r}, which netc cannot read (known: "
+                      f"{', '.join(SAFETENSORS_DTYPES)})", jp + ".dtype")
+        shape, offs = e["shape"], e["data_offsets"]
+        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
+                                                  for d in shape):
+            raise err(f"'{name}': shape must be a list of non-negative integers, got {shape!r}", jp + ".shape")
+        if (not isinstance(offs, list) or len(offs) != 2
+                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)
+                or not 0 <= offs[0] <= offs[1] <= len(buf)):
+            raise err(f"'{name}': data_offsets {offs!r} is not a [begin, end] range inside the "
+                      f"{len(buf)}-byte data", jp + ".data_offsets")
+        numel = 1
+        for d in shape:
+            numel *= d
+        isz = torch.empty((), dtype=dt).element_size()
+        if offs[1] - offs[0] != numel * isz:
+            raise err(f"'{name}': {_shape(shape)} {e['dtype']} needs {numel * isz} bytes, data_offsets "
+                      f"give {offs[1] - offs[0]}", jp + ".data_offsets")
+        spans.append((offs[0], offs[1], name, jp))
+        if numel == 0:
+            out[name] = torch.empty(shape, dtype=dt)
+        else:
+            out[name] = torch.frombuffer(buf, dtype=dt, count=numel, offset=offs[0]).reshape(shape)
+    spans.sort()
+    for (b0, e0, n0, _), (b1, e1, n1, jp1) in zip(spans, spans[1:]):
+        if b1 < e0:
+            raise err(f"'{n1}' overlaps '{n0}' in the data (bytes {b1}..{e1} and {b0}..{e0})", jp1 + ".data_offsets")
+    return out, meta
+
+
+def write_safetensors(path: str, tensors: dict, metadata: dict | None = None) -> None:
+    """Tensors in the given order, the header padded with spaces to 8-byte alignment."""
+    header, chunks, off = {}, [], 0
+    if metadata:
+        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    for name, t in tensors.items():
+        if not torch.is_tensor(t):
+            t = torch.as_tensor(np.asarray(t))
+        t = t.detach().cpu().contiguous()
+        if t.dtype not in _ST_NAMES:
+            raise NetcError(f"cannot write '{name}' to '{path}': dtype {_dt(t.dtype)} has no safetensors name")
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
+        chunks.append(raw)
+        off += len(raw)
+    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
+    text += b" " * (-(8 + len(text)) % 8)
+    try:
+        with open(path, "wb") as f:
+            f.write(struct.pack("<Q", len(text)))
+            f.write(text)
+            for c in chunks:
+                f.write(c)
+    except OSError as e:
+        raise NetcError(f"cannot write '{path}': {e.strerror}")
+
+
+# ------------------------------------------------------------------------------------- the blob
+
+def torch_dtype(name: str) -> torch.dtype:
+    try:
+        return TORCH_DTYPES[name]
+    except KeyError:
+        raise NetcError(f"dtype {name} has no torch equivalent") from None
+
+
+def random_params(manifest: dict, seed: int = 0, names=None) -> dict[str, torch.Tensor]:
+    """The reference executor's random values (reference.random_param: seeded by name, drawn by the
+    parameter's role) of every parameter with storage, in its manifest dtype."""
+    from .reference import random_param
+    out = {}
+    for p in manifest.get("parameters", []):
+        if "shares" in p or (names is not None and p["name"] not in names):
+            continue
+        out[p["name"]] = random_param(p["name"], tuple(p["shape"]), p.get("role", "weight"), seed,
+                                      torch.float64).to(torch_dtype(p["dtype"]))
+    return out
+
+
+def _convert(t, p: dict, what: str, problems: list):
+    """`t` as parameter p's dtype and shape, or None after recording why not."""
+    name, want = p["name"], torch_dtype(p["dtype"])
+    if not torch.is_tensor(t):
+        try:
+            t = torch.as_tensor(np.asarray(t))
+        except (TypeError, ValueError, RuntimeError) as e:
+            problems.append(f"parameter '{name}'{what}: cannot use a {type(t).__name__} as a tensor ({e})")
+            return None
+    if tuple(t.shape) != tuple(p["shape"]):
+        problems.append(f"parameter '{name}'{what} has shape {_shape(t.shape)}, but the network expects "
+                        f"{_shape(p['shape'])}")
+        return None
+    if t.dtype == torch.bool or t.is_complex() or (not want.is_floating_point and t.is_floating_point()
+                                                   and not torch.equal(t, t.round())):
+        problems.append(f"parameter '{name}'{what} has dtype {_dt(t.dtype)}; the network stores {p['dtype']}")
+        return None
+    return t.detach().to(device="cpu", dtype=want).contiguous()
+
+
+def check_names(manifest: dict, given, what: str = "") -> list[str]:
+    """Problems with names in `given` that are no parameter of the network (with a suggestion)."""
+    known = [p["name"] for p in manifest.get("parameters", [])]
+    out = []
+    for k in given:
+        if k not in known:
+            hint = did_you_mean(k, known)
+            listed = ", ".join(known[:6]) + (f", ... ({len(known)} in all)" if len(known) > 6 else "")
+            out.append(f"unknown parameter '{k}'{what}" + (f"; did you mean '{hint}'?" if hint else "")
+                       + f" (the network's parameters: {listed})")
+    return out
+
+
+def complete(manifest: dict, given: dict | None, seed: int | None = None, what: str = "") -> dict[str, torch.Tensor]:
+    """Every parameter with storage, by name, in its manifest dtype: the given ones checked (unknown
+    names, shapes, dtypes; a share_from alias must equal its owner), the missing ones random from
+    `seed`, or an error listing them when seed is None. All problems are reported at once."""
+    given = dict(given or {})
+    params = manifest.get("parameters", [])
+    problems = check_names(manifest, given, what)
+    owners = [p for p in params if "shares" not in p]
+    missing = [p["name"] for p in owners if p["name"] not in given]
+    if missing and seed is None:
+        problems.append(f"missing parameter{'s' if len(missing) > 1 else ''}{what}: "
+                        + ", ".join(repr(m) for m in missing[:8]) + (f" and {len(missing) - 8} more"
+                                                                      if len(missing) > 8 else ""))
+    out = {}
+    rnd = random_params(manifest, seed, set(missing)) if missing and seed is not None else {}
+    for p in owners:
+        if p["name"] in given:
+            t = _convert(given[p["name"]], p, what, problems)
+            if t is not None:
+                out[p["name"]] = t
+        elif p["name"] in rnd:
+            out[p["name"]] = rnd[p["name"]]
+    for p in params:
+        if "shares" in p and p["name"] in given:
+            t = _convert(given[p["name"]], p, what, problems)
+            o = out.get(p["shares"])
+            if t is not None and o is not None and not torch.equal(t.reshape(-1), o.reshape(-1)):
+                problems.append(f"parameter '{p['name']}'{what} is an alias of '{p['shares']}' (share_from); "
+                                f"give the owner's value, not a different one for the alias")
+    if problems:
+        raise NetcError([Diagnostic("error", m) for m in problems])
+    return out
+
+
+def pack(manifest: dict, given: dict | None = None, seed: int | None = None, what: str = "") -> np.ndarray:
+    """The parameter blob (uint8, the manifest's param_bytes) of `given` (+ random ones from `seed`)."""
+    return layout(manifest, complete(manifest, given, seed, what))
+
+
+def layout(manifest: dict, values: dict) -> np.ndarray:
+    """The blob of complete() values: each parameter's bytes at its manifest offset (aliases have none)."""
+    blob = np.zeros(int(manifest.get("param_bytes", 0)), dtype=np.uint8)
+    for p in manifest.get("parameters", []):
+        if "shares" in p:
+            continue
+        raw = values[p["name"]].reshape(-1).view(torch.uint8).numpy()
+        if raw.size != p["bytes"] or p["offset"] + raw.size > blob.size:
+            raise AssertionError(f"manifest entry of '{p['name']}' is inconsistent: {raw.size} bytes at "
+                                 f"{p['offset']} (declared {p['bytes']}, blob {blob.size})")
+        blob[p["offset"]:p["offset"] + raw.size] = raw
+    return blob
+
+
+def unpack(manifest: dict, blob) -> dict[str, torch.Tensor]:
+    """The parameters (aliases included, as views of their owners) held in a blob (a uint8 numpy
+    array, torch tensor or bytes-like; the tensors share its memory where it is writable)."""
+    if torch.is_tensor(blob):
+        raw = blob
+    elif isinstance(blob, np.ndarray):
+        raw = torch.from_numpy(blob)
+    else:
+        raw = torch.frombuffer(bytearray(blob), dtype=torch.uint8)
+    out = {}
+    for p in manifest.get("parameters", []):
+        if "shares" not in p:
+            out[p["name"]] = raw[p["offset"]:p["offset"] + p["bytes"]].view(torch_dtype(p["dtype"])).reshape(p["shape"])
+    return with_aliases(manifest, out)
+
+
+def with_aliases(manifest: dict, values: dict) -> dict[str, torch.Tensor]:
+    """complete() values plus every share_from alias, as a view of its owner in the alias's shape."""
+    out = dict(values)
+    for p in manifest.get("parameters", []):
+        if "shares" in p:
+            out[p["name"]] = out[p["shares"]].reshape(p["shape"])
+    return out
