@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Compile-time benchmark of `netc compile --target cuda`: cold (empty kernel cache) and warm
-(every cubin cached) compiles of a network, each in a fresh process as a user would run it;
+(every cubin and the lowering cached) compiles of a network, each in a fresh process as a user would run it;
 prints the figures and writes bench/results/compile.json (machine, date, versions).
 
     python bench/compile.py [FILE.nd ...] [--arch sm_90] [--repeat 2]
@@ -64,7 +64,9 @@ def main(argv=None) -> int:
                machine=dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
                             cpus=os.cpu_count(), python=platform.python_version()),
                versions=dict(torch=torch.__version__, triton=triton.__version__),
-               note="wall = a fresh `netc compile` process (imports included); compiling = its own report",
+               note=("wall = a fresh `netc compile` process (imports included); compiling = its own report. "
+                     "cold: empty kernel, lowering and Triton caches; warm: the same network again (launches "
+                     "from the lowering cache, cubins from the kernel cache: no torch or Triton import)"),
                results=results)
     os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
     path = os.path.join(ROOT, "bench", "results", "compile.json")
