@@ -254,7 +254,7 @@ def cmd_opt(args, diag):
 
 
 def cmd_explain(args, diag):
-    from .explain import dumps, explain_json, explain_table, to_dot
+    from .explain import to_dot
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     from .costmodel import get_device
     device = get_device(args.device) if args.device else None
@@ -557,11 +557,11 @@ def _run_interp(module, args, inputs, params, precision):
     """`netc run --target interp`: every network (or --network), compiled in precision's dtype; with
     --compare, the max relative error (max |diff| over max |reference|) of every output against the
     float64 reference executor on the same values, and a diagnostic for each output beyond that
-    precision's tolerance (runtime.interp.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
+    precision's tolerance (runtime.compare.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
     when the file has several networks (as --reference does). Returns (outputs, diagnostics)."""
-    from .diagnostics import Diagnostic
     from .passes.set_dtype import precision_of
-    from .runtime.interp import InterpProgram, default_inputs, network_tolerance, split_inputs
+    from .runtime.compare import check_outputs
+    from .runtime.interp import InterpProgram, default_inputs, split_inputs
     from .runtime.reference import run_reference
     nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
     per = split_inputs(module, nets, inputs)
@@ -575,19 +575,7 @@ def _run_interp(module, args, inputs, params, precision):
         prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
         if args.compare:
             ref = run_reference(module, ins, params, network=prog.net, seed=args.seed)
-            prec = precision_of(prog.net)
-            tol = network_tolerance(prec)
-            what = prec["dtype"] + (" (TF32 products)" if prec["tf32"] else "")
-            for k, v in got.items():
-                r = ref[k]
-                err = float((v.double() - r).abs().max()) / max(float(r.abs().max()), 1e-30) if r.numel() else 0.0
-                if err != err:   # NaN
-                    err = float("inf")
-                sys.stderr.write(f"{prefix}{k}: max relative error {err:.3e} against the f64 reference ({what}: "
-                                 f"tolerance {tol:.0e})\n")
-                if err > tol:
-                    failed.append(Diagnostic("error", f"output '{prefix}{k}' of the {what} network differs from the "
-                                                      f"f64 reference: max relative error {err:.3e} > {tol:.0e}"))
+            failed += check_outputs(got, ref, precision_of(prog.net), prefix)
         outs.update({prefix + k: v for k, v in got.items()})
     return outs, failed
 

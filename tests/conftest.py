@@ -1,5 +1,9 @@
-"""Shared pytest setup: the `--update-goldens` option (used by `make golden`)."""
+"""Shared pytest setup: the `--update-goldens` option (used by `make golden`), the interpreter
+mode for tests that run netc's kernels on the CPU, and the AOT toolchain check."""
 from __future__ import annotations
+
+import os
+import shutil
 
 import pytest
 
@@ -12,3 +16,34 @@ def pytest_addoption(parser):
 @pytest.fixture
 def update_goldens(request) -> bool:
     return request.config.getoption("--update-goldens")
+
+
+@pytest.fixture(scope="module")
+def interp_mode():
+    """netc.kernels under Triton's interpreter for this module (skipped when this process already
+    imported them compiled; the module must set TRITON_INTERPRET=1 at collection)."""
+    from netc.diagnostics import NetcError
+    try:
+        from netc.runtime.interp import ensure_interpreter
+        ensure_interpreter()
+    except NetcError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def nvidia_toolchain():
+    """A check(arch) that skips the test unless Triton's NVIDIA backend and an executable ptxas
+    for sm_<arch> are there (and, with cc=True, a C compiler); returns ptxas' path."""
+    def check(arch: int = 90, cc: bool = False) -> str:
+        if cc and shutil.which("cc") is None:
+            pytest.skip("needs a C compiler")
+        try:
+            import triton.backends.nvidia.compiler  # noqa: F401
+            from netc.kernels.aot import ptxas_path
+        except Exception as e:
+            pytest.skip(f"Triton's NVIDIA backend is unavailable ({type(e).__name__}: {e})")
+        path = ptxas_path(arch)
+        if not path or not os.access(path, os.X_OK):
+            pytest.skip(f"no executable ptxas for sm_{arch} (Triton looked for {path!r})")
+        return path
+    return check

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -46,12 +45,8 @@ NET = """network small {
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _interp():
-    try:
-        from netc.runtime.interp import ensure_interpreter
-        ensure_interpreter()
-    except NetcError as e:   # netc.kernels already imported compiled in this process
-        pytest.skip(str(e))
+def _interp(interp_mode):
+    """Every test here runs the kernels under Triton's interpreter (tests/conftest.py)."""
 
 
 def _set_dtype(src, dtype, tf32=False):
@@ -124,7 +119,8 @@ def test_pass_needs_options_and_checks_them():
 
 def _interp_vs_reference(dtype, tf32=False, seed=0):
     from netc.passes.set_dtype import precision_of
-    from netc.runtime.interp import InterpProgram, default_inputs, network_tolerance
+    from netc.runtime.compare import network_tolerance
+    from netc.runtime.interp import InterpProgram, default_inputs
     from netc.runtime.reference import run_reference
     m = parse_nd(NET)
     prog = InterpProgram(m, seed=seed, dtype=dtype, tf32=tf32)
@@ -253,25 +249,12 @@ def test_cli_compile_interp_manifest(netc_main, netfile, tmp_path):
     assert man["inputs"] == {"data": "f16"} and man["outputs"] == {"prob": "f32", "s": "f16"}
 
 
-def _toolchain_or_skip(arch):
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler")
-    try:
-        import triton.backends.nvidia.compiler  # noqa: F401
-        from netc.kernels.aot import ptxas_path
-    except Exception as e:
-        pytest.skip(f"Triton's NVIDIA backend is unavailable ({type(e).__name__}: {e})")
-    p = ptxas_path(arch)
-    if not p or not os.access(p, os.X_OK):
-        pytest.skip(f"no executable ptxas for sm_{arch}")
-
-
 @pytest.mark.parametrize("dtype,arch", [("bf16", "sm_90"), ("fp16", "sm_80")])
-def test_cli_compile_16bit_network_to_cubins(netfile, tmp_path, dtype, arch):
+def test_cli_compile_16bit_network_to_cubins(netfile, tmp_path, dtype, arch, nvidia_toolchain):
     """AOT: the 16-bit network's kernels compile to cubins and the .so's manifest records the dtypes;
     netc_set_params takes the parameter bytes in them (16-bit weights, f32 batch-norm vectors)."""
     import ctypes
-    _toolchain_or_skip(int(arch[3:]))
+    nvidia_toolchain(int(arch[3:]), cc=True)
     r = _cli("compile", str(netfile), "-o", str(tmp_path / "net.so"), "--dtype", dtype, "--arch", arch,
              NETC_CACHE_DIR=str(tmp_path / "cache"))   # a fresh cache: really compile
     assert r.returncode == 0, r.stderr

@@ -25,12 +25,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture(scope="module", autouse=True)
-def _interp():
-    try:
-        from netc.runtime.interp import ensure_interpreter
-        ensure_interpreter()
-    except NetcError as e:   # netc.kernels already imported compiled in this process
-        pytest.skip(str(e))
+def _interp(interp_mode):
+    """Every test here runs the kernels under Triton's interpreter (tests/conftest.py)."""
 
 
 CHAIN = """network chain {

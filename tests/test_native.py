@@ -27,22 +27,7 @@ from netc.runtime import params as P
 ROOT = Path(__file__).resolve().parents[1]
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
-TINY = """
-param w_embed: f32[72, 16]
-
-network tiny {
-  input x: f32[4, 6, 6, 3]
-  input y: f32[4, 16]
-  conv = Convolution(x) { filter: [3, 3, 3, 8], padding: SAME, activation: relu }
-  bn = BatchNorm(conv)
-  pool = Pooling(bn) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1] }
-  enc = InnerProduct(pool) { num_outputs: 16, params: { weight: w_embed, bias: b_enc } }
-  s = Elementwise(enc, y) { operation: sum }
-  dec = InnerProduct(s) { num_outputs: 72, params: { weight: { name: w_dec, share_from: w_embed }, bias: b_dec } }
-  prob = Softmax(dec)
-  output prob, enc
-}
-"""
+TINY = (Path(__file__).resolve().parent / "data" / "tiny_shared_params.nd").read_text()
 
 
 def netc_start(*args, env=None) -> subprocess.Popen:

@@ -20,7 +20,6 @@ reused, and lower_network splits the group there.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 
 import torch
 

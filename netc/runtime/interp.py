@@ -296,19 +296,3 @@ def run_interp(module: Module, inputs: dict | None = None, params: dict | None =
     return prog.run(inputs)
 
 
-# Max relative error (max |out - ref| over max |ref|, per output) of a whole network against the
-# float64 reference, by the precision it was compiled in. Looser than one kernel's tolerance
-# (netc.kernels.reference.TOLERANCES): inputs, parameters and every layer's output are rounded to
-# the dtype and the errors compound through the layers. About five ulps at 1.0 (relative spacing
-# 2^-10 for f16, 2^-7 for bf16); TF32 ten of its 2^-10, as the tensor cores truncate operands.
-# Measured on the interpreter tests' networks (3 seeds): f16 <= 1.1e-3, bf16 <= 1.4e-2,
-# TF32 <= 3.0e-3, f32 <= 1e-6.
-NETWORK_TOLERANCES = {"f32": 1e-4, "tf32": 1e-2, "f16": 5e-3, "bf16": 4e-2}
-
-
-def network_tolerance(precision: dict) -> float:
-    """NETWORK_TOLERANCES for a network's precision (passes.set_dtype.precision_of)."""
-    d = precision["dtype"]
-    if d in ("f32", "f64"):
-        return NETWORK_TOLERANCES["tf32" if precision.get("tf32") else "f32"]
-    return NETWORK_TOLERANCES[d]

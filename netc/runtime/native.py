@@ -485,8 +485,7 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
     --source) with the very inputs and parameters the library ran with; prints the max relative
     error of every output and returns a diagnostic for each beyond the precision's tolerance."""
     import hashlib
-    from ..diagnostics import Diagnostic
-    from .interp import network_tolerance
+    from .compare import check_outputs
     rec = net.manifest.get("source") or {}
     path = getattr(args, "source", None) or rec.get("path")
     so = os.path.basename(net.path)
@@ -505,24 +504,11 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
         sys.stderr.write(f"netc: warning: {msg}\n")
     ref = reference_outputs(net, path, inputs, seed=args.seed, phase=rec.get("phase", "test"),
                             load_batch=rec.get("batch"), options={"singa_version": rec.get("singa_version")})
-    prec = net.manifest.get("precision") or {"dtype": "f32"}
-    tol = network_tolerance(prec)
-    what = prec["dtype"] + (" (TF32 products)" if prec.get("tf32") else "")
-    failed = []
-    for k, v in outs.items():
+    for k in outs:
         if k not in ref:
             raise NetcInputError(f"--compare: the reference of '{path}' has no output '{k}' (it has "
                                  f"{', '.join(ref)}): is it the source of '{so}'?")
-        r = ref[k]
-        err = float((v.double() - r).abs().max()) / max(float(r.abs().max()), 1e-30) if r.numel() else 0.0
-        if err != err:
-            err = float("inf")
-        sys.stderr.write(f"{k}: max relative error {err:.3e} against the f64 reference ({what}: tolerance "
-                         f"{tol:.0e})\n")
-        if err > tol:
-            failed.append(Diagnostic("error", f"output '{k}' of '{so}' differs from the f64 reference: max "
-                                              f"relative error {err:.3e} > {tol:.0e}"))
-    return failed
+    return check_outputs(outs, ref, net.manifest.get("precision") or {"dtype": "f32"}, subject=f"of '{so}'")
 
 
 def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase: str = "test",

@@ -17,7 +17,7 @@ import zlib
 import torch
 
 from ..diagnostics import NetcError, did_you_mean
-from ..ir.core import STRUCTURAL_OPS, Module, Operation, SymbolRef
+from ..ir.core import Module, Operation, SymbolRef
 from ..ir.query import layer_name as _name, layers as _layers, network_inputs, network_outputs  # noqa: F401
 from ..ir.query import param_roles as _param_roles  # noqa: F401
 from ..ops import lookup, prod

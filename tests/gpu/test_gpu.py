@@ -31,22 +31,7 @@ NETS = sorted((ROOT / "examples").glob("*.nd")) + _corpus()
 # files that cannot be compiled, and why (netc compile says so: exit 1, no traceback)
 NOT_COMPILABLE = {"gan.nd": "exactly one network"}
 SMALL_BATCH = 2
-TINY = """
-param w_embed: f32[72, 16]
-
-network tiny {
-  input x: f32[4, 6, 6, 3]
-  input y: f32[4, 16]
-  conv = Convolution(x) { filter: [3, 3, 3, 8], padding: SAME, activation: relu }
-  bn = BatchNorm(conv)
-  pool = Pooling(bn) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1] }
-  enc = InnerProduct(pool) { num_outputs: 16, params: { weight: w_embed, bias: b_enc } }
-  s = Elementwise(enc, y) { operation: sum }
-  dec = InnerProduct(s) { num_outputs: 72, params: { weight: { name: w_dec, share_from: w_embed }, bias: b_dec } }
-  prob = Softmax(dec)
-  output prob, enc
-}
-"""
+TINY = (ROOT / "tests" / "data" / "tiny_shared_params.nd").read_text()
 
 
 def _arch() -> str:
@@ -90,7 +75,7 @@ def rel_err(a, r) -> float:
 @pytest.mark.parametrize("src", NETS, ids=[p.name for p in NETS])
 def test_so_matches_reference(src, tmp_path):
     from netc.runtime import load
-    from netc.runtime.interp import network_tolerance
+    from netc.runtime.compare import network_tolerance
     so = tmp_path / (src.stem + ".so")
     r = compile_so(src, so)
     if r.returncode == 1 and src.name in NOT_COMPILABLE:

@@ -23,17 +23,6 @@ from netc.kernels.conv import conv2d  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _toolchain_or_skip(arch=90):
-    try:
-        import triton.backends.nvidia.compiler  # noqa: F401
-    except Exception as e:
-        pytest.skip(f"Triton's NVIDIA backend is unavailable ({type(e).__name__}: {e})")
-    path = aot.ptxas_path(arch)
-    if not path or not os.access(path, os.X_OK):
-        pytest.skip(f"no executable ptxas for sm_{arch} (Triton looked for {path!r})")
-    return path
-
-
 def _compile_in_subprocess(tmp_path, *args):
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")   # a fresh cache: really run ptxas
@@ -45,8 +34,8 @@ def _compile_in_subprocess(tmp_path, *args):
     return json.loads(p.stdout.strip().splitlines()[-1])
 
 
-def test_every_kernel_compiles_to_an_sm90_cubin(tmp_path):
-    _toolchain_or_skip(90)
+def test_every_kernel_compiles_to_an_sm90_cubin(tmp_path, nvidia_toolchain):
+    nvidia_toolchain(90)
     r = _compile_in_subprocess(tmp_path, "--arch", "90")
     expected = set(aot.representative_calls())
     assert set(r["kernels"]) == expected
@@ -56,8 +45,8 @@ def test_every_kernel_compiles_to_an_sm90_cubin(tmp_path):
         assert k["ptx_params"] == k["params"] + 2, (name, k)
 
 
-def test_conv_compiles_for_sm80(tmp_path):
-    _toolchain_or_skip(80)
+def test_conv_compiles_for_sm80(tmp_path, nvidia_toolchain):
+    nvidia_toolchain(80)
     r = _compile_in_subprocess(tmp_path, "--arch", "80", "--only", "conv_f32_3x3_taps")
     assert r["kernels"]["conv_f32_3x3_taps"]["elf"]
 

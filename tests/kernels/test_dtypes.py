@@ -206,7 +206,7 @@ ARCH_KERNELS = {80: SIXTEEN_BIT, 90: ["gemm_bf16_tanh", "conv_f16_11x11_flat"]}
 
 
 @pytest.mark.parametrize("arch", [80, 90])
-def test_16bit_and_tf32_kernels_compile_to_cubins(tmp_path, arch):
+def test_16bit_and_tf32_kernels_compile_to_cubins(tmp_path, arch, nvidia_toolchain):
     """The f16/bf16 (and TF32) specializations compile for sm_80 and sm_90 without a GPU, and their
     tensor-core instructions multiply 16-bit (or TF32) operands into an f32 accumulator."""
     import json
@@ -215,14 +215,7 @@ def test_16bit_and_tf32_kernels_compile_to_cubins(tmp_path, arch):
     import sys
     from pathlib import Path
 
-    from netc.kernels import aot
-    try:
-        import triton.backends.nvidia.compiler  # noqa: F401
-    except Exception as e:
-        pytest.skip(f"Triton's NVIDIA backend is unavailable ({type(e).__name__}: {e})")
-    path = aot.ptxas_path(arch)
-    if not path or not os.access(path, os.X_OK):
-        pytest.skip(f"no executable ptxas for sm_{arch} (Triton looked for {path!r})")
+    nvidia_toolchain(arch)
     root = Path(__file__).resolve().parents[2]
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env["TRITON_CACHE_DIR"] = str(tmp_path / "triton-cache")
