@@ -482,9 +482,27 @@ def cmd_run(args, diag):
     if target == "interp":
         outs, failed = _run_interp(module, args, inputs or None, params, precision)
     else:
+        _warn_opaque_pass_through(module, diag)
         outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
                           dtype=torch.float32 if ref_dtype == "f32" else torch.float64)
     return _print_outputs(args, outs, failed)
+
+
+def _warn_opaque_pass_through(module, diag):
+    """The reference executor runs a layer of a type netc does not know (netc.opaque, Paleo's
+    Generic) as its shape rule says: a pass-through. Say so, once per type, naming the layers, so an
+    output downstream of one is not taken for the real network's. (An RBM's visible layer passes its
+    input through in SINGA's positive phase too: no warning.)"""
+    by_type: dict = {}
+    for net in module.networks():
+        for op in net.regions[0].ops:
+            if op.name == "netc.opaque" and not op.attrs.get("energy_model"):
+                by_type.setdefault(op.attrs.get("type", "?"), []).append(op)
+    for kind, ops in by_type.items():
+        names = [op.attrs.get("name") for op in ops]
+        diag.warning(f"the reference executor passes {len(names)} layer{'s' if len(names) != 1 else ''} of unknown "
+                     f"type '{kind}' through unchanged (what '{kind}' computes is unknown to netc): "
+                     f"{', '.join(names)}", ops[0].loc, width=len(names[0] or "x"))
 
 
 def _scale(module, args):

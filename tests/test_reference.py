@@ -445,3 +445,15 @@ def test_cli_run_missing_input(capsys, tmp_path):
     np.save(tmp_path / "d.npy", np.zeros((64, 28, 28, 1), np.float32))
     rc, _, err = cli(capsys, "run", ROOT / "examples" / "lenet.nd", "--reference", "--input", f"data={tmp_path / 'd.npy'}")
     assert rc == 1 and "missing input 'label' of network 'lenet'" in err
+
+
+def test_reference_says_it_passes_unknown_layers_through(tmp_path, capsys):
+    """An opaque layer (a type netc does not know) runs as its shape rule says, a pass-through, and
+    the run says so, located, once per type."""
+    from netc.cli import main
+    f = tmp_path / "op.nd"
+    f.write_text('network n {\n  input x: f32[2, 4]\n  a = Opaque(x) { type: "Mystery" }\n  b = ReLU(a)\n}\n')
+    assert main(["run", str(f), "--reference"]) == 0
+    err = capsys.readouterr().err
+    assert (f"{f}:3:3: warning: the reference executor passes 1 layer of unknown type 'Mystery' through "
+            f"unchanged") in err
