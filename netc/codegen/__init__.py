@@ -166,7 +166,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     os.makedirs(out_dir, exist_ok=True)
     build_shared_library(c_src, out_path, [c.cubin for c in cubins], params_blob=blob)
     stem = os.path.splitext(os.path.basename(out_path))[0]
-    header = os.path.join(out_dir, stem + ".h")
+    header = os.path.join(os.path.dirname(out_path), stem + ".h")
     write_header(header, stem)
     if emit_triton:
         write_triton_sources(emit_triton, [firsts[i] for i in range(len(firsts))], cubins)
