@@ -10,15 +10,14 @@ Default network: examples/inception_v3.nd. A benchmark, not a test: nothing here
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import re
 import subprocess
 import sys
 import tempfile
 import time
+
+import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 
@@ -60,19 +59,13 @@ def main(argv=None) -> int:
               f"cold {cold['wall_s']:.1f}s wall ({cold['in_process_s']:.1f}s compiling), "
               f"warm {best['wall_s']:.1f}s wall ({best['in_process_s']:.2f}s compiling, {best['cached']} cached); "
               f".so {size / 1e6:.1f} MB")
-    doc = dict(date=datetime.datetime.now().isoformat(timespec="seconds"),
-               machine=dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
-                            cpus=os.cpu_count(), python=platform.python_version()),
+    doc = dict(date=results_file.now(), machine=results_file.machine(),
                versions=dict(torch=torch.__version__, triton=triton.__version__),
                note=("wall = a fresh `netc compile` process (imports included); compiling = its own report. "
                      "cold: empty kernel, lowering and Triton caches; warm: the same network again (launches "
                      "from the lowering cache, cubins from the kernel cache: no torch or Triton import)"),
                results=results)
-    os.makedirs(os.path.join(ROOT, "bench", "results"), exist_ok=True)
-    path = os.path.join(ROOT, "bench", "results", "compile.json")
-    with open(path, "w") as fh:
-        json.dump(doc, fh, indent=1)
-    print(f"wrote {os.path.relpath(path, ROOT)}")
+    results_file.write(os.path.join(ROOT, "bench", "results", "compile.json"), doc, ROOT)
     return 0
 
 

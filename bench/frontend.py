@@ -12,12 +12,11 @@ asserts on time.
 from __future__ import annotations
 
 import argparse
-import datetime
-import json
 import os
-import platform
 import sys
 import time
+
+import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 
@@ -87,14 +86,9 @@ def main():
         growth.append({"from": a["layers"], "to": b["layers"], "per_layer_ratio": round(g, 3)})
         print(f"time per layer from {a['layers']} to {b['layers']} layers: x{g:.2f} (1.00 = linear)")
     import lark
-    meta = {"benchmark": "frontend", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                        "cpus": os.cpu_count(), "python": platform.python_version()},
+    meta = {"benchmark": "frontend", "date": results_file.now(), "machine": results_file.machine(),
             "versions": {"lark": lark.__version__}, "results": results, "growth": growth}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as f:
-        json.dump(meta, f, indent=1)
-    print(f"wrote {args.out}")
+    results_file.write(args.out, meta)
 
 
 if __name__ == "__main__":

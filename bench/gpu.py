@@ -27,16 +27,16 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import math
 import os
-import platform
 import re
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, ROOT)
@@ -183,11 +183,10 @@ def main(argv=None) -> int:
               + (f", {row['speedup_vs_torch_compile']:.2f}x torch.compile" if tc else "")
               + f"; outputs agree to {max(row['agree'].values()):.1e}", flush=True)
     now = datetime.datetime.now()
-    doc = dict(date=now.isoformat(timespec="seconds"),
-               machine=dict(platform=platform.platform(), processor=platform.processor() or platform.machine(),
-                            cpus=os.cpu_count(), python=platform.python_version(), gpu=gpu,
-                            capability=f"sm_{major}{minor}",
-                            gpu_memory_gib=round(torch.cuda.get_device_properties(0).total_memory / 2 ** 30, 1)),
+    doc = dict(date=results_file.now(),
+               machine=results_file.machine(gpu=gpu, capability=f"sm_{major}{minor}",
+                                            gpu_memory_gib=round(torch.cuda.get_device_properties(0).total_memory
+                                                                 / 2 ** 30, 1)),
                versions=dict(netc=__version__, torch=torch.__version__, triton=triton.__version__,
                              cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version()),
                settings=dict(iters=a.iters, warmup=a.warmup, seed=a.seed, tf32=a.tf32, dtype="f32", arch=arch,
@@ -198,10 +197,7 @@ def main(argv=None) -> int:
                results=results)
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
     path = a.out or os.path.join(ROOT, "bench", "results", f"gpu-{slug}-{now:%Y%m%d}.json")
-    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(doc, f, indent=1)
-    print(f"wrote {os.path.relpath(path, ROOT)}")
+    results_file.write(path, doc, ROOT)
     return 0
 
 

@@ -16,13 +16,12 @@ benchmark, not a test: nothing here asserts.
 from __future__ import annotations
 
 import argparse
-import datetime
 import glob
-import json
 import os
-import platform
 import sys
 import time
+
+import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
 sys.path.insert(0, ROOT)
@@ -100,15 +99,10 @@ def main():
     print(f"{len(rows)} plans, worst arena / lower bound {worst:.3f}; fusion-aware planning: {smaller} smaller, "
           f"{larger} larger than op by op; {len(skipped)} files not importable (see 'skipped' in the results)")
     import torch
-    meta = {"benchmark": "memory", "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "machine": {"platform": platform.platform(), "processor": platform.processor() or platform.machine(),
-                        "cpus": os.cpu_count(), "python": platform.python_version()},
+    meta = {"benchmark": "memory", "date": results_file.now(), "machine": results_file.machine(),
             "versions": {"torch": torch.__version__}, "mode": "inference", "fuse": True,
             "results": rows, "skipped": skipped}
-    os.makedirs(os.path.dirname(args.out), exist_ok=True)
-    with open(args.out, "w") as fh:
-        json.dump(meta, fh, indent=1)
-    print(f"wrote {args.out}")
+    results_file.write(args.out, meta)
 
 
 if __name__ == "__main__":
