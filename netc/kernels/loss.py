@@ -108,6 +108,16 @@ def _tiles(nb: int, f: int, block_r, block_c):
     return block_r, block_c
 
 
+def _loss_out(out, out_dtype, device) -> torch.Tensor:
+    """The loss's destination: a new 0-d tensor, or the caller's (any 1-element float tensor)."""
+    if out is None:
+        out = torch.empty((), dtype=out_dtype, device=device)
+    elif out.numel() != 1:
+        raise ValueError(f"out must hold one element (the loss), got {list(out.shape)}")
+    check_float(out, "out")
+    return out
+
+
 def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=torch.float32, block_r=None,
                  block_c=None, num_warps=4, launch=True):
     """netc's softmax_loss: logits x [N, ...] (flattened to [N, C]), labels [N] / [N, 1] class indices
@@ -129,11 +139,7 @@ def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=t
         raise TypeError(f"labels must be integers or floats, got {labels.dtype}")
     y2 = _rows(labels, "labels") if labels.dim() >= 2 else labels
     stride_ym = y2.stride(0) if n > 1 else per
-    if out is None:
-        out = torch.empty((), dtype=out_dtype, device=x.device)
-    elif out.numel() != 1:
-        raise ValueError(f"out must hold one element (the loss), got {list(out.shape)}")
-    check_float(out, "out")
+    out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, c, block_r, block_c)
     return finish(KernelCall(softmax_loss_kernel, (1,), (x2, y2, out, n, c, x2.stride(0) if n > 1 else c, stride_ym),
                              dict(ONE_HOT=bool(one_hot), BLOCK_R=block_r, BLOCK_C=block_c),
@@ -152,11 +158,7 @@ def euclidean_loss(x: torch.Tensor, y: torch.Tensor, *, out=None, out_dtype=torc
     n = x.shape[0]
     x2, y2 = _rows(x, "x"), _rows(y, "y")
     f = x2.shape[1]
-    if out is None:
-        out = torch.empty((), dtype=out_dtype, device=x.device)
-    elif out.numel() != 1:
-        raise ValueError(f"out must hold one element (the loss), got {list(out.shape)}")
-    check_float(out, "out")
+    out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, f, block_r, block_c)
     return finish(KernelCall(euclidean_loss_kernel, (1,), (x2, y2, out, n, f, x2.stride(0) if n > 1 else f,
                                                            y2.stride(0) if n > 1 else f),
