@@ -3,25 +3,35 @@
 inputs and parameters, same process; prints the figures and writes
 bench/results/gpu-<device>-<date>.json (machine, date, versions, settings, results).
 
-    python bench/gpu.py [NET ...] [--iters 50] [--warmup 10] [--tf32] [--no-torch-compile]
+    python bench/gpu.py [NET ...] [--precision bf16,tf32] [--iters 50] [--warmup 10]
+                        [--compile-mode max-autotune] [--tuning FILE] [--no-torch-compile]
 
-NET: alex_v2, vgg16, inception_v3 (default: all three) or a path to any .nd / Paleo .json.
-The named ones are Paleo's corpus files (../shared/corpus/paleo, or $NETC_CORPUS/paleo) when
-present, else their line-for-line transcriptions in examples/ (alexnet.nd, vgg16.nd,
-inception_v3.nd); each runs at its corpus batch size (128, 64, 64).
+NET: alex_v2, vgg16, inception_v3, resnet50, densenet (default: all five) or a path to any .nd /
+Paleo .json. The named ones are Paleo's corpus files (../shared/corpus/paleo and paleo-generated,
+or under $NETC_CORPUS) when present, else (the first three) their transcriptions in examples/;
+each runs at its corpus batch size (128, 64, 64, 1, 1). DenseNet's Caffe BatchNorm layers, which
+Paleo's converter left as unknown types, run as the identity (--opaque-as-identity) in all three.
 
-Per network: `netc compile` (a fresh process, for the compile time), netc.runtime.load with the
-reference executor's random parameters (seed 0), and its random inputs at the full batch. Then:
+Per network and precision (bf16: bf16 tensors and weights, f32 accumulation; tf32: f32 tensors,
+TF32 tensor-core products; also f32 and fp16): `netc compile` (a fresh process, for the compile
+time; --tuning FILE passes netc's autotuning results), netc.runtime.load with the reference
+executor's random parameters (seed 0), and its random inputs at the full batch. Then:
 
-  netc     the .so's forward on torch's current stream
-  eager    netc.runtime.eager.EagerNet: the same IR as a plain functional torch program in f32
-           (cuDNN convolutions on channels_last tensors, F.max_pool2d, F.linear, torch.cat)
-  compile  torch.compile of that same function (default mode; its compile time is reported apart)
+  netc        the .so's forward on torch's current stream (input copy in, output copy out)
+  netc_graph  the same forward captured once in a CUDA graph and replayed (what a serving loop does)
+  eager       netc.runtime.eager.EagerNet: the same IR as a plain functional torch program in the
+              precision's dtype (cuDNN convolutions on channels_last tensors, F.max_pool2d, ...)
+  compile     torch.compile(mode=--compile-mode, default max-autotune) of that same function
 
-each timed with CUDA events around every forward after `--warmup` untimed ones; the median of
-`--iters` is the figure. Outputs are checked against eager (max |diff| / max |eager|). TF32 is off
-everywhere (the .so computes in IEEE f32) unless --tf32, which turns it on for torch and compiles
-the .so with --tf32. Without a CUDA GPU it says so and exits 0. A benchmark, not a test.
+each timed with CUDA events around every call after `--warmup` untimed ones; the median of
+`--iters` is the figure. Outputs are checked against eager (max |diff| / max |eager|).
+Also: the achieved FLOP/s of each (Paleo's forward FLOPs of the network / median time) against
+the device's dense tensor-core peak (data sheet; and an 8192^3 matrix product measured in the same
+run), the FLOP/s of the convolution kernels alone from netc's per-launch profile
+(Net.profile: CUDA events around each launch), and peak memory: netc's (its one arena plus the
+inputs and outputs) against eager's and torch.compile's torch.cuda.max_memory_allocated over a
+forward (their parameters and inputs included). Without a CUDA GPU it says so and exits 0.
+A benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -40,7 +50,18 @@ import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, ROOT)
-NAMED = {"alex_v2": "alexnet.nd", "vgg16": "vgg16.nd", "inception_v3": "inception_v3.nd"}
+# name -> (corpus folder, transcription in examples/ or None)
+NAMED = {"alex_v2": ("paleo", "alexnet.nd"), "vgg16": ("paleo", "vgg16.nd"),
+         "inception_v3": ("paleo", "inception_v3.nd"), "resnet50": ("paleo-generated", None),
+         "densenet": ("paleo-generated", None)}
+OPAQUE_AS_IDENTITY = {"densenet"}
+# precision -> (netc compile flags, torch dtype name, TF32 in torch)
+PRECISIONS = {"bf16": (("--dtype", "bf16"), "bfloat16", False), "fp16": (("--dtype", "fp16"), "float16", False),
+              "tf32": (("--tf32",), "float32", True), "f32": ((), "float32", False)}
+# dense tensor-core peaks (FLOP/s) from NVIDIA's data sheets (SXM parts, without sparsity)
+PEAKS = {"H100": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "f32": 66.9e12},
+         "H200": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "f32": 66.9e12},
+         "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "f32": 19.5e12}}
 
 
 def source_of(name: str) -> str:
@@ -48,25 +69,30 @@ def source_of(name: str) -> str:
         if not os.path.exists(name):
             raise SystemExit(f"bench/gpu.py: no network '{name}' (named: {', '.join(NAMED)}; or a file path)")
         return os.path.abspath(name)
+    folder, example = NAMED[name]
     for d in (os.environ.get("NETC_CORPUS"), os.path.join(ROOT, "..", "shared", "corpus"),
               os.path.join(ROOT, "shared", "corpus")):
-        if d and os.path.exists(os.path.join(d, "paleo", name + ".json")):
-            return os.path.abspath(os.path.join(d, "paleo", name + ".json"))
-    return os.path.join(ROOT, "examples", NAMED[name])
+        if d and os.path.exists(os.path.join(d, folder, name + ".json")):
+            return os.path.abspath(os.path.join(d, folder, name + ".json"))
+    if example is None:
+        raise SystemExit(f"bench/gpu.py: {name} needs the shared corpus ({folder}/{name}.json); set NETC_CORPUS")
+    return os.path.join(ROOT, "examples", example)
 
 
-def compile_so(src: str, out: str, arch: str, tf32: bool) -> dict:
+def compile_so(src: str, out: str, arch: str, flags: list) -> dict:
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)
     t = time.perf_counter()
     r = subprocess.run([sys.executable, "-m", "netc", "compile", src, "-o", out, "--target", "cuda", "--arch", arch,
-                        *(["--tf32"] if tf32 else [])], capture_output=True, text=True, cwd=ROOT, env=env)
+                        *flags], capture_output=True, text=True, cwd=ROOT, env=env)
     wall = time.perf_counter() - t
     if r.returncode != 0:
-        raise SystemExit(f"netc compile {src} failed:\n{r.stderr}")
+        raise SystemExit(f"netc compile {src} {' '.join(flags)} failed:\n{r.stderr}")
     m = re.search(r"(\d+) launches, (\d+) kernels \((\d+) from the cache\)", r.stderr)
-    return dict(wall_s=round(wall, 2), launches=int(m.group(1)) if m else None,
-                kernels=int(m.group(2)) if m else None, cached=int(m.group(3)) if m else None)
+    tuned = re.search(r"(\d+) of (\d+) kernels tuned", r.stderr)
+    return dict(wall_s=round(wall, 2), flags=flags, launches=int(m.group(1)) if m else None,
+                kernels=int(m.group(2)) if m else None, cached=int(m.group(3)) if m else None,
+                tuned=f"{tuned.group(1)}/{tuned.group(2)}" if tuned else None)
 
 
 def time_cuda(fn, warmup: int, iters: int) -> dict:
@@ -83,9 +109,10 @@ def time_cuda(fn, warmup: int, iters: int) -> dict:
         e.record()
         events.append((s, e))
     torch.cuda.synchronize()
-    ms = [s.elapsed_time(e) for s, e in events]
-    return dict(median_ms=round(statistics.median(ms), 4), min_ms=round(min(ms), 4),
-                mean_ms=round(statistics.fmean(ms), 4), iters=iters, warmup=warmup)
+    ms = sorted(s.elapsed_time(e) for s, e in events)
+    return dict(median_ms=round(statistics.median(ms), 4), min_ms=round(ms[0], 4),
+                p90_ms=round(ms[int(0.9 * (len(ms) - 1))], 4), mean_ms=round(statistics.fmean(ms), 4),
+                iters=iters, warmup=warmup)
 
 
 def rel_err(a: dict, r: dict) -> float:
@@ -96,65 +123,182 @@ def rel_err(a: dict, r: dict) -> float:
     return worst
 
 
-def bench_one(name: str, a, arch: str) -> dict:
+def peak_memory(fn, resident_bytes: int) -> int:
+    """Bytes at the peak of one call of fn: what the caching allocator held above its level before
+    the call, plus `resident_bytes` (the caller's parameters and inputs, already allocated)."""
+    import torch
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    out = fn()
+    torch.cuda.synchronize()
+    peak = torch.cuda.max_memory_allocated()
+    del out
+    return peak - before + resident_bytes
+
+
+def nbytes(ts) -> int:
+    return sum(t.numel() * t.element_size() for t in ts)
+
+
+def graph_of(net, xs):
+    """net.forward(**xs) captured in a CUDA graph (the .so launches on the capturing stream)."""
+    import torch
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        for _ in range(2):
+            net.forward(**xs)
+    torch.cuda.current_stream().wait_stream(side)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        outs = net.forward(**xs)
+    return g, outs
+
+
+def measured_matmul_peak(dtype_name: str, tf32: bool) -> float:
+    """FLOP/s of an 8192^3 torch matrix product on random data (the library's practical ceiling)."""
+    import torch
+    dt = getattr(torch, dtype_name)
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    a = torch.randn(8192, 8192, device="cuda", dtype=dt)
+    b = torch.randn(8192, 8192, device="cuda", dtype=dt)
+    t = time_cuda(lambda: a @ b, 3, 10)
+    del a, b
+    return 2 * 8192 ** 3 / (t["median_ms"] / 1e3)
+
+
+def profile_convs(net, xs, repeat: int) -> dict | None:
+    """Per-launch CUDA-event times (Net.profile): the share of convolution and inner-product
+    kernels, and their FLOP/s."""
+    if not hasattr(net, "profile"):
+        return None
+    try:
+        rows = net.profile(xs, repeat=repeat)
+    except Exception as e:   # an old library without netc_profile: say so, keep benchmarking
+        return dict(error=f"{type(e).__name__}: {e}")
+    out = dict(launches_ms=round(sum(r["median_ms"] for r in rows if r.get("kind", "launch") == "launch"
+                                     and r.get("op")), 4))
+    for op in ("netc.conv2d", "netc.inner_product"):
+        sel = [r for r in rows if r.get("op") == op]
+        if sel:
+            ms = sum(r["median_ms"] for r in sel)
+            fl = sum(r.get("flops") or 0 for r in sel)
+            out[op.split(".")[1]] = dict(launches=len(sel), ms=round(ms, 4), flops=fl,
+                                         tflops=round(fl / (ms / 1e3) / 1e12, 1) if ms else None)
+    top = sorted((r for r in rows if r.get("op")), key=lambda r: -r["median_ms"])[:8]
+    out["slowest"] = [dict(step=r.get("step"), kernel=r.get("kernel"), layers=r.get("layers"),
+                           ms=round(r["median_ms"], 4),
+                           tflops=round((r.get("flops") or 0) / (r["median_ms"] / 1e3) / 1e12, 1)
+                           if r["median_ms"] else None) for r in top]
+    return out
+
+
+def bench_one(name: str, precision: str, a, arch: str) -> dict:
     import torch
     from netc.diagnostics import DiagnosticEngine
+    from netc.explain import layer_rows
     from netc.frontend import load as load_source
     from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
     from netc.runtime import load
     from netc.runtime.eager import EagerNet
+    flags, dtype_name, tf32 = PRECISIONS[precision]
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
+    dtype = getattr(torch, dtype_name)
     src = source_of(name)
+    opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
+    flags = list(flags) + (["--opaque-as-identity"] if opaque else []) + (["--tuning", a.tuning] if a.tuning else [])
     with tempfile.TemporaryDirectory(prefix="netc-gpu-bench-") as d:
         so = os.path.join(d, "net.so")
-        comp = compile_so(src, so, arch, a.tf32)
+        comp = compile_so(src, so, arch, flags)
         net = load(so, seed=a.seed)
     with net:
         b = net.batch
         xs = net.random_inputs(seed=a.seed)                      # the corpus batch
         diag = DiagnosticEngine()
         module = load_source(src, diag)
-        PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase="test"))
+        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if opaque else [])).run(
+            module, PassContext(diag=diag, phase="test"))
+        rows = layer_rows(module)
+        flops = sum(r["flops_fwd"] for r in rows)
         owners = {p["name"] for p in net.manifest["parameters"] if "shares" not in p}
-        eager = EagerNet(module, net.network, {k: v for k, v in net.params().items() if k in owners}, "cuda",
-                         torch.float32)
+        eager = EagerNet(module, net.network, {k: v for k, v in net.params().items() if k in owners}, "cuda", dtype)
+        exs = {k: v.to(dtype) if v.is_floating_point() else v for k, v in xs.items()}
+        row = dict(network=net.network, precision=precision, file=os.path.relpath(src, ROOT), batch=b,
+                   params=sum(math.prod(p["shape"]) for p in net.manifest["parameters"] if "shares" not in p),
+                   flops_fwd=flops, netc_compile=comp, eager_fallback_layers=eager.fallbacks)
         with torch.no_grad():
             so_out = net.run(xs)
-            ref = eager(xs)
+            ref = eager(exs)
             torch.cuda.synchronize()
-            row = dict(network=net.network, file=os.path.relpath(src, ROOT), batch=b,
-                       params=sum(math.prod(p["shape"]) for p in net.manifest["parameters"] if "shares" not in p),
-                       netc_compile=comp, eager_fallback_layers=eager.fallbacks,
-                       netc=time_cuda(lambda: net.forward(**xs), a.warmup, a.iters),
-                       eager=time_cuda(lambda: eager(xs), a.warmup, a.iters),
-                       agree=dict(netc_vs_eager=rel_err(so_out, ref)))
-            if not a.no_torch_compile:
-                compiled = torch.compile(eager.__call__)
-                t = time.perf_counter()
-                c_out = compiled(xs)
+            row["agree"] = dict(netc_vs_eager=rel_err(so_out, ref))
+            row["netc"] = time_cuda(lambda: net.forward(**xs), a.warmup, a.iters)
+            try:
+                g, g_out = graph_of(net, xs)
+                g.replay()
                 torch.cuda.synchronize()
-                row["torch_compile"] = dict(first_call_s=round(time.perf_counter() - t, 2),
-                                            **time_cuda(lambda: compiled(xs), a.warmup, a.iters))
+                row["agree"]["netc_graph_vs_eager"] = rel_err(dict(zip([s.name for s in net.outputs], g_out)), ref)
+                row["netc_graph"] = time_cuda(g.replay, a.warmup, a.iters)
+                del g, g_out
+            except Exception as e:     # report, do not hide: capture is a feature users rely on
+                row["netc_graph"] = dict(error=f"{type(e).__name__}: {e}")
+            row["eager"] = time_cuda(lambda: eager(exs), a.warmup, a.iters)
+            io_bytes = nbytes(xs.values()) + nbytes(so_out.values())
+            eager_params = eager.param_bytes
+            row["memory"] = dict(netc_arena_bytes=net.manifest["memory"]["arena_bytes"],
+                                 netc_bytes=net.manifest["memory"]["arena_bytes"] + io_bytes,
+                                 eager_bytes=peak_memory(lambda: eager(exs), eager_params + nbytes(exs.values())))
+            row["profile"] = profile_convs(net, xs, max(5, a.iters // 5))
+            if not a.no_torch_compile:
+                torch._dynamo.reset()
+                compiled = torch.compile(eager.__call__, mode=a.compile_mode)
+                t = time.perf_counter()
+                c_out = compiled(exs)
+                torch.cuda.synchronize()
+                first = time.perf_counter() - t
+                c_out = {k: v.clone() for k, v in compiled(exs).items()}
                 row["agree"]["compile_vs_eager"] = rel_err(c_out, ref)
+                row["torch_compile"] = dict(mode=a.compile_mode, first_call_s=round(first, 2),
+                                            **time_cuda(lambda: compiled(exs), a.warmup, a.iters))
+                row["memory"]["torch_compile_bytes"] = peak_memory(lambda: compiled(exs),
+                                                                   eager_params + nbytes(exs.values()))
+                del compiled, c_out
+        m = row["memory"]
+        m["netc_over_eager"] = round(m["netc_bytes"] / m["eager_bytes"], 3)
+        for k in ("netc", "netc_graph", "eager", "torch_compile"):
+            if k in row and "median_ms" in row[k]:
+                row[k]["tflops"] = round(flops / (row[k]["median_ms"] / 1e3) / 1e12, 2)
+        best = min((row[k]["median_ms"], k) for k in ("netc", "netc_graph") if "median_ms" in row.get(k, {}))
+        row["netc_best"] = best[1]
         for k in ("eager", "torch_compile"):
             if k in row:
-                row[f"speedup_vs_{k}"] = round(row[k]["median_ms"] / row["netc"]["median_ms"], 3)
+                row[f"netc_over_{k}"] = round(best[0] / row[k]["median_ms"], 3)
         row["images_per_s"] = {k: round(b / (row[k]["median_ms"] / 1e3), 1)
-                               for k in ("netc", "eager", "torch_compile") if k in row}
-    del eager, xs, so_out, ref
+                               for k in ("netc", "netc_graph", "eager", "torch_compile") if "median_ms" in row.get(k, {})}
+    del eager, xs, exs, so_out, ref
     torch.cuda.empty_cache()
     return row
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("nets", nargs="*", default=list(NAMED), help="alex_v2, vgg16, inception_v3, or files")
+    ap.add_argument("nets", nargs="*", default=list(NAMED), help=", ".join(NAMED) + ", or files")
+    ap.add_argument("--precision", default="bf16,tf32", help="comma-separated: bf16, tf32, fp16, f32 (default bf16,tf32)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--tf32", action="store_true", help="TF32 for torch's f32 convolutions/matmuls and the .so")
+    ap.add_argument("--compile-mode", default="max-autotune", help="torch.compile mode (default max-autotune)")
     ap.add_argument("--no-torch-compile", action="store_true", help="skip torch.compile (its compile takes minutes)")
+    ap.add_argument("--tuning", metavar="FILE", help="netc autotuning results for `netc compile --tuning`")
+    ap.add_argument("--opaque-as-identity", action="store_true", help="for files given by path")
     ap.add_argument("--out", metavar="FILE.json", help="default: bench/results/gpu-<device>-<date>.json")
     a = ap.parse_args(argv)
+    precisions = [p.strip() for p in a.precision.split(",") if p.strip()]
+    bad = [p for p in precisions if p not in PRECISIONS]
+    if bad or a.iters < 50:
+        raise SystemExit(f"bench/gpu.py: unknown precision {bad} (known: {', '.join(PRECISIONS)})" if bad
+                         else "bench/gpu.py: --iters must be at least 50 (the figure is a median)")
     import torch
     if not torch.cuda.is_available():
         print("bench/gpu.py: no CUDA GPU here (torch.cuda.is_available() is False); nothing to time. "
@@ -167,36 +311,54 @@ def main(argv=None) -> int:
         print(f"bench/gpu.py: netc compiles for sm_80 and sm_90; this GPU is sm_{major}{minor}", file=sys.stderr)
         return 0
     arch = f"sm_{major}0"
-    torch.backends.cuda.matmul.allow_tf32 = a.tf32
-    torch.backends.cudnn.allow_tf32 = a.tf32
     torch.backends.cudnn.benchmark = True
     gpu = torch.cuda.get_device_name()
+    peaks = next((v for k, v in PEAKS.items() if k in gpu), None)
+    measured = {p: measured_matmul_peak(PRECISIONS[p][1], PRECISIONS[p][2]) for p in precisions}
     results = []
-    for name in a.nets:
-        row = bench_one(name, a, arch)
-        results.append(row)
-        tc = row.get("torch_compile")
-        print(f"{name} (batch {row['batch']}, {row['file']}): netc {row['netc']['median_ms']:.2f} ms, "
-              f"eager {row['eager']['median_ms']:.2f} ms"
-              + (f", torch.compile {tc['median_ms']:.2f} ms" if tc else "")
-              + f"; netc is {row['speedup_vs_eager']:.2f}x eager"
-              + (f", {row['speedup_vs_torch_compile']:.2f}x torch.compile" if tc else "")
-              + f"; outputs agree to {max(row['agree'].values()):.1e}", flush=True)
-    now = datetime.datetime.now()
+    for precision in precisions:
+        for name in a.nets:
+            row = bench_one(name, precision, a, arch)
+            if peaks:
+                for k in ("netc", "netc_graph", "eager", "torch_compile"):
+                    if "tflops" in row.get(k, {}):
+                        row[k]["of_peak"] = round(row[k]["tflops"] * 1e12 / peaks[precision], 4)
+                conv = (row.get("profile") or {}).get("conv2d")
+                if conv and conv.get("tflops"):
+                    conv["of_peak"] = round(conv["tflops"] * 1e12 / peaks[precision], 4)
+            results.append(row)
+            tc = row.get("torch_compile")
+            gr = row.get("netc_graph", {})
+            conv = (row.get("profile") or {}).get("conv2d") or {}
+            print(f"{name} {precision} (batch {row['batch']}): netc {row['netc']['median_ms']:.3f} ms"
+                  + (f", graph {gr['median_ms']:.3f}" if "median_ms" in gr else "")
+                  + f", eager {row['eager']['median_ms']:.3f}"
+                  + (f", torch.compile {tc['median_ms']:.3f}" if tc else "")
+                  + (f"; netc/torch.compile {row['netc_over_torch_compile']:.2f}" if tc else "")
+                  + f"; netc/eager {row['netc_over_eager']:.2f}"
+                  + (f"; convs {conv['tflops']} TFLOP/s" if conv.get("tflops") else "")
+                  + f"; memory netc/eager {row['memory']['netc_over_eager']:.2f}"
+                  + f"; agree {max(row['agree'].values()):.1e}", flush=True)
     doc = dict(date=results_file.now(),
                machine=results_file.machine(gpu=gpu, capability=f"sm_{major}{minor}",
                                             gpu_memory_gib=round(torch.cuda.get_device_properties(0).total_memory
                                                                  / 2 ** 30, 1)),
                versions=dict(netc=__version__, torch=torch.__version__, triton=triton.__version__,
                              cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version()),
-               settings=dict(iters=a.iters, warmup=a.warmup, seed=a.seed, tf32=a.tf32, dtype="f32", arch=arch,
+               settings=dict(iters=a.iters, warmup=a.warmup, seed=a.seed, precisions=precisions, arch=arch,
+                             compile_mode=None if a.no_torch_compile else a.compile_mode, tuning=a.tuning,
                              cudnn_benchmark=True),
+               peaks_flops=dict(datasheet=peaks, measured_matmul_8192=measured),
                note="median of CUDA-event times per forward (inputs already on the GPU, outputs allocated by "
-                    "each call); eager = netc.runtime.eager (the IR as functional torch, channels_last); "
+                    "each call); netc_graph: the .so's forward captured in a CUDA graph; eager = "
+                    "netc.runtime.eager (the IR as functional torch, channels_last) in the precision's dtype; "
+                    "netc_over_X = netc's best (plain or graph) median / X's median (below 1: netc is faster); "
+                    "tflops = Paleo's forward FLOPs / median time; memory: netc = arena + inputs + outputs, "
+                    "eager/torch_compile = peak allocated over a forward, parameters and inputs included; "
                     "agree = max |diff| / max |eager output|",
                results=results)
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    path = a.out or os.path.join(ROOT, "bench", "results", f"gpu-{slug}-{now:%Y%m%d}.json")
+    path = a.out or os.path.join(ROOT, "bench", "results", f"gpu-{slug}-{datetime.datetime.now():%Y%m%d-%H%M}.json")
     results_file.write(path, doc, ROOT)
     return 0
 

@@ -65,6 +65,7 @@ class EagerNet:
         layers = _layers(self.net)
         decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
         self.fallbacks: list[str] = []
+        self.param_tensors: dict = {}   # name -> the device tensor this program computes with
         self.steps = []                  # (fn, operand indices, result index, indices dead after it)
         index, last_use = {}, {}
         for op in layers:
@@ -83,7 +84,9 @@ class EagerNet:
             if n not in params and owner not in params:
                 raise NetcError(f"EagerNet: no value for parameter '{n}'")
             t = params[n] if n in params else params[owner].reshape(decl[n].attrs["type"].shape)
-            return t.to(device=self.device, dtype=dtype)
+            if n not in self.param_tensors:
+                self.param_tensors[n] = t.to(device=self.device, dtype=dtype)
+            return self.param_tensors[n]
 
         for op in layers:
             out = index[id(op.results[0])]
@@ -135,7 +138,7 @@ class EagerNet:
         if n == "netc.concat":
             d = a["dim"]
             return lambda *xs: torch.cat(xs, dim=d)
-        if n in ("netc.dropout",):
+        if n in ("netc.dropout", "netc.identity"):
             return lambda x: x
         if n == "netc.relu":
             s = float(a.get("negative_slope", 0.0) or 0.0)
@@ -163,6 +166,11 @@ class EagerNet:
         self.fallbacks.append(op.attrs.get("name") or n)
         dtype = self.dtype
         return lambda *xs: opdef.reference(a, list(xs), ps).to(dtype)
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes of the parameters as this program holds them (its dtype, on its device)."""
+        return sum(t.numel() * t.element_size() for t in self.param_tensors.values())
 
     # ---------------------------------------------------------------------------------- running
     def __call__(self, inputs: dict) -> dict:

@@ -1,0 +1,81 @@
+#!/usr/bin/env bash
+# Everything a lent GPU machine is for, in one command (device time is scarce: one call, many checks).
+#
+#   bash bench/gpu_session.sh STAGE [STAGE ...]      # from the repository root, on the GPU machine
+#
+# Stages (each logs to $OUT/<stage>.log, or ./gpu-logs/ when OUT is unset, and goes on if it fails):
+#   setup      install the carried wheels (.whl/, `make gpu-wheels`), print the machine and versions
+#   tests      pytest -m gpu tests/gpu (every example and Paleo net in f32, TF32, bf16, fp16), 16 workers
+#   sanitize   compute-sanitizer memcheck over one inference of AlexNet (f32 and bf16)
+#   carried    run .so files built on a CPU-only machine (carried/*.so) with --compare
+#   tune       netc compile --autotune for the benchmark nets (bf16 and TF32): the tuning file
+#   bench      bench/gpu.py: .so vs eager vs torch.compile (max-autotune), bf16 and TF32
+#   bench-quick bench/gpu.py without torch.compile
+# Environment: NETC_CORPUS (default ./shared/corpus, else ../shared/corpus), TUNING (a tuning file
+# for the bench stage), BENCH_NETS (default: the five), BENCH_ARGS (more bench/gpu.py flags).
+set -u
+cd "$(dirname "$0")/.."
+LOG=${OUT:-gpu-logs}
+mkdir -p "$LOG"
+export PYTHONUNBUFFERED=1 NETC_CACHE_DIR=${NETC_CACHE_DIR:-/tmp/netc-cache}
+if [ -z "${NETC_CORPUS:-}" ]; then
+  for d in shared/corpus ../shared/corpus; do [ -d "$d/paleo" ] && export NETC_CORPUS=$PWD/$d && break; done
+fi
+if [ -d .whl ] && ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    >/dev/null 2>&1 || echo "gpu_session: installing .whl failed"
+  export PYTHONPATH=/tmp/site:$PWD
+else
+  export PYTHONPATH=$PWD
+fi
+NETS=${BENCH_NETS:-alex_v2 vgg16 inception_v3 resnet50 densenet}
+stamp() { echo "== $1 $(date +%T)"; }
+
+for stage in "$@"; do
+  stamp "$stage"
+  case $stage in
+    setup)
+      { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
+        python3 -c "import torch, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name())"
+        which cc gcc compute-sanitizer nvcc; nproc; } 2>&1 | tee "$LOG/setup.log" ;;
+    tests)
+      timeout 420 python3 -m pytest -q -m gpu tests/gpu -n 16 -rfEs --durations=15 -o console_output_style=classic \
+        >"$LOG/tests.log" 2>&1; echo "pytest exit $?"
+      grep -E "passed|failed|error" "$LOG/tests.log" | tail -3
+      grep -E "^(FAILED|ERROR)" "$LOG/tests.log" | head -40 ;;
+    sanitize)
+      for dt in f32 bf16; do
+        python3 -m netc compile examples/alexnet.nd -o /tmp/san_$dt.so --dtype $dt 2>&1 | tail -1
+        timeout 240 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+          python3 -m netc run /tmp/san_$dt.so --batch 16 >"$LOG/sanitize_$dt.log" 2>&1
+        echo "memcheck alexnet $dt: exit $?"; grep -E "ERROR SUMMARY|LEAK SUMMARY" "$LOG/sanitize_$dt.log"
+      done ;;
+    carried)
+      for so in carried/*.so; do
+        [ -e "$so" ] || continue
+        src=$(python3 -c "import json,sys; from netc.runtime.native import read_manifest; print(read_manifest(sys.argv[1])['source']['path'].split('/')[-1])" "$so")
+        python3 -m netc run "$so" --compare --batch 4 --source "examples/$src" 2>&1 | tail -4
+      done ;;
+    tune)
+      mkdir -p "$LOG/tune"
+      for p in bf16 tf32; do
+        flags=$([ $p = bf16 ] && echo "--dtype bf16" || echo "--tf32")
+        for n in $NETS; do
+          f=$(python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu; print(gpu.source_of(sys.argv[1]))" "$n")
+          extra=$([ "$n" = densenet ] && echo "--opaque-as-identity")
+          timeout 300 python3 -m netc compile "$f" -o /tmp/tuned_${n}_$p.so $flags $extra --autotune \
+            --tuning "$LOG/tuning-${TUNING_NAME:-h100}.json" 2>&1 | tail -2
+        done
+      done ;;
+    bench)
+      timeout 580 python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} ${TUNING:+--tuning $TUNING} \
+        ${BENCH_ARGS:-} --out "$LOG/bench.json" >"$LOG/bench.log" 2>&1; echo "bench exit $?"
+      grep -vE "^\s*$" "$LOG/bench.log" | tail -14 ;;
+    bench-quick)
+      timeout 400 python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} --no-torch-compile \
+        ${TUNING:+--tuning $TUNING} ${BENCH_ARGS:-} --out "$LOG/bench_quick.json" >"$LOG/bench_quick.log" 2>&1
+      echo "bench exit $?"; grep -vE "^\s*$" "$LOG/bench_quick.log" | tail -14 ;;
+    *) echo "gpu_session: unknown stage '$stage'" ;;
+  esac
+done
+stamp done
