@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test]"
+	$(PY) -m pip install -q -e ".[test,plot]"
 	@touch $(STAMP)
 
 demo: install
@@ -25,8 +25,9 @@ demo: install
 	$(NETC) compile examples/alexnet.nd -o build/alexnet.so --target cuda
 	$(NETC) run examples/lenet.nd --phase test --target interp --compare --batch 2 --spatial 20 --interp-blocks large
 
+# every core (pytest-xdist): tests write only under their own tmp_path; kernel caches are atomic
 test: install
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 # Regenerate golden expectations after a deliberate change (review the diff before committing).
 golden: install

@@ -6,6 +6,7 @@ and says so.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import subprocess
@@ -53,6 +54,12 @@ def _precision_options(args):
     return {"dtype": dtype, "tf32": args.tf32}
 
 
+def _stdout_output(p, metavar, what):
+    """-o/--output of a command that prints its result (opt, explain): every command that writes a
+    file takes -o/--output (compile, import, export, run too)."""
+    p.add_argument("-o", "--output", default="-", metavar=metavar, help=f"write {what} to this file (default: stdout)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="netc", description="netc: a compiler toolchain for neural networks")
     ap.add_argument("--version", action="version", version=f"netc {__version__}")
@@ -72,11 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="print a per-pass time report to stderr")
     p.add_argument("--no-locs", action="store_true", help="omit loc(...) from printed IR")
     p.add_argument("--list-passes", action="store_true", help="list the passes and exit")
+    _stdout_output(p, "OUT.mlir", "the IR")
     _precision(p, "add the set-dtype pass: floating tensors and parameters in f32, bf16 or fp16")
 
     p = sub.add_parser("explain", help="IR after each pass, then shapes, parameters, FLOPs and memory per layer")
     _common(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
+    _stdout_output(p, "OUT.txt|OUT.json", "the report")
     p.add_argument("--brief", action="store_true", help="only the table, not the IR after each pass")
     p.add_argument("--device", metavar="DEV",
                    help="estimate time per layer with Paleo's model: h100, h200, a100, titanx, k40, ... or "
@@ -85,7 +94,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="plan memory and show it: buffers, classes, offsets, lifetimes; arena vs lower bound")
     p.add_argument("--layout", metavar="OUT.json",
                    help="write the memory plan in Brainstorm's layout format (read back by `netc check`)")
-    p.add_argument("--plot", metavar="PLAN.svg|png", help="draw the memory plan: offset against schedule step")
+    p.add_argument("--plot", metavar="PLAN.png|svg|pdf",
+                   help="draw the memory plan (matplotlib, the `plot` extra): offset against schedule step, one "
+                        "colour per buffer class, the lower bound as a line")
     p.add_argument("--no-reuse", action="store_true", help="plan without sharing memory between tensors")
     p.add_argument("--verify", action="store_true",
                    help="verify the memory plan at every batch from 1 to the compiled one (always verified "
@@ -129,7 +140,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--tf32", action="store_true",
                    help="with --target interp: f32 matrix products use TF32 (the interpreter rounds the operands "
                         "as the tensor cores do)")
-    p.add_argument("--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
+    p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
     p.add_argument("--spatial", metavar="N|HxW|min",
                    help="scale the network down (or up): every 4-D input gets H x W = N x N (or HxW; min: the "
                         "smallest valid N) before shape inference; convolutions, pools and inner products follow. "
@@ -177,7 +188,15 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     diag = DiagnosticEngine(werror=getattr(args, "werror", False))
     try:
-        rc = COMMANDS[args.cmd](args, diag)
+        if args.cmd in ("opt", "explain") and args.output != "-":
+            try:
+                sink = open(args.output, "w")
+            except OSError as e:
+                raise NetcError(f"cannot write '{args.output}': {e.strerror}") from None
+            with sink, contextlib.redirect_stdout(sink):
+                rc = COMMANDS[args.cmd](args, diag)
+        else:
+            rc = COMMANDS[args.cmd](args, diag)
         diag.flush()
         return rc
     except NetcError as e:
@@ -267,7 +286,9 @@ def cmd_explain(args, diag):
         # (one array per layer output): plan contiguous slices, op by op, then
         ctx.options["plan_memory"] = {"reuse": not args.no_reuse,
                                       **({"concat": "contiguous", "fusion": "none"} if args.layout else {})}
-    pm = PassManager(DEFAULT_PIPELINE + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
+    # --dot draws fusion groups: the fuse pass marks them (it only annotates, the table is unchanged)
+    pm = PassManager(DEFAULT_PIPELINE + (["fuse"] if args.dot is not None else [])
+                     + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
     pm.run(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
     if args.verify:
@@ -290,10 +311,12 @@ def cmd_explain(args, diag):
                 f.write(dot)
             if shutil.which("dot"):
                 svg = os.path.splitext(args.dot)[0] + ".svg"
-                subprocess.run(["dot", "-Tsvg", args.dot, "-o", svg], check=False)
+                r = subprocess.run(["dot", "-Tsvg", args.dot, "-o", svg], capture_output=True, text=True)
+                if r.returncode != 0:
+                    raise NetcError(f"Graphviz `dot` could not draw '{args.dot}': {r.stderr.strip()[:500]}")
                 print(f"wrote {args.dot} and {svg}")
             else:
-                print(f"wrote {args.dot} (install Graphviz `dot` to also get an SVG)")
+                print(f"wrote {args.dot} (install Graphviz, e.g. the apt package `graphviz`, to also get an SVG)")
         return 0
     if args.nchw:
         from . import explain as _explain
@@ -333,7 +356,7 @@ def _explain_out(args, module, device, plans):
 def _write_plan_files(args, plans):
     import json
     from .memory.layout import LayoutError, write_layout
-    from .memory.report import plan_png, plan_svg
+    from .memory.report import PLOT_FORMATS, plot_plan
     if len(plans) != 1 and (args.layout or args.plot):
         raise NetcError("--layout and --plot need a file with exactly one network")
     plan = next(iter(plans.values()))
@@ -346,14 +369,16 @@ def _write_plan_files(args, plans):
             json.dump(doc, f, indent=1)
         sys.stderr.write(f"wrote {args.layout}\n")
     if args.plot:
-        if args.plot.endswith(".svg"):
-            with open(args.plot, "w") as f:
-                f.write(plan_svg(plan))
-        elif args.plot.endswith(".png"):
-            with open(args.plot, "wb") as f:
-                f.write(plan_png(plan))
-        else:
-            raise NetcError("--plot writes SVG or PNG; name the file *.svg or *.png")
+        if not args.plot.lower().endswith(PLOT_FORMATS):
+            raise NetcError(f"--plot writes PNG, SVG or PDF (by the extension); name the file "
+                            f"{', '.join('*' + e for e in PLOT_FORMATS)}")
+        try:
+            plot_plan(plan, args.plot)
+        except ImportError:
+            raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
+                            "(or pip install matplotlib)") from None
+        except OSError as e:
+            raise NetcError(f"cannot write '{args.plot}': {e.strerror or e}") from None
         sys.stderr.write(f"wrote {args.plot}\n")
 
 

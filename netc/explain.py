@@ -152,22 +152,36 @@ def explain_table(module: Module, device=None) -> str:
 
 
 def to_dot(module: Module) -> str:
-    lines = ["digraph netc {", "  rankdir=TB;", '  node [shape=box, fontname="Helvetica", fontsize=10];']
+    """The graph in Graphviz DOT: one box per layer (name, type, output shape), networks as
+    clusters when a file has several, and the ops of each fusion group (the fuse pass's
+    `fusion_group`, one kernel each) inside a cluster of their own."""
+    lines = ["digraph netc {", "  rankdir=TB;", '  graph [fontname="Helvetica"];', '  node [shape=box, fontname="Helvetica", fontsize=10];']
+    multi = len(module.networks()) > 1
     for net in module.networks():
-        nid = {}
-        multi = len(module.networks()) > 1
+        nid, groups = {}, {}
+        sym = net.attrs["sym_name"]
         if multi:
-            lines.append(f'  subgraph "cluster_{net.attrs["sym_name"]}" {{ label="{net.attrs["sym_name"]}";')
+            lines.append(f'  subgraph "cluster_{_esc(sym)}" {{ label="{_esc(sym)}";')
         for op in net.regions[0].ops:
             if op.name in STRUCTURAL_OPS:
                 continue
-            opdef = lookup(op.name)
-            key = f'{net.attrs["sym_name"]}:{op.attrs.get("name")}' if multi else op.attrs.get("name")
-            nid[id(op)] = key
-            shape = "x".join(map(str, op.results[0].type.shape or ())) or "scalar"
-            label = f'{op.attrs.get("name")}\\n{opdef.type_name} {shape}'
-            style = ', style=filled, fillcolor="#e8f0fe"' if op.name == "netc.input" else ""
-            lines.append(f'  "{_esc(key)}" [label="{_esc(label)}"{style}];')
+            nid[id(op)] = f'{sym}:{op.attrs.get("name")}' if multi else op.attrs.get("name")
+            groups.setdefault(op.attrs.get("fusion_group") or f"op:{id(op)}", []).append(op)
+        for g, ops in groups.items():
+            fused = len(ops) > 1
+            if fused:
+                kinds = "+".join(lookup(o.name).type_name for o in ops)
+                lines.append(f'  subgraph "cluster_{_esc(sym)}_{_esc(g)}" {{ label="fused {_esc(g)}: {_esc(kinds)} '
+                             f'(one kernel)"; style="rounded,filled"; fillcolor="#fff4e0"; color="#f28e2b"; '
+                             f'fontsize=9;')
+            for op in ops:
+                shape = "x".join(map(str, op.results[0].type.shape or ())) or "scalar"
+                label = f'{op.attrs.get("name")}\\n{lookup(op.name).type_name} {shape}'
+                style = ', style=filled, fillcolor="#e8f0fe"' if op.name == "netc.input" else \
+                    ', style=filled, fillcolor="white"' if fused else ""
+                lines.append(f'  "{_esc(nid[id(op)])}" [label="{_esc(label)}"{style}];')
+            if fused:
+                lines.append("  }")
         for op in net.regions[0].ops:
             if id(op) not in nid:
                 continue

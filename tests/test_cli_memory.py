@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import struct
 from pathlib import Path
 
 import pytest
@@ -36,7 +37,12 @@ def test_layout_round_trip_and_plot(tmp_path, capsys):
                  "--plot", str(svg)]) == 0
     doc = json.loads(lay.read_text())
     assert len(doc["sizes"]) == 3 and doc["netc"]["reuse"] is True
-    assert svg.read_text().startswith("<svg") and svg.read_text().count("<rect") > 100
+    text = svg.read_text()
+    assert text.lstrip().startswith("<?xml") and "<svg" in text
+    capsys.readouterr()
+    assert main(["explain", str(ROOT / "examples" / "inception_v3.nd"), "--format", "json", "--memory"]) == 0
+    arena = json.loads(capsys.readouterr().out)["memory"]["arena_bytes"]
+    assert f"{arena:,} bytes" in text        # the picture's title states the JSON's arena, to the byte
     capsys.readouterr()
     assert main(["check", str(lay)]) == 0
     assert "a valid layout" in capsys.readouterr().out
@@ -113,12 +119,31 @@ def test_brainstorms_own_march_2015_layouts_check(capsys):
     assert "two_named_inputs_mlp): a valid layout: sizes [85, 0, 64]" in out
 
 
-def test_plot_png(tmp_path):
-    png = tmp_path / "plan.png"
+def test_plot_png_pdf_and_bad_names(tmp_path, capsys):
+    png, pdf = tmp_path / "plan.png", tmp_path / "plan.pdf"
     assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot", str(png)]) == 0
     data = png.read_bytes()
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and b"IDAT" in data and data.endswith(b"IEND\xaeB`\x82")
+    width, height = struct.unpack(">II", data[16:24])
+    assert width > 800 and height > 500
+    assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot", str(pdf)]) == 0
+    assert pdf.read_bytes().startswith(b"%PDF")
+    capsys.readouterr()
     assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot", str(tmp_path / "x.gif")]) == 1
+    assert "--plot writes PNG, SVG or PDF" in capsys.readouterr().err
+    assert main(["explain", str(ROOT / "examples" / "alexnet.nd"), "--brief", "--plot",
+                 str(tmp_path / "no" / "such" / "dir.png")]) == 1
+    assert "cannot write" in capsys.readouterr().err
+
+
+def test_plot_without_matplotlib(tmp_path, capsys, monkeypatch):
+    """matplotlib is the optional `plot` extra: without it, --plot says how to install it (exit 1)."""
+    import sys
+    for m in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, m)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)     # `import matplotlib...` raises ImportError
+    assert main(["explain", str(ROOT / "examples" / "lenet.nd"), "--brief", "--plot", str(tmp_path / "p.png")]) == 1
+    assert "pip install 'netc[plot]'" in capsys.readouterr().err
 
 
 RESIDUAL = """network res {

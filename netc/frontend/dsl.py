@@ -22,8 +22,9 @@ from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType, c
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
 
-GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))),
-                            "grammar", "netc.lark")
+# package data (pyproject.toml), so an installed netc has it; grammar/netc.lark at the repository's
+# root is a link to it
+GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grammar", "netc.lark")
 
 # How terminals are named in "expected ..." messages.
 _FRIENDLY = {

@@ -1,6 +1,5 @@
 """Reports of a memory plan: JSON for `netc explain --format json --memory`, and a picture of
-offset against schedule step (one rectangle per buffer) as SVG, drawn directly (no plotting
-dependency)."""
+offset against schedule step (one rectangle per buffer) drawn with matplotlib (the `plot` extra)."""
 from __future__ import annotations
 
 from .plan import BATCH, CLASS_NAMES, MemoryPlan
@@ -43,80 +42,74 @@ def plan_json(plan: MemoryPlan) -> dict:
             "arenas": plan.summary()["arenas"], "buffers": buffers, "steps": steps, "tensors": tensors}
 
 
-def plan_svg(plan: MemoryPlan, cls: int = BATCH, width: int = 900, height: int = 520) -> str:
-    """Offset (y) against schedule step (x), one rectangle per buffer of one class."""
-    bufs = [b for b in plan.buffers if b.cls == cls]
-    arena = max([b.offset + b.size for b in bufs] + [1])
-    steps = max([b.end for b in bufs] + [plan.end, 1])
-    ml, mr, mt, mb = 70, 20, 40, 40
-    W, H = width - ml - mr, height - mt - mb
-    x = lambda s: ml + W * s / (steps + 1)  # noqa: E731
-    y = lambda o: mt + H * (1 - o / arena)  # noqa: E731
-    colors = ["#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#edc948", "#b07aa1", "#ff9da7",
-              "#9c755f", "#bab0ac"]
-    per = " per sample" if cls == BATCH else ""
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" font-family="sans-serif" '
-           f'font-size="11">',
-           f'<text x="{ml}" y="20" font-size="13">{_esc(plan.network)}: {CLASS_NAMES[cls]} arena {arena} bytes{per}, '
-           f'lower bound {plan.arenas[cls].lower_bound}</text>',
-           f'<rect x="{ml}" y="{mt}" width="{W}" height="{H}" fill="none" stroke="#888"/>']
-    for i, b in enumerate(bufs):
-        x0, x1 = x(b.start), x(b.end + 1)
-        y0, y1 = y(b.offset + b.size), y(b.offset)
-        names = ", ".join(plan.tensors[t].name for t in b.tensors)
-        out.append(f'<rect x="{x0:.1f}" y="{y0:.1f}" width="{max(x1 - x0, 1):.1f}" height="{max(y1 - y0, 0.5):.1f}" '
-                   f'fill="{colors[i % len(colors)]}" fill-opacity="0.75" stroke="#333" stroke-width="0.5">'
-                   f'<title>{_esc(names)}: offset {b.offset}, {b.size} bytes, steps {b.start}-{b.end}</title></rect>')
-    out.append(f'<text x="{ml + W / 2}" y="{height - 10}" text-anchor="middle">schedule step</text>')
-    out.append(f'<text x="15" y="{mt + H / 2}" transform="rotate(-90 15 {mt + H / 2})" text-anchor="middle">'
-               f'offset (bytes{per})</text>')
-    out.append(f'<text x="{ml - 5}" y="{mt + 4}" text-anchor="end">{arena}</text>')
-    out.append(f'<text x="{ml - 5}" y="{mt + H}" text-anchor="end">0</text>')
-    out.append("</svg>")
-    return "\n".join(out) + "\n"
+PLOT_FORMATS = (".png", ".svg", ".pdf")
+CLASS_COLORS = {"constant": "#4e79a7", "batch": "#f28e2b", "time": "#59a14f"}
 
 
-def _esc(s: str) -> str:
-    return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").replace('"', "&quot;")
+def plot_plan(plan: MemoryPlan, path: str, labels: int = 8) -> None:
+    """Draw the plan as the device sees it at the compiled batch and write it to `path` (PNG, SVG or
+    PDF by the extension): x the schedule step, y the offset in MiB; the constant region at the
+    bottom, then the batch region (a batch buffer of s bytes per sample at per-sample offset o takes
+    [o*N, (o+s)*N) there, N the batch: the launcher's addressing), then the time region. One colour
+    per buffer class, the `labels` largest buffers named, the lower bound drawn as a line, and a
+    title with the network, batch, arena, bound and ratio (plan_json's figures, to the byte).
+
+    matplotlib is an optional dependency (the `plot` extra): without it this raises ImportError."""
+    from matplotlib.collections import PatchCollection   # lazy: an optional, heavy dependency
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch, Rectangle
+
+    doc = plan_json(plan)
+    mib = float(2 ** 20)
+    base, at = {}, 0
+    for a in sorted(plan.arenas, key=lambda a: a.cls):
+        base[a.cls] = at
+        at += a.size * _scale(plan, a.cls)
+    steps = max([b.end for b in plan.buffers] + [plan.end, 1]) + 1
+    fig = Figure(figsize=(11, 6.5), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    boxes = {name: [] for name in CLASS_NAMES}
+    placed = []
+    for b in plan.buffers:
+        k = _scale(plan, b.cls)
+        y0, h = (base[b.cls] + b.offset * k) / mib, b.size * k / mib
+        boxes[CLASS_NAMES[b.cls]].append(Rectangle((b.start, y0), b.end + 1 - b.start, h))
+        placed.append((b.size * k, b, y0, h))
+    for name, rects in boxes.items():
+        if rects:
+            ax.add_collection(PatchCollection(rects, facecolor=CLASS_COLORS[name], alpha=0.8,
+                                              edgecolor="#333333" if name != "constant" else "#c6d4e6",
+                                              linewidth=0.3 if name != "constant" else 0.15))
+    for size, b, y0, h in sorted(placed, key=lambda p: -p[0])[:labels]:
+        if not size:
+            continue
+        names = [plan.tensors[t].name for t in b.tensors]
+        text = names[0] + (f" +{len(names) - 1}" if len(names) > 1 else "")
+        ax.annotate(f"{text} ({_human(size)})", ((b.start + b.end + 1) / 2, y0 + h / 2), fontsize=7,
+                    ha="center", va="center", color="black",
+                    bbox=dict(boxstyle="round,pad=0.15", fc="white", ec="none", alpha=0.7))
+    bound = doc["lower_bound_bytes"] / mib
+    ax.axhline(bound, color="#e15759", linestyle="--", linewidth=1.2)
+    for cls, y in base.items():
+        if cls and y:
+            ax.axhline(y / mib, color="#888888", linewidth=0.6, linestyle=":")
+    ax.set_xlim(0, steps)
+    ax.set_ylim(0, max(doc["arena_bytes"], doc["lower_bound_bytes"], 1) / mib * 1.04)
+    ax.set_xlabel("schedule step")
+    ax.set_ylabel("offset in the arena (MiB)")
+    handles = [Patch(facecolor=CLASS_COLORS[n], edgecolor="#333333", label=f"{n} buffers")
+               for n in CLASS_NAMES if boxes[n]]
+    handles.append(ax.lines[0])
+    ax.lines[0].set_label(f"lower bound ({_human(doc['lower_bound_bytes'])})")
+    ax.legend(handles=handles, loc="upper right", fontsize=8)
+    ax.set_title(f"memory plan of {plan.network}: batch {plan.batch}, arena {_human(doc['arena_bytes'])} "
+                 f"({doc['arena_bytes']:,} bytes), lower bound {_human(doc['lower_bound_bytes'])}, "
+                 f"ratio {doc['ratio']:.3f}", fontsize=10)
+    fig.savefig(path)
 
 
-def plan_png(plan: MemoryPlan, cls: int = BATCH, width: int = 900, height: int = 520) -> bytes:
-    """The same picture as plan_svg as a PNG (rectangles only, no text), rasterized here so no
-    plotting library is needed: offset up, schedule step to the right, one box per buffer."""
-    import struct
-    import zlib
-    bufs = [b for b in plan.buffers if b.cls == cls]
-    arena = max([b.offset + b.size for b in bufs] + [1])
-    steps = max([b.end for b in bufs] + [plan.end, 1])
-    m = 10
-    W, H = width - 2 * m, height - 2 * m
-    px = bytearray(b"\xff" * (width * height * 3))
-    colors = [(0x4e, 0x79, 0xa7), (0xf2, 0x8e, 0x2b), (0xe1, 0x57, 0x59), (0x76, 0xb7, 0xb2),
-              (0x59, 0xa1, 0x4f), (0xed, 0xc9, 0x48), (0xb0, 0x7a, 0xa1), (0xff, 0x9d, 0xa7)]
-
-    def box(x0, y0, x1, y1, rgb, fill=True):
-        x0, x1 = max(0, min(x0, x1)), min(width - 1, max(x0, x1))
-        y0, y1 = max(0, min(y0, y1)), min(height - 1, max(y0, y1))
-        for y in range(y0, y1 + 1):
-            row = y * width * 3
-            if fill or y in (y0, y1):
-                px[row + 3 * x0: row + 3 * (x1 + 1)] = bytes(rgb) * (x1 - x0 + 1)
-            else:
-                px[row + 3 * x0: row + 3 * x0 + 3] = bytes(rgb)
-                px[row + 3 * x1: row + 3 * x1 + 3] = bytes(rgb)
-
-    box(m, m, m + W, m + H, (0x88, 0x88, 0x88), fill=False)
-    for i, b in enumerate(bufs):
-        x0 = m + int(W * b.start / (steps + 1))
-        x1 = m + max(int(W * (b.end + 1) / (steps + 1)) - 1, x0)
-        y1 = m + H - int(H * b.offset / arena)
-        y0 = m + H - int(H * (b.offset + b.size) / arena)
-        box(x0, y0, x1, max(y1 - 1, y0), colors[i % len(colors)])
-        box(x0, y0, x1, max(y1 - 1, y0), (0x33, 0x33, 0x33), fill=False)
-    raw = b"".join(b"\x00" + bytes(px[y * width * 3:(y + 1) * width * 3]) for y in range(height))
-
-    def chunk(tag, data):
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", zlib.crc32(tag + data) & 0xffffffff)
-
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0))
-            + chunk(b"IDAT", zlib.compress(raw, 6)) + chunk(b"IEND", b""))
+def _human(n: int) -> str:
+    for unit, k in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
+        if n >= k:
+            return f"{n / k:.1f} {unit}"
+    return f"{n} B"

@@ -1,12 +1,8 @@
 """Parameter files and the packed parameter blob of a compiled network.
 
-Files: `.npz` (numpy's archive of named arrays) and `.safetensors`, read and written here without
-the safetensors package. A .safetensors file is
-
-    8 bytes    N, the header's length (unsigned little-endian)
-    N bytes    a JSON object: {"NAME": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]},
-               ..., optionally "__metadata__": {str: str}}, padded with spaces
-    the rest   the tensors' bytes (little-endian, C order); data_offsets count from here
+Files: `.npz` (numpy's archive of named arrays) and `.safetensors` (through the safetensors
+package, the format's reference implementation: an 8-byte header length, a JSON header of names,
+dtypes, shapes and byte ranges, then the bytes).
 
 The blob: a compiled .so keeps every parameter in one region of its device arena, at the byte
 offsets its manifest lists (`parameters`: name, shape, dtype, offset, bytes; `shares` marks a
@@ -19,8 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import struct
-import sys
+import re
 
 import numpy as np
 import torch
@@ -30,12 +25,9 @@ from ..diagnostics import Diagnostic, Loc, NetcError, did_you_mean
 # manifest dtypes (the IR's) -> torch
 TORCH_DTYPES = {"f64": torch.float64, "f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                 "i64": torch.int64, "i32": torch.int32, "i16": torch.int16, "i8": torch.int8, "u8": torch.uint8}
-# safetensors dtypes <-> torch (the ones torch can hold)
-SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
-                      "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8,
-                      "U8": torch.uint8, "BOOL": torch.bool}
-_ST_NAMES = {v: k for k, v in SAFETENSORS_DTYPES.items()}
-_MAX_HEADER = 100_000_000          # the format's own limit on N
+# the torch dtypes netc writes to .safetensors (those with a name in the format)
+_ST_DTYPES = (torch.float64, torch.float32, torch.float16, torch.bfloat16, torch.int64, torch.int32, torch.int16,
+              torch.int8, torch.uint8, torch.bool)
 
 
 def _shape(s) -> str:
@@ -89,105 +81,76 @@ def _file_kind(path: str, what: str) -> str:
 
 
 def read_safetensors(path: str, what: str = "--params") -> tuple[dict[str, torch.Tensor], dict]:
-    """(tensors by name, the header's __metadata__). Every structural problem is a NetcError that
-    names the file and the header entry (as a JSON path)."""
-    if sys.byteorder != "little":        # pragma: no cover - the format is little-endian
-        raise NetcError("reading .safetensors needs a little-endian machine")
+    """(tensors by name in the file's order, the header's __metadata__), read by the safetensors
+    package (the format's reference implementation, which validates the header, the dtypes, the
+    shapes against the byte ranges and that ranges neither overlap nor leave gaps). Any problem is a
+    NetcError naming the file (and the tensor, where the package says which)."""
+    from safetensors import SafetensorError, safe_open
     try:
-        with open(path, "rb") as f:
-            data = bytearray(os.fstat(f.fileno()).st_size)
-            got = f.readinto(data)
+        with open(path, "rb"):
+            pass
     except FileNotFoundError:
         raise NetcError(f"{what}: no such file: '{path}'")
     except IsADirectoryError:
         raise NetcError(f"{what}: '{path}' is a directory")
     except OSError as e:
         raise NetcError(f"{what}: cannot read '{path}': {e.strerror}")
-    if got != len(data):
-        raise NetcError(f"{what}: short read from '{path}'")
-
-    def err(msg, jpath=None):
-        return NetcError(Diagnostic("error", f"{what}: {msg}", Loc(path, path=jpath)))
-
-    if len(data) < 8:
-        raise err(f"not a .safetensors file: {len(data)} bytes, shorter than the 8-byte header length")
-    (n,) = struct.unpack("<Q", bytes(data[:8]))
-    if n > _MAX_HEADER or 8 + n > len(data):
-        raise err(f"not a .safetensors file: the header length {n} does not fit the file's {len(data)} bytes")
     try:
-        header = json.loads(bytes(data[8:8 + n]).decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as e:
-        raise err(f"the header is not valid JSON: {e}")
-    if not isinstance(header, dict):
-        raise err(f"the header must be a JSON object, got {type(header).__name__}", "$")
-    buf = memoryview(data)[8 + n:]
-    meta = header.pop("__metadata__", {}) or {}
-    if not isinstance(meta, dict) or not all(isinstance(v, str) for v in meta.values()):
-        raise err("__metadata__ must map strings to strings", "$.__metadata__")
-    out: dict[str, torch.Tensor] = {}
-    spans = []
-    for name, e in header.items():
-        jp = "$" + (f".{name}" if name.replace("_", "a").replace(".", "a").isalnum() else f"[{json.dumps(name)}]")
-        if not isinstance(e, dict):
-            raise err(f"entry '{name}' must be an object with dtype, shape and data_offsets", jp)
-        missing = [k for k in ("dtype", "shape", "data_offsets") if k not in e]
-        if missing:
-            raise err(f"entry '{name}' has no {', '.join(missing)}", jp)
-        dt = SAFETENSORS_DTYPES.get(e["dtype"])
-        if dt is None:
-            raise err(f"'{name}' has dtype {e['dtype']!r}, which netc cannot read (known: "
-                      f"{', '.join(SAFETENSORS_DTYPES)})", jp + ".dtype")
-        shape, offs = e["shape"], e["data_offsets"]
-        if not isinstance(shape, list) or not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0
-                                                  for d in shape):
-            raise err(f"'{name}': shape must be a list of non-negative integers, got {shape!r}", jp + ".shape")
-        if (not isinstance(offs, list) or len(offs) != 2
-                or not all(isinstance(o, int) and not isinstance(o, bool) for o in offs)
-                or not 0 <= offs[0] <= offs[1] <= len(buf)):
-            raise err(f"'{name}': data_offsets {offs!r} is not a [begin, end] range inside the "
-                      f"{len(buf)}-byte data", jp + ".data_offsets")
-        numel = 1
-        for d in shape:
-            numel *= d
-        isz = torch.empty((), dtype=dt).element_size()
-        if offs[1] - offs[0] != numel * isz:
-            raise err(f"'{name}': {_shape(shape)} {e['dtype']} needs {numel * isz} bytes, data_offsets "
-                      f"give {offs[1] - offs[0]}", jp + ".data_offsets")
-        spans.append((offs[0], offs[1], name, jp))
-        if numel == 0:
-            out[name] = torch.empty(shape, dtype=dt)
-        else:
-            out[name] = torch.frombuffer(buf, dtype=dt, count=numel, offset=offs[0]).reshape(shape)
-    spans.sort()
-    for (b0, e0, n0, _), (b1, e1, n1, jp1) in zip(spans, spans[1:]):
-        if b1 < e0:
-            raise err(f"'{n1}' overlaps '{n0}' in the data (bytes {b1}..{e1} and {b0}..{e0})", jp1 + ".data_offsets")
-    return out, meta
+        with safe_open(path, framework="pt") as f:
+            meta = f.metadata() or {}
+            out = {k: f.get_tensor(k) for k in f.offset_keys()}
+    except (SafetensorError, ValueError, TypeError, OSError) as e:
+        reason = str(e).replace("Error while deserializing header: ", "")
+        m = re.search(r"tensor `([^`]*)`", reason)
+        jpath = _jpath(m.group(1)) if m else None
+        if jpath is None:
+            jpath, detail = _which_entry(path)
+            reason += f" ({detail})" if detail else ""
+        raise NetcError(Diagnostic("error", f"{what}: '{os.path.basename(path)}' is not a valid .safetensors file: "
+                                            f"{reason}", Loc(path, path=jpath))) from None
+    return out, dict(meta)
+
+
+def _jpath(name: str) -> str:
+    return "$" + (f".{name}" if name.replace("_", "a").replace(".", "a").isalnum() else f"[{json.dumps(name)}]")
+
+
+def _which_entry(path: str) -> tuple:
+    """(JSON path, what is wrong) of the first header entry whose byte range does not fit its dtype
+    and shape, or (None, None): only to name the culprit when the package's message does not (the
+    package has already validated and refused the file)."""
+    sizes = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1, "U8": 1, "BOOL": 1}
+    try:
+        with open(path, "rb") as f:
+            n = int.from_bytes(f.read(8), "little")
+            header = json.loads(f.read(min(n, 100_000_000)))
+        for name, e in header.items():
+            if name == "__metadata__" or e.get("dtype") not in sizes:
+                continue
+            numel = 1
+            for d in e["shape"]:
+                numel *= d
+            need, (b, end) = numel * sizes[e["dtype"]], e["data_offsets"]
+            if end - b != need:
+                return _jpath(name) + ".data_offsets", f"'{name}': {_shape(e['shape'])} {e['dtype']} needs {need} " \
+                                                       f"bytes, data_offsets give {end - b}"
+    except (OSError, ValueError, TypeError, AttributeError, KeyError):
+        pass
+    return None, None
 
 
 def write_safetensors(path: str, tensors: dict, metadata: dict | None = None) -> None:
-    """Tensors in the given order, the header padded with spaces to 8-byte alignment."""
-    header, chunks, off = {}, [], 0
-    if metadata:
-        header["__metadata__"] = {str(k): str(v) for k, v in metadata.items()}
+    """Named tensors (any strides; copied contiguous) through the safetensors package."""
+    from safetensors.torch import save_file
+    out = {}
     for name, t in tensors.items():
         if not torch.is_tensor(t):
             t = torch.as_tensor(np.asarray(t))
-        t = t.detach().cpu().contiguous()
-        if t.dtype not in _ST_NAMES:
+        if t.dtype not in _ST_DTYPES:
             raise NetcError(f"cannot write '{name}' to '{path}': dtype {_dt(t.dtype)} has no safetensors name")
-        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
-        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape), "data_offsets": [off, off + len(raw)]}
-        chunks.append(raw)
-        off += len(raw)
-    text = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    text += b" " * (-(8 + len(text)) % 8)
+        out[name] = t.detach().cpu().contiguous().clone()    # own storage: the package refuses aliases
     try:
-        with open(path, "wb") as f:
-            f.write(struct.pack("<Q", len(text)))
-            f.write(text)
-            for c in chunks:
-                f.write(c)
+        save_file(out, path, metadata={str(k): str(v) for k, v in (metadata or {}).items()} or None)
     except OSError as e:
         raise NetcError(f"cannot write '{path}': {e.strerror}")
 

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# CI: install netc into a fresh virtual environment WITHOUT system site packages (torch's CPU wheel
+# first, then the project, as README's set-up says) and run the main commands on examples: every
+# import netc makes must be a declared dependency. Any exit other than 0 fails the run.
+set -euo pipefail
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
+PYTHON=${PYTHON:-python3}
+D=$(mktemp -d)
+trap 'rm -rf "$D"' EXIT
+"$PYTHON" -m venv "$D/venv"                          # isolated: no --system-site-packages
+"$D/venv/bin/python" -m pip install -q "torch==2.13.0"
+"$D/venv/bin/python" -m pip install -q "$ROOT"
+export NETC_CACHE_DIR="$D/cache"
+cd "$D"                                              # nothing importable from the checkout
+NETC="$D/venv/bin/netc"
+set -x
+"$NETC" check "$ROOT/examples/lenet.nd"
+"$NETC" explain "$ROOT/examples/inception_v3.nd" --memory --brief >/dev/null
+"$NETC" compile "$ROOT/examples/alexnet.nd" -o "$D/alexnet.so" --target cuda
+"$NETC" run "$ROOT/examples/lenet.nd" --reference -o "$D/lenet.npz"
+set +x
+echo "isolated install: ok"
