@@ -36,8 +36,10 @@ golden: install
 bench: install
 	$(PY) bench/frontend.py
 
-# The pure-Python wheels a GPU machine without network access lacks (lark), for CPython 3.12,
-# into .whl/ (git-ignored); README.md, "On a GPU machine", says how to use them there.
+# The wheels a GPU machine without network access lacks, for CPython 3.12, into .whl/ (git-ignored);
+# README.md, "On the GPU machine", says how to use them there. Of netc's dependencies its image has
+# torch, triton, numpy, networkx, safetensors, matplotlib, pytest, hypothesis, pytest-xdist: only lark
+# is missing. Add any new dependency the image lacks here.
 gpu-wheels: install
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	    --platform any -d .whl "lark>=1.1.9"
