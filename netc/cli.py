@@ -84,12 +84,28 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("explain", help="IR after each pass, then shapes, parameters, FLOPs and memory per layer")
     _common(p)
+    p.set_defaults(batch=None)    # a Brainstorm file's B (default 1); other formats: rescale their inputs to B
     p.add_argument("--format", choices=("text", "json"), default="text")
     _stdout_output(p, "OUT.txt|OUT.json", "the report")
     p.add_argument("--brief", action="store_true", help="only the table, not the IR after each pass")
     p.add_argument("--device", metavar="DEV",
                    help="estimate time per layer with Paleo's model: h100, h200, a100, titanx, k40, ... or "
                         "custom:PEAK_FLOPS,BANDWIDTH (FLOP/s, byte/s; SI suffixes allowed: custom:67T,3.35T)")
+    p.add_argument("--ppp-comp", type=float, default=None, metavar="F",
+                   help="with --device: Paleo's percent of peak for computation and on-device traffic (default 1.0)")
+    p.add_argument("--ppp-comm", type=float, default=None, metavar="F",
+                   help="with --device: Paleo's percent of peak for communication (default 1.0)")
+    p.add_argument("--network", metavar="NET", default=None,
+                   help="with --workers/--hybrid: the network between workers, one of Paleo's: aws, ethernet "
+                        "(default), ethernet20, infiniband, pcie2, pcie3")
+    p.add_argument("--workers", metavar="N,N,...",
+                   help="with --device: Paleo's data-parallel scaling table for these worker counts "
+                        "(e.g. 1,2,4,8,16,32,64,128)")
+    p.add_argument("--scaling", choices=("weak", "strong"), default="weak",
+                   help="with --workers: weak (each worker keeps the batch; default) or strong (the batch is split)")
+    p.add_argument("--hybrid", type=int, metavar="K",
+                   help="with --device: Paleo's hybrid simulation (\"one weird trick\"): layers without '@' data "
+                        "parallel over K workers, layers with '@' model parallel")
     p.add_argument("--memory", action="store_true",
                    help="plan memory and show it: buffers, classes, offsets, lifetimes; arena vs lower bound")
     p.add_argument("--layout", metavar="OUT.json",
@@ -272,14 +288,51 @@ def cmd_opt(args, diag):
     return 0
 
 
+def _timing(args):
+    """costmodel.Timing from --device/--ppp-comp/--ppp-comm, or None; the simulation flags checked."""
+    import math
+    from .costmodel import Timing, get_device, get_network
+    for flag, v in (("--ppp-comp", args.ppp_comp), ("--ppp-comm", args.ppp_comm)):
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise NetcError(f"{flag} must be a positive number (Paleo's fraction of peak, e.g. 0.49), got {v}")
+    needs = [f for f, v in (("--ppp-comp", args.ppp_comp), ("--ppp-comm", args.ppp_comm), ("--workers", args.workers),
+                            ("--hybrid", args.hybrid), ("--network", args.network)) if v is not None]
+    if needs and not args.device:
+        raise NetcError(f"{', '.join(needs)} need{'s' if len(needs) == 1 else ''} --device (Paleo's model times the "
+                        f"layers on a device: --device titanx, h100, ...)")
+    if args.hybrid is not None and args.hybrid < 1:
+        raise NetcError(f"--hybrid takes the number of workers (at least 1), got {args.hybrid}")
+    if args.workers is not None:
+        try:
+            args.worker_counts = [int(w) for w in args.workers.split(",")]
+        except ValueError:
+            args.worker_counts = None
+        if not args.worker_counts or min(args.worker_counts) < 1:
+            raise NetcError(f"--workers takes positive worker counts separated by commas (e.g. 1,2,4,8), got "
+                            f"'{args.workers}'")
+    if args.network is not None:
+        get_network(args.network)
+    if not args.device:
+        return None
+    return Timing(get_device(args.device), args.ppp_comp or 1.0, args.ppp_comm or 1.0)
+
+
+def _rescale(module, args):
+    """explain --batch B: every input's batch becomes B (a Brainstorm file is read at B already)."""
+    if args.batch is None:
+        return
+    from .runtime.scale import scale_inputs
+    scale_inputs(module, batch=args.batch)
+
+
 def cmd_explain(args, diag):
     from .explain import to_dot
     from .passes.manager import DEFAULT_PIPELINE, PassManager
-    from .costmodel import get_device
-    device = get_device(args.device) if args.device else None
+    timing = _timing(args)
     module = _load(args, diag)
+    _rescale(module, args)
     show_ir = args.format == "text" and not args.brief and args.dot is None
-    want_plan = args.memory or args.layout or args.plot or args.verify
+    want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify
     ctx = _ctx(args, diag)
     if want_plan:
         # the layout format cannot express strided (channel-concat) slices nor fused intermediates
@@ -300,7 +353,7 @@ def cmd_explain(args, diag):
                 raise AssertionError("the memory plan failed verification: " + "; ".join(problems[:5]))
             sys.stderr.write(f"memory plan of '{plan.network}' verified for every batch 1..{plan.batch}: no two "
                              f"live buffers overlap, offsets aligned, every read written before\n")
-    if args.layout or args.plot:
+    if args.layout or (args.plot and not args.workers):
         _write_plan_files(args, plans)
     if args.dot is not None:
         dot = to_dot(module)
@@ -330,27 +383,61 @@ def cmd_explain(args, diag):
             return rows
         _explain.layer_rows = rows_nchw
         try:
-            return _explain_out(args, module, device, plans)
+            return _explain_out(args, module, timing, plans)
         finally:
             _explain.layer_rows = rows_nhwc
-    return _explain_out(args, module, device, plans)
+    return _explain_out(args, module, timing, plans)
 
 
-def _explain_out(args, module, device, plans):
-    from .explain import dumps, explain_json, explain_table
+def _explain_out(args, module, timing, plans):
+    from .explain import dumps, explain_json, explain_table, plot_scaling, simulate, simulation_text
+    sim = None
+    if timing is not None and (args.workers or args.hybrid):
+        from .costmodel import get_network
+        sim = simulate(module, timing, workers=getattr(args, "worker_counts", None), scaling=args.scaling,
+                       network=get_network(args.network or "ethernet"), hybrid=args.hybrid,
+                       at_batch=lambda b: _module_at_batch(args, b))
     if args.format == "json":
-        doc = explain_json(module, device)
+        doc = explain_json(module, timing)
         if args.memory:
             from .memory.report import plan_json
             for net in doc.get("networks", [doc]):
                 net["memory"] = plan_json(plans[net["name"]])
+        if sim is not None:
+            doc["simulation"] = sim
         sys.stdout.write(dumps(doc) + "\n")
     else:
-        sys.stdout.write(explain_table(module, device))
+        sys.stdout.write(explain_table(module, timing))
         if args.memory:
             for plan in plans.values():
                 sys.stdout.write(plan.table())
+        if sim is not None:
+            sys.stdout.write(simulation_text(sim))
+    if args.plot and args.workers:
+        if not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+            raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+        try:
+            plot_scaling(sim, args.plot)
+        except ImportError:
+            raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
+                            "(or pip install matplotlib)") from None
+        except OSError as e:
+            raise NetcError(f"cannot write '{args.plot}': {e.strerror or e}") from None
+        sys.stderr.write(f"wrote {args.plot}\n")
     return 0
+
+
+def _module_at_batch(args, batch: int):
+    """The source again, every input at `batch`, through the default pipeline (strong scaling)."""
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .runtime.scale import scale_inputs
+    diag = DiagnosticEngine()
+    module = _load(args, diag)
+    scale_inputs(module, batch=batch)
+    PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
+    if diag.has_errors():
+        raise NetcError([d for d in diag.diagnostics if d.severity == "error"][:1] or diag.diagnostics[:1])
+    return module
 
 
 def _write_plan_files(args, plans):

@@ -82,14 +82,172 @@ def _storage(module: Module, nets) -> list:
     return list(owners.values())
 
 
-def explain_json(module: Module, device=None) -> dict:
+def layer_costs(module: Module, network=None) -> list:
+    """What Paleo's timing model needs of every layer (costmodel.LayerCost), in layer_rows' order:
+    parents with the elements read from each, the op's timing terms, element size, and the
+    parameters whose storage the layer owns (a parameter shared by several layers counts once)."""
+    from .costmodel import LayerCost
+    net = network or module.networks()[0]
+    params = {p.attrs["sym_name"]: p for p in module.params()}
+    counted: set = set()
+    costs = []
+    for op in net.regions[0].ops:
+        if op.name in STRUCTURAL_OPS:
+            continue
+        opdef = lookup(op.name)
+        out = op.results[0].type
+        ins = [v.type.shape for v in op.operands]
+        needs_grad = not any(v.owner.name == "netc.input" for v in op.operands)
+        n = nbytes = 0
+        for ref in (op.attrs.get("params") or {}).values():
+            p = params.get(ref.name)
+            if p is not None and "share_from" in p.attrs:
+                p = params.get(p.attrs["share_from"].name, p)
+            if p is None or "type" not in p.attrs or p.attrs["sym_name"] in counted:
+                continue
+            counted.add(p.attrs["sym_name"])
+            n, nbytes = n + p.attrs["type"].numel, nbytes + p.attrs["type"].nbytes
+        costs.append(LayerCost(op.attrs.get("name"), [(v.owner.attrs.get("name"), prod(v.type.shape))
+                                                      for v in op.operands],
+                               opdef.paleo_timing(opdef.attrs_of(op), ins, out.shape, needs_grad),
+                               DTYPES.get(out.dtype, 4), n, nbytes))
+    return costs
+
+
+def paleo_nesting(costs: list):
+    """Paleo's nested walk of the network (chains and parallel towers, §5.3) from its first input,
+    or None where the walk cannot be replayed or Paleo itself would fail on it."""
+    from types import SimpleNamespace
+    from .frontend.paleo import paleo_walk
+    names = {c.name for c in costs}
+    graph = [SimpleNamespace(name=c.name, parents=[p for p, _ in c.parents if p in names]) for c in costs]
+    starts = [g.name for g in graph if not g.parents]
+    if not starts:
+        return None
+    w = paleo_walk(graph, starts[0])
+    return None if w is None or w.failure else w
+
+
+def annotate_times(rows: list, costs: list, timing) -> dict:
+    """Paleo's times (§10) into explain rows: forward, backward-data and backward-filter ms
+    (time_bwd_ms their sum) and the cross-device fetch (time_fetch_ms, which Paleo adds to the
+    forward and to the backward pass). Returns the totals, with the weight update and, where the
+    walk has parallel towers, Paleo's lower/upper bounds over them."""
+    from .costmodel import layer_times, tower_bounds, weight_update_ms
+    dev = timing.device
+    times = layer_times(costs, dev, timing.ppp_comp, timing.ppp_comm)
+    for r, t in zip(rows, times):
+        r.update(time_fwd_ms=t.fwd, time_bwd_data_ms=t.bwd_data, time_bwd_filter_ms=t.bwd_filter,
+                 time_bwd_ms=t.bwd, time_fetch_ms=t.fetch)
+    tot = {"device": dev.name, "ppp_comp": timing.ppp_comp, "ppp_comm": timing.ppp_comm,
+           "time_fwd_ms": sum(t.fwd for t in times), "time_bwd_data_ms": sum(t.bwd_data for t in times),
+           "time_bwd_filter_ms": sum(t.bwd_filter for t in times), "time_bwd_ms": sum(t.bwd for t in times),
+           "time_fetch_ms": sum(t.fetch for t in times),
+           "time_update_ms": weight_update_ms(dev, sum(c.params for c in costs), sum(c.param_bytes for c in costs))}
+    walk = paleo_nesting(costs)
+    if walk is not None and any(isinstance(b, tuple) for b in walk.nested):
+        fwd = tower_bounds(walk.nested, {t.name: t.fwd + t.fetch for t in times})
+        bwd = tower_bounds(walk.nested, {t.name: t.bwd + t.fetch for t in times})
+        tot["parallel_towers"] = {"fwd_lower_ms": fwd[0], "fwd_upper_ms": fwd[1],
+                                  "bwd_lower_ms": bwd[0], "bwd_upper_ms": bwd[1]}
+    return tot
+
+
+def simulate(module: Module, timing, *, workers=None, scaling: str = "weak", network=None, hybrid=None,
+             at_batch=None) -> dict:
+    """Paleo's simulations of the (single) network: the data-parallel scaling table over `workers`
+    and/or the hybrid split over `hybrid` workers, on `network` (costmodel.Network). at_batch(b)
+    returns the module re-inferred at batch b per worker (strong scaling needs it)."""
+    from .costmodel import hybrid_table, layer_times, scaling_table
+    from .diagnostics import NetcError
+    nets = module.networks()
+    if len(nets) != 1:
+        raise NetcError(f"Paleo's simulations take one network; this file has {len(nets)}")
+    net = nets[0]
+    costs = layer_costs(module, net)
+    inputs = [op for op in net.regions[0].ops if op.name == "netc.input"]
+    batch = inputs[0].results[0].type.shape[0] if inputs and inputs[0].results[0].type.shape else 1
+    dev = timing.device
+    doc = {"network": net.attrs["sym_name"], "device": dev.name, "batch": batch, "ppp_comp": timing.ppp_comp,
+           "ppp_comm": timing.ppp_comm, "interconnect": network.name, "gbits": network.gbits}
+
+    def times_at(b):
+        cs = costs if b == batch else layer_costs(at_batch(b), None)
+        return layer_times(cs, dev, timing.ppp_comp, timing.ppp_comm), sum(c.params for c in cs)
+
+    if workers:
+        doc["scaling"] = {"mode": scaling, "rows": scaling_table(times_at, batch, workers, scaling, dev, network,
+                                                                 timing.ppp_comm)}
+    if hybrid:
+        walk = paleo_nesting(costs)
+        order = walk.order if walk else [c.name for c in costs]
+        nested = walk.nested if walk else [c.name for c in costs]
+        doc["hybrid"] = hybrid_table(costs, order, nested, hybrid, batch, dev, network, timing.ppp_comp,
+                                     timing.ppp_comm)
+    return doc
+
+
+def simulation_text(sim: dict) -> str:
+    from .costmodel import SCHEMES
+    head = (f"on {sim['device']} over {sim['interconnect']} ({sim['gbits']:g} Gbit/s), ppp_comp {sim['ppp_comp']:g}, "
+            f"ppp_comm {sim['ppp_comm']:g}; milliseconds per iteration")
+    out = []
+    if "scaling" in sim:
+        sc = sim["scaling"]
+        out.append(f"data-parallel {sc['mode']} scaling of {sim['network']} (batch {sim['batch']} "
+                   f"{'per worker' if sc['mode'] == 'weak' else 'in all'}) {head}:")
+        cols = ("workers", "batch", "per worker", "fwd", "bwd", "apply", "compute") + SCHEMES
+        rows = [(str(r["workers"]), str(r["batch"]), str(r["batch_per_worker"]), f"{r['fwd_ms']:.4f}",
+                 f"{r['bwd_ms']:.4f}", f"{r['apply_ms']:.4f}", f"{r['comp_ms']:.4f}",
+                 *(f"{r['allreduce_ms'][k]:.4f}" for k in SCHEMES)) for r in sc["rows"]]
+        w = [max(len(x[i]) for x in [cols] + rows) for i in range(len(cols))]
+        out.append("  ".join(c.rjust(w[i]) for i, c in enumerate(cols)))
+        out.extend("  ".join(c.rjust(w[i]) for i, c in enumerate(r)) for r in rows)
+        out.append(f"(compute = fwd + bwd + apply; the last {len(SCHEMES)} columns: all-reduce of "
+                   f"{_bytes(sc['rows'][0]['param_bytes'])} of parameters per scheme)")
+    if "hybrid" in sim:
+        out.append(f"hybrid parallelism of {sim['network']} (\"one weird trick\", {sim['hybrid'][0]['workers']} "
+                   f"workers, batch {sim['hybrid'][0]['batch']} in all) {head}:")
+        for r in sim["hybrid"]:
+            out.append(f"  {r['part']:14s} {r['layers']:4d} layers  fwd {r['fwd_ms']:.4f}  bwd {r['bwd_ms']:.4f}  "
+                       f"apply {r['apply_ms']:.4f}  sync (tree) {r['sync_ms']:.4f}"
+                       + (f"  (pipelined fetch {r['fetch_ms']:.4f})" if r.get("fetch_ms") else ""))
+    return "\n".join(out) + "\n"
+
+
+def plot_scaling(sim: dict, path: str) -> None:
+    """Time per iteration (compute + all-reduce) against workers, one line per all-reduce scheme
+    (and compute alone), to PNG, SVG or PDF by the extension. matplotlib: the `plot` extra."""
+    from matplotlib.figure import Figure   # lazy: an optional, heavy dependency
+    from .costmodel import SCHEMES
+    rows = sim["scaling"]["rows"]
+    xs = [r["workers"] for r in rows]
+    fig = Figure(figsize=(8, 5), dpi=110, layout="constrained")
+    ax = fig.add_subplot()
+    for k in SCHEMES:
+        ax.plot(xs, [r["comp_ms"] + r["allreduce_ms"][k] for r in rows], marker="o", label=k)
+    ax.plot(xs, [r["comp_ms"] for r in rows], linestyle="--", color="#888888", label="compute only")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")          # OneToAll grows linearly with the workers; the others by log2
+    ax.set_xticks(xs, [str(x) for x in xs])
+    ax.set_xlabel("workers")
+    ax.set_ylabel("time per iteration (ms, log scale)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=8)
+    ax.set_title(f"{sim['network']}: {sim['scaling']['mode']} scaling on {sim['device']} over {sim['interconnect']} "
+                 f"({sim['gbits']:g} Gbit/s), batch {sim['batch']}, ppp_comp {sim['ppp_comp']:g}, "
+                 f"ppp_comm {sim['ppp_comm']:g}", fontsize=9)
+    fig.savefig(path)
+
+
+def explain_json(module: Module, timing=None) -> dict:
+    """timing: a costmodel.Timing (device, ppp) for Paleo's per-layer times, or None."""
     nets = []
     for net in module.networks():
         rows = layer_rows(module, net)
         t = totals(module, rows, net)
-        if device is not None:
-            from .costmodel import annotate
-            t.update(annotate(rows, device))
+        if timing is not None:
+            t.update(annotate_times(rows, layer_costs(module, net), timing))
         nets.append({"name": net.attrs["sym_name"], "layers": rows, "totals": t})
     if len(nets) == 1:
         return nets[0]
@@ -115,7 +273,7 @@ def _bytes(n) -> str:
         n /= 1024
 
 
-def explain_table(module: Module, device=None) -> str:
+def explain_table(module: Module, timing=None) -> str:
     out = []
     for net in module.networks():
         rows = layer_rows(module, net)
@@ -123,11 +281,14 @@ def explain_table(module: Module, device=None) -> str:
         head = ("layer", "op", "output shape", "params", "fwd FLOPs", "activations")
         body = [(r["name"], r["type"], "x".join(map(str, r["shape"])) or "scalar", _num(r["params"]),
                  _num(r["flops_fwd"]), _bytes(r["activation_bytes"])) for r in rows]
-        if device is not None:
-            from .costmodel import annotate
-            t.update(annotate(rows, device))
-            head += ("fwd ms", "bwd ms")
-            body = [b + (f"{r['time_fwd_ms']:.4f}", f"{r['time_bwd_ms']:.4f}") for b, r in zip(body, rows)]
+        if timing is not None:
+            t.update(annotate_times(rows, layer_costs(module, net), timing))
+            head += ("fwd ms", "bwd-data ms", "bwd-filter ms")
+            body = [b + (f"{r['time_fwd_ms']:.4f}", f"{r['time_bwd_data_ms']:.4f}", f"{r['time_bwd_filter_ms']:.4f}")
+                    for b, r in zip(body, rows)]
+            if t["time_fetch_ms"]:
+                head += ("fetch ms",)
+                body = [b + (f"{r['time_fetch_ms']:.4f}",) for b, r in zip(body, rows)]
         w = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
         w[0] = min(w[0], 60)
         right = set(range(3, len(head)))
@@ -144,9 +305,19 @@ def explain_table(module: Module, device=None) -> str:
                    f"activations {_bytes(t['activation_bytes'])}, forward {_num(t['flops_fwd'])} FLOPs, "
                    f"backward {_num(t['flops_bwd_data'] + t['flops_bwd_filter'])} FLOPs "
                    f"(data {_num(t['flops_bwd_data'])}, filter {_num(t['flops_bwd_filter'])})")
-        if device is not None:
-            out.append(f"estimated on {t['device']} (Paleo's model, 100% of peak): forward {t['time_fwd_ms']:.3f} ms, "
-                       f"backward {t['time_bwd_ms']:.3f} ms")
+        if timing is not None:
+            out.append(f"estimated on {t['device']} (Paleo's model, ppp_comp {t['ppp_comp']:g}): forward "
+                       f"{t['time_fwd_ms']:.4f} ms, backward {t['time_bwd_ms']:.4f} ms (data "
+                       f"{t['time_bwd_data_ms']:.4f}, filter {t['time_bwd_filter_ms']:.4f}), weight update "
+                       f"{t['time_update_ms']:.4f} ms (ppp 1)")
+            if t["time_fetch_ms"]:
+                out.append(f"cross-device fetch (ppp_comm {t['ppp_comm']:g}): {t['time_fetch_ms']:.4f} ms in each "
+                           f"pass (Paleo adds it to the forward and to the backward)")
+            if "parallel_towers" in t:
+                pt = t["parallel_towers"]
+                out.append(f"parallel towers (Paleo's model-parallel bounds, fetch included): forward "
+                           f"{pt['fwd_lower_ms']:.4f} to {pt['fwd_upper_ms']:.4f} ms, backward {pt['bwd_lower_ms']:.4f} "
+                           f"to {pt['bwd_upper_ms']:.4f} ms")
         out.append("")
     return "\n".join(out)
 

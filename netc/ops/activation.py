@@ -6,7 +6,7 @@ one), which Paleo would report as 0. Dropout follows Paleo: prod(input) forward,
 """
 from __future__ import annotations
 
-from .registry import AttrSpec, Cost, OpDef, prod, register
+from .registry import AttrSpec, Cost, OpDef, TimeTerms, prod, register
 
 
 class _Unary(OpDef):
@@ -71,3 +71,7 @@ class Dropout(_Unary):
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
         return Cost(n, n, 0)
+
+    def paleo_timing(self, a, ins, out, needs_input_grad=True):
+        t = TimeTerms(prod(ins[0]), (prod(ins[0]), prod(out)))     # §10: the data gradient = the forward
+        return {"fwd": t, "bwd_data": t}

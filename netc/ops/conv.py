@@ -6,7 +6,7 @@ backward-pass geometry, done in double precision as Paleo does.
 """
 from __future__ import annotations
 
-from .registry import AttrSpec, Cost, OpDef, ShapeError, register
+from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, register
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 NORMALIZERS = ("none", "batch_norm")
@@ -137,6 +137,30 @@ class Conv2D(OpDef):
         bd, bf = conv_backward_flops(x, (kh, kw, ci, co), (a["strides"][1], a["strides"][2]), pad, out,
                                      needs_input_grad)
         return Cost(fwd, bd, bf)
+
+    def paleo_timing(self, a, ins, out, needs_input_grad=True):
+        """Paleo's GEMM estimates (§10): forward on the padded input; the data gradient a stride-1
+        convolution of the (hole-expanded) output gradient, none when the layer reads a network
+        input; the filter gradient a convolution of the input with the output gradient as filter;
+        the backward passes' FLOPs and filter bytes scaled by the fraction without holes."""
+        N, H, W, C = ins[0]
+        oh, ow, ph, pw, kh, kw, _, K = conv_geometry(a, ins[0])
+        eh, qh = _bwd_axis(H, kh, a["strides"][1], oh, ph)
+        ew, qw = _bwd_axis(W, kw, a["strides"][2], ow, pw)
+        keep = 1.0 - (eh * ew - oh * ow) / (eh * ew)
+        t = {"fwd": TimeTerms(2 * kh * kw * C * oh * ow * K * N,
+                              (N * (H + 2 * ph) * (W + 2 * pw) * C, kh * kw * C * K, N * oh * ow * K))}
+        if needs_input_grad:
+            hp, wp = eh + 2 * qh - kh + 1, ew + 2 * qw - kw + 1
+            t["bwd_data"] = TimeTerms(2 * kh * kw * K * hp * wp * C * N * keep,
+                                      (N * (eh + 2 * qh) * (ew + 2 * qw) * K, kh * kw * K * C * keep, N * hp * wp * C))
+        if a["padding"] == "VALID":
+            khp, kwp, x_elems = H - eh + 1, W - ew + 1, C * H * W * N
+        else:
+            khp, kwp, x_elems = H + 2 * qh - eh + 1, W + 2 * qw - ew + 1, C * (H + 2 * qh) * (W + 2 * qw) * N
+        t["bwd_filter"] = TimeTerms(2 * eh * ew * N * khp * kwp * K * C * keep,
+                                    (x_elems, eh * ew * N * K * keep, C * khp * kwp * K))
+        return t
 
     def reference(self, a, ins, params):
         # `normalizer: batch_norm` is bookkeeping only (Paleo's flag, no parameters): ignored here.

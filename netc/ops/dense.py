@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .conv import ACTIVATIONS, NORMALIZERS
-from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
+from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, register
 
 
 @register
@@ -40,3 +40,11 @@ class InnerProduct(OpDef):
         x = ins[0]
         n, k, m = x[0], prod(x[1:]), a["num_outputs"]
         return Cost(2 * n * k * m, 2 * n * m * k, 2 * k * n * m)
+
+    def paleo_timing(self, a, ins, out, needs_input_grad=True):
+        """Paleo's estimate of X[n, k] @ W[k, m] = Y: 2*n*k*m FLOPs and the three matrices (§10).
+        Data gradient: Y @ W^T = dX. Filter gradient: X^T @ Y = dW (Paleo hands an InnerProduct to
+        its convolution filter-gradient estimator, which fails; netc times the matrix product)."""
+        n, k, m = ins[0][0], prod(ins[0][1:]), a["num_outputs"]
+        t = TimeTerms(2 * n * k * m, (n * k, k * m, n * m))
+        return {"fwd": t, "bwd_data": t, "bwd_filter": t}

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .conv import out_size
-from .registry import AttrSpec, Cost, OpDef, ShapeError, register
+from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, register
 
 
 class _Pool(OpDef):
@@ -35,6 +35,12 @@ class _Pool(OpDef):
         n, oh, ow, c = out
         fwd = 2 * kh * kw * c * oh * ow * n
         return Cost(fwd, fwd, 0)
+
+    def paleo_timing(self, a, ins, out, needs_input_grad=True):
+        """Forward: the window FLOPs, the input and the output (§10); the data gradient is timed as
+        the forward (Paleo does so even for a pool fed by a network input); no filter gradient."""
+        t = TimeTerms(self.cost(a, ins, out).flops_fwd, (prod(ins[0]), prod(out)))
+        return {"fwd": t, "bwd_data": t}
 
 
 @register

@@ -133,6 +133,14 @@ class Cost:
     flops_bwd_filter: int | float = 0
 
 
+@dataclass(frozen=True)
+class TimeTerms:
+    """One pass of a layer as Paleo's FLOP-based profiler times it (paleo-format.md §10): its
+    FLOPs and the element count of every tensor it reads or writes, each its own memory term."""
+    flops: int | float = 0
+    tensors: tuple = ()
+
+
 def prod(xs) -> int:
     n = 1
     for x in xs:
@@ -201,6 +209,12 @@ class OpDef:
 
     def cost(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> Cost:
         return Cost()
+
+    def paleo_timing(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> dict:
+        """Paleo's timing terms per pass ({"fwd", "bwd_data", "bwd_filter"} -> TimeTerms; a pass
+        left out takes no time). Paleo times convolutions, pooling, dropout and inner products
+        only; every other layer is "unimplemented" there and takes 0 ms (§10)."""
+        return {}
 
     def real_shape_problem(self, a: dict, ins: list[tuple], out: tuple) -> str | None:
         """Why `out` (infer()'s result) is only a bookkeeping number and not the shape of a real
