@@ -106,6 +106,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hybrid", type=int, metavar="K",
                    help="with --device: Paleo's hybrid simulation (\"one weird trick\"): layers without '@' data "
                         "parallel over K workers, layers with '@' model parallel")
+    p.add_argument("--profile", metavar="PROF.json",
+                   help="with --device: divide each layer's time by the measured efficiency of its op type, from a "
+                        "profile written by `netc run NET.so --profile --profile-out PROF.json`")
     p.add_argument("--memory", action="store_true",
                    help="plan memory and show it: buffers, classes, offsets, lifetimes; arena vs lower bound")
     p.add_argument("--layout", metavar="OUT.json",
@@ -167,6 +170,16 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interp-blocks", choices=("cuda", "large"), default=None,
                    help="with --target interp: the kernels' tile sizes; cuda (default): exactly the .so's; large: "
                         "tiles as large as the problem, the same kernels 10-100x faster under the interpreter")
+    p.add_argument("--profile", action="store_true",
+                   help="with NET.so: time the input copies, every kernel launch and the output copies (CUDA events) "
+                        "and print them beside the cost model's prediction, with the efficiency per op type")
+    p.add_argument("--repeat", type=int, default=None, metavar="N",
+                   help="with --profile: timed runs (default 20; median and min), after 3 warm-up runs")
+    p.add_argument("--device", metavar="DEV", default=None,
+                   help="with --profile: the cost model's device (h100, h200, a100, ... or custom:PEAK,BANDWIDTH); "
+                        "default: from torch's name of the GPU")
+    p.add_argument("--profile-out", metavar="PROF.json", default=None,
+                   help="with --profile: also write the profile as JSON (netc explain --profile reads it)")
     for a in p._actions:
         if a.dest == "batch":   # a source's inputs all take batch B (a NET.so runs at batch B)
             a.help = ("run at batch B: every input's first axis becomes B (a Brainstorm file's B, default 1); "
@@ -194,6 +207,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--opaque-as-identity", action="store_true",
                    help="compile layers of unknown type (opaque pass-throughs, Paleo's Generic layers) as the "
                         "identity, with a warning naming them (zero-copy where the memory plan can alias)")
+    p.add_argument("--tuning", metavar="FILE.json",
+                   help="compile with the tile sizes, warps and stages of this tuning file (written by --autotune on a "
+                        "GPU; works on a machine without one); with --autotune, the file to write (default: "
+                        "NET.tuning.json beside the .so)")
+    p.add_argument("--autotune", action="store_true",
+                   help="on this machine's GPU: time every kernel over tile sizes, warps and stages, keep the winners "
+                        "in the tuning file and compile with them")
     p.add_argument("--emit", nargs=2, action="append", default=[], metavar=("WHAT", "DIR"),
                    help="also write intermediate code: `--emit triton DIR` writes the Triton source of every kernel")
     return ap
@@ -317,6 +337,26 @@ def _timing(args):
     return Timing(get_device(args.device), args.ppp_comp or 1.0, args.ppp_comm or 1.0)
 
 
+def _calibrated(timing, args, diag):
+    """explain --profile PROF.json: the timing with the profile's efficiency per op type."""
+    if not args.profile:
+        return timing
+    if timing is None:
+        raise NetcError("--profile calibrates the cost model's times, which need --device (e.g. --device h100, the "
+                        "device the profile was measured on)")
+    if args.workers or args.hybrid:
+        raise NetcError("--profile calibrates the per-layer table; Paleo's simulations (--workers, --hybrid) are not "
+                        "calibrated: drop one of them")
+    import dataclasses
+    from .diagnostics import Loc
+    from .profile import read_profile
+    cal = read_profile(args.profile)
+    if cal["device"].lower() != args.device.lower():
+        diag.warning(f"the profile was predicted with the cost model's device '{cal['device']}', but --device is "
+                     f"'{args.device}': its efficiency factors may not carry over", Loc(args.profile))
+    return dataclasses.replace(timing, calibration=cal)
+
+
 def _rescale(module, args):
     """explain --batch B: every input's batch becomes B (a Brainstorm file is read at B already)."""
     if args.batch is None:
@@ -328,7 +368,7 @@ def _rescale(module, args):
 def cmd_explain(args, diag):
     from .explain import to_dot
     from .passes.manager import DEFAULT_PIPELINE, PassManager
-    timing = _timing(args)
+    timing = _calibrated(_timing(args), args, diag)
     module = _load(args, diag)
     _rescale(module, args)
     show_ir = args.format == "text" and not args.brief and args.dot is None
@@ -553,12 +593,18 @@ def cmd_run(args, diag):
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     from .runtime import io, run_module
     from .runtime.native import is_compiled
+    _check_profile_flags(args)
     if is_compiled(args.file):
         for flag in ("spatial", "opaque_as_identity", "interp_blocks"):
             if getattr(args, flag):
                 raise NetcError(f"--{flag.replace('_', '-')} applies to a network source, not to a compiled NET.so "
                                 f"(its shapes and kernels are fixed)")
         return _run_compiled(args)
+    if args.profile:
+        stem = os.path.splitext(os.path.basename(args.file))[0]
+        raise NetcError(f"--profile times the kernel launches of a compiled network, and '{args.file}' is a network "
+                        f"source: compile it first (netc compile {args.file} -o {stem}.so) and run "
+                        f"`netc run {stem}.so --profile`")
     target = args.target or ("reference" if args.reference else None)
     if target is None:
         raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
@@ -650,10 +696,32 @@ def _print_outputs(args, outs, failed):
 
 
 def _run_compiled(args):
-    """`netc run NET.so`: the compiled network on the GPU (runtime.native.run_cli)."""
+    """`netc run NET.so`: the compiled network on the GPU (runtime.native.run_cli); with --profile,
+    its launches timed beside the cost model (netc.profile)."""
+    if args.profile:
+        if args.compare:
+            raise NetcError("--profile times the network and --compare checks its outputs: run them separately")
+        if args.output:
+            raise NetcError("--profile prints timings, not outputs: -o/--output has nothing to write (the profile "
+                            "goes to --profile-out PROF.json)")
+        from .profile import run_profile
+        return run_profile(args)
     from .runtime.native import run_cli
     outs, failed = run_cli(args)
     return _print_outputs(args, outs, failed)
+
+
+def _check_profile_flags(args):
+    """`netc run`'s --profile and the flags that go with it."""
+    if not args.profile:
+        given = [f for f, v in (("--repeat", args.repeat), ("--device", args.device),
+                                ("--profile-out", args.profile_out)) if v is not None]
+        if given:
+            raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to --profile (netc run NET.so "
+                            f"--profile)")
+        return
+    if args.repeat is not None and args.repeat < 1:
+        raise NetcError(f"--repeat takes the number of timed runs (at least 1), got {args.repeat}")
 
 
 _REFERENCE_DTYPES = {"f64": "f64", "fp64": "f64", "f32": "f32", "fp32": "f32"}
@@ -722,6 +790,9 @@ def cmd_compile(args, diag):
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     precision = _precision_options(args)   # a bad --dtype fails before any work
     if args.target == "interp":
+        if args.tuning or args.autotune:
+            raise NetcError("--tuning/--autotune choose the GPU kernels' tiles (--target cuda); the interpreter target "
+                            "runs its own (netc run --target interp --interp-blocks)")
         if args.params or args.embed_params:
             raise NetcError("--params/--embed-params embed parameters in a .so (--target cuda); the interpreter "
                             "target takes them at run time (netc run --target interp --params)")
@@ -741,12 +812,54 @@ def cmd_compile(args, diag):
     PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
                 + (["set-dtype"] if precision is not None else []) + ["fuse", "plan-memory"]).run(module, ctx)
     embed = _embedded_params(args)
+    tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
                        embed_params=embed, embed_seed=args.seed if args.embed_params else None,
-                       source=_source_record(args))
+                       source=_source_record(args), tuning=tuning)
     sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {r.launches} launches, {r.kernels} kernels "
-                     f"({r.cached} from the cache), {r.seconds['total']:.1f}s\n")
+                     f"({r.cached} from the cache), {r.seconds['total']:.1f}s"
+                     + (f"; {r.tuned} of {r.tunable} kernels tuned" if tuning is not None else "") + "\n")
     return 0
+
+
+def _tuning(args, module, plans, diag):
+    """compile --tuning FILE / --autotune: the tuned configurations to compile with, or None."""
+    from .codegen import parse_arch
+    from .codegen.tuning_file import load_tuning, merge
+    if not (args.tuning or args.autotune):
+        return None
+    arch = parse_arch(args.arch)
+    if args.autotune:
+        import torch
+        if not torch.cuda.is_available():
+            raise NetcError("--autotune times kernels on a GPU, and torch sees none here: tune on a GPU machine, "
+                            "then compile anywhere with --tuning FILE")
+        major, minor = torch.cuda.get_device_capability()
+        if major * 10 != arch:
+            raise NetcError(f"--autotune: this GPU is sm_{major}{minor}, but the kernels are compiled for sm_{arch}; "
+                            f"give --arch sm_{major}0")
+        from .codegen.tune import tune_network
+        path = args.tuning or os.path.splitext(args.output)[0] + ".tuning.json"
+        net = module.networks()[0]
+
+        def progress(i, n, launch, ok):
+            if sys.stderr.isatty():
+                sys.stderr.write(f"\rtuning [{i}/{n}] {launch.layers[0][:40]:40s}")
+        entries = tune_network(module, net, plans[net.attrs["sym_name"]], progress=progress)
+        if sys.stderr.isatty():
+            sys.stderr.write("\n")
+        merge(path, entries)
+        faster = [e for e in entries if e["default_us"] and e["us"] < e["default_us"]]
+        saved = sum(e["default_us"] - e["us"] for e in faster)
+        sys.stderr.write(f"tuned {len(entries)} kernel specializations on {entries[0]['device'] if entries else 'the GPU'}: "
+                         f"{len(faster)} faster than the default tiles ({saved:.0f} us saved per forward, summed "
+                         f"over distinct kernels); wrote {path}\n")
+    else:
+        path = args.tuning
+    tuning = load_tuning(path, arch)
+    if not tuning:
+        diag.warning(f"--tuning: '{path}' has no entries for sm_{arch}: every kernel keeps its default tiles")
+    return tuning
 
 
 def _embedded_params(args):

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from .diagnostics import NetcError
 
@@ -122,10 +122,12 @@ def get_network(name: str) -> Network:
 @dataclass(frozen=True)
 class Timing:
     """How explain times layers: the device and Paleo's percent of peak for on-device work
-    (ppp_comp) and for communication (ppp_comm)."""
+    (ppp_comp) and for communication (ppp_comm). calibration (`explain --profile`): the measured
+    efficiency per op type, {"file", "device", "device_name", "factors": {op type: factor}}."""
     device: Device
     ppp_comp: float = 1.0
     ppp_comm: float = 1.0
+    calibration: dict | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -206,6 +208,18 @@ def fetch_ms(dev: Device, layer: LayerCost, ppp_comm: float = 1.0, bandwidth: fl
                 bw /= 2
             t += comm_ms(dev, n * layer.itemsize, ppp_comm, bw)
     return t
+
+
+def calibrate(times: list, op_types: list, factors: dict) -> list:
+    """Measured efficiency on the model's times (`netc explain --profile`): every LayerTime's
+    forward and backward times divided by the factor of its layer's op type (sum of predicted over
+    sum of measured times of that type's launches, from `netc run NET.so --profile`; 1.0 for a type
+    the profile lacks). The cross-device fetch is communication, not the op's kernel: unchanged."""
+    out = []
+    for t, op in zip(times, op_types):
+        f = factors.get(op, 1.0)
+        out.append(replace(t, fwd=t.fwd / f, bwd_data=t.bwd_data / f, bwd_filter=t.bwd_filter / f))
+    return out
 
 
 def layer_times(costs: list, dev: Device, ppp_comp: float = 1.0, ppp_comm: float = 1.0,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 
 from .ir.core import DTYPES, Module, STRUCTURAL_OPS
-from .ops import lookup, prod
+from .ops import layer_cost, lookup, prod
 
 
 def layer_rows(module: Module, network=None) -> list[dict]:
@@ -22,10 +22,7 @@ def layer_rows(module: Module, network=None) -> list[dict]:
             continue
         opdef = lookup(op.name)
         out = op.results[0].type
-        ins = [v.type.shape for v in op.operands]
-        a = opdef.attrs_of(op)
-        needs_grad = not any(v.owner.name == "netc.input" for v in op.operands)
-        c = opdef.cost(a, ins, out.shape, needs_grad)
+        c, nbytes = layer_cost(op)
         nparams = 0
         for ref in (op.attrs.get("params") or {}).values():
             p = params.get(ref.name)
@@ -44,7 +41,7 @@ def layer_rows(module: Module, network=None) -> list[dict]:
             "flops_bwd_data": c.flops_bwd_data,
             "flops_bwd_filter": c.flops_bwd_filter,
             "activation_bytes": out.nbytes,
-            "bytes": opdef.bytes_moved(a, ins, out.shape, DTYPES[out.dtype]),
+            "bytes": nbytes,
         })
     return rows
 
@@ -136,6 +133,8 @@ def annotate_times(rows: list, costs: list, timing) -> dict:
     from .costmodel import layer_times, tower_bounds, weight_update_ms
     dev = timing.device
     times = layer_times(costs, dev, timing.ppp_comp, timing.ppp_comm)
+    if timing.calibration:
+        times = calibrated(rows, times, timing.calibration["factors"])
     for r, t in zip(rows, times):
         r.update(time_fwd_ms=t.fwd, time_bwd_data_ms=t.bwd_data, time_bwd_filter_ms=t.bwd_filter,
                  time_bwd_ms=t.bwd, time_fetch_ms=t.fetch)
@@ -151,6 +150,27 @@ def annotate_times(rows: list, costs: list, timing) -> dict:
         tot["parallel_towers"] = {"fwd_lower_ms": fwd[0], "fwd_upper_ms": fwd[1],
                                   "bwd_lower_ms": bwd[0], "bwd_upper_ms": bwd[1]}
     return tot
+
+
+def calibrated(rows: list, times: list, factors: dict) -> list:
+    """`explain --profile`: the measured efficiency of each row's op type (costmodel.calibrate) on
+    its times; every row records the factor it got (`efficiency`, 1.0 for an uncalibrated type)."""
+    from .costmodel import calibrate
+    for r in rows:
+        r["efficiency"] = factors.get(r["op"], 1.0)
+    return calibrate(times, [r["op"] for r in rows], factors)
+
+
+def calibration_summary(module: Module, timing) -> dict | None:
+    """The calibration explain applied: the profile's file, device and factors, and which op types
+    of the network's layers had a factor (calibrated) or kept 1.0 (uncalibrated)."""
+    cal = timing.calibration if timing is not None else None
+    if not cal:
+        return None
+    types = sorted({lookup(op.name).name for net in module.networks() for op in net.regions[0].ops
+                    if op.name not in STRUCTURAL_OPS and op.name != "netc.input"})
+    return dict(cal, calibrated=[t for t in types if t in cal["factors"]],
+                uncalibrated=[t for t in types if t not in cal["factors"]])
 
 
 def simulate(module: Module, timing, *, workers=None, scaling: str = "weak", network=None, hybrid=None,
@@ -249,10 +269,11 @@ def explain_json(module: Module, timing=None) -> dict:
         if timing is not None:
             t.update(annotate_times(rows, layer_costs(module, net), timing))
         nets.append({"name": net.attrs["sym_name"], "layers": rows, "totals": t})
+    cal = calibration_summary(module, timing)
     if len(nets) == 1:
-        return nets[0]
+        return dict(nets[0], calibration=cal) if cal else nets[0]
     owned = _storage(module, module.networks())
-    return {"name": module.attrs.get("source"), "networks": nets,
+    return {"name": module.attrs.get("source"), "networks": nets, **({"calibration": cal} if cal else {}),
             "totals": {"networks": len(nets), "params": sum(p.attrs["type"].numel for p in owned),
                        "param_bytes": sum(p.attrs["type"].nbytes for p in owned)},
             "params": [{"name": p.attrs["sym_name"], "shape": list(p.attrs["type"].shape),
@@ -289,6 +310,9 @@ def explain_table(module: Module, timing=None) -> str:
             if t["time_fetch_ms"]:
                 head += ("fetch ms",)
                 body = [b + (f"{r['time_fetch_ms']:.4f}",) for b, r in zip(body, rows)]
+            if timing.calibration:
+                head += ("efficiency",)
+                body = [b + (f"{r['efficiency']:.4g}",) for b, r in zip(body, rows)]
         w = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
         w[0] = min(w[0], 60)
         right = set(range(3, len(head)))
@@ -318,6 +342,14 @@ def explain_table(module: Module, timing=None) -> str:
                 out.append(f"parallel towers (Paleo's model-parallel bounds, fetch included): forward "
                            f"{pt['fwd_lower_ms']:.4f} to {pt['fwd_upper_ms']:.4f} ms, backward {pt['bwd_lower_ms']:.4f} "
                            f"to {pt['bwd_upper_ms']:.4f} ms")
+        out.append("")
+    cal = calibration_summary(module, timing)
+    if cal:
+        got = ", ".join(f"{k} {cal['factors'][k]:.4g}" for k in cal["calibrated"]) or "none of this network's"
+        where = f", measured on {cal['device_name']}" if cal.get("device_name") else ""
+        out.append(f"calibrated with {cal['file']} (predicted for {cal['device']}{where}): times divided by the "
+                   f"measured efficiency of their op type: {got}"
+                   + (f"; uncalibrated (1.0): {', '.join(cal['uncalibrated'])}" if cal["uncalibrated"] else ""))
         out.append("")
     return "\n".join(out)
 

@@ -16,7 +16,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 ABI = ["netc_abi_version", "netc_create", "netc_destroy", "netc_set_params", "netc_set_params_file",
-       "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest", "netc_embedded_params"]
+       "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest", "netc_embedded_params",
+       "netc_profile", "netc_num_launches"]
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 

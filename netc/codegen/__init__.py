@@ -2,6 +2,7 @@
 
     lower.py     groups + memory plan -> launches (KernelCall specializations, argument recipes)
     cache.py     AOT compile (netc.kernels.aot) with an on-disk cache; progress bar
+    tune.py      autotuning on a GPU -> tuning files (tuning_file.py) that compile reads anywhere
     launcher.py  the C launcher source, its header, and the `cc` build
 
 compile_module() is what `netc compile --target cuda` runs after the passes (the pipeline plus
@@ -30,6 +31,8 @@ class CompileResult:
     launches: int
     cached: int                  # cubins found in the cache
     seconds: dict = field(default_factory=dict)
+    tuned: int = 0               # kernels compiled with a tuning file's configuration
+    tunable: int = 0             # kernels a tuning file could configure
 
 
 def parse_arch(arch) -> int:
@@ -42,13 +45,14 @@ def parse_arch(arch) -> int:
 
 def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_triton: str | None = None,
                    progress_stream=None, embed_params: dict | None = None, embed_seed: int | None = None,
-                   source: dict | None = None) -> CompileResult:
+                   source: dict | None = None, tuning: dict | None = None) -> CompileResult:
     """Build out_path (a shared library) and its header from a fused, planned module.
 
     embed_params (tensors by parameter name) and/or embed_seed (random values for the rest, as the
     reference executor draws them) embed the packed parameters in the library (netc.runtime.params);
     without either, the caller sets them at run time. `source` (path, sha256, load options) is
-    recorded in the manifest so that `netc run NET.so --compare` can rebuild the reference."""
+    recorded in the manifest so that `netc run NET.so --compare` can rebuild the reference.
+    `tuning` ({tuning key: launcher keywords}, tune.load_tuning) replaces default tiles with tuned ones."""
     from ..memory.plan import BATCH, CONSTANT
     from . import lowering_cache
     from .cache import Progress, compile_cached, load_cached
@@ -64,7 +68,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     ins, outs = _network_io(net, plan)     # checked before the (slow) lowering
     # a warm compile of an unchanged network takes its launches from the lowering cache and its
     # cubins from the kernel cache, without importing torch or Triton (lowering_cache.py)
-    lkey = None if emit_triton else lowering_cache.key(net, plan, arch_n)
+    lkey = None if emit_triton else lowering_cache.key(net, plan, arch_n, tuning)
     low = lowering_cache.load(lkey) if lkey else None
     cubins = [] if low is not None else None
     if low is not None:
@@ -79,7 +83,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
                 cubins.append(c)
     if low is None:
         from .lower import lower_network
-        low = lower_network(module, net, plan)
+        low = lower_network(module, net, plan, tuning=tuning)
     from ..ir.query import param_roles as _param_roles
     roles = _param_roles(module)
     params, param_bytes = [], plan.arenas[CONSTANT].fixed
@@ -144,8 +148,10 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
                     batch_bytes_per_sample=plan.arenas[BATCH].size,
                     arena_bytes=_const_region(plan) + plan.arenas[BATCH].size * plan.batch),
         kernels=[dict(entry=c.name, kernel=_kernel_name(firsts[i]), constexprs=_constexprs(firsts[i]),
-                      num_warps=c.num_warps, shared=c.shared, cubin_bytes=len(c.cubin)) for i, c in enumerate(cubins)],
-        schedule=[dict(step=L.step, group=L.group, layers=L.layers, kernel=L.kernel_index) for L in low.launches],
+                      num_warps=c.num_warps, shared=c.shared, cubin_bytes=len(c.cubin),
+                      tuned=bool(getattr(firsts[i], "tuned", False))) for i, c in enumerate(cubins)],
+        schedule=[dict(step=L.step, group=L.group, layers=L.layers, kernel=L.kernel_index, **cost)
+                  for L, cost in zip(low.launches, _launch_costs(net, plan, low.launches))],
         splits=low.splits,
         params_embedded=blob is not None,
     )
@@ -171,10 +177,43 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     if emit_triton:
         write_triton_sources(emit_triton, [firsts[i] for i in range(len(firsts))], cubins)
     t_end = time.perf_counter()
+    from .tuning_file import TUNED_KERNELS
     return CompileResult(out_path, header, manifest, len(cubins), len(low.launches),
                          sum(c.cached for c in cubins),
                          dict(lower=t_lower - t0, kernels=t_kernels - t_lower, build=t_end - t_kernels,
-                              total=t_end - t0))
+                              total=t_end - t0),
+                         tuned=sum(bool(k["tuned"]) for k in manifest["kernels"]),
+                         tunable=sum(k["kernel"] in TUNED_KERNELS for k in manifest["kernels"]))
+
+
+def _launch_costs(net, plan, launches) -> list[dict]:
+    """Per launch, at the compiled batch: `op` (the IR op of its first layer), forward `flops` and
+    `bytes` moved, summed over its layers as `netc explain` counts them (ops.layer_cost). Read off
+    the IR by layer name, so launches from the lowering cache (no IR ops) get them too. A concat
+    copy (lower_network's group "<group>:<input>", one per input copied into its slice) moves its
+    input's bytes twice (read, then written) and does no arithmetic."""
+    from ..ir.core import STRUCTURAL_OPS
+    from ..memory.plan import BATCH
+    from ..ops import layer_cost
+    ops = {op.attrs.get("name"): op for op in net.regions[0].ops
+           if op.name not in STRUCTURAL_OPS and op.name != "netc.input"}
+    tensors = {t.name: t for t in plan.tensors}
+    out = []
+    for L in launches:
+        first = ops.get(L.layers[0]) if L.layers else None
+        flops = nbytes = 0
+        if first is not None and first.name == "netc.concat":
+            base = first.attrs.get("fusion_group") or f"op:{first.attrs.get('name')}"
+            src = tensors.get(L.group[len(base) + 1:] if L.group.startswith(base + ":") else L.group.rsplit(":", 1)[-1])
+            if src is not None:
+                nbytes = 2 * src.size * (plan.batch if src.cls == BATCH else 1)
+        else:
+            for name in L.layers:
+                if name in ops:
+                    c, b = layer_cost(ops[name])
+                    flops, nbytes = flops + c.flops_fwd, nbytes + b
+        out.append(dict(op=first.name if first is not None else None, flops=flops, bytes=nbytes))
+    return out
 
 
 def _network_io(net, plan) -> tuple[list, list]:

@@ -13,8 +13,18 @@ one as b rows (one copy when dense), one without a batch axis (a loss reduced ov
 plan's constant class, so it lives in the constant region) as one copy of all its bytes. Everything
 is asynchronous on that stream.
 
+netc_profile runs the very same code (one static function, netc_run, serves both) with CUDA
+events recorded before the input copies, after them, after every launch and after the output
+copies, waits for the last one and writes the NETC_NLAUNCHES + 2 intervals (cuEventElapsedTime,
+ms): input copies, each launch in schedule order, output copies. The event functions are looked
+up optionally: a driver without them still runs netc_forward, and netc_profile then fails with a
+clear netc_last_error. The events are created on the first netc_profile call and destroyed by
+netc_destroy. netc_num_launches gives NETC_NLAUNCHES (the manifest's schedule, in that order).
+
 ABI versions: 1, every input and output is [batch, ...]; 2 (this one), an output may have no batch
-axis: its manifest entry says "batched": false and its buffer is dense in its own shape.
+axis: its manifest entry says "batched": false and its buffer is dense in its own shape. netc_profile
+and netc_num_launches were added to version 2 without a new version (libraries built before lack
+them; netc.runtime asks for a recompile when one is needed).
 """
 from __future__ import annotations
 
@@ -59,6 +69,14 @@ const void* netc_embedded_params(size_t* bytes);
    (e.g. a loss, a mean over the batch's samples): dense in its own shape ("bytes" bytes).
    Asynchronous on `stream` (a CUstream; NULL = default). */
 int netc_forward(void* net, const void* const* inputs, void* const* outputs, int batch, void* stream);
+/* netc_forward, timed with CUDA events: waits for the run to finish and writes netc_num_launches() + 2
+   floats to `ms` (milliseconds): the input copies, each kernel launch in schedule order (the manifest's
+   "schedule"), the output copies. Events are created on the first call (the driver's cuEvent*
+   functions; without them this fails and netc_last_error says why). Not for production runs: every
+   launch is separated by an event record. */
+int netc_profile(void* net, const void* const* inputs, void* const* outputs, int batch, void* stream, float* ms);
+/* The number of kernel launches of one forward (the manifest's schedule). */
+int netc_num_launches(void);
 /* The last error of `net` ("" if none); with NULL, the last netc_create failure of this thread. */
 const char* netc_last_error(void* net);
 const char* netc_last_create_error(void);
@@ -85,6 +103,7 @@ typedef void* CUcontext;
 typedef void* CUmodule;
 typedef void* CUfunction;
 typedef void* CUstream;
+typedef void* CUevent;
 typedef unsigned long long CUdeviceptr;
 typedef struct {
   size_t srcXInBytes, srcY; int srcMemoryType; const void* srcHost; CUdeviceptr srcDevice; void* srcArray;
@@ -120,6 +139,13 @@ typedef struct {
   CUresult (*cuMemcpy2DAsync)(const netc_memcpy2d*, CUstream);
   CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                              CUstream, void**, void**);
+  /* optional (netc_profile only): NULL where the driver lacks them; event_missing names the first */
+  CUresult (*cuEventCreate)(CUevent*, unsigned);
+  CUresult (*cuEventRecord)(CUevent, CUstream);
+  CUresult (*cuEventSynchronize)(CUevent);
+  CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
+  CUresult (*cuEventDestroy)(CUevent);
+  const char* event_missing;
 } netc_driver;
 
 typedef struct { const unsigned char* image; size_t size; const char* name; unsigned shared; unsigned threads; } netc_kdef;
@@ -139,6 +165,10 @@ typedef struct {
   CUdeviceptr arena;
   int params_set;
   uint64_t slots[NETC_NARGS + 2 > 2 ? NETC_NARGS + 2 : 3];
+  /* netc_profile's events (NETC_NEVENTS: before the inputs, after them, after each launch, after the
+     outputs), created on its first call; nevents of them exist */
+  CUevent events[NETC_NEVENTS];
+  int nevents;
   char err[1024];
 } netc_net;
 
@@ -191,6 +221,15 @@ static int load_driver(netc_driver* d, char* err) {
   SYM(cuMemcpy2DAsync, "cuMemcpy2DAsync_v2");
   SYM(cuLaunchKernel, "cuLaunchKernel");
 #undef SYM
+#define OPT(field, name) do { *(void**)(&d->field) = dlsym(d->lib, name); \
+    if (!d->field && !d->event_missing) d->event_missing = name; } while (0)
+  OPT(cuEventCreate, "cuEventCreate");
+  OPT(cuEventRecord, "cuEventRecord");
+  OPT(cuEventSynchronize, "cuEventSynchronize");
+  OPT(cuEventElapsedTime, "cuEventElapsedTime");
+  *(void**)(&d->cuEventDestroy) = dlsym(d->lib, "cuEventDestroy_v2");
+  if (!d->cuEventDestroy) OPT(cuEventDestroy, "cuEventDestroy");
+#undef OPT
   return 0;
 }
 
@@ -204,6 +243,7 @@ API const void* netc_embedded_params(size_t* bytes) {
 #endif
 }
 API const char* netc_manifest(void) { return netc_manifest_json; }
+API int netc_num_launches(void) { return NETC_NLAUNCHES; }
 API const char* netc_last_create_error(void) { return g_create_err; }
 API const char* netc_last_error(void* h) { return h ? ((netc_net*)h)->err : g_create_err; }
 
@@ -212,6 +252,7 @@ API void netc_destroy(void* h) {
   if (!n) return;
   if (n->d.lib) {
     if (n->ctx) n->d.cuCtxSetCurrent(n->ctx);
+    for (int i = 0; i < n->nevents; i++) n->d.cuEventDestroy(n->events[i]);
     if (n->arena) n->d.cuMemFree(n->arena);
     for (int i = 0; i < NETC_NKERNELS; i++) if (n->modules[i]) n->d.cuModuleUnload(n->modules[i]);
     if (n->primary) n->d.cuDevicePrimaryCtxRelease(n->dev);
@@ -322,25 +363,33 @@ static int copy_rows(netc_net* n, CUdeviceptr dst, size_t dpitch, CUdeviceptr sr
   return 0;
 }
 
-API int netc_forward(void* h, const void* const* inputs, void* const* outputs, int batch, void* stream) {
-  netc_net* n = (netc_net*)h;
-  if (!n) return -1;
+/* netc_forward's body, shared with netc_profile: `who` names the caller in errors; with `ev`
+   (NETC_NEVENTS events), ev[0] is recorded before the input copies, ev[1] after them, ev[2 + k]
+   after launch k and ev[NETC_NLAUNCHES + 2] after the output copies. */
+#define MARK(i) do { if (ev) CU(n, n->d.cuEventRecord(ev[i], s), "netc_profile: cuEventRecord"); } while (0)
+static int netc_run(netc_net* n, const char* who, const void* const* inputs, void* const* outputs, int batch,
+                    void* stream, CUevent* ev) {
   if (batch < 1 || batch > NETC_BATCH) {
-    set_err(n->err, "netc_forward: batch %d is outside 1..%d (the compiled batch)", batch, NETC_BATCH);
+    set_err(n->err, "%s: batch %d is outside 1..%d (the compiled batch)", who, batch, NETC_BATCH);
     return -2;
   }
-  if (!n->params_set && NETC_PARAM_BYTES) { set_err(n->err, "netc_forward: call netc_set_params first"); return -3; }
-  if ((NETC_NINPUTS && !inputs) || (NETC_NOUTPUTS && !outputs)) { set_err(n->err, "netc_forward: inputs/outputs is NULL"); return -4; }
+  if (!n->params_set && NETC_PARAM_BYTES) { set_err(n->err, "%s: call netc_set_params first", who); return -3; }
+  if ((NETC_NINPUTS && !inputs) || (NETC_NOUTPUTS && !outputs)) {
+    set_err(n->err, "%s: inputs/outputs is NULL", who);
+    return -4;
+  }
   CUstream s = (CUstream)stream;
   CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
   CUdeviceptr base[3] = {0, n->arena, n->arena + (CUdeviceptr)NETC_CONST_BYTES};
   long long b = batch;
+  MARK(0);
   for (int i = 0; i < NETC_NINPUTS; i++) {
     const netc_io* io = &netc_inputs[i];
     CUdeviceptr at = io->batched ? base[2] + io->coeff * b + io->cnst : base[1] + io->cnst;
     if (copy_rows(n, at, io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width, io->batched ? b : 1, s))
       return -5;
   }
+  MARK(1);
   for (int k = 0; k < NETC_NLAUNCHES; k++) {
     const netc_launch* L = &netc_launches[k];
     void* params[NETC_MAXARGS + 2];
@@ -366,10 +415,11 @@ API int netc_forward(void* h, const void* const* inputs, void* const* outputs, i
     CUresult r = n->d.cuLaunchKernel(n->funcs[L->kernel], (unsigned)g0, L->g1, L->g2, K->threads, 1, 1, K->shared, s,
                                      params, NULL);
     if (r) {
-      set_err(n->err, "netc_forward: launching %s for layer '%s' failed: %s (CUresult %d)", K->name, L->layer,
+      set_err(n->err, "%s: launching %s for layer '%s' failed: %s (CUresult %d)", who, K->name, L->layer,
               cu_msg(&n->d, r), r);
       return -(int)r - 1000;
     }
+    MARK(2 + k);
   }
   for (int i = 0; i < NETC_NOUTPUTS; i++) {
     const netc_io* io = &netc_outputs[i];
@@ -377,6 +427,40 @@ API int netc_forward(void* h, const void* const* inputs, void* const* outputs, i
     if (copy_rows(n, (CUdeviceptr)(uintptr_t)outputs[i], io->width, at, io->pitch, io->width, io->batched ? b : 1, s))
       return -6;
   }
+  MARK(NETC_NLAUNCHES + 2);
+  n->err[0] = 0;
+  return 0;
+}
+#undef MARK
+
+API int netc_forward(void* h, const void* const* inputs, void* const* outputs, int batch, void* stream) {
+  netc_net* n = (netc_net*)h;
+  if (!n) return -1;
+  return netc_run(n, "netc_forward", inputs, outputs, batch, stream, NULL);
+}
+
+API int netc_profile(void* h, const void* const* inputs, void* const* outputs, int batch, void* stream, float* ms) {
+  netc_net* n = (netc_net*)h;
+  if (!n) return -1;
+  if (!ms) { set_err(n->err, "netc_profile: ms is NULL (it takes %d floats)", NETC_NLAUNCHES + 2); return -7; }
+  if (n->d.event_missing) {
+    set_err(n->err, "netc_profile: the CUDA driver has no %s: cannot time the launches with CUDA events "
+            "(netc_forward still works)", n->d.event_missing);
+    return -8;
+  }
+  if (n->nevents < NETC_NEVENTS) {
+    CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
+    while (n->nevents < NETC_NEVENTS) {
+      /* flags 0, CU_EVENT_DEFAULT: timing enabled */
+      CU(n, n->d.cuEventCreate(&n->events[n->nevents], 0), "netc_profile: cuEventCreate");
+      n->nevents++;
+    }
+  }
+  int rc = netc_run(n, "netc_profile", inputs, outputs, batch, stream, n->events);
+  if (rc) return rc;
+  CU(n, n->d.cuEventSynchronize(n->events[NETC_NEVENTS - 1]), "netc_profile: cuEventSynchronize");
+  for (int i = 0; i < NETC_NEVENTS - 1; i++)
+    CU(n, n->d.cuEventElapsedTime(&ms[i], n->events[i], n->events[i + 1]), "netc_profile: cuEventElapsedTime");
   n->err[0] = 0;
   return 0;
 }
@@ -412,7 +496,8 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     p = [f"#define NETC_ABI {ABI_VERSION}", f"#define NETC_ARCH {arch}", f"#define NETC_BATCH {batch}",
          f"#define NETC_CONST_BYTES {const_bytes}ULL", f"#define NETC_BATCH_BYTES {batch_bytes}ULL",
          f"#define NETC_PARAM_BYTES {param_bytes}ULL", f"#define NETC_NKERNELS {len(kernels)}",
-         f"#define NETC_NLAUNCHES {len(launches)}", f"#define NETC_MAXARGS {nargs}", f"#define NETC_NARGS {nargs}",
+         f"#define NETC_NLAUNCHES {len(launches)}", f"#define NETC_NEVENTS {len(launches) + 3}",
+         f"#define NETC_MAXARGS {nargs}", f"#define NETC_NARGS {nargs}",
          f"#define NETC_NINPUTS {len(inputs)}", f"#define NETC_NOUTPUTS {len(outputs)}",
          f"#define NETC_PARAMS_EMBEDDED {int(bool(params_embedded and param_bytes))}"]
     body = []

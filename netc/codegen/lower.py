@@ -37,6 +37,8 @@ TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat
 PIN_KWARGS = {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k", "GROUP_M": "group_m",
               "FLAT_K": "flat_k", "BLOCK": "block", "BLOCK_P": "block_p", "BLOCK_C": "block_c",
               "BLOCK_R": "block_r"}
+# launch options a pin carries too (so a tuned num_warps/num_stages survives re-lowering at batch B+1)
+PIN_OPTIONS = ("num_warps", "num_stages")
 NO_KERNEL = {"netc.deconv2d": "transposed convolution", "netc.upsample2d": "upsampling",
              "netc.gru": "a recurrent (GRU) cell", "netc.argsort": "SINGA's ArgSort",
              "netc.accuracy": "SINGA's Accuracy",
@@ -208,7 +210,9 @@ def _vname(v):
 
 
 def _pin_of(call) -> dict:
-    return {PIN_KWARGS[k]: v for k, v in call.constexprs.items() if k in PIN_KWARGS}
+    pin = {PIN_KWARGS[k]: v for k, v in call.constexprs.items() if k in PIN_KWARGS}
+    pin.update({k: v for k, v in call.options.items() if k in PIN_OPTIONS})
+    return pin
 
 
 def _copy_call(src, dst, pin, pl):
@@ -231,33 +235,71 @@ def _as_rows(t, batch):
     return t.as_strided((batch, f), (t.stride(0) if t.dim() else f, 1), t.storage_offset())
 
 
-def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = False, blocks: str = "cuda") -> Launch:
+# constexprs that are tiles (what tuning chooses), not part of what a specialization computes
+TILE_CONSTEXPRS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "BLOCK", "BLOCK_P", "BLOCK_C", "BLOCK_R"}
+
+
+def tuning_key(call) -> str:
+    """What decides a specialization's best tiles (tune.py): the kernel, the type and value of
+    each scalar argument at the compiled batch (sizes, strides, a slope), the type of each pointer,
+    and the constexprs other than the tiles."""
+    import hashlib
+    import json
+    from ..kernels.aot import arg_type
+    doc = dict(kernel=call.kernel.__name__,
+               args=[[n, arg_type(v), None if torch.is_tensor(v) else v]
+                     for n, v in zip(call.kernel.arg_names, call.args)],
+               constexprs={k: list(v) if isinstance(v, tuple) else v for k, v in sorted(call.constexprs.items())
+                           if k not in TILE_CONSTEXPRS})
+    return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
+
+
+def lower_once(members, plan, tensors, pl, pin: dict, tf32: bool = False, copy=None):
+    """(KernelCall, rows_per_sample, block) of one group (or, with copy=(src, dst, axis, start), one
+    concat-copy) on the placements `pl` with the launcher keywords `pin`. The tuner (tune.py) calls
+    it with placements on a real arena; lower_launch with meta placements."""
+    if copy is not None:
+        src, dst, axis, start = copy
+        s = pl.meta(src)
+        d = pl.meta(dst).narrow(axis, start, s.shape[axis])
+        return _copy_call(s, d, pin, pl)
+    return _lower_group(members, plan, tensors, pl, pin, tf32)
+
+
+def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = False, blocks: str = "cuda",
+                 tuning: dict | None = None) -> Launch:
     """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to a Launch.
-    blocks: "cuda" (the launchers' own tile sizes, what the .so runs) or "large" (large_tiles())."""
+    blocks: "cuda" (the launchers' own tile sizes, what the .so runs) or "large" (large_tiles()).
+    tuning: {tuning key: launcher keywords} (tune.py): a specialization found there is lowered with
+    the tuned tiles, warps and stages instead of the launcher's defaults."""
     B = plan.batch
     results = []
     pin: dict = {}
+    tuned = False
     if blocks not in BLOCK_POLICIES:
         raise ValueError(f"unknown block policy {blocks!r} (one of {', '.join(BLOCK_POLICIES)})")
-    sizes = (B, B, B + 1) if blocks == "large" else (B, B + 1)
+    first_decides = blocks == "large" or bool(tuning)
+    sizes = (B, B, B + 1) if first_decides else (B, B + 1)
     for i, b in enumerate(sizes):
         pl = _Placements(plan, b)
         try:
-            if copy is not None:
-                src, dst, axis, start = copy
-                s = pl.meta(src)
-                d = pl.meta(dst).narrow(axis, start, s.shape[axis])
-                call, ps, blk = _copy_call(s, d, pin, pl)
-            else:
-                call, ps, blk = _lower_group(members, plan, tensors, pl, pin, tf32)
+            call, ps, blk = lower_once(members, plan, tensors, pl, pin, tf32, copy)
         except (ValueError, TypeError) as e:
             layer = members[0].attrs.get("name")
-            raise CodegenError(f"cannot lower layer '{layer}' ({members[0].name}) to a kernel: {e}",
-                               members[0].loc) from None
+            why = f"cannot lower layer '{layer}' ({members[0].name}) to a kernel: {e}"
+            if tuned:
+                why += " (with the tuning file's configuration for it)"
+            raise CodegenError(why, members[0].loc) from None
         results.append((call, ps, blk, pl))
         pin = _pin_of(call)
-        if blocks == "large" and i == 0:
-            pin.update(large_tiles(call))
+        if first_decides and i == 0:
+            if blocks == "large":
+                pin.update(large_tiles(call))
+            else:
+                cfg = tuning.get(tuning_key(call))
+                if cfg:
+                    pin = dict(cfg)
+                    tuned = True
             results.pop()
     (c0, ps, blk, p0), (c1, ps1, _, p1) = results
     if c0.constexprs != c1.constexprs or c0.kernel is not c1.kernel:
@@ -288,7 +330,10 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
                                                              _ptr_type(v)) for n, a, v in
                                                             zip(c0.kernel.arg_names, args, c0.args)),
            tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())))
-    return Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
+    launch = Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
+    launch.tuned = tuned
+    launch.source = (members, copy)        # what the tuner re-lowers (tune.py)
+    return launch
 
 
 def _p2(n: int, lo: int, hi: int) -> int:
@@ -421,9 +466,10 @@ def opaque_diagnostics(ops) -> list:
     return out
 
 
-def lower_network(module, net, plan, blocks: str = "cuda") -> Lowered:
+def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None = None) -> Lowered:
     """Every kernel launch of one planned network, in schedule order. blocks: the tile policy
-    ("cuda": the .so's; "large": large_tiles(), for Triton's interpreter)."""
+    ("cuda": the .so's; "large": large_tiles(), for Triton's interpreter). tuning: tuned launcher
+    keywords by tuning key (tune.load_tuning), for the "cuda" policy."""
     body = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
     tensors = {t.name: t for t in plan.tensors}
     step_of = {n: s.index for s in plan.steps for n in s.layers}
@@ -492,8 +538,8 @@ def lower_network(module, net, plan, blocks: str = "cuda") -> Lowered:
                 src = tensors[_vname(v)]
                 if src.id in st.copies:
                     out.launches.append(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index, blocks=blocks,
-                                                     copy=(src, dst, axis, start)))
+                                                     copy=(src, dst, axis, start), tuning=tuning))
                 start += src.shape[axis]
             continue
-        out.launches.append(lower_launch(g, members, plan, tensors, st.index, tf32=tf32, blocks=blocks))
+        out.launches.append(lower_launch(g, members, plan, tensors, st.index, tf32=tf32, blocks=blocks, tuning=tuning))
     return out

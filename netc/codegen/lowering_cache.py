@@ -28,7 +28,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import metadata
 
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass
@@ -43,6 +43,7 @@ class CachedLaunch:
     constexprs: dict
     cubin_key: str
     kernel_index: int = -1
+    tuned: bool = False
 
 
 @dataclass
@@ -83,7 +84,7 @@ def _sources_digest() -> str:
     return _SOURCES
 
 
-def key(net, plan, arch: int) -> str:
+def key(net, plan, arch: int, tuning: dict | None = None) -> str:
     from ..ir.printer import print_ir
     h = hashlib.sha256()
     h.update(f"netc-lowering-{FORMAT}\n".encode())
@@ -91,8 +92,9 @@ def key(net, plan, arch: int) -> str:
     doc = dataclasses.asdict(plan)
     doc.pop("seconds", None)      # how long planning took: not part of the plan
     h.update(json.dumps(doc, sort_keys=True, default=str).encode())
+    from .tuning_file import digest
     h.update(f"\narch={arch} sources={_sources_digest()} triton={_version('triton')} "
-             f"torch={_version('torch')}".encode())
+             f"torch={_version('torch')} tuning={digest(tuning)}".encode())
     return h.hexdigest()[:40]
 
 
@@ -109,7 +111,7 @@ def load(k: str) -> CachedLowering | None:
             low.launches.append(CachedLaunch(
                 L["group"], L["layers"], L["step"], [Arg(**a) for a in L["args"]],
                 tuple(tuple(g) if isinstance(g, list) else g for g in L["grid"]), L["spec_key"],
-                L["kernel_name"], L["constexprs"], L["cubin_key"]))
+                L["kernel_name"], L["constexprs"], L["cubin_key"], tuned=bool(L.get("tuned"))))
         return low
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -126,7 +128,7 @@ def store(k: str, low, cubin_keys: dict) -> None:
             grid=[list(g) if isinstance(g, tuple) else g for g in L.grid], spec_key=spec_text(L.spec_key),
             kernel_name=L.call.kernel.__name__,
             constexprs={c: list(v) if isinstance(v, tuple) else v for c, v in L.call.constexprs.items()},
-            cubin_key=cubin_keys[L.kernel_index]))
+            cubin_key=cubin_keys[L.kernel_index], tuned=bool(getattr(L, "tuned", False))))
     d = lowering_dir()
     os.makedirs(d, exist_ok=True)
     _atomic_write(os.path.join(d, k + ".json"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import did_you_mean
+from ..ir.core import DTYPES
 
 REQUIRED = object()
 
@@ -276,6 +277,18 @@ def not_runnable(op) -> str | None:
         return None
     return (f"cannot run {opdef.type_name} '{op.attrs.get('name')}': {problem}, so its shape is not a real "
             f"tensor's (paleo_unchecked reproduces Paleo's number; fix the layer to run it)")
+
+
+def layer_cost(op) -> tuple[Cost, int]:
+    """(Cost, forward bytes moved) of one IR layer at its inferred shapes: the numbers `netc explain`
+    reports per layer and `netc compile` records per launch in the manifest (one formula, the op's
+    cost() and bytes_moved()). The data gradient of a layer fed by a network input is 0."""
+    opdef = _BY_NAME[op.name]
+    out = op.results[0].type
+    ins = [v.type.shape for v in op.operands]
+    a = opdef.attrs_of(op)
+    needs_grad = not any(v.owner.name == "netc.input" for v in op.operands)
+    return opdef.cost(a, ins, out.shape, needs_grad), opdef.bytes_moved(a, ins, out.shape, DTYPES[out.dtype])
 
 
 def layer_types() -> list[str]:

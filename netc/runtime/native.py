@@ -4,6 +4,7 @@
     net.set_params("weights.safetensors")           # or a dict of tensors, or seed=N for random ones
     y = net(x)                                      # x: CUDA tensor [b, ...], 1 <= b <= net.batch
     net.close()                                     # or `with netc.runtime.load(...) as net:`
+    net.profile({"data": x})                         # per launch: median and min ms (CUDA events)
 
 Outputs are [b, ...], except those without a batch axis (TensorSpec.batched False: a loss, the mean
 over the b samples of the call), which have their own shape (a scalar loss: shape []).
@@ -123,6 +124,14 @@ def _open(path: str):
         lib.netc_embedded_params.argtypes = [ctypes.POINTER(ctypes.c_size_t)]
     except AttributeError:   # built before parameters could be embedded
         pass
+    try:
+        lib.netc_profile.restype = ctypes.c_int
+        lib.netc_profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
+                                     ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+        lib.netc_num_launches.restype = ctypes.c_int
+        lib.netc_num_launches.argtypes = []
+    except AttributeError:   # built before netc_profile (Net.profile asks for a recompile)
+        pass
     return lib, manifest
 
 
@@ -145,6 +154,13 @@ def _torch_device(device=None) -> torch.device | None:
     if d.type != "cuda":
         raise NetcInputError(f"a compiled network runs on a CUDA device, not '{d}'")
     return d if d.index is not None else torch.device("cuda", torch.cuda.current_device())
+
+
+def device_name(device=None) -> str | None:
+    """torch's name of the CUDA device a Net would run on (e.g. "NVIDIA H100 80GB HBM3"), or None
+    where torch has no CUDA."""
+    d = _torch_device(device)
+    return torch.cuda.get_device_name(d) if d is not None and d.type == "cuda" else None
 
 
 def load(path, params=None, *, seed: int | None = None, device=None) -> "Net":
@@ -352,14 +368,22 @@ class Net:
         return int(t.shape[0])
 
     # --------------------------------------------------------------------------- running
-    def forward(self, *args, stream=None, **kwargs) -> list:
-        """Run on inputs given by position (manifest order) or name; the outputs as a list."""
+    def _inputs(self, args, kwargs) -> tuple[list, int]:
+        """The input tensors in manifest order, checked, and their (common) batch."""
         xs = self._gather(args, kwargs)
         batches = [self._check(s, t) for s, t in zip(self.inputs, xs)]
         if len(set(batches)) > 1:
             raise NetcInputError("the inputs have different batch sizes: "
                                  + ", ".join(f"{s.name} {b}" for s, b in zip(self.inputs, batches)))
-        b = batches[0] if batches else 1
+        return xs, batches[0] if batches else 1
+
+    def forward(self, *args, stream=None, **kwargs) -> list:
+        """Run on inputs given by position (manifest order) or name; the outputs as a list."""
+        xs, b = self._inputs(args, kwargs)
+        return self._run(xs, b, stream)
+
+    def _run(self, xs: list, b: int, stream, ms=None) -> list:
+        """netc_forward on checked inputs; with `ms` (NETC_NLAUNCHES + 2 c_floats), netc_profile."""
         h = self._handle()
         if not self._params_set:
             raise NetcInputError(f"{self.network}: set the parameters first: net.set_params(a dict, an .npz or "
@@ -386,10 +410,64 @@ class Net:
                     t.record_stream(tstream)     # the caching allocator keeps them until it is done
             ins_c = (ctypes.c_void_p * max(len(xs), 1))(*[t.data_ptr() for t in xs])
             outs_c = (ctypes.c_void_p * max(len(outs), 1))(*[t.data_ptr() for t in outs])
-            rc = self._lib.netc_forward(h, ins_c, outs_c, b, handle or None)
+            if ms is None:
+                rc = self._lib.netc_forward(h, ins_c, outs_c, b, handle or None)
+            else:
+                rc = self._lib.netc_profile(h, ins_c, outs_c, b, handle or None, ms)
         if rc:
-            raise self._error("forward failed")
+            raise self._error("forward failed" if ms is None else "profiling failed")
         return outs
+
+    def profile(self, inputs: dict, repeat: int = 20, warmup: int = 3, stream=None) -> list:
+        """Time every part of a forward on `inputs` (by name) with CUDA events (netc_profile): `warmup`
+        untimed runs, then `repeat` timed ones. One dict per part, in order: the input copies, each
+        kernel launch of the schedule, the output copies, with median_ms and min_ms over the timed
+        runs and, from the manifest, kind ("input copy", "launch", "output copy"), index (of the
+        launch in the schedule), step, kernel (the cubin's entry), kernel_name, group, layers, op
+        (IR op of the first layer), flops and bytes: at the COMPILED batch (the manifest's
+        numbers; a copy moves its bytes twice, read and written). Each timed run waits for its
+        last event, so nothing else overlaps it."""
+        import statistics
+        so = os.path.basename(self.path)
+        if getattr(self._lib, "netc_profile", None) is None:
+            raise NetcRuntimeError(f"'{so}' was built by an older netc without netc_profile (per-launch timing): "
+                                   f"recompile it with this netc (`netc compile`) to profile it")
+        for what, v, lo in (("repeat", repeat, 1), ("warmup", warmup, 0)):
+            if isinstance(v, bool) or not isinstance(v, int) or v < lo:
+                raise NetcInputError(f"profile: {what} must be an integer >= {lo}, got {v!r}")
+        if not isinstance(inputs, dict):
+            raise NetcInputError(f"profile takes the inputs as a dict by name, got {type(inputs).__name__}")
+        xs, b = self._inputs((), inputs)
+        sched = self.manifest.get("schedule", [])
+        n = self._lib.netc_num_launches()
+        if n != len(sched):
+            raise NetcRuntimeError(f"'{so}' launches {n} kernels but its manifest's schedule lists {len(sched)}")
+        ms = (ctypes.c_float * (n + 2))()
+        runs = []
+        for i in range(warmup + repeat):
+            self._run(xs, b, stream, ms)
+            if i >= warmup:
+                runs.append(list(ms))
+        kernels = self.manifest.get("kernels", [])
+
+        def io_bytes(ds):
+            return 2 * sum(d["bytes_per_sample"] * self.batch if d.get("batched", True) else d["bytes"] for d in ds)
+
+        parts = [dict(kind="input copy", index=None, step=None, kernel=None, kernel_name=None, group=None,
+                      layers=[d["name"] for d in self.manifest["inputs"]], op=None, flops=0,
+                      bytes=io_bytes(self.manifest["inputs"]))]
+        for k, e in enumerate(sched):
+            kd = kernels[e["kernel"]] if 0 <= e.get("kernel", -1) < len(kernels) else {}
+            parts.append(dict(kind="launch", index=k, step=e.get("step"), kernel=kd.get("entry"),
+                              kernel_name=kd.get("kernel"), group=e.get("group"), layers=list(e.get("layers", [])),
+                              op=e.get("op"), flops=e.get("flops", 0), bytes=e.get("bytes", 0)))
+        parts.append(dict(kind="output copy", index=None, step=None, kernel=None, kernel_name=None, group=None,
+                          layers=[d["name"] for d in self.manifest["outputs"]], op=None, flops=0,
+                          bytes=io_bytes(self.manifest["outputs"])))
+        for j, p in enumerate(parts):
+            col = [r[j] for r in runs]
+            p.update(median_ms=statistics.median(col), min_ms=min(col))
+        return parts
 
     def __call__(self, *args, stream=None, **kwargs):
         """net(x) / net(x, y) / net(data=x): one output -> a tensor; several -> a dict by name."""
@@ -440,11 +518,11 @@ def _feed(net: Net, inputs: dict, what: str = "input") -> dict:
     return out
 
 
-def run_cli(args) -> tuple[dict, list]:
-    """`netc run NET.so`: load, set parameters (--params, the embedded ones, or random from --seed),
-    run on --input/--inputs (or random inputs at --batch, default the compiled batch) and, with
-    --compare, check against the reference executor on the network's source. Returns (outputs on
-    the CPU, diagnostics for outputs beyond the tolerance)."""
+@contextlib.contextmanager
+def _cli_net(args):
+    """`netc run NET.so`'s set-up: the options checked, the library loaded, its parameters set
+    (--params, the embedded ones, or random from --seed) and its inputs (--input/--inputs, or random
+    ones at --batch, default the compiled batch); yields (net, inputs by name) and closes the net."""
     from .io import load_npz, parse_input_specs
     not_here = [flag for flag, attr in (("--reference", "reference"), ("--target", "target"), ("--network", "network"),
                                         ("--dtype", "dtype"), ("--tf32", "tf32"), ("--singa-version", "singa_version"))
@@ -472,12 +550,33 @@ def run_cli(args) -> tuple[dict, list]:
             net.set_params(given, seed=args.seed)
         elif not net.params_embedded:
             net.set_params(seed=args.seed)
+        yield net, inputs
+
+
+def run_cli(args) -> tuple[dict, list]:
+    """`netc run NET.so`: load, set parameters (--params, the embedded ones, or random from --seed),
+    run on --input/--inputs (or random inputs at --batch, default the compiled batch) and, with
+    --compare, check against the reference executor on the network's source. Returns (outputs on
+    the CPU, diagnostics for outputs beyond the tolerance)."""
+    with _cli_net(args) as (net, inputs):
         outs = net.run(inputs)
         if net.device is not None and net.device.type == "cuda":
             torch.cuda.synchronize(net.device)
         outs = {k: v.cpu() for k, v in outs.items()}
         failed = _compare(net, args, inputs, outs) if args.compare else []
     return outs, failed
+
+
+def profile_cli(args, repeat: int, warmup: int = 3) -> dict:
+    """`netc run NET.so --profile`: set up as run_cli does, then Net.profile. Returns network,
+    library, batch (of the inputs), compiled_batch, device_name (torch's, or None), repeat, warmup
+    and rows (Net.profile's parts)."""
+    with _cli_net(args) as (net, inputs):
+        b = next(iter(inputs.values())).shape[0] if inputs else 1
+        rows = net.profile(inputs, repeat=repeat, warmup=warmup)
+        name = torch.cuda.get_device_name(net.device) if net.device is not None and net.device.type == "cuda" else None
+        return dict(network=net.network, library=net.path, batch=int(b), compiled_batch=net.batch, device_name=name,
+                    repeat=repeat, warmup=warmup, rows=rows)
 
 
 def _compare(net: Net, args, inputs: dict, outs: dict) -> list:

@@ -8,7 +8,13 @@
    By default "device memory" is a fake address (0x100000000) and copies only log. With
    NETC_FAKE_MEM=1 it is host memory: cuMemAlloc mallocs, the copies copy, so host pointers (CPU
    tensors) stand for device pointers and a test can read back what the launcher uploaded.
-   NETC_FAKE_FAIL_LAUNCH=1 makes cuLaunchKernel fail (CUDA_ERROR_LAUNCH_FAILED, 719). */
+   NETC_FAKE_FAIL_LAUNCH=1 makes cuLaunchKernel fail (CUDA_ERROR_LAUNCH_FAILED, 719).
+   Events (netc_profile): a fake clock (ms) advances with every copy (0.001 + bytes * 1e-6) and launch
+   (0.002 + 0.001 * the grid's blocks); cuEventRecord stamps an event with it, cuEventElapsedTime is
+   the difference, so the times are deterministic and say which operations ran between two records.
+   Logged: event_create ID | record ID | event_sync ID | event_destroy ID (IDs in creation order).
+   NETC_FAKE_FAIL_EVENT=1 makes cuEventCreate fail (CUDA_ERROR_OUT_OF_MEMORY, 2). Built with
+   -DNETC_FAKE_NO_EVENTS it has no event functions at all (a driver netc_profile cannot use). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,6 +42,7 @@ static FILE* logf_(void) {
   return f;
 }
 static int mem(void) { const char* m = getenv("NETC_FAKE_MEM"); return m && *m == '1'; }
+static double fake_clock_ms;   /* advanced by copies and launches; read by cuEventRecord */
 int cuInit(unsigned f) { return 0; }
 int cuGetErrorString(int r, const char** s) { *s = "fake error"; return 0; }
 int cuCtxGetCurrent(void** c) { *c = NULL; return 0; }
@@ -63,12 +70,14 @@ int cuMemcpyHtoD_v2(dptr d, const void* h, size_t n) {
 }
 int cuMemcpyDtoDAsync_v2(dptr d, dptr s, size_t n, void* st) {
   fprintf(logf_(), "dtod %llu %llu %zu\n", d, s, n);
+  fake_clock_ms += 0.001 + n * 1e-6;
   if (mem()) memcpy((void*)d, (const void*)s, n);
   return 0;
 }
 int cuMemcpy2DAsync_v2(const memcpy2d* c, void* st) {
   fprintf(logf_(), "copy2d %llu %zu %llu %zu %zu %zu\n", c->dstDevice, c->dstPitch, c->srcDevice, c->srcPitch,
           c->WidthInBytes, c->Height);
+  fake_clock_ms += 0.001 + c->WidthInBytes * c->Height * 1e-6;
   if (mem())
     for (size_t r = 0; r < c->Height; r++)
       memcpy((char*)c->dstDevice + r * c->dstPitch, (const char*)c->srcDevice + r * c->srcPitch, c->WidthInBytes);
@@ -81,6 +90,36 @@ int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, 
   for (int i = 0; i < 3; i++) { unsigned long long v = 0; memcpy(&v, params[i], 8); fprintf(o, " %llu", v); }
   fprintf(o, "\n");
   fflush(o);
+  fake_clock_ms += 0.002 + 0.001 * (double)gx * gy * gz;
   const char* fail = getenv("NETC_FAKE_FAIL_LAUNCH");
   return fail && *fail == '1' ? 719 : 0;
 }
+
+#ifndef NETC_FAKE_NO_EVENTS
+typedef struct { int id; int recorded; double t; } fake_event;
+static int next_event_id;
+int cuEventCreate(void** e, unsigned flags) {
+  const char* fail = getenv("NETC_FAKE_FAIL_EVENT");
+  if (fail && *fail == '1') return 2;
+  fake_event* ev = calloc(1, sizeof *ev);
+  ev->id = next_event_id++;
+  *e = ev;
+  fprintf(logf_(), "event_create %d\n", ev->id);
+  return 0;
+}
+int cuEventRecord(void* e, void* st) {
+  fake_event* ev = e;
+  ev->recorded = 1;
+  ev->t = fake_clock_ms;
+  fprintf(logf_(), "record %d\n", ev->id);
+  return 0;
+}
+int cuEventSynchronize(void* e) { fprintf(logf_(), "event_sync %d\n", ((fake_event*)e)->id); return 0; }
+int cuEventElapsedTime(float* ms, void* a, void* b) {
+  fake_event *s = a, *t = b;
+  if (!s->recorded || !t->recorded) return 400;   /* CUDA_ERROR_INVALID_HANDLE */
+  *ms = (float)(t->t - s->t);
+  return 0;
+}
+int cuEventDestroy_v2(void* e) { fprintf(logf_(), "event_destroy %d\n", ((fake_event*)e)->id); free(e); return 0; }
+#endif

@@ -1,0 +1,77 @@
+"""The tuner (netc/codegen/tune.py) through Triton's interpreter: every tunable specialization of a
+small network is re-lowered onto a real arena laid out as the memory plan, every candidate runs,
+the winners become tuning-file entries that round-trip and that lowering then applies. (Times
+under the interpreter mean nothing; on a GPU the same code times with CUDA events.)"""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def planned(text):
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend.dsl import parse_nd
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    m = parse_nd(text, "tiny.nd", diag)
+    ctx = PassContext(diag=diag, phase="test")
+    ctx.options["plan_memory"] = {"mode": "inference"}
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(m, ctx)
+    net = m.networks()[0]
+    return m, net, ctx.notes["memory_plan"][net.attrs["sym_name"]]
+
+
+def test_tuner_runs_every_candidate_and_its_winners_apply(device, tmp_path):
+    if device != "cpu":
+        pytest.skip("the interpreter's variant; on a GPU `netc compile --autotune` is the test")
+    from netc.codegen.lower import lower_network, tuning_key
+    from netc.codegen.tune import candidates, tune_network
+    from netc.codegen.tuning_file import TUNED_KERNELS, load_tuning, merge
+    m, net, plan = planned((ROOT / "tests" / "data" / "tiny_shared_params.nd").read_text())
+    ran = []
+
+    def timer(fn):                       # runs the candidate (a wrong one raises), a made-up time
+        fn()
+        ran.append(fn)
+        return float(len(ran))
+
+    entries = tune_network(m, net, plan, device="cpu", timer=timer, max_candidates=3)
+    low = lower_network(m, net, plan)
+    keys = {tuning_key(L.call) for L in low.launches if L.call.kernel.__name__ in TUNED_KERNELS}
+    assert {e["key"] for e in entries} == keys and len(entries) == len(keys)
+    assert len(ran) == sum(e["candidates"] for e in entries) and all(e["candidates"] >= 1 for e in entries)
+    for e in entries:
+        L = next(L for L in low.launches if tuning_key(L.call) == e["key"])
+        assert e["config"] == candidates(L.call)[0]     # the first candidate (the default) took the least "time"
+        assert e["us"] <= e["default_us"] and e["kernel"] == L.call.kernel.__name__
+    # the file round-trips and lowering applies its configurations
+    f = tmp_path / "t.json"
+    for e in entries:
+        if e["kernel"] == "conv2d_kernel":
+            e["config"] = dict(e["config"], num_warps=2, block_m=16)
+    merge(str(f), entries)
+    merge(str(f), entries[:1])                      # a second run replaces its entries, keeps the rest
+    tuning = load_tuning(str(f), 0)
+    assert len(tuning) == len(entries)
+    tuned = lower_network(m, net, plan, tuning=tuning)
+    conv = [L for L in tuned.launches if L.call.kernel.__name__ == "conv2d_kernel"]
+    assert conv and all(L.tuned and L.call.options["num_warps"] == 2 and L.call.constexprs["BLOCK_M"] == 16
+                        for L in conv)
+
+
+def test_candidates_fit_the_problem():
+    from netc.codegen.tune import candidates
+    from netc.kernels.conv import conv2d
+    from netc.kernels.gemm import gemm
+
+    def meta(*shape, dt=torch.float32):
+        return torch.empty(*shape, dtype=dt, device="meta")
+    big = candidates(gemm(meta(512, 4096, dt=torch.bfloat16), meta(4096, 4096, dt=torch.bfloat16), launch=False))
+    assert len(big) >= 10 and any(c["block_n"] == 256 and c["block_k"] == 64 for c in big)
+    small = candidates(conv2d(meta(2, 6, 6, 3), meta(3, 3, 3, 8), launch=False))
+    assert all(c["block_n"] <= 32 and c.get("flat_k") for c in small[1:])       # 8 output channels, 27-long K
+    assert all(c["block_k"] == 32 or c["block_k"] == 16 for c in small[1:])      # f32 operands: short K steps
