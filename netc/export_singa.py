@@ -99,7 +99,7 @@ def _singa_dim(d: int, rank: int) -> int:
 
 def _geometry(op, what, x, k, s, pad, v1):
     """SINGA's kernel/pad/stride fields for a netc window (explicit or SAME/VALID padding)."""
-    from .ops.conv import out_size
+    from .ops.geometry import out_size
     kh, kw = k
     sh, sw = s
     ps = []

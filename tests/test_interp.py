@@ -232,7 +232,7 @@ def test_losses_and_integer_labels():
 
 def test_loss_at_a_smaller_batch_than_planned():
     """The loss averages over the run's batch: its row count is an argument affine in the batch."""
-    from netc.kernels import reference as R
+    from netc.ops import reference as R
     from netc.runtime.interp import InterpProgram, default_inputs
     from netc.runtime.reference import run_reference
     m = parse_nd(LOSSES)

@@ -1,7 +1,7 @@
 """The reference executor (netc.runtime.reference) and every op's reference():
 
 * each op's reference output has exactly its shape rule's shape, on random shapes and attributes;
-* numerics against hand-computed values, plain torch, and netc.kernels.reference;
+* numerics against hand-computed values, plain torch, and netc.ops.reference;
 * networks: a residual add, a concat, share_from aliasing, seeded random inputs and parameters;
 * every examples/*.nd runs (LeNet and the GAN as they are; the big ones with batch 1 and channel
   widths divided by 8, which keeps every shape rule valid);
@@ -22,7 +22,7 @@ import torch.nn.functional as F
 from netc.cli import main
 from netc.diagnostics import NetcError
 from netc.frontend import load_text
-from netc.kernels import reference as R
+from netc.ops import reference as R
 from netc.ops import ShapeError, all_ops, lookup
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 from netc.runtime import module_params, run_module, run_reference

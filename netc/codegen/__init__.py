@@ -309,7 +309,8 @@ def _const_region(plan) -> int:
 def write_triton_sources(directory: str, launches: list, cubins: list) -> None:
     """The Triton source of every kernel used (its module, plus the shared helpers it calls) and
     the list of specializations compiled from it."""
-    from ..kernels import common, geometry
+    from ..kernels import common
+    from ..ops import geometry
     os.makedirs(directory, exist_ok=True)
     mods = {common.__name__: common, geometry.__name__: geometry}
     for L in launches:

@@ -9,7 +9,6 @@ op's netc attributes.
     softmax                 softmax.py      rows of the flattened features, numerically stable
     softmax_loss, ...       loss.py         softmax cross-entropy, euclidean loss: the batch mean
     elementwise_chain, ...  elementwise.py  a constexpr sequence of unary/binary ops in one pass
-    reference               reference.py    float64 torch oracles with exactly netc's semantics
     compile_call            aot.py          cubins for sm_80/sm_90 without a GPU
 
 Every launcher takes launch=False to return the resolved KernelCall (kernel, grid, arguments,
@@ -17,7 +16,7 @@ constexprs) instead of running it. Dropout is the identity at inference and has 
 
 Kernels run on CUDA tensors, or on CPU tensors under Triton's interpreter: set TRITON_INTERPRET=1
 before these modules are imported (the mode is fixed when a kernel is decorated). Names load
-lazily, so `netc.kernels.reference` works without Triton.
+lazily. The float64 oracle they are tested against is netc.ops.reference (no Triton needed).
 """
 from __future__ import annotations
 

@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .geometry import pair, window_geometry  # noqa: F401  (re-exported for the launchers)
+from ..ops.geometry import pair, window_geometry  # noqa: F401  (re-exported for the launchers)
 
 # ACTIVATION constexpr codes (shared by every kernel with a fused activation).
 ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_LEAKY_RELU = 0, 1, 2, 3, 4

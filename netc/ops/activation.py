@@ -31,7 +31,7 @@ class ReLU(_Unary):
     doc = "max(x, 0) (leaky with negative_slope)."
 
     def reference(self, a, ins, params):
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.relu(ins[0], a["negative_slope"])
 
 

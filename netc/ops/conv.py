@@ -6,25 +6,13 @@ backward-pass geometry, done in double precision as Paleo does.
 """
 from __future__ import annotations
 
+from .geometry import ceil_div, out_size  # noqa: F401  (out_size: the op's geometry, also for importers)
 from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, register
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 NORMALIZERS = ("none", "batch_norm")
 
 
-def ceil_div(a: int, b: int) -> int:
-    return -(-a // b)
-
-
-def out_size(h: int, k: int, s: int, padding, axis: int) -> tuple[int, int]:
-    """Paleo's output size and stored pad along one spatial axis (axis 0 = h, 1 = w)."""
-    if padding == "VALID":
-        return ceil_div(h - k + 1, s), 0
-    if padding == "SAME":
-        o = ceil_div(h, s)
-        return o, ((o - 1) * s + k - h) // 2
-    p = padding[axis]
-    return (h + 2 * p - k) // s + 1, p
 
 
 def conv_geometry(a: dict, x: tuple):
@@ -164,7 +152,7 @@ class Conv2D(OpDef):
 
     def reference(self, a, ins, params):
         # `normalizer: batch_norm` is bookkeeping only (Paleo's flag, no parameters): ignored here.
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.conv2d(ins[0], params["weight"], params.get("bias"), a["strides"], a["padding"],
                         activation=a["activation"])
 
@@ -220,7 +208,7 @@ class Deconv2D(OpDef):
         # convolution, then undo that convolution's (Paleo) padding - crop, or zero-fill where
         # its SAME pad was negative (a crop of the forward input).
         import torch.nn.functional as F
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         x, w = ins[0].double(), params["weight"].double()      # w: [kh, kw, c_out, c_in]
         n, h, wd, co = a["output_shape"]
         kh, kw = w.shape[0], w.shape[1]

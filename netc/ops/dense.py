@@ -29,7 +29,7 @@ class InnerProduct(OpDef):
 
     def reference(self, a, ins, params):
         # `normalizer: batch_norm` is bookkeeping only (no parameters): ignored, as on conv2d.
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.inner_product(ins[0], params["weight"], params.get("bias"), activation=a["activation"])
 
     def param_shapes(self, a, ins, out):

@@ -22,7 +22,7 @@ class BatchNorm(OpDef):
 
     def reference(self, a, ins, params):
         # inference, folded: the running statistics (and epsilon) live in scale and shift
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.batch_norm(ins[0], params["scale"], params["shift"])
 
     def param_shapes(self, a, ins, out):
@@ -54,7 +54,7 @@ class LRN(OpDef):
         return tuple(x)
 
     def reference(self, a, ins, params):
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.lrn(ins[0], a["local_size"], a["alpha"], a["beta"], a["knorm"])
 
     def cost(self, a, ins, out, needs_input_grad=True):

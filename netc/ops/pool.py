@@ -1,7 +1,7 @@
 """Pooling: max and average pooling (Paleo's Pooling / AvgPool) and UpSampling2D. NHWC."""
 from __future__ import annotations
 
-from .conv import out_size
+from .geometry import out_size
 from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, register
 
 
@@ -50,7 +50,7 @@ class MaxPool(_Pool):
     doc = "Max pooling (Paleo's Pooling); the max over each window's in-bounds elements."
 
     def reference(self, a, ins, params):
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.maxpool(ins[0], a["ksize"], a["strides"], a["padding"])
 
 
@@ -62,7 +62,7 @@ class AvgPool(_Pool):
            "Paleo costs it exactly like max pooling.")
 
     def reference(self, a, ins, params):
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.avgpool(ins[0], a["ksize"], a["strides"], a["padding"])
 
 

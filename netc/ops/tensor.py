@@ -106,7 +106,7 @@ class Elementwise(OpDef):
         return tuple(ins[0])
 
     def reference(self, a, ins, params):
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.elementwise(a["operation"], ins)
 
 
@@ -242,7 +242,7 @@ class Softmax(OpDef):
                 f"which has {feats}")
 
     def reference(self, a, ins, params):
-        from ..kernels import reference as R
+        from . import reference as R      # lazy: torch is slow to import
         return R.softmax(ins[0])
 
 

@@ -8,7 +8,7 @@ from ..diagnostics import Diagnostic
 
 # Max relative error (max |out - ref| over max |ref|, per output) of a whole network against the
 # float64 reference, by the precision it was compiled in. Looser than one kernel's tolerance
-# (netc.kernels.reference.TOLERANCES): inputs, parameters and every layer's output are rounded to
+# (netc.ops.reference.TOLERANCES): inputs, parameters and every layer's output are rounded to
 # the dtype and the errors compound through the layers. About five ulps at 1.0 (relative spacing
 # 2^-10 for f16, 2^-7 for bf16); TF32 ten of its 2^-10, as the tensor cores truncate operands.
 # Measured on the interpreter tests' networks (3 seeds): f16 <= 1.1e-3, bf16 <= 1.4e-2,

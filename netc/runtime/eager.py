@@ -27,7 +27,7 @@ def _torch_padding(x_shape, kh, kw, a):
     """(pad_h, pad_w) for torch's symmetric padding giving exactly netc's windows (Paleo's padding,
     possibly asymmetric), or None: torch's windows then start where netc's do, and torch's output
     size, floor((h + 2 pad - k) / s) + 1, must be netc's (extra bottom/right rows are left out)."""
-    from ..kernels.reference import pads
+    from ..ops.reference import pads
     sh, sw = a["strides"][1], a["strides"][2]
     oh, ow, t, _, l, _ = pads(x_shape[1], x_shape[2], kh, kw, sh, sw, a["padding"])
     if t < 0 or l < 0 or (x_shape[1] + 2 * t - kh) // sh + 1 != oh or (x_shape[2] + 2 * l - kw) // sw + 1 != ow:
@@ -36,7 +36,7 @@ def _torch_padding(x_shape, kh, kw, a):
 
 
 def _explicit_pads(x_shape, kh, kw, a):
-    from ..kernels.reference import pads
+    from ..ops.reference import pads
     _, _, t, b, l, r = pads(x_shape[1], x_shape[2], kh, kw, a["strides"][1], a["strides"][2], a["padding"])
     return l, r, t, b
 

@@ -7,7 +7,7 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 
 import torch  # noqa: E402
 
-from netc.kernels import reference as R  # noqa: E402
+from netc.ops import reference as R  # noqa: E402
 from netc.kernels.conv import conv2d, conv2d_geometry  # noqa: E402
 
 BLOCKS = dict(block_m=32, block_n=16, block_k=16)

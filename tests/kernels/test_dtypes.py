@@ -1,6 +1,6 @@
 """Every kernel in f16 and bf16 (what `--dtype fp16|bf16` compiles): inputs loaded in their dtype,
 computed and accumulated in f32, stored in the output's dtype; checked against the float64
-reference with the dtype's tolerance (netc.kernels.reference.TOLERANCES). Also the mixed dtypes the
+reference with the dtype's tolerance (netc.ops.reference.TOLERANCES). Also the mixed dtypes the
 set-dtype pass produces (f32 batch-norm scale/shift in a 16-bit epilogue or chain, 16-bit logits ->
 f32 softmax), proofs that intermediate values are f32 (they would overflow f16's 65504), and TF32.
 
@@ -13,7 +13,7 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 
 import torch  # noqa: E402
 
-from netc.kernels import reference as R  # noqa: E402
+from netc.ops import reference as R  # noqa: E402
 from netc.kernels.conv import conv2d  # noqa: E402
 from netc.kernels.elementwise import elementwise_chain  # noqa: E402
 from netc.kernels.gemm import gemm  # noqa: E402

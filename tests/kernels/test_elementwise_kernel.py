@@ -8,7 +8,7 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 import torch  # noqa: E402
 
 from netc.kernels import elementwise as E  # noqa: E402
-from netc.kernels import reference as R  # noqa: E402
+from netc.ops import reference as R  # noqa: E402
 
 NAN = float("nan")
 

@@ -6,7 +6,7 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 
 import torch  # noqa: E402
 
-from netc.kernels import reference as R  # noqa: E402
+from netc.ops import reference as R  # noqa: E402
 from netc.kernels.gemm import gemm, inner_product  # noqa: E402
 
 BLOCKS = dict(block_m=16, block_n=16, block_k=16, group_m=2)

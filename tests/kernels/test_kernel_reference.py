@@ -5,8 +5,8 @@ import itertools
 import pytest
 import torch
 
-from netc.kernels import reference as R
-from netc.ops.conv import out_size
+from netc.ops import reference as R
+from netc.ops.geometry import out_size
 
 
 def naive_pads(h, k, s, padding, axis):

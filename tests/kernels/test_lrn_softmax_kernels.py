@@ -6,7 +6,7 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 
 import torch  # noqa: E402
 
-from netc.kernels import reference as R  # noqa: E402
+from netc.ops import reference as R  # noqa: E402
 from netc.kernels.lrn import lrn  # noqa: E402
 from netc.kernels.softmax import softmax  # noqa: E402
 

@@ -7,8 +7,8 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 
 import torch  # noqa: E402
 
-from netc.kernels import reference as R  # noqa: E402
-from netc.kernels.geometry import window_geometry  # noqa: E402
+from netc.ops import reference as R  # noqa: E402
+from netc.ops.geometry import window_geometry  # noqa: E402
 from netc.kernels.pool import avgpool, maxpool  # noqa: E402
 
 BLOCKS = dict(block_p=32, block_c=4)

@@ -1,4 +1,5 @@
-"""float64 torch references for the kernels, with exactly netc's semantics: NHWC activations, HWIO
+"""float64 torch references of netc's ops, with exactly netc's semantics (the oracle: each OpDef's
+reference() computes with these, and every kernel in netc/kernels is tested against them): NHWC activations, HWIO
 filters, Paleo's VALID/SAME/explicit padding (SAME may pad asymmetrically, more at the bottom/right,
 or even crop: a negative pad), the epilogue order of common.py, and these pooling rules:
 
@@ -14,7 +15,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from .geometry import pair, window_geometry
+from .geometry import pair, window_geometry  # noqa: F401  (pair: for the launchers' tests)
 
 
 def _f64(t):

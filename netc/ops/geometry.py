@@ -1,8 +1,22 @@
-"""Window geometry of netc's convolutions and pools, shared by the launchers and the references.
-Plain Python (no Triton), so reference.py works where Triton is not installed."""
+"""Window geometry of netc's convolutions and pools (Paleo's output sizes and stored pads),
+shared by the ops' shape rules, the float64 references (reference.py) and the kernel launchers
+(netc/kernels). Plain Python: no torch, no Triton."""
 from __future__ import annotations
 
-from ..ops.conv import out_size
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def out_size(h: int, k: int, s: int, padding, axis: int) -> tuple[int, int]:
+    """Paleo's output size and stored pad along one spatial axis (axis 0 = h, 1 = w)."""
+    if padding == "VALID":
+        return ceil_div(h - k + 1, s), 0
+    if padding == "SAME":
+        o = ceil_div(h, s)
+        return o, ((o - 1) * s + k - h) // 2
+    p = padding[axis]
+    return (h + 2 * p - k) // s + 1, p
 
 
 def pair(v, name: str) -> tuple[int, int]:
@@ -18,7 +32,7 @@ def pair(v, name: str) -> tuple[int, int]:
 
 
 def window_geometry(h: int, w: int, kh: int, kw: int, sh: int, sw: int, padding):
-    """(oh, ow, pad_top, pad_left) by Paleo's rules (netc.ops.conv.out_size): VALID, SAME (top/left
+    """(oh, ow, pad_top, pad_left) by Paleo's rules (out_size): VALID, SAME (top/left
     pad ((o-1)*s + k - h)//2, the rest at the bottom/right; it may be negative, i.e. a crop) or
     explicit [ph, pw] (floor rounding; the bottom/right pad is whatever the output size needs)."""
     if isinstance(padding, str):
