@@ -282,9 +282,7 @@ def cmd_check(args, diag):
 def cmd_opt(args, diag):
     from .ir.printer import print_ir
     from .passes.manager import DEFAULT_PIPELINE, PASSES, PassManager
-    from .passes import load_all
     if args.list_passes:
-        load_all()
         for n in DEFAULT_PIPELINE:
             print(f"  {n:24s} {PASSES[n].summary}")
         return 0
@@ -482,7 +480,7 @@ def _module_at_batch(args, batch: int):
 
 def _write_plan_files(args, plans):
     import json
-    from .memory.layout import LayoutError, write_layout
+    from .export.layout import LayoutError, write_layout
     from .memory.report import PLOT_FORMATS, plot_plan
     if len(plans) != 1 and (args.layout or args.plot):
         raise NetcError("--layout and --plot need a file with exactly one network")
@@ -512,11 +510,11 @@ def _write_plan_files(args, plans):
 def _check_layout(args, diag, text):
     """`netc check`/`import` on a Brainstorm layout: read it and verify it (W1-W4, overlaps)."""
     from .frontend.jsonloc import load_json, nearest_loc
-    from .memory.layout import LayoutError, read_layout
+    from .frontend.layout import LayoutError, read_layout
     from .diagnostics import SOURCES, Loc
     SOURCES.add(args.file, text)
     doc, locs, _ = load_json(text, args.file)
-    from .memory.hub_layout import check_hub_document, is_hub_document
+    from .frontend.hub_layout import is_hub_document
     if is_hub_document(doc):  # Brainstorm's later @-key format (maybe wrapped with its architecture)
         return check_hub_document(args, diag, doc, locs, text)
     from .frontend.jsonloc import path_join
@@ -814,7 +812,7 @@ def cmd_compile(args, diag):
     embed = _embedded_params(args)
     tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
-                       embed_params=embed, embed_seed=args.seed if args.embed_params else None,
+                       embed=_packer(embed, args.seed if args.embed_params else None),
                        source=_source_record(args), tuning=tuning)
     sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {r.launches} launches, {r.kernels} kernels "
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s"
@@ -862,6 +860,15 @@ def _tuning(args, module, plans, diag):
     return tuning
 
 
+def _packer(given, seed):
+    """What compile_module embeds: the parameters `given` (by name) and random ones from `seed` for
+    the rest, packed in the library's layout (netc.runtime.params.pack); None: nothing embedded."""
+    if given is None and seed is None:
+        return None
+    from .runtime.params import pack
+    return lambda layout: pack(layout, given, seed)
+
+
 def _embedded_params(args):
     """--params FILE as tensors (checked against the network by compile_module), {} for --embed-params
     alone, None when nothing is embedded."""
@@ -906,6 +913,28 @@ def _compile_interp(args, diag, precision):
     with open(out, "w") as f:
         json.dump(prog.manifest(), f, indent=1)
     sys.stderr.write(f"wrote {out}: {len(prog.launches)} launches (interpreter target)\n")
+    return 0
+
+
+def check_hub_document(args, diag, doc, locs, text=None) -> int:
+    """`netc check` on a hub layout (bare, or wrapped with an architecture, which is checked too)."""
+    from .diagnostics import Loc
+    from .frontend.hub_layout import LayoutError, nearest_loc, read_hub_layout
+    try:
+        lay = read_hub_layout(doc)
+    except LayoutError as e:
+        for path, msg in e.problems:
+            loc = locs.get(path) or nearest_loc(locs, path) or Loc(args.file, 1, 1)
+            diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
+        raise NetcError(diag.diagnostics[:])
+    if isinstance(doc.get("architecture"), dict):
+        from .frontend import load_text
+        from .passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+        module = load_text(text, args.file, diag, getattr(args, "batch", 1) or 1) if text is not None else None
+        if module is not None:
+            PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase=getattr(args, "phase", "train")))
+    sys.stdout.write(f"{args.file}: a valid Brainstorm hub layout: {len(lay.hub_sizes)} hubs, "
+                     f"{len(lay.arrays)} arrays\n")
     return 0
 
 

@@ -11,8 +11,8 @@ import pytest
 from netc.cli import main
 from netc.explain import explain_json
 from netc.frontend import load, load_text
-from netc.memory.hub_layout import read_hub_layout
-from netc.memory.layout import LayoutError
+from netc.frontend.hub_layout import read_hub_layout
+from netc.frontend.layout import LayoutError
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "brainstorm"

@@ -12,8 +12,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from netc.frontend import load_text
-from netc.memory import (BATCH, CONSTANT, LayoutError, check_layout_mode, plan_memory, read_layout,
-                         verify_plan, write_layout)
+from netc.export.layout import write_layout
+from netc.frontend.layout import LayoutError, check_layout_mode, read_layout
+from netc.memory import BATCH, CONSTANT, plan_memory, verify_plan
 from netc.memory.plan import PlanError, row_major
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 

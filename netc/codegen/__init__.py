@@ -44,13 +44,14 @@ def parse_arch(arch) -> int:
 
 
 def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_triton: str | None = None,
-                   progress_stream=None, embed_params: dict | None = None, embed_seed: int | None = None,
-                   source: dict | None = None, tuning: dict | None = None) -> CompileResult:
+                   progress_stream=None, embed=None, source: dict | None = None,
+                   tuning: dict | None = None) -> CompileResult:
     """Build out_path (a shared library) and its header from a fused, planned module.
 
-    embed_params (tensors by parameter name) and/or embed_seed (random values for the rest, as the
-    reference executor draws them) embed the packed parameters in the library (netc.runtime.params);
-    without either, the caller sets them at run time. `source` (path, sha256, load options) is
+    embed: a function (the parameters' layout {"parameters", "param_bytes"}) -> the packed bytes to
+    embed in the library (netc.runtime.params.pack, which draws random values as the reference
+    executor does; the caller chooses it, so codegen needs nothing of the runtime); without it, the
+    caller sets them at run time. `source` (path, sha256, load options) is
     recorded in the manifest so that `netc run NET.so --compare` can rebuild the reference.
     `tuning` ({tuning key: launcher keywords}, tune.load_tuning) replaces default tiles with tuned ones."""
     from ..memory.plan import BATCH, CONSTANT
@@ -96,13 +97,12 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
                            **({"shares": plan.tensors[t.alias_of].name[1:]} if t.alias == "share" else {})))
         param_bytes = max(param_bytes, off + t.size)
     blob = None
-    if embed_params is not None or embed_seed is not None:   # checked before the (slow) kernels
+    if embed is not None:   # checked before the (slow) kernels
         from .launcher import MAX_EMBEDDED_PARAM_BYTES
-        from ..runtime.params import pack
         if param_bytes > MAX_EMBEDDED_PARAM_BYTES:
             raise NetcError(f"the parameters take {param_bytes} bytes, too many to embed in the library "
                             f"(at most {MAX_EMBEDDED_PARAM_BYTES}); set them at run time instead")
-        blob = pack(dict(parameters=params, param_bytes=param_bytes), embed_params, embed_seed)
+        blob = embed(dict(parameters=params, param_bytes=param_bytes))
     t_lower = time.perf_counter()
 
     firsts = {}

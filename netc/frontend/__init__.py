@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 
 from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError
+from .source import read_source  # noqa: F401  (the frontends' one file reader, re-exported)
 
 
 def detect_format(path: str, text: str) -> str:
@@ -19,26 +20,6 @@ def detect_format(path: str, text: str) -> str:
     if ext in (".conf", ".proto", ".txt"):
         return "singa"
     return "nd"
-
-
-def read_source(path: str, name: str | None = None) -> str:
-    """A source file's text. Missing files, directories and bytes that are not UTF-8 become
-    NetcErrors (the last with the line and column of the first bad byte)."""
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except FileNotFoundError:
-        raise NetcError(f"no such file: '{path}'")
-    except IsADirectoryError:
-        raise NetcError(f"'{path}' is a directory, not a network file")
-    except OSError as e:
-        raise NetcError(f"cannot read '{path}': {e.strerror or e}")
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        line = data[:e.start].count(b"\n") + 1
-        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        raise NetcError("file is not valid UTF-8", Loc(name or path, line, col))
 
 
 def load(path: str, diag: DiagnosticEngine | None = None, batch: int = 1, options: dict | None = None):

@@ -270,7 +270,7 @@ class _Builder(Transformer):
         op = Operation("netc.layout", attrs={"layout": dict(d)}, loc=loc)
         op.attr_locs = dict(d.locs)
         # check the section is a well-formed Brainstorm layout (W1-W4 of the layout spec)
-        from ..memory.layout import LayoutError, read_layout
+        from .layout import LayoutError, read_layout
         try:
             read_layout(copy_attr(d))
         except LayoutError as e:

@@ -25,6 +25,7 @@ from __future__ import annotations
 import re
 
 from ..diagnostics import SOURCES, Diagnostic, Loc, NetcError
+from .source import read_source
 
 __all__ = ["Scalar", "Field", "Message", "Token", "tokenize", "parse_text", "parse_file"]
 
@@ -434,7 +435,6 @@ class _Parser:
 
 def parse_file(path: str, file_name: str | None = None) -> Message:
     """Read and parse a text-format file. I/O and decoding problems become NetcError."""
-    from . import read_source
     name = file_name or str(path)
     text = read_source(str(path), name)
     return parse_text(text, name)

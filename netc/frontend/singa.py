@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean
 from . import prototext as pt
+from .source import read_source
 
 __all__ = ["build_singa", "build_all", "read_job", "detect_version", "SingaJob", "SingaNet", "SingaNode",
            "SingaParam", "UserLayerRule", "RNNLM_PLUGIN", "VERSIONS", "load_schema", "load_extension_proto"]
@@ -786,7 +787,6 @@ def _looks_like_path(s) -> bool:
 
 
 def _read_text(path: str) -> str:
-    from . import read_source
     return read_source(path)
 
 

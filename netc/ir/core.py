@@ -19,6 +19,27 @@ from ..diagnostics import Loc, UNKNOWN_LOC
 DTYPES = {"f16": 2, "bf16": 2, "f32": 4, "f64": 8, "i8": 1, "i32": 4, "i64": 8}
 
 
+# The netc dialect's registered ops (as MLIR contexts register dialects): netc.ops.registry adds
+# each definition when it is imported, so the IR's parser and verifier know which `netc.*` ops
+# exist without importing the layer above them.
+_DIALECT: dict = {}
+
+
+def register_op(ir_name: str, definition) -> None:
+    _DIALECT[ir_name] = definition
+
+
+def registered_op(ir_name: str):
+    """The definition registered for an op name ('netc.conv2d'), or None."""
+    if not _DIALECT:
+        raise RuntimeError("no netc ops are registered: import netc.ops first")
+    return _DIALECT.get(ir_name)
+
+
+def registered_op_names() -> list:
+    return sorted(_DIALECT)
+
+
 class TensorType:
     """tensor<128x224x224x3xf32>; shape None is unranked (tensor<*xf32>), not yet inferred."""
 

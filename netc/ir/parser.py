@@ -33,7 +33,8 @@ import gc
 import re
 
 from ..diagnostics import SOURCES, UNKNOWN_LOC, Diagnostic, Loc, NetcError, did_you_mean
-from .core import DTYPES, STRUCTURAL_OPS, Module, Operation, Region, SymbolRef, TensorType
+from .core import (DTYPES, STRUCTURAL_OPS, Module, Operation, Region, SymbolRef, TensorType, registered_op,
+                   registered_op_names)
 
 _STR = r'"(?:[^"\\\n]|\\.)*'  # a string without its closing quote
 _T = r"tensor<[^>\n]*>"
@@ -540,8 +541,7 @@ class _Parser:
         return (index + 1, 0, 1) if k < 0 else (index + 2 + 2 * k, 0, 0)
 
     def unknown_op(self, opname: str, index: int):
-        from ..ops import all_ops
-        known = sorted(STRUCTURAL_OPS | {d.ir_name for d in all_ops()})
+        known = sorted(STRUCTURAL_OPS | set(registered_op_names()))
         hint = did_you_mean(opname, known)
         self.error(f"unknown operation '{opname}'", index, offset=1, width=len(opname),
                    notes=[(f"did you mean '{hint}'?", None)] if hint else [])
@@ -604,8 +604,7 @@ def _known_op(name: str) -> bool:
     ops (builtin.module) are taken as they are."""
     if not name.startswith("netc.") or name in STRUCTURAL_OPS:
         return True
-    from ..ops import lookup
-    return lookup(name) is not None
+    return registered_op(name) is not None
 
 
 def parse_ir(text: str, file: str = "<input>") -> Module:

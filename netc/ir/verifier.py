@@ -2,7 +2,7 @@
 (the pass manager turns them into internal errors), never user errors."""
 from __future__ import annotations
 
-from .core import STRUCTURAL_OPS, Module, SymbolRef
+from .core import STRUCTURAL_OPS, Module, SymbolRef, registered_op
 
 
 def verify_module(module: Module) -> list[str]:
@@ -13,7 +13,6 @@ def verify_ops(module: Module, check_names: bool = True) -> list[tuple]:
     """(message, op) for every violated invariant (op may be None). Unique layer names are the
     user's concern in the pipeline (resolve-names reports duplicates), so the pass manager does
     not check them; loading hand-written IR does."""
-    from ..ops import lookup
     problems: list = []
     params = {p.attrs.get("sym_name") for p in module.params()}
     for op in module.body:
@@ -24,7 +23,7 @@ def verify_ops(module: Module, check_names: bool = True) -> list[tuple]:
         names = set()
         resolved = check_names and not any("parents" in op.attrs for op in net.regions[0].ops)
         for op in net.regions[0].ops:
-            if op.name not in STRUCTURAL_OPS and lookup(op.name) is None:
+            if op.name not in STRUCTURAL_OPS and registered_op(op.name) is None:
                 problems.append((f"unknown op {op.name}", op))
             for v in op.operands:
                 if id(v.owner) not in defined:

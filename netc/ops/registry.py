@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..diagnostics import did_you_mean
+from ..ir.core import register_op
 from ..ir.core import DTYPES
 
 REQUIRED = object()
@@ -248,6 +249,7 @@ def register(cls):
     inst = cls()
     assert inst.name and inst.ir_name not in _BY_NAME, inst.name
     _BY_NAME[inst.ir_name] = inst
+    register_op(inst.ir_name, inst)        # the IR's parser and verifier ask there
     for t in inst.types:
         assert t not in _BY_TYPE, t
         _BY_TYPE[t] = inst

@@ -5,7 +5,7 @@ used are removed with them."""
 from __future__ import annotations
 
 from ..ir.core import SymbolRef
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 
 @register_pass

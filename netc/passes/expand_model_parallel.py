@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from ..diagnostics import did_you_mean
 from ..ir.core import is_layer
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 from .util import clone_layer, rewrite_parents
 
 

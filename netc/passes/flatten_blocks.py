@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from ..diagnostics import did_you_mean
 from ..ir.core import is_layer
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 from .util import rewrite_parents
 
 

@@ -21,7 +21,7 @@ as planned and splits none.
 from __future__ import annotations
 
 from ..ir.core import STRUCTURAL_OPS
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 GEMM_ANCHORS = ("netc.conv2d", "netc.inner_product")
 ACTIVATION_OPS = {"netc.relu", "netc.sigmoid", "netc.tanh"}

@@ -10,44 +10,18 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import dataclass, field
 
-from ..diagnostics import DiagnosticEngine, NetcError, gc_paused
+from ..diagnostics import NetcError, gc_paused
 from ..ir.core import Module
 from ..ir.printer import print_ir
-
-PASSES: dict[str, type] = {}
+# every pass, registered as its module is imported (they import registry.py, never this module)
+from . import (dce, expand_model_parallel, flatten_blocks, fuse, materialize_params,  # noqa: F401
+               opaque_as_identity, plan_memory, resolve_names, select_phase, set_dtype, shape_inference)
+from .registry import PASSES, Pass, PassContext, register_pass  # noqa: F401  (re-exported: the passes' API)
 
 # The canonical order. Requested passes run in the order given; prerequisites are inserted.
 DEFAULT_PIPELINE = ["select-phase", "expand-model-parallel", "flatten-blocks", "resolve-names",
                     "shape-inference", "materialize-params", "dce"]
-
-
-def register_pass(cls):
-    PASSES[cls.name] = cls
-    return cls
-
-
-@dataclass
-class PassContext:
-    diag: DiagnosticEngine = field(default_factory=DiagnosticEngine)
-    phase: str = "train"
-    options: dict = field(default_factory=dict)
-    # Facts one pass leaves for the diagnostics of a later one (never for semantics).
-    notes: dict = field(default_factory=dict)
-
-
-class Pass:
-    name = ""
-    title = ""
-    requires: tuple = ()
-    summary = ""
-
-    def needed(self, module: Module) -> bool:
-        return True
-
-    def run(self, module: Module, ctx: PassContext):
-        raise NotImplementedError
 
 
 def _banner(p) -> str:
@@ -55,8 +29,6 @@ def _banner(p) -> str:
 
 
 def resolve_pipeline(names: list[str], module: Module | None = None, with_prereqs: bool = True) -> list[str]:
-    from . import load_all
-    load_all()
     for n in names:
         if n not in PASSES:
             from ..diagnostics import did_you_mean

@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..diagnostics import did_you_mean
 from ..ir.core import Operation, SymbolRef, TensorType
 from ..ops import lookup
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 _INIT_KEYS = ("init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale")
 

@@ -13,7 +13,7 @@ identity would compute something of the wrong shape.
 from __future__ import annotations
 
 from ..ops.registry import COMMON_ATTRS
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 
 @register_pass

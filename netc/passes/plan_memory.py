@@ -23,7 +23,7 @@ from __future__ import annotations
 from ..diagnostics import NetcError
 from ..memory.plan import PlanError, plan_memory
 from ..memory.verify import verify_plan
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 
 @register_pass

@@ -10,7 +10,7 @@ import heapq
 
 from ..diagnostics import did_you_mean
 from ..ir.core import STRUCTURAL_OPS
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 
 @register_pass

@@ -1,7 +1,7 @@
 """select-phase: keep the layers of one phase (train, val or test), SINGA's include/exclude."""
 from __future__ import annotations
 
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 
 @register_pass

@@ -37,7 +37,7 @@ from __future__ import annotations
 from ..diagnostics import NetcError, did_you_mean
 from ..ir.core import STRUCTURAL_OPS, TensorType
 from ..ops import lookup
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 FLOAT_DTYPES = ("f16", "bf16", "f32", "f64")
 # user spellings -> IR dtype names

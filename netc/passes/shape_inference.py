@@ -8,7 +8,7 @@ from __future__ import annotations
 from ..ir.core import TensorType
 from ..ops import lookup
 from ..ops.registry import ShapeError
-from .manager import Pass, register_pass
+from .registry import Pass, register_pass
 
 
 @register_pass

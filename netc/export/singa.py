@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from .diagnostics import NetcError
+from ..diagnostics import NetcError
 
 _V2_NODE = re.compile(r"^(\d+)#(.*):(\d+)(?:\.(label|loss|\d+))?$")
 _V1_NODE = re.compile(r"^(.*):(\d\d+)(?:\.(loss|\d+))?$")
@@ -99,7 +99,7 @@ def _singa_dim(d: int, rank: int) -> int:
 
 def _geometry(op, what, x, k, s, pad, v1):
     """SINGA's kernel/pad/stride fields for a netc window (explicit or SAME/VALID padding)."""
-    from .ops.geometry import out_size
+    from ..ops.geometry import out_size
     kh, kw = k
     sh, sw = s
     ps = []
@@ -713,8 +713,8 @@ class _Built:
         it breaks ties differently (a layer reading the last step of an unrolled one, say), the layer
         whose node comes too late is moved before the one that overtook it, checked by building the
         written job with netc's SINGA builder (the same graph code as the import)."""
-        from .frontend.singa import build_singa
-        from .frontend.singa_ir import nname
+        from ..frontend.singa import build_singa
+        from ..frontend.singa_ir import nname
         want_all = [op.attrs["name"] for op in self.ops if id(op) in self.node and self.node[id(op)][3] is None]
         layer_of = {n: self.node[id(op)][0] for op in self.ops if id(op) in self.node
                     for n in [op.attrs["name"]]}
@@ -874,7 +874,7 @@ def singa_version_of(net) -> str | None:
 
 def export_singa(module, ctx, name: str = "net") -> str:
     """SINGA job.conf text for one phase of a module (runs the default pipeline)."""
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from ..passes.manager import DEFAULT_PIPELINE, PassManager
     PassManager(DEFAULT_PIPELINE).run(module, ctx)
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from ..frontend.jsonloc import nearest_loc, path_join
+from .jsonloc import nearest_loc, path_join  # noqa: F401  (nearest_loc: for the readers' callers)
 from .layout import LayoutError
 
 CATEGORIES7 = ("inputs", "outputs", "parameters", "internals", "input_deltas", "output_deltas", "gradients")
@@ -237,28 +237,3 @@ def _check_overlaps(h, arrs, P):
             b = ranges[r][0]
             P.append((path_join(b.jpath, "@slice"), f"'{b.path}' [{r[0]}, {r[1]}) in hub {h} partly overlaps other "
                                                     f"arrays instead of exactly covering adjacent ones"))
-
-
-def check_hub_document(args, diag, doc, locs, text=None) -> int:
-    """`netc check` on a hub layout (bare, or wrapped with an architecture, which is checked too)."""
-    import sys
-
-    from ..diagnostics import Loc, NetcError
-    try:
-        lay = read_hub_layout(doc)
-    except LayoutError as e:
-        for path, msg in e.problems:
-            loc = locs.get(path) or nearest_loc(locs, path) or Loc(args.file, 1, 1)
-            diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
-        raise NetcError(diag.diagnostics[:])
-    if isinstance(doc.get("architecture"), dict):
-        from ..frontend import load_text
-        from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
-        module = load_text(text, args.file, diag, getattr(args, "batch", 1) or 1) if text is not None else None
-        if module is not None:
-            PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase=getattr(args, "phase", "train")))
-    sys.stdout.write(f"{args.file}: a valid Brainstorm hub layout: {len(lay.hub_sizes)} hubs, "
-                     f"{len(lay.arrays)} arrays\n")
-    return 0
-
-

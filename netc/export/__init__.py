@@ -1,0 +1,71 @@
+"""`netc export`: write a network back in one of the seed formats.
+
+* `paleo`  -- Paleo network JSON (shared/spec/paleo-format.md) from the *unresolved* IR a frontend
+  produces: `netc.block` -> `Block`, `netc.parallel` -> `ModelParallel` (with `splits`, `endpoint`),
+  parents as written (`@self`/`@all` kept), op attributes renamed back to Paleo's keys
+  (`activation` -> `activation_fn`, `normalizer` -> `normalizer_fn`), opaque layers -> their
+  original type (Paleo's Generic layer). Importing the result gives the same IR.
+* `layout` -- the memory plan in Brainstorm's March-2015 layout format (netc/export/layout.py), planned
+  with contiguous concatenations, as `netc explain --layout` writes it.
+* `singa`  -- a SINGA job.conf (NetProto text) for one phase (netc/export/singa.py). A net SINGA
+  built (imported from a job.conf) is written back, in its own SINGA version, as the config that
+  builds it again: unrolling, partitioning, parameter names and share_from recovered, so importing
+  the result gives the same IR. Other nets become SINGA v0.3 jobs with one layer per netc layer:
+  kRecordInput (one data input; NHWC [N, H, W, C] becomes store_conf batchsize N, shape C, H, W --
+  SINGA is NCHW), kCConvolution, kCPooling (MAX/AVG), kReLU/kSigmoid/kActivation (fused
+  activations become their own layer named `<layer>_<activation>`), kLRN, kInnerProduct, kDropout,
+  kConcate, kSlice, kSoftmax, kBM, kArgSort, kAccuracy, kGRU (one step), kSoftmaxLoss (its label
+  source is the data layer: SINGA's labels travel with the records), kEuclideanLoss.
+
+Anything a format cannot say is an error naming the layer, never a silent approximation.
+"""
+from __future__ import annotations
+
+import json
+
+from ..diagnostics import NetcError
+from .paleo import _err, export_paleo
+
+
+def export_layout(module, ctx) -> str:
+    from ..passes.manager import DEFAULT_PIPELINE, PassManager
+    from .layout import LayoutError, write_layout
+    ctx.options["plan_memory"] = {"reuse": True, "concat": "contiguous", "fusion": "none"}
+    PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(module, ctx)
+    plans = ctx.notes.get("memory_plan", {})
+    if len(plans) != 1:
+        _err(f"a layout describes one network; this file has {len(plans)}")
+    try:
+        doc = write_layout(next(iter(plans.values())))
+    except LayoutError as e:
+        raise NetcError(f"cannot write the plan as a layout: {e}")
+    return json.dumps(doc, indent=1) + "\n"
+
+
+# ------------------------------------------------------------------------------------------ singa
+
+def export_singa(module, ctx, name: str = "net") -> str:
+    """A SINGA job.conf for the phase ctx.phase (netc/export/singa.py: nets SINGA built are written
+    back as the config that builds them, other nets one layer per netc layer)."""
+    from .singa import export_singa as write
+    return write(module, ctx, name)
+
+
+FORMATS = ("paleo", "singa", "layout")
+
+
+def export(path: str, fmt: str, diag, batch: int = 1, phase: str = "train", options: dict | None = None) -> str:
+    from ..frontend import load
+    from ..frontend.paleo import network_name
+    from ..passes.manager import PassContext
+    module = load(path, diag, batch, options=options)
+    if diag.has_errors():
+        raise NetcError(diag.diagnostics[:])
+    if fmt == "paleo":
+        return export_paleo(module)
+    ctx = PassContext(diag=diag, phase=phase)
+    if fmt == "layout":
+        return export_layout(module, ctx)
+    if fmt == "singa":
+        return export_singa(module, ctx, network_name(path))
+    raise NetcError(f"unknown export format '{fmt}' (use {', '.join(FORMATS)})")
