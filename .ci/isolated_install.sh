@@ -18,5 +18,7 @@ set -x
 "$NETC" explain "$ROOT/examples/inception_v3.nd" --memory --brief >/dev/null
 "$NETC" compile "$ROOT/examples/alexnet.nd" -o "$D/alexnet.so" --target cuda
 "$NETC" run "$ROOT/examples/lenet.nd" --reference -o "$D/lenet.npz"
+"$NETC" export "$ROOT/examples/alexnet.nd" --format singa -o "$D/alexnet.conf"
+"$NETC" check "$D/alexnet.conf"
 set +x
 echo "isolated install: ok"
