@@ -452,17 +452,22 @@ def _explain_out(args, module, timing, plans):
         if sim is not None:
             sys.stdout.write(simulation_text(sim))
     if args.plot and args.workers:
-        if not args.plot.lower().endswith((".png", ".svg", ".pdf")):
-            raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
-        try:
-            plot_scaling(sim, args.plot)
-        except ImportError:
-            raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
-                            "(or pip install matplotlib)") from None
-        except OSError as e:
-            raise NetcError(f"cannot write '{args.plot}': {e.strerror or e}") from None
-        sys.stderr.write(f"wrote {args.plot}\n")
+        _plot(args.plot, lambda path: plot_scaling(sim, path))
     return 0
+
+
+def _plot(path: str, draw) -> None:
+    """--plot: draw(path) with matplotlib (the `plot` extra), PNG, SVG or PDF by the extension."""
+    if not path.lower().endswith((".png", ".svg", ".pdf")):
+        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+    try:
+        draw(path)
+    except ImportError:
+        raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
+                        "(or pip install matplotlib)") from None
+    except OSError as e:
+        raise NetcError(f"cannot write '{path}': {e.strerror or e}") from None
+    sys.stderr.write(f"wrote {path}\n")
 
 
 def _module_at_batch(args, batch: int):
@@ -481,7 +486,7 @@ def _module_at_batch(args, batch: int):
 def _write_plan_files(args, plans):
     import json
     from .export.layout import LayoutError, write_layout
-    from .memory.report import PLOT_FORMATS, plot_plan
+    from .memory.report import plot_plan
     if len(plans) != 1 and (args.layout or args.plot):
         raise NetcError("--layout and --plot need a file with exactly one network")
     plan = next(iter(plans.values()))
@@ -494,17 +499,7 @@ def _write_plan_files(args, plans):
             json.dump(doc, f, indent=1)
         sys.stderr.write(f"wrote {args.layout}\n")
     if args.plot:
-        if not args.plot.lower().endswith(PLOT_FORMATS):
-            raise NetcError(f"--plot writes PNG, SVG or PDF (by the extension); name the file "
-                            f"{', '.join('*' + e for e in PLOT_FORMATS)}")
-        try:
-            plot_plan(plan, args.plot)
-        except ImportError:
-            raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
-                            "(or pip install matplotlib)") from None
-        except OSError as e:
-            raise NetcError(f"cannot write '{args.plot}': {e.strerror or e}") from None
-        sys.stderr.write(f"wrote {args.plot}\n")
+        _plot(args.plot, lambda path: plot_plan(plan, path))
 
 
 def _check_layout(args, diag, text):

@@ -42,7 +42,6 @@ def plan_json(plan: MemoryPlan) -> dict:
             "arenas": plan.summary()["arenas"], "buffers": buffers, "steps": steps, "tensors": tensors}
 
 
-PLOT_FORMATS = (".png", ".svg", ".pdf")
 CLASS_COLORS = {"constant": "#4e79a7", "batch": "#f28e2b", "time": "#59a14f"}
 
 
