@@ -33,8 +33,9 @@ def export_layout(module, ctx) -> str:
     ctx.options["plan_memory"] = {"reuse": True, "concat": "contiguous", "fusion": "none"}
     PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
-    if len(plans) != 1:
-        _err(f"a layout describes one network; this file has {len(plans)}")
+    if len(plans) != 1:  # at the second network, or at the start of a file without one
+        nets = module.networks()
+        _err(f"a layout describes one network; this file has {len(plans)}", nets[1] if len(nets) > 1 else module)
     try:
         doc = write_layout(next(iter(plans.values())))
     except LayoutError as e:

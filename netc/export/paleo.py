@@ -79,11 +79,12 @@ def _paleo_layer(op, in_block=False):
 
 def export_paleo(module) -> str:
     """Paleo JSON text for an unresolved module (one network)."""
-    if any(True for _ in module.params()):
-        _err("the file declares shared parameters (`param`), which Paleo cannot express")
+    params = list(module.params())
+    if params:
+        _err("the file declares shared parameters (`param`), which Paleo cannot express", params[0])
     nets = module.networks()
-    if len(nets) != 1:
-        _err(f"Paleo files hold exactly one network; this file has {len(nets)}")
+    if len(nets) != 1:  # at the second network, or at the start of a file without one
+        _err(f"Paleo files hold exactly one network; this file has {len(nets)}", nets[1] if nets else module)
     net = nets[0]
     layers = {}
     for op in net.regions[0].ops:
@@ -95,10 +96,12 @@ def export_paleo(module) -> str:
             _err(f"two layers named '{name}'", op)
         layers[name] = _paleo_layer(op)
     if "data" not in layers or layers["data"].get("type") != "Input":
-        _err("Paleo needs its input layer to be named 'data'")
+        first = next((op for op in net.regions[0].ops if op.name == "netc.input"), net)
+        _err("Paleo needs its input layer to be named 'data'", first)
     inputs = [n for n, s in layers.items() if s.get("type") == "Input"]
     if len(inputs) > 1:
-        _err(f"Paleo networks have one input ('data'); this one has {len(inputs)}: {', '.join(inputs)}")
+        second = [op for op in net.regions[0].ops if op.name == "netc.input"][1]
+        _err(f"Paleo networks have one input ('data'); this one has {len(inputs)}: {', '.join(inputs)}", second)
     doc = {}
     if net.attrs.get("title"):
         doc["name"] = net.attrs["title"]

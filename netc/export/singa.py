@@ -880,7 +880,7 @@ def export_singa(module, ctx, name: str = "net") -> str:
         raise NetcError(ctx.diag.diagnostics[:])
     nets = module.networks()
     if len(nets) != 1:
-        _err(f"a SINGA job holds one net; this file has {len(nets)}", nets[1] if len(nets) > 1 else None)
+        _err(f"a SINGA job holds one net; this file has {len(nets)}", nets[1] if len(nets) > 1 else module)
     net = nets[0]
     ops = [op for op in net.regions[0].ops if op.name not in ("netc.output", "netc.layout")]
     if not ops:

@@ -42,7 +42,7 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         from ..ir.verifier import verify_ops
         module = parse_ir(text, path)
         # hand-written or edited IR: broken invariants are the user's errors, at the op
-        problems = verify_ops(module)
+        problems = verify_ops(module) + _attr_problems(module)
         if problems:
             from ..diagnostics import Diagnostic
             raise NetcError([Diagnostic("error", f"invalid IR: {msg}", op.loc if op is not None else Loc(path))
@@ -66,3 +66,22 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         from .singa_ir import import_singa
         return import_singa(text, path, diag, version=(options or {}).get("singa_version"))
     raise NetcError(f"unknown input format '{fmt}'", Loc(path, 1, 1))
+
+
+def _attr_problems(module) -> list[tuple]:
+    """(message, op) for every attribute of hand-written IR that its op's schema rejects (a float
+    or a string where the schema wants integers: `shape = [64, 1e400]` would reach the memory plan
+    as inf). Attributes a schema does not declare are the passes' own (fusion groups, ...): left
+    alone. The .nd and Paleo frontends check the same schemas as they read."""
+    from ..ops import lookup
+    out = []
+    for op in module.walk():
+        opdef = lookup(op.name)
+        if opdef is None:
+            continue
+        for key, msg, _hint in opdef.check_attrs(dict(op.attrs)):
+            if key is None or key in opdef.attrs:
+                out.append((msg, op))
+        if len(out) > 20:
+            break
+    return out

@@ -19,6 +19,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 
 from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean, gc_paused
 from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType, copy_attr
+from ..ir.query import MAX_SPLITS, split_ref_problem  # noqa: F401  (MAX_SPLITS: each split copies the block)
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
 
@@ -48,7 +49,6 @@ _COMMON_KEYS = ("include", "exclude", "partition_dim", "location", "params")
 # and values recursively, and a real network nests a few levels (Inception: 3), so deeper is a
 # mistake (or a generated file gone wrong), reported rather than overflowing Python's stack.
 MAX_NESTING = 100
-MAX_SPLITS = 4096  # ways a parallel block may be split (Paleo's studies go to a few hundred workers)
 _PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale")
 
 
@@ -60,6 +60,12 @@ class _Dict(dict):
     """An attribute dictionary that remembers where each key was written."""
 
     __slots__ = ("locs", "loc")
+
+
+class _Refs(list):
+    """A statement's parent references; `dropped` when a malformed one was reported and left out."""
+
+    dropped = False
 
 
 class _Stmt:
@@ -149,7 +155,19 @@ class _Builder(Transformer):
         return Token("NAME", _unquote(t), t.start_pos, t.line, t.column)
 
     def refs(self, c):
-        return [t for t in c if t is not None]
+        # names are well-formed by the grammar; a quoted reference may carry any '@' suffix, so it
+        # is checked here, where it is written, and left out (the statement is then marked invalid)
+        out = _Refs()
+        for t in c:
+            if t is None:
+                continue
+            problem = split_ref_problem(str(t))
+            if problem:
+                self.diag.error(problem, _loc(self.file, t), width=len(str(t)) + 2)
+                out.dropped = True
+                continue
+            out.append(t)
+        return out
 
     def name(self, c):
         return c[0]
@@ -176,7 +194,7 @@ class _Builder(Transformer):
         return op
 
     def layer_stmt(self, c):
-        name, typ, parents, attrs = c[0], c[1], c[2] or [], c[3]
+        name, typ, parents, attrs = c[0], c[1], (c[2] if c[2] is not None else []), c[3]
         loc = _loc(self.file, name)
         tloc = _loc(self.file, typ)
         self._check_name(name, loc)
@@ -198,7 +216,7 @@ class _Builder(Transformer):
             self.diag.error("inputs are declared with `input NAME: f32[...]`, not as a layer", tloc, width=len(typ))
         op = Operation(opdef.ir_name, result_types=[UNRANKED], attrs=a, loc=loc)
         op.attr_locs = locs
-        invalid = False
+        invalid = getattr(parents, "dropped", False)  # a malformed parent, reported by refs()
         if attrs:
             self._common(op, attrs, opdef, locs)
             for k, v in attrs.items():

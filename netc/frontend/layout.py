@@ -122,6 +122,7 @@ def read_layout(doc) -> Layout:
         lp = ("layout", "layout", lname)
         if not _ident_ok(lname):
             P.append((jpath(*lp), f"layer name {lname!r} is not a Python identifier"))
+            continue  # (its arrays' paths "<layer>.<category>.<name>" would not split back)
         if not isinstance(node, dict) or not isinstance(node.get("layout"), dict):
             P.append((jpath(*lp), "a layer must be a view-node with 'index' and 'layout'"))
             continue
@@ -148,6 +149,7 @@ def read_layout(doc) -> Layout:
                 ap = cp + ("layout", aname)
                 if not _ident_ok(aname):
                     P.append((jpath(*ap), f"name {aname!r} is not a Python identifier"))
+                    continue
                 arr = _read_array(a, ap, out.sizes if sizes else None, P)
                 if arr is None:
                     continue
@@ -274,6 +276,9 @@ def _check_against_meta(lay: Layout, meta: dict, P):
         if key not in meta:
             P.append((jpath("netc"), f"netc metadata lacks '{key}'"))
     end = meta.get("end", 0)
+    if not _is_int(end):
+        P.append((jpath("netc", "end"), f"expected the last schedule step (an integer), got {end!r}"))
+        end = 0
     info = {}
     for name, e in tens.items():
         tp = ("netc", "tensors", name)
@@ -289,14 +294,15 @@ def _check_against_meta(lay: Layout, meta: dict, P):
             P.append((jpath(*tp, "live"), f"expected [first step, last step] within 0..{end}, got {live!r}"))
             continue
         alias = e.get("alias")
-        if alias is not None and not (isinstance(alias, list) and len(alias) == 2 and alias[1] in tens):
+        if alias is not None and not (isinstance(alias, list) and len(alias) == 2 and isinstance(alias[0], str)
+                                      and isinstance(alias[1], str) and alias[1] in tens):
             P.append((jpath(*tp, "alias"), f"expected [kind, tensor], got {alias!r}"))
             alias = None
         info[name] = (tuple(s), tuple(live), alias)
     # every array holds the tensor the metadata names, at that tensor's slice (E1 for sinks)
     for path, a in lay.arrays.items():
         name = arrs.get(path)
-        if name not in info:
+        if not isinstance(name, str) or name not in info:
             P.append((_array_jpath(path), f"netc.arrays names no tensor for this array"))
             continue
         s = info[name][0]
@@ -305,7 +311,8 @@ def _check_against_meta(lay: Layout, meta: dict, P):
                       f"{jpath('netc', 'tensors', name, 'slice')} {list(s)} of the tensor it holds"))
     first_path = {}
     for path, name in arrs.items():
-        first_path.setdefault(name, path)
+        if isinstance(name, str):
+            first_path.setdefault(name, path)
 
     def where(name):
         p = first_path.get(name)
@@ -321,7 +328,7 @@ def _check_against_meta(lay: Layout, meta: dict, P):
         return n
 
     for name, (_, _, alias) in info.items():
-        if alias:
+        if alias and alias[1] in info:  # (a tensor whose own entry is malformed is reported above)
             tree[find(tree, name)] = find(tree, alias[1])
             if alias[0] != "inplace":
                 val[find(val, name)] = find(val, alias[1])

@@ -19,6 +19,7 @@ from collections import Counter
 
 from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError
 from ..ir.core import UNRANKED, Module, Operation, Region
+from ..ir.query import MAX_SPLITS, split_ref_problem
 from ..ops import lookup
 from .jsonloc import load_json, path_join
 
@@ -141,8 +142,19 @@ class _Importer:
             return None
         loc = self.loc(path)
         attr_locs = {"name": loc, "type": self.loc(tpath)}
-        for i, _ in enumerate(parents):
-            attr_locs[f"parent{i}"] = self.loc(path_join(path_join(path, "parents"), i))
+        # a split suffix is checked where it is written ('fc6@x' would reach int() in
+        # expand-model-parallel); a malformed reference is left out and its layer marked invalid
+        kept, bad = [], False
+        for i, p in enumerate(parents):
+            ploc = self.loc(path_join(path_join(path, "parents"), i))
+            problem = split_ref_problem(p) if t != "Input" else None  # (an Input's parents are ignored)
+            if problem:
+                self.diag.error(problem, ploc, width=len(p) + 2)
+                bad = True
+                continue
+            attr_locs[f"parent{len(kept)}"] = ploc
+            kept.append(p)
+        parents = kept
         base = {"name": name, "parents": list(parents)}
         if t in ("Block", "ModelParallel") and top:
             return self.block(name, spec, path, t, base, attr_locs)
@@ -169,10 +181,11 @@ class _Importer:
             return self._opaque(t, base, attr_locs, loc)
         opname, keys = PALEO_TYPES[t]
         attrs = dict(base)
+        invalid = bad  # set after check_attrs, which would report 'invalid' as an unknown attribute
         for k in _REQUIRED.get(t, ()):
             if k not in spec:
                 self.error(f"{t} '{name}' needs \"{k}\"", path)
-                attrs["invalid"] = True
+                invalid = True
         for k, v in spec.items():
             kpath = path_join(path, k)
             if k in keys:
@@ -202,6 +215,8 @@ class _Importer:
             d = self.diag.error(msg, attr_locs.get(key, loc) if key else loc)
             if hint:
                 d.note(hint)
+            op.attrs["invalid"] = True
+        if invalid:
             op.attrs["invalid"] = True
         nc = attrs.get("num_classes")
         if t == "Softmax" and isinstance(nc, int) and not isinstance(nc, bool) and nc <= 0:
@@ -330,8 +345,10 @@ class _Importer:
         attrs = dict(base)
         if t == "ModelParallel":
             splits = spec.get("splits", 1)
-            if not isinstance(splits, int) or isinstance(splits, bool) or splits < 1:
-                self.error(f"\"splits\" of '{name}' must be a positive integer", path_join(path, "splits"))
+            if not isinstance(splits, int) or isinstance(splits, bool) or not 1 <= splits <= MAX_SPLITS:
+                # (each split is a copy of the block's layers)
+                self.error(f"\"splits\" of '{name}' must be an integer from 1 to {MAX_SPLITS}",
+                           path_join(path, "splits"))
                 splits = 1
             attrs["splits"] = splits
         if "endpoint" in spec:

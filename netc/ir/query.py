@@ -2,6 +2,8 @@
 layer names and parameter roles (no torch here, so a warm `netc compile` never imports it)."""
 from __future__ import annotations
 
+import re
+
 from ..diagnostics import NetcError
 from .core import STRUCTURAL_OPS, Module, Operation, SymbolRef
 
@@ -46,3 +48,26 @@ def param_roles(module: Module) -> dict[str, str]:
                 if isinstance(ref, SymbolRef):
                     roles.setdefault(ref.name, role)
     return roles
+
+
+_SPLIT = re.compile(r"self|all|[0-9]+")
+MAX_SPLITS = 4096  # ways a parallel block may be split (Paleo's studies go to a few hundred workers)
+
+
+def split_ref_problem(ref: str) -> str | None:
+    """What is wrong with the split suffix of a parent reference, or None when it is well-formed.
+    A reference is a layer name, optionally followed by one '@' and which splits of a model-parallel
+    layer it means: 'self', 'all' or an index 0, 1, ... (ASCII digits only). Every reader of
+    references (the .nd frontend, the Paleo importer, hand-written IR) asks this, so a bad suffix is
+    reported where it is written, never reaches int() in expand-model-parallel."""
+    base, at, suffix = ref.partition("@")
+    if not at:
+        return None
+    if not base:
+        return f"'{ref}': a layer name must come before '@'"
+    if "@" in suffix:
+        return f"'{ref}' has more than one '@' (a reference names one layer and, after '@', its splits)"
+    if not _SPLIT.fullmatch(suffix):
+        return (f"'{ref}': the split after '@' must be 'self', 'all' or an index (0, 1, ...), "
+                f"got '{suffix}'")
+    return None

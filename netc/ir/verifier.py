@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from .core import STRUCTURAL_OPS, Module, SymbolRef, registered_op
+from .query import MAX_SPLITS, split_ref_problem
 
 
 def verify_module(module: Module) -> list[str]:
@@ -18,18 +19,26 @@ def verify_ops(module: Module, check_names: bool = True) -> list[tuple]:
     for op in module.body:
         if op.name not in ("netc.network", "netc.param"):
             problems.append((f"unexpected top-level op {op.name}", op))
+    if check_names:  # what the passes read of hand-written IR without asking
+        problems += _structure_problems(module)
+        if problems:
+            return problems
     for net in module.networks():
         defined = set()
         names = set()
         resolved = check_names and not any("parents" in op.attrs for op in net.regions[0].ops)
         for op in net.regions[0].ops:
-            if op.name not in STRUCTURAL_OPS and registered_op(op.name) is None:
-                problems.append((f"unknown op {op.name}", op))
+            # ops nested in blocks too: flatten-blocks moves them up to the network
+            for o in op.walk():
+                if o.name not in STRUCTURAL_OPS and registered_op(o.name) is None:
+                    problems.append((f"unknown op {o.name}", o))
             for v in op.operands:
                 if id(v.owner) not in defined:
                     problems.append((f"'{op.attrs.get('name')}' uses a value not defined before it in its network", op))
             if op.operands and "parents" in op.attrs:
                 problems.append((f"'{op.attrs.get('name')}' has both operands and unresolved parents", op))
+            if check_names:
+                problems += _parent_problems(op)
             n = op.attrs.get("name")
             if n is not None and resolved and op.name not in ("netc.block", "netc.parallel"):
                 if n in names:
@@ -42,3 +51,61 @@ def verify_ops(module: Module, check_names: bool = True) -> list[tuple]:
             if len(problems) > 20:
                 return problems
     return problems
+
+
+def _parent_problems(op) -> list[tuple]:
+    """Unresolved parents of hand-written IR (an op and the sublayers of its blocks): a list of
+    names, each with a well-formed split suffix (expand-model-parallel parses it)."""
+    out = []
+    for o in op.walk():
+        parents = o.attrs.get("parents")
+        if parents is None:
+            continue
+        if not isinstance(parents, list) or not all(isinstance(p, str) for p in parents):
+            out.append((f"'parents' of '{o.attrs.get('name')}' must be a list of layer names", o))
+            continue
+        out += [(problem, o) for problem in map(split_ref_problem, parents) if problem]
+    return out
+
+
+def _structure_problems(module: Module) -> list[tuple]:
+    """Attributes and regions every pass takes for granted: a network has a name and one region,
+    a parameter a name and a tensor type, a layer or block a name, a block one region."""
+    from .core import TensorType
+    out = []
+    for op in module.body:
+        if op.name == "netc.network":
+            if not isinstance(op.attrs.get("sym_name"), str):
+                out.append(("a network needs a name: sym_name = \"...\"", op))
+            if len(op.regions) != 1:
+                out.append((f"a network has one region (its body), this one has {len(op.regions)}", op))
+                continue
+            for o in op.regions[0].ops:
+                out += _layer_structure(o)
+        elif op.name == "netc.param":
+            if not isinstance(op.attrs.get("sym_name"), str):
+                out.append(("a parameter needs a name: sym_name = \"...\"", op))
+            t = op.attrs.get("type")
+            if not isinstance(t, TensorType) or t.shape is None:
+                out.append((f"parameter '{op.attrs.get('sym_name')}' needs a ranked tensor type: type = tensor<...>",
+                            op))
+    return out
+
+
+def _layer_structure(op) -> list[tuple]:
+    out = []
+    if op.name in ("netc.block", "netc.parallel") or (op.name not in STRUCTURAL_OPS and registered_op(op.name)):
+        if not isinstance(op.attrs.get("name"), str):
+            out.append((f"{op.name} needs a name: name = \"...\"", op))
+    if op.name in ("netc.block", "netc.parallel"):
+        if len(op.regions) != 1:
+            out.append((f"{op.name} has one region (its layers), this one has {len(op.regions)}", op))
+            return out
+        if op.name == "netc.parallel":
+            n = op.attrs.get("splits")
+            if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_SPLITS:
+                out.append((f"'splits' of parallel block '{op.attrs.get('name')}' must be an integer from 1 to "
+                            f"{MAX_SPLITS}, got {n!r}", op))
+        for o in op.regions[0].ops:
+            out += _layer_structure(o)
+    return out

@@ -13,13 +13,18 @@ class Input(OpDef):
     arity = (0, 0)
     moves_data = False
     attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", tuple(DTYPES))}
-    doc = ("A network input; written `input data: f32[N, H, W, C]` in .nd. A dimension may be 0 (an empty "
-           "tensor, as SINGA builds from sizes left at their default 0); negative ones are errors.")
+    doc = ("A network input; written `input data: f32[N, H, W, C]` in .nd. A dimension after the first may "
+           "be 0 (an empty tensor, as SINGA builds from sizes left at their default 0); negative ones are "
+           "errors, and so is a batch (the first dimension) of 0: every tensor computed from it would be "
+           "empty, and memory is planned per sample.")
 
     def infer(self, a, ins):
         shape = a["shape"]
         if any(d < 0 for d in shape):
             raise ShapeError(f"input dimensions must not be negative, got {shape}", attr="shape")
+        if shape and shape[0] == 0:
+            raise ShapeError(f"the batch (the first dimension) of an input must be positive, got {shape}",
+                             attr="shape")
         return tuple(shape)
 
     def reference(self, a, ins, params):

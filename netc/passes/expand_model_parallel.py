@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ..diagnostics import did_you_mean
 from ..ir.core import is_layer
+from ..ir.query import split_ref_problem
 from .registry import Pass, register_pass
 from .util import clone_layer, rewrite_parents
 
@@ -45,6 +46,10 @@ class ExpandModelParallel(Pass):
                     endpoint_of[b] = f"{b}/{op.attrs['endpoint']}"
 
         def resolve(p, loc, s=None, inside=None):
+            problem = split_ref_problem(p)
+            if problem:  # the readers report these where they are written; IR built in Python may not
+                diag.error(problem, loc, width=len(p))
+                return None
             base, _, suffix = p.partition("@")
             if not suffix:
                 if p in endpoint_of:

@@ -37,6 +37,10 @@ class PlanMemory(Pass):
         return True
 
     def run(self, module, ctx):
+        if ctx.diag.has_errors():
+            # errors the frontend reported do not stop the pipeline (passes go on to report
+            # independent problems), but the layers it marked invalid have no shapes to plan
+            raise NetcError(list(ctx.diag.diagnostics))
         opts = dict(ctx.options.get("plan_memory") or {})
         plans = ctx.notes.setdefault("memory_plan", {})
         for net in module.networks():

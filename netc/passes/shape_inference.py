@@ -68,6 +68,6 @@ class ShapeInference(Pass):
             diag.warning(f"in {opdef.type_name} '{op.attrs.get('name')}': {problem}, so it is not a real tensor "
                          f"shape; netc counts with it (and so do the layers after it) but will not run this layer",
                          op.loc, width=len(op.attrs.get("name", "x")))
-        dtype = op.attrs.get("dtype") if op.name == "netc.input" else (
+        dtype = a["dtype"] if op.name == "netc.input" else (  # (the schema's default where IR text has none)
             op.operands[0].type.dtype if op.operands else "f32")
         op.results[0].type = TensorType(out, dtype)

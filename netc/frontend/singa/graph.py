@@ -207,7 +207,11 @@ def _edge(a: _Node, b: _Node):
 
 
 class _SetupError(Exception):
-    pass
+    """A layer's setup failed; `loc`: where the offending value is written (default: the layer)."""
+
+    def __init__(self, msg, loc=None):
+        super().__init__(msg)
+        self.loc = loc
 
 
 class _Ctx:

@@ -42,6 +42,18 @@ def _div(ctx, n, value, what):
     return value // K
 
 
+def _batchsize(msg: Msg, what: str):
+    """`msg`'s batchsize (a list where repeated), each one checked where it is written: positive.
+    SINGA accepts 0 silently (empty blobs), but every tensor of the net would be empty and netc
+    plans memory per sample."""
+    v = msg.get("batchsize")
+    vals, locs = (v, msg.vlocs_of("batchsize")) if isinstance(v, list) else ([v], [msg.vat("batchsize")])
+    for i, x in enumerate(vals):
+        if isinstance(x, int) and x <= 0:
+            raise _SetupError(f"{what}.batchsize must be positive, got {x}", locs[i] if i < len(locs) else msg.loc)
+    return v
+
+
 def _geom(cc: Msg, v1: bool):
     if v1:
         k, p, s = cc.get("kernel"), cc.get("pad"), cc.get("stride")
@@ -115,7 +127,7 @@ def _setup(ctx: _Ctx, n: _Node):
         return
     if base == "kRecordInput":
         sc = L.get("store_conf")
-        bs = sc.get("batchsize")
+        bs = _batchsize(sc, "store_conf")
         if isinstance(bs, list):  # v0.3: repeated
             if not bs:
                 raise _SetupError("store_conf.batchsize is not set")
@@ -134,8 +146,10 @@ def _setup(ctx: _Ctx, n: _Node):
                     mean_file=sc.get("mean_file"), std_file=sc.get("std_file"), mean_value=sc.get("mean_value"),
                     std_value=sc.get("std_value"), has_label=sc.get("has_label"), encoded=sc.get("encoded"))
     elif base == "kShardData":
-        dp = L.get("sharddata_conf" if t == "kShardData" else "lmdbdata_conf")
-        b = _div(ctx, n, dp.get("batchsize"), "batchsize") if lay.pdim == 0 else dp.get("batchsize")
+        conf_name = "sharddata_conf" if t == "kShardData" else "lmdbdata_conf"
+        dp = L.get(conf_name)
+        bs = _batchsize(dp, conf_name)
+        b = _div(ctx, n, bs, "batchsize") if lay.pdim == 0 else bs
         n.batchsize = b
         n.record_shape, how = _record_shape(ctx, n, dp.get("path"))
         n.shape = []
@@ -317,6 +331,7 @@ def _setup(ctx: _Ctx, n: _Node):
             conf["label_size"] = b
     elif t == "kCharRNN":
         cc = L.get("char_rnn_conf")
+        _batchsize(cc, "char_rnn_conf")
         n.blobs = [[cc.get("batchsize")] for _ in range(cc.get("unroll_len") + 1)]
         n.shape = []
         conf.update(batchsize=cc.get("batchsize"), unroll_len=cc.get("unroll_len"), path=cc.get("path"),
@@ -400,7 +415,7 @@ def _setup_all(ctx: _Ctx, order: list[_Node]):
             key = (n.lay.origin, str(e))
             if key not in seen:  # once per layer, not per partition / unrolled copy
                 seen.add(key)
-                ctx.error(f"layer '{n.lay.origin}' (node {n.name}, {n.lay.type}): {e}", n.lay.loc)
+                ctx.error(f"layer '{n.lay.origin}' (node {n.name}, {n.lay.type}): {e}", e.loc or n.lay.loc)
             n.failed = True
             continue
         zero = [s for s in [n.shape] + [sh for _, sh in n.params] if 0 in s]
