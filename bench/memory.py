@@ -5,7 +5,9 @@ planned arena with fusion-aware planning (one step per fusion group, intermediat
 memory: what `netc compile` uses) and op by op (fusion="none": every layer its own step), the
 lower bound (peak of live bytes) of each, the arena / bound ratio, the bytes without reuse,
 Brainstorm-style bytes (one slot per buffer, no reuse, no zero-copy) and the planning time;
-write bench/results/memory.json.
+whether the plan is proven optimal (every arena meets its bound, or the exact search of
+netc/memory/exact.py completed) and what the heuristics alone plan (exact=False), to show what
+the exact search gains; write bench/results/memory.json.
 
     python bench/memory.py [--shared ../shared]
 
@@ -46,10 +48,14 @@ def plan_file(path: str, phase: str = "train"):
         plan = plan_memory(m, net)
         dt = time.perf_counter() - t0
         problems = verify_plan(plan, m, net)
+        t0 = time.perf_counter()
+        heur = plan_memory(m, net, exact=False)
+        dt_heur = time.perf_counter() - t0
+        problems += verify_plan(heur, m, net)
         per_op = plan_memory(m, net, fusion="none")
         problems += verify_plan(per_op, m, net)
         reuse_free = plan_memory(m, net, reuse=False, inplace=False, concat="none", fusion="none")
-        j, u = plan_json(plan), plan_json(per_op)
+        j, u, h = plan_json(plan), plan_json(per_op), plan_json(heur)
         slots = sum(a.naive * (plan.batch if a.cls == BATCH else 1) for a in reuse_free.arenas)
         out.append({"file": os.path.relpath(path, ROOT), "network": plan.network, "batch": plan.batch,
                     "arena_bytes": j["arena_bytes"], "lower_bound_bytes": j["lower_bound_bytes"],
@@ -60,7 +66,11 @@ def plan_file(path: str, phase: str = "train"):
                     "steps": len(plan.steps), "steps_unfused": len(per_op.steps),
                     "fused_tensors": j["fused_tensors"], "fused_bytes": j["fused_bytes"],
                     "no_reuse_bytes": j["no_reuse_bytes"], "brainstorm_bytes": slots,
-                    "plan_seconds": round(dt, 4), "verified": not problems})
+                    "plan_seconds": round(dt, 4), "verified": not problems,
+                    "proven_optimal": j["proven_optimal"], "proven_optimal_unfused": u["proven_optimal"],
+                    "strategies": {k: a["strategy"] for k, a in j["arenas"].items()},
+                    "arena_bytes_heuristic": h["arena_bytes"], "ratio_heuristic": h["ratio"],
+                    "plan_seconds_heuristic": round(dt_heur, 4)})
     return out
 
 
@@ -76,8 +86,10 @@ def main():
     rows, skipped = [], []
     mib = 2 ** 20
     print(f"{'network':34} {'batch':>5} {'steps':>9} {'batch arena MiB':>16} {'saved':>6} {'arena MiB':>10} "
-          f"{'bound MiB':>10} {'ratio':>6} {'no-reuse MiB':>12} {'brainstorm MiB':>14} {'plan s':>7}")
-    print(f"{'':34} {'':5} {'fused/op':>9} {'fused/op by op':>16}")
+          f"{'bound MiB':>10} {'ratio':>6} {'proven':>6} {'heur.':>6} {'no-reuse MiB':>12} {'brainstorm MiB':>14} "
+          f"{'plan s':>7}")
+    print(f"{'':34} {'':5} {'fused/op':>9} {'fused/op by op':>16} {'':6} {'':10} {'':10} {'':6} {'':6} "
+          f"{'ratio':>6}")
     for f in files:
         r = plan_file(f)
         if isinstance(r, dict):
@@ -90,7 +102,9 @@ def main():
             saved = f"{100 * (ub - fb) / ub:5.1f}%" if ub else "  -  "
             print(f"{name[:34]:34} {x['batch']:>5} {str(x['steps']) + '/' + str(x['steps_unfused']):>9} "
                   f"{f'{fb / mib:.2f}/{ub / mib:.2f}':>16} {saved:>6} {x['arena_bytes'] / mib:>10.2f} "
-                  f"{x['lower_bound_bytes'] / mib:>10.2f} {x['ratio']:>6.3f} {x['no_reuse_bytes'] / mib:>12.2f} "
+                  f"{x['lower_bound_bytes'] / mib:>10.2f} {x['ratio']:>6.3f} "
+                  f"{'yes' if x['proven_optimal'] else 'no':>6} {x['ratio_heuristic']:>6.3f} "
+                  f"{x['no_reuse_bytes'] / mib:>12.2f} "
                   f"{x['brainstorm_bytes'] / mib:>14.2f} {x['plan_seconds']:>7.3f}"
                   f"{'' if x['verified'] else '  VERIFY FAILED'}", flush=True)
     worst = max((x["ratio"] for x in rows), default=1.0)
@@ -98,6 +112,13 @@ def main():
     larger = sum(1 for x in rows if x["arena_bytes"] > x["arena_bytes_unfused"])
     print(f"{len(rows)} plans, worst arena / lower bound {worst:.3f}; fusion-aware planning: {smaller} smaller, "
           f"{larger} larger than op by op; {len(skipped)} files not importable (see 'skipped' in the results)")
+    proven = sum(1 for x in rows if x["proven_optimal"])
+    improved = [x for x in rows if x["arena_bytes"] < x["arena_bytes_heuristic"]]
+    gains = ", ".join(f"{x['network']} {x['ratio_heuristic']:.3f} -> {x['ratio']:.3f}" for x in improved) or "none"
+    slowest = max(rows, key=lambda x: x["plan_seconds"], default=None)
+    print(f"proven optimal: {proven} of {len(rows)}; the exact search improved {len(improved)}: {gains}")
+    if slowest:
+        print(f"slowest plan: {slowest['network']} {slowest['plan_seconds']:.3f} s")
     import torch
     meta = {"benchmark": "memory", "date": results_file.now(), "machine": results_file.machine(),
             "versions": {"torch": torch.__version__}, "mode": "inference", "fuse": True,

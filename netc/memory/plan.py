@@ -45,7 +45,10 @@ Offsets (Pisarchyk & Lee 2020, "Efficient Memory Management for Deep Neural Net 
 greedy by size (largest buffer first, best-fit gap among the buffers it overlaps in time),
 greedy by breadth (steps by decreasing live bytes, each step's buffers largest first) and
 longest-lifetime-first; the smallest arena wins. The lower bound is the peak, over the steps,
-of the aligned bytes of live buffers; plans report arena / lower bound.
+of the aligned bytes of live buffers; plans report arena / lower bound. Where the winner is above
+the bound and the arena is small (EXACT_MAX_BUFFERS), a branch and bound over canonical placements
+(memory/exact.py, after MiniMalloc) seeded with it looks for a strictly smaller arena within a node
+limit; each arena records whether it is proven optimal (it meets the bound, or the search completed).
 
 Fusion (the `fuse` pass's groups, `fusion_group` attributes): codegen runs a group -- a conv or
 inner product with its pointwise epilogue, or a pointwise chain -- as ONE kernel, so when the
@@ -74,11 +77,13 @@ from dataclasses import dataclass, field
 
 from ..ir.core import DTYPES, STRUCTURAL_OPS, Module, Operation, SymbolRef
 from ..ops import lookup
+from .exact import DEFAULT_BUDGET, DEFAULT_NODE_LIMIT, exact_offsets
 
 CONSTANT, BATCH, TIME = 0, 1, 2
 CLASS_NAMES = ("constant", "batch", "time")
 DEFAULT_ALIGNMENT = 256
 STRATEGIES = ("greedy-by-size", "greedy-by-breadth", "longest-lifetime-first")
+EXACT_MAX_BUFFERS = 64   # reusable buffers per arena up to which the exact search runs (memory/exact.py)
 MODES = ("inference", "training")
 FUSION = ("auto", "none")
 
@@ -211,8 +216,13 @@ class Arena:
     lower_bound: int       # peak of live aligned bytes over the schedule
     fixed: int = 0         # bytes at the bottom held by never-reused buffers (parameters)
     naive: int = 0         # bytes without any reuse (sum of aligned buffer sizes)
-    strategy: str = ""
+    strategy: str = ""     # the heuristic that won, or "exact" when the exact search improved on it
     candidates: dict = field(default_factory=dict)   # strategy -> arena size
+    proven_optimal: bool = False   # no placement of these buffers has a smaller arena (meets the
+    #                                bound, or the exact search completed)
+    # time spent assigning offsets (heuristics and exact search): deliberately not a field, since
+    # how long it took is no part of the plan (the lowering cache hashes the plan's fields)
+    seconds = 0.0
 
     @property
     def ratio(self) -> float:
@@ -276,7 +286,8 @@ class MemoryPlan:
             "schedule": self.schedule, "steps": len(self.steps), "buffers": len(self.buffers),
             "fusion": self.fusion, "fused_tensors": sum(1 for t in self.tensors if t.fused),
             "arenas": {CLASS_NAMES[a.cls]: {"bytes": a.size, "lower_bound": a.lower_bound, "naive": a.naive,
-                                            "ratio": round(a.ratio, 4), "strategy": a.strategy}
+                                            "ratio": round(a.ratio, 4), "strategy": a.strategy,
+                                            "proven_optimal": a.proven_optimal}
                        for a in self.arenas if a.size or a.cls != TIME},
         }
 
@@ -308,7 +319,8 @@ class MemoryPlan:
                 continue
             per = " per sample" if a.cls == BATCH else ""
             out.append(f"{CLASS_NAMES[a.cls]} arena: {a.size} bytes{per}, lower bound {a.lower_bound} "
-                       f"(ratio {a.ratio:.3f}), without reuse {a.naive}, strategy {a.strategy}")
+                       f"(ratio {a.ratio:.3f}), without reuse {a.naive}, strategy {a.strategy}"
+                       f"{', proven optimal' if a.proven_optimal else ''}")
         return "\n".join(out) + "\n"
 
 
@@ -893,7 +905,8 @@ def live_peak(bufs: list, end: int, base: int = 0) -> int:
 def plan_memory(module: Module, network: Operation | str | None = None, *, mode: str = "inference",
                 alignment: int = DEFAULT_ALIGNMENT, reuse: bool = True, inplace: bool = True,
                 concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES,
-                fusion: str = "auto") -> MemoryPlan:
+                fusion: str = "auto", exact: bool = True, exact_budget: float = DEFAULT_BUDGET,
+                exact_nodes: int = DEFAULT_NODE_LIMIT) -> MemoryPlan:
     """Plan the memory of one network of a resolved, shape-inferred module.
 
     mode       "inference" (Dropout is an identity) or "training" (constant-class buffers such as
@@ -907,6 +920,10 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
     schedule   "auto" (best of original and greedy orders), "original", "greedy", or a list of
                layer names
     strategies offset-assignment strategies to try (the smallest arena wins)
+    exact      then, where the winner is above the lower bound and the arena has at most
+               EXACT_MAX_BUFFERS reusable buffers, search for a smaller arena by branch and bound
+               (memory/exact.py), at most `exact_nodes` search nodes and `exact_budget` seconds per
+               arena; the node limit binds first on an ordinary machine, so plans are reproducible
     fusion     "auto": when the module has been fused (fusion_group attributes), every fusion
                group is one step and its intermediates take no memory; "none": every op is its
                own step, fused or not
@@ -962,7 +979,8 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                     orders[name] = o
     best, cands = None, {}
     opts = dict(mode=mode, alignment=alignment, reuse=reuse, inplace=inplace, concat=concat,
-                strategies=list(strategies), fusion=fusion)
+                strategies=list(strategies), fusion=fusion, exact=exact, exact_budget=exact_budget,
+                exact_nodes=exact_nodes)
     for name, order in orders.items():
         p = _plan_order(g, base.copy(), order, name, opts)
         key = (p.arenas[BATCH].size * g.batch + p.arenas[CONSTANT].size + p.arenas[TIME].size * g.batch)
@@ -1067,6 +1085,7 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
         lb = live_peak(items, end, o)
         naive = o + sum(x[1] for x in items)
         strategies = opts["strategies"] if opts["reuse"] else ["sequential"]
+        t0 = time.perf_counter()
         best = None
         cands = {}
         for strat in strategies:
@@ -1076,9 +1095,19 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
             if best is None or size < best[0]:
                 best = (size, strat, offs)
         size, strat, offs = best if best else (o, "", [])
+        proven = size == lb
+        # the heuristics' best seeds the exact search, which keeps it unless strictly smaller
+        if not proven and rest and opts["reuse"] and opts["exact"] and len(items) <= EXACT_MAX_BUFFERS:
+            r = exact_offsets(items, o, size, offs, budget=opts["exact_budget"], node_limit=opts["exact_nodes"])
+            cands["exact"] = r.size
+            if r.improved:
+                size, strat, offs = r.size, "exact", r.offsets
+            proven = r.proven
         for k, b in enumerate(rest):
             b.offset = offs[k]
-        arenas.append(Arena(cls, size, lb, o, naive, strat if rest else ("fixed" if fixed else ""), cands))
+        arenas.append(Arena(cls, size, lb, o, naive, strat if rest else ("fixed" if fixed else ""), cands,
+                            proven))
+        arenas[-1].seconds = time.perf_counter() - t0
     steps = []
     for s, i in enumerate(order):
         mem = g.units[i]

@@ -10,7 +10,12 @@ def _scale(plan: MemoryPlan, cls: int) -> int:
 
 
 def plan_json(plan: MemoryPlan) -> dict:
-    """Totals at the compiled batch (batch-class arenas are planned per sample and scaled)."""
+    """Totals at the compiled batch (batch-class arenas are planned per sample and scaled).
+
+    proven_optimal: every arena is proven optimal for its buffers (it meets its lower bound, or the
+    exact search completed), so no offset assignment of this schedule and these aliases does better;
+    per arena under "arenas", with the strategy that won ("exact" where the search improved on the
+    heuristics). plan_seconds: the whole planning time; per arena, the offset assignment's."""
     arena = sum(a.size * _scale(plan, a.cls) for a in plan.arenas)
     lower = sum(a.lower_bound * _scale(plan, a.cls) for a in plan.arenas)
     naive = sum(a.naive * _scale(plan, a.cls) for a in plan.arenas)
@@ -33,13 +38,19 @@ def plan_json(plan: MemoryPlan) -> dict:
               **({"group": st.group} if st.group else {}),
               **({"fused": [plan.tensors[i].name for i in st.fused]} if st.fused else {})} for st in plan.steps]
     fused = [t for t in plan.tensors if t.fused]
+    arenas = plan.summary()["arenas"]
+    for a in plan.arenas:
+        if CLASS_NAMES[a.cls] in arenas:
+            arenas[CLASS_NAMES[a.cls]]["seconds"] = round(a.seconds, 4)
     return {"arena_bytes": arena, "lower_bound_bytes": lower, "no_reuse_bytes": naive,
             "ratio": round(arena / lower, 4) if lower else 1.0, "batch": plan.batch,
             "alignment": plan.alignment, "schedule": plan.schedule,
+            "proven_optimal": all(a.proven_optimal for a in plan.arenas),
+            "plan_seconds": round(plan.seconds, 4),
             # fusion: one step per fusion group; its intermediates (fused: true) take no bytes
             "fusion": plan.fusion, "fused_tensors": len(fused),
             "fused_bytes": sum(t.size * _scale(plan, t.cls) for t in fused),
-            "arenas": plan.summary()["arenas"], "buffers": buffers, "steps": steps, "tensors": tensors}
+            "arenas": arenas, "buffers": buffers, "steps": steps, "tensors": tensors}
 
 
 CLASS_COLORS = {"constant": "#4e79a7", "batch": "#f28e2b", "time": "#59a14f"}
