@@ -15,7 +15,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
-	$(PY) -m pip install -q -e ".[test,plot]"
+	$(PY) -m pip install -q -e ".[test,plot,data]"
 	@touch $(STAMP)
 
 demo: install
@@ -31,7 +31,7 @@ test: install
 
 # Regenerate golden expectations after a deliberate change (review the diff before committing).
 golden: install
-	$(PY) -m pytest -q tests/test_golden.py tests/test_corpus_goldens.py --update-goldens
+	$(PY) -m pytest -q tests/test_golden.py tests/test_corpus_goldens.py tests/test_training.py -k "golden or docs" --update-goldens
 
 bench: install
 	$(PY) bench/frontend.py

@@ -60,6 +60,71 @@ def _stdout_output(p, metavar, what):
     p.add_argument("-o", "--output", default="-", metavar=metavar, help=f"write {what} to this file (default: stdout)")
 
 
+def _training(p, run: bool = False):
+    """The training flags: the backward and optimizer passes' options (explain, opt, run) and,
+    for `run`, the training loop's."""
+    what = ("run training steps on the reference executor: forward, the generated gradient ops and the "
+            "optimizer's updates; print the loss per step; -o writes the trained parameters (and optimizer "
+            "state)" if run else "the training program: the backward and optimizer passes after the default "
+                                "pipeline (a training step: forward, gradients, updates)")
+    t = p.add_argument_group("training")
+    t.add_argument("--train", action="store_true", help=what)
+    t.add_argument("--optimizer", default=None, metavar="NAME",
+                   help="sgd (default), momentum, nesterov, adam, rmsprop, adagrad (a SINGA job's updater when the "
+                        "file has one)")
+    t.add_argument("--momentum", type=float, default=None, metavar="M", help="momentum (default 0.9 where it applies)")
+    t.add_argument("--weight-decay", type=float, default=None, metavar="WD", help="L2 weight decay (default 0)")
+    t.add_argument("--clip-norm", type=float, default=None, metavar="C",
+                   help="clip the gradients to this global norm before the update")
+    t.add_argument("--freeze", action="append", default=[], metavar="NAME,...",
+                   help="parameters (or layers, or patterns like d_*) that are not trained")
+    t.add_argument("--loss", choices=("softmax", "euclidean"), default=None,
+                   help="a network without a loss gets one on its output, fed by a new input 'label'")
+    t.add_argument("--loss-on", default=None, metavar="LAYER",
+                   help="with --loss: the layer the loss goes on (default: the network's one output)")
+    if not run:
+        return
+    t.add_argument("--lr", type=float, default=None, metavar="LR", help="learning rate (default 0.01, or the file's "
+                                                                        "schedule)")
+    t.add_argument("--steps", type=int, default=None, metavar="N", help="training steps (default: 1, or --epochs)")
+    t.add_argument("--epochs", type=int, default=None, metavar="E",
+                   help="with --data: passes over the data (default 1; --steps stops earlier)")
+    t.add_argument("--data", metavar="TRAIN.npz",
+                   help="training samples: one array per data input, first axis the samples; batches of the "
+                        "network's batch size in a seeded random order (default: the same seeded random inputs, "
+                        "or --inputs, every step)")
+    t.add_argument("--eval", metavar="TEST.npz", help="after training: loss and accuracy on these samples")
+    t.add_argument("--grads", metavar="GRADS.npz", help="write the first step's parameter gradients")
+    t.add_argument("--check-grads", action="store_true",
+                   help="compare every generated gradient with torch.autograd over the forward reference (float64); "
+                        "print the worst relative error per parameter; exit 1 beyond 1e-8")
+    t.add_argument("--history", metavar="HIST.json", help="write the loss per step as JSON")
+    t.add_argument("--plot", metavar="LOSS.png|svg|pdf", help="draw the loss curve (matplotlib)")
+
+
+def training_passes(args, ctx, gradients_only: bool = False, listed=()) -> list:
+    """The passes after the default pipeline for --train (none without it), their options in ctx
+    (also when `listed`, opt's -p, names backward or optimizer)."""
+    if not (getattr(args, "train", False) or getattr(args, "check_grads", False)
+            or any(n in ("backward", "optimizer") for n in listed)):
+        given = [f"--{f.replace('_', '-')}" for f in ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze",
+                                                      "loss", "loss_on") if getattr(args, f, None) not in (None, [], False)]
+        if given:
+            raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
+        return []
+    if args.loss_on and not args.loss:
+        raise NetcError("--loss-on names the layer for --loss: give --loss softmax|euclidean too")
+    ctx.options["backward"] = {"freeze": [n.strip() for f in args.freeze for n in f.split(",") if n.strip()],
+                               "loss": args.loss, "loss_on": args.loss_on, "networks": [args.network] if getattr(args, "network", None)
+                               and getattr(args, "cmd", "") == "run" else None}
+    ctx.options["optimizer"] = {k: v for k, v in (("name", args.optimizer), ("momentum", args.momentum),
+                                                  ("weight_decay", args.weight_decay),
+                                                  ("clip_norm", args.clip_norm)) if v is not None}
+    if not (getattr(args, "train", False) or getattr(args, "check_grads", False)):
+        return []
+    return ["backward"] + ([] if gradients_only else ["optimizer"])
+
+
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="netc", description="netc: a compiler toolchain for neural networks")
     ap.add_argument("--version", action="version", version=f"netc {__version__}")
@@ -68,7 +133,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("check", help="parse and check a network; print nothing if it is well-formed")
     _common(p)
-
+    _training(p)
     p = sub.add_parser("opt", help="run passes and print the resulting IR")
     _common(p)
     p.add_argument("-p", "--passes", default=None,
@@ -81,9 +146,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-passes", action="store_true", help="list the passes and exit")
     _stdout_output(p, "OUT.mlir", "the IR")
     _precision(p, "add the set-dtype pass: floating tensors and parameters in f32, bf16 or fp16")
+    _training(p)
 
     p = sub.add_parser("explain", help="IR after each pass, then shapes, parameters, FLOPs and memory per layer")
     _common(p)
+    _training(p)
     p.set_defaults(batch=None)    # a Brainstorm file's B (default 1); other formats: rescale their inputs to B
     p.add_argument("--format", choices=("text", "json"), default="text")
     _stdout_output(p, "OUT.txt|OUT.json", "the report")
@@ -111,6 +178,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "profile written by `netc run NET.so --profile --profile-out PROF.json`")
     p.add_argument("--memory", action="store_true",
                    help="plan memory and show it: buffers, classes, offsets, lifetimes; arena vs lower bound")
+    p.add_argument("--memory-budget", type=int, metavar="BYTES", default=None,
+                   help="with --train: recompute cheap forward ops (pointwise, pooling, normalization) in the "
+                        "backward pass until the memory plan fits BYTES (the rematerialize pass)")
     p.add_argument("--layout", metavar="OUT.json",
                    help="write the memory plan in Brainstorm's layout format (read back by `netc check`)")
     p.add_argument("--plot", metavar="PLAN.png|svg|pdf",
@@ -180,6 +250,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "default: from torch's name of the GPU")
     p.add_argument("--profile-out", metavar="PROF.json", default=None,
                    help="with --profile: also write the profile as JSON (netc explain --profile reads it)")
+    _training(p, run=True)
     for a in p._actions:
         if a.dest == "batch":   # a source's inputs all take batch B (a NET.so runs at batch B)
             a.help = ("run at batch B: every input's first axis becomes B (a Brainstorm file's B, default 1); "
@@ -275,7 +346,8 @@ def cmd_check(args, diag):
     if text is not None:
         return _check_layout(args, diag, text)
     module = _load(args, diag)
-    PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
+    ctx = _ctx(args, diag)
+    PassManager(DEFAULT_PIPELINE + training_passes(args, ctx)).run(module, ctx)
     return 0
 
 
@@ -285,11 +357,15 @@ def cmd_opt(args, diag):
     if args.list_passes:
         for n in DEFAULT_PIPELINE:
             print(f"  {n:24s} {PASSES[n].summary}")
+        print("then, on request (-p, or --train for the training passes):")
+        for n in sorted(set(PASSES) - set(DEFAULT_PIPELINE)):
+            print(f"  {n:24s} {PASSES[n].summary}")
         return 0
     module = _load(args, diag)
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes is not None else DEFAULT_PIPELINE
     after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
     ctx = _ctx(args, diag)
+    names = list(names) + [n for n in training_passes(args, ctx, listed=names) if n not in names]
     precision = _precision_options(args)
     if precision is not None:
         ctx.options["set_dtype"] = precision
@@ -370,15 +446,19 @@ def cmd_explain(args, diag):
     module = _load(args, diag)
     _rescale(module, args)
     show_ir = args.format == "text" and not args.brief and args.dot is None
-    want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify
+    want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify \
+        or args.memory_budget is not None
     ctx = _ctx(args, diag)
+    if args.memory_budget is not None:
+        ctx.options["rematerialize"] = {"budget": args.memory_budget}
     if want_plan:
         # the layout format cannot express strided (channel-concat) slices nor fused intermediates
         # (one array per layer output): plan contiguous slices, op by op, then
         ctx.options["plan_memory"] = {"reuse": not args.no_reuse,
                                       **({"concat": "contiguous", "fusion": "none"} if args.layout else {})}
     # --dot draws fusion groups: the fuse pass marks them (it only annotates, the table is unchanged)
-    pm = PassManager(DEFAULT_PIPELINE + (["fuse"] if args.dot is not None else [])
+    pm = PassManager(DEFAULT_PIPELINE + training_passes(args, ctx) + (["fuse"] if args.dot is not None else [])
+                     + (["rematerialize"] if args.memory_budget is not None else [])
                      + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
     pm.run(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
@@ -598,6 +678,9 @@ def cmd_run(args, diag):
         raise NetcError(f"--profile times the kernel launches of a compiled network, and '{args.file}' is a network "
                         f"source: compile it first (netc compile {args.file} -o {stem}.so) and run "
                         f"`netc run {stem}.so --profile`")
+    if args.train or args.check_grads:
+        return _run_train(args, diag)
+    _no_training_flags(args)
     target = args.target or ("reference" if args.reference else None)
     if target is None:
         raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
@@ -637,6 +720,124 @@ def cmd_run(args, diag):
         outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
                           dtype=torch.float32 if ref_dtype == "f32" else torch.float64)
     return _print_outputs(args, outs, failed)
+
+
+_TRAINING_FLAGS = ("steps", "epochs", "data", "eval", "optimizer", "lr", "momentum", "weight_decay", "clip_norm",
+                   "freeze", "loss", "grads", "history", "plot")  # (run's; explain and opt take the passes' ones)
+
+
+def _no_training_flags(args):
+    given = [f"--{f.replace('_', '-')}" for f in _TRAINING_FLAGS if getattr(args, f, None) not in (None, [], False)]
+    if given:
+        raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
+
+
+def _run_train(args, diag):
+    """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
+    executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
+    import json
+
+    import torch
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .runtime import io
+    from .runtime.train import Dataset, ReferenceTrainer, check_grads, evaluate, fit, plot_history
+    target = args.target or "reference"
+    if target != "reference":
+        raise NetcError("training runs on the reference executor for now (--target reference): the interpreter "
+                        "and the .so do not have training kernels yet")
+    for flag in ("compare", "profile", "interp_blocks"):
+        if getattr(args, flag):
+            raise NetcError(f"--{flag.replace('_', '-')} does not apply to --train")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+    for flag in ("steps", "epochs"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise NetcError(f"--{flag} takes a positive number, got {v}")
+    if args.epochs is not None and not args.data:
+        raise NetcError("--epochs counts passes over --data; without --data give --steps")
+    if args.data and (args.inputs or args.input):
+        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
+    ref_dtype, _ = _run_dtypes(args, "reference")
+    # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
+    dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
+    module = _load(args, diag)
+    _scale(module, args)
+    ctx = _ctx(args, diag)
+    passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
+    PassManager(passes + training_passes(args, ctx, gradients_only=args.check_grads)).run(module, ctx)
+    nets = [n for n in module.networks() if "gradients" in n.attrs]
+    if len(nets) > 1:
+        raise NetcError(f"{len(nets)} networks of this file have a loss ({', '.join(n.attrs['sym_name'] for n in nets)}); "
+                        f"train one at a time with --network NAME (networks sharing parameters train alternately: "
+                        f"-o after one, --params before the next)")
+    net = nets[0]
+    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
+    inputs.update(io.parse_input_specs(args.input))
+    from .runtime.params import read_params
+    params = read_params(args.params, "--params") if args.params else None
+    if args.check_grads:
+        rows = check_grads(module, net, inputs or None, params, seed=args.seed)
+        width = max(len(r["param"]) for r in rows)
+        print(f"{'parameter':{width}s}  {'shape':>16s}  {'max |grad|':>12s}  rel. error vs autograd")
+        worst = 0.0
+        for r in rows:
+            print(f"{r['param']:{width}s}  {str(r['shape']):>16s}  {r['max_abs']:12.4e}  {r['rel_error']:.3e}")
+            worst = max(worst, r["rel_error"])
+        print(f"worst relative error {worst:.3e} over {len(rows)} parameter gradient{'s' if len(rows) != 1 else ''} "
+              f"({'ok' if worst <= 1e-8 else 'FAILED'}: tolerance 1e-8)")
+        if worst > 1e-8:
+            raise NetcError(f"generated gradients differ from torch.autograd: worst relative error {worst:.3e} > 1e-8")
+        return 0
+    from .ops.optim import learning_rate
+    schedule = dict(net.attrs.get("optimizer", {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
+    if args.lr is not None:
+        schedule = {"type": "fixed", "base_lr": args.lr}
+    trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
+    data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
+    grads = {} if args.grads else None
+    every = 1
+    if data is not None:
+        per_epoch = data.size // data.check(net)
+        total = args.steps or per_epoch * (args.epochs or 1)
+        every = max(1, total // 50)   # about 50 lines for a long run
+
+    def log(row):
+        if row["step"] % every == 0 or row["step"] == 1:
+            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
+            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
+                  flush=True)
+
+    history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
+                  inputs=inputs or None, log=log, grads_out=grads)
+    last = history[-1]
+    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{net.attrs['sym_name']}' "
+          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}): loss {history[0]['loss']:.6f} -> {last['loss']:.6f}")
+    if args.eval:
+        inference = _load(args, diag)
+        _scale(inference, args)
+        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])).run(
+            inference, _ctx(args, diag))
+        r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
+                     network=net.attrs["sym_name"], dtype=dtype)
+        acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
+        print(f"eval on {r['samples']} samples of {args.eval}: loss {r.get('loss', float('nan')):.6f}{acc}")
+    if args.grads:
+        io.save_npz(args.grads, {k: v for k, v in grads.items()})
+        sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
+    if args.history:
+        try:
+            with open(args.history, "w") as f:
+                json.dump(history, f, indent=1)
+        except OSError as e:
+            raise NetcError(f"cannot write '{args.history}': {e.strerror}") from None
+        sys.stderr.write(f"wrote {args.history}\n")
+    if args.plot:
+        _plot(args.plot, lambda path: plot_history(history, path, f"training {net.attrs['sym_name']}"))
+    if args.output:
+        io.save_npz(args.output, {k: v for k, v in trainer.params.items()})
+        sys.stderr.write(f"wrote {args.output} ({len(trainer.params)} parameters and state tensors)\n")
+    return 0
 
 
 def _warn_opaque_pass_through(module, diag):

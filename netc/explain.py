@@ -13,6 +13,21 @@ from .ir.core import DTYPES, Module, STRUCTURAL_OPS
 from .ops import layer_cost, lookup, prod
 
 
+def phase(op) -> str:
+    """Where an op of a (training) program belongs: "forward", "backward" (the backward pass's
+    gradient ops) or "update" (the optimizer's)."""
+    if "grad_of" in op.attrs:
+        return "backward"
+    d = lookup(op.name)
+    if d is not None and (d.side_effects or (d.training_only and d.unbatched and not op.operands[:1] == [])
+                          and op.name == "netc.global_norm"):
+        return "update"
+    return "forward"
+
+
+_NO_RESULT = None
+
+
 def layer_rows(module: Module, network=None) -> list[dict]:
     net = network or module.networks()[0]
     params = {p.attrs["sym_name"]: p for p in module.params()}
@@ -21,10 +36,10 @@ def layer_rows(module: Module, network=None) -> list[dict]:
         if op.name in STRUCTURAL_OPS:
             continue
         opdef = lookup(op.name)
-        out = op.results[0].type
+        out = op.results[0].type if op.results else _NO_RESULT
         c, nbytes = layer_cost(op)
         nparams = 0
-        for ref in (op.attrs.get("params") or {}).values():
+        for ref in ((op.attrs.get("params") or {}).values() if phase(op) == "forward" else ()):
             p = params.get(ref.name)
             if p is not None and "type" in p.attrs:
                 nparams += p.attrs["type"].numel
@@ -32,33 +47,49 @@ def layer_rows(module: Module, network=None) -> list[dict]:
             "name": op.attrs.get("name"),
             "op": opdef.name,
             "type": op.attrs.get("type") if op.name == "netc.opaque" else opdef.type_name,
+            "phase": phase(op),
             "parents": [v.owner.attrs.get("name") for v in op.operands],
-            "shape": list(out.shape),
-            "dtype": out.dtype,
+            "shape": list(out.shape) if out is not None else None,
+            "dtype": out.dtype if out is not None else None,
             "params": nparams,
             "param_names": [r.name for r in (op.attrs.get("params") or {}).values()],
             "flops_fwd": c.flops_fwd,
             "flops_bwd_data": c.flops_bwd_data,
             "flops_bwd_filter": c.flops_bwd_filter,
-            "activation_bytes": out.nbytes,
+            "activation_bytes": out.nbytes if out is not None else 0,
             "bytes": nbytes,
         })
     return rows
 
 
 def totals(module: Module, rows: list[dict], network=None) -> dict:
+    """Sums over a network's rows. Forward FLOPs and the backward columns (the cost model's) count
+    the forward ops; a training program's gradient and update ops are summed apart
+    (flops_gradients: their FLOPs, which equal the backward columns of the layers they
+    differentiate, except a data gradient the program does not need)."""
     net = network or module.networks()[0]
     owned = _storage(module, [net])
-    return {
-        "layers": len(rows),
-        "params": sum(p.attrs["type"].numel for p in owned),
-        "param_bytes": sum(p.attrs["type"].nbytes for p in owned),
-        "activation_bytes": sum(r["activation_bytes"] for r in rows),
-        "flops_fwd": sum(r["flops_fwd"] for r in rows),
-        "flops_bwd_data": sum(r["flops_bwd_data"] for r in rows),
-        "flops_bwd_filter": sum(r["flops_bwd_filter"] for r in rows),
-        "bytes": sum(r["bytes"] for r in rows),
+    fwd = [r for r in rows if r["phase"] == "forward"]
+    t = {
+        "layers": len(fwd),
+        "params": sum(p.attrs["type"].numel for p in owned if not p.attrs.get("state")),
+        "param_bytes": sum(p.attrs["type"].nbytes for p in owned if not p.attrs.get("state")),
+        "activation_bytes": sum(r["activation_bytes"] for r in fwd),
+        "flops_fwd": sum(r["flops_fwd"] for r in fwd),
+        "flops_bwd_data": sum(r["flops_bwd_data"] for r in fwd),
+        "flops_bwd_filter": sum(r["flops_bwd_filter"] for r in fwd),
+        "bytes": sum(r["bytes"] for r in fwd),
     }
+    if len(fwd) < len(rows):
+        grads = [r for r in rows if r["phase"] == "backward"]
+        upd = [r for r in rows if r["phase"] == "update"]
+        state = [p for p in owned if p.attrs.get("state")]
+        t.update(gradient_ops=len(grads), update_ops=len(upd),
+                 flops_gradients=sum(r["flops_fwd"] for r in grads), flops_update=sum(r["flops_fwd"] for r in upd),
+                 gradient_bytes=sum(r["activation_bytes"] for r in grads),
+                 state_params=sum(p.attrs["type"].numel for p in state),
+                 state_bytes=sum(p.attrs["type"].nbytes for p in state))
+    return t
 
 
 def _storage(module: Module, nets) -> list:
@@ -89,7 +120,7 @@ def layer_costs(module: Module, network=None) -> list:
     counted: set = set()
     costs = []
     for op in net.regions[0].ops:
-        if op.name in STRUCTURAL_OPS:
+        if op.name in STRUCTURAL_OPS or phase(op) != "forward":
             continue
         opdef = lookup(op.name)
         out = op.results[0].type
@@ -300,19 +331,19 @@ def explain_table(module: Module, timing=None) -> str:
         rows = layer_rows(module, net)
         t = totals(module, rows, net)
         head = ("layer", "op", "output shape", "params", "fwd FLOPs", "activations")
-        body = [(r["name"], r["type"], "x".join(map(str, r["shape"])) or "scalar", _num(r["params"]),
-                 _num(r["flops_fwd"]), _bytes(r["activation_bytes"])) for r in rows]
+        body = [(r["name"], r["type"], ("-" if r["shape"] is None else "x".join(map(str, r["shape"])) or "scalar"),
+                 _num(r["params"]), _num(r["flops_fwd"]), _bytes(r["activation_bytes"])) for r in rows]
         if timing is not None:
-            t.update(annotate_times(rows, layer_costs(module, net), timing))
+            t.update(annotate_times([r for r in rows if r["phase"] == "forward"], layer_costs(module, net), timing))
             head += ("fwd ms", "bwd-data ms", "bwd-filter ms")
-            body = [b + (f"{r['time_fwd_ms']:.4f}", f"{r['time_bwd_data_ms']:.4f}", f"{r['time_bwd_filter_ms']:.4f}")
-                    for b, r in zip(body, rows)]
+            body = [b + ((f"{r['time_fwd_ms']:.4f}", f"{r['time_bwd_data_ms']:.4f}", f"{r['time_bwd_filter_ms']:.4f}")
+                         if "time_fwd_ms" in r else ("-", "-", "-")) for b, r in zip(body, rows)]
             if t["time_fetch_ms"]:
                 head += ("fetch ms",)
-                body = [b + (f"{r['time_fetch_ms']:.4f}",) for b, r in zip(body, rows)]
+                body = [b + ((f"{r['time_fetch_ms']:.4f}",) if "time_fwd_ms" in r else ("-",)) for b, r in zip(body, rows)]
             if timing.calibration:
                 head += ("efficiency",)
-                body = [b + (f"{r['efficiency']:.4g}",) for b, r in zip(body, rows)]
+                body = [b + ((f"{r['efficiency']:.4g}",) if "efficiency" in r else ("-",)) for b, r in zip(body, rows)]
         w = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
         w[0] = min(w[0], 60)
         right = set(range(3, len(head)))
@@ -329,6 +360,11 @@ def explain_table(module: Module, timing=None) -> str:
                    f"activations {_bytes(t['activation_bytes'])}, forward {_num(t['flops_fwd'])} FLOPs, "
                    f"backward {_num(t['flops_bwd_data'] + t['flops_bwd_filter'])} FLOPs "
                    f"(data {_num(t['flops_bwd_data'])}, filter {_num(t['flops_bwd_filter'])})")
+        if "gradient_ops" in t:
+            out.append(f"training step: {t['gradient_ops']} gradient ops, {_num(t['flops_gradients'])} FLOPs "
+                       f"(the backward above, less the data gradients nothing needs), {t['update_ops']} update ops, "
+                       f"{_num(t['flops_update'])} FLOPs; gradients {_bytes(t['gradient_bytes'])}, optimizer and "
+                       f"other state {_num(t['state_params'])} values ({_bytes(t['state_bytes'])})")
         if timing is not None:
             out.append(f"estimated on {t['device']} (Paleo's model, ppp_comp {t['ppp_comp']:g}): forward "
                        f"{t['time_fwd_ms']:.4f} ms, backward {t['time_bwd_ms']:.4f} ms (data "

@@ -83,6 +83,7 @@ def test_alexnet_groups_and_roundtrip(tmp_path):
     assert r.returncode == 0, r.stderr
     assert 'name = "conv1", activation = "relu", filter' in r.stdout
     assert r.stdout.count("fusion_group") == 14
+    import netc.ops  # noqa: F401  (registers the dialect the parser checks op names against)
     from netc.ir.parser import parse_ir
     from netc.ir.printer import print_ir
     m = parse_ir(r.stdout, "alexnet.mlir")

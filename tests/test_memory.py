@@ -461,7 +461,7 @@ def test_brainstorm_fixture_mlp_ratio():
     assert din[0].stop == din[1].start and (din[2].start, din[2].stop) == (din[0].start, din[1].stop)  # E1
 
 
-def test_loss_scalar_is_constant_class_and_training_never_shares_it():
+def test_loss_scalar_is_constant_class_and_lives_to_the_end():
     src = """
     network train {
       input x: f32[8, 20]
@@ -475,7 +475,10 @@ def test_loss_scalar_is_constant_class_and_training_never_shares_it():
     assert t["loss"].cls == CONSTANT and t["loss"].size == 4 and t["loss"].output
     assert t["labels"].cls == BATCH and t["labels"].size == 4
     pt = plan(m, mode="training")
-    assert not pt.buffers[pt.tensor("loss").buffer].reusable
+    # constant-class temporaries are planned by lifetime in training too (gradients reuse bytes
+    # once their update ran); the loss, a network result, is live until the end
+    lb = pt.buffers[pt.tensor("loss").buffer]
+    assert lb.reusable and lb.end == pt.end and pt.tensor("loss").cls == CONSTANT
     # in a layout the loss is a type-0 array above the flat parameter vector
     doc = json.loads(json.dumps(write_layout(p)))
     lay = read_layout(doc)
@@ -1013,7 +1016,7 @@ def test_plan_memory_pass_attaches_the_plan():
     assert "batch arena" in p.table()
 
 
-def test_thousand_layer_net_plans_fast():
+def test_thousand_layer_net_plans():
     lines = ["network big {", "  input data: f32[16, 8, 8, 32]", "  l0 = Convolution(data) {filter: [1, 1, 32, 32]}"]
     for i in range(1, 1000):
         if i % 10 == 5:      # a small two-way fork joined by a channel concat now and then
@@ -1026,7 +1029,6 @@ def test_thousand_layer_net_plans_fast():
             lines.append(f"  l{i} = {t}(l{i-1}){a}")
     m = build("\n".join(lines + ["}"]))
     p = plan(m, sim=False)
-    assert len(p.steps) >= 1000
-    assert p.seconds < 1.0, f"planning took {p.seconds:.2f} s"
+    assert len(p.steps) >= 1000   # (how long it takes is bench/memory.py's business: no wall time in tests)
     a = p.arenas[BATCH]
     assert a.size <= 1.05 * a.lower_bound

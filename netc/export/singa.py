@@ -66,6 +66,7 @@ class _Param:
     name: str | None          # None: unnamed (SINGA v0.1 names it '<node>$')
     share_from: str | None = None
     role: str = "weight"
+    scales: tuple = ()        # ("lr_scale: 2", "wd_scale: 0"): the optimizer's multipliers, when not 1
 
 
 @dataclass
@@ -125,14 +126,74 @@ def _init(role: str) -> str:
     return " init { type: kGaussian std: 0.01 }"
 
 
-def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "train") -> str:
+_UPDATER = "updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }"
+_UPDATER_TYPES = {"sgd": "kSGD", "momentum": "kSGD", "nesterov": "kNesterov", "adagrad": "kAdaGrad",
+                  "rmsprop": "kRMSProp", "adam": "kAdam"}
+_LR_TYPES = {"fixed": ("kFixed", None), "step": ("kStep", "step_conf"), "linear": ("kLinear", "linear_conf"),
+             "exponential": ("kExponential", "exponential_conf"), "inverse": ("kInverse", "inverse_conf"),
+             "inverse_t": ("kInverseT", "inverset_conf"), "fixed_step": ("kFixedStep", "fixedstep_conf")}
+
+
+def _num(v) -> str:
+    return repr(v) if isinstance(v, float) else str(v)
+
+
+def _updater(opt, version: str, built: bool = False) -> str:
+    """The job's `updater` from the module's optimizer (a SINGA job's, frontend/singa_ir.py); the
+    fixed default for none, or for one SINGA cannot express (none at all for a v0.2+ job that had
+    none: it reads back the same)."""
+    if not opt and built and version != "0.1":
+        return ""
+    if not opt or opt.get("convention") != "singa" or opt.get("name") not in _UPDATER_TYPES \
+            or (opt["name"] == "adam" and version == "0.1"):
+        return _UPDATER
+    t = _UPDATER_TYPES[opt["name"]]
+    f = [f"type: {t}"]
+    if opt["name"] in ("momentum", "nesterov") and opt.get("momentum"):
+        f.append(f"momentum: {_num(opt['momentum'])}")
+    if opt.get("weight_decay"):
+        f.append(f"weight_decay: {_num(opt['weight_decay'])}")
+    if "eps" in opt:
+        f.append(f"delta: {_num(opt['eps'])}")
+    if opt["name"] == "rmsprop":
+        f.append(f"rmsprop_conf {{ rho: {_num(opt['alpha'])} }}")
+    if opt["name"] == "adam":
+        f.append(f"adam_conf {{ beta1: {_num(opt['beta1'])} beta2: {_num(opt['beta2'])} }}")
+    if version != "0.1" and opt.get("clip_high", 0.0) > opt.get("clip_low", 0.0):
+        f.append(f"clip_low: {_num(opt['clip_low'])} clip_high: {_num(opt['clip_high'])}")
+    sch = opt.get("schedule")
+    if sch is None:           # a job without a learning_rate reads back without one
+        return "updater { " + " ".join(f) + " }"
+    lt, conf = _LR_TYPES[sch["type"]]
+    lr = [f"type: {lt}"] + ([f"base_lr: {_num(sch['base_lr'])}"] if "base_lr" in sch else [])
+    if sch["type"] == "fixed_step":
+        c = [f"step: {s}" for s in sch["steps"]] + [f"step_lr: {_num(v)}" for v in sch["lrs"]]
+    else:
+        c = [f"{k}: {_num(v)}" for k, v in sch.items() if k not in ("type", "base_lr")]
+    if conf:
+        lr.append(f"{conf} {{ {' '.join(c)} }}")
+    f.append(f"learning_rate {{ {' '.join(lr)} }}")
+    return "updater { " + " ".join(f) + " }"
+
+
+def _scales(param_op) -> tuple:
+    out = []
+    for k in ("lr_scale", "wd_scale"):
+        v = param_op.attrs.get(k) if param_op is not None else None
+        if v is not None and float(v) != 1.0:
+            out.append(f"{k}: {_num(float(v))}")
+    return tuple(out)
+
+
+def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "train",
+           updater: str = _UPDATER) -> str:
     rbm = any(L.type in ("kRBMVis", "kRBMHid") for L in layers)
     unrolled = any(L.unroll > 1 for L in layers)
     alg = "kCD" if rbm else ("kBPTT" if unrolled and version != "0.1" else "kBP")
     out = [f"# written by `netc export --format singa`: the {phase} net, as a SINGA "
            f"{'v0.1' if version == '0.1' else 'v0.3'} job",
            f"name: {_q(name)}", "train_steps: 1000", "disp_freq: 100", f"train_one_batch {{ alg: {alg} }}",
-           "updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }", "neuralnet {"]
+           *([updater] if updater else []), "neuralnet {"]
     for L in layers:
         body = [f"name: {_q(L.name)}", f"type: {L.type}"] + [f"srclayers: {_q(s)}" for s in L.srcs]
         if L.unroll > 1:
@@ -147,6 +208,7 @@ def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "
         for p in L.params:
             fields = ([f"name: {_q(p.name)}"] if p.name is not None else []) + (
                 [f"share_from: {_q(p.share_from)}"] if p.share_from else [])
+            fields += list(p.scales)
             out_p = "param { " + " ".join(fields) + ("" if p.share_from else _init(p.role)) + " }"
             body.append(out_p.replace("{  ", "{ "))
         out.append("  layer { " + " ".join(body) + " }")
@@ -295,7 +357,7 @@ def _check_version(layers, v1):
 
 # ------------------------------------------------------------------------------------------ plain nets
 
-def _plain(ops, name) -> tuple[list[_Layer], int]:
+def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
     """One SINGA layer per netc layer (K = 1): .nd, Paleo and Brainstorm networks."""
     label_inputs = {id(op.operands[1].owner) for op in ops if op.name in ("netc.softmax_loss", "netc.accuracy")}
     inputs = [op for op in ops if op.name == "netc.input" and id(op) not in label_inputs]
@@ -348,7 +410,7 @@ def _plain(ops, name) -> tuple[list[_Layer], int]:
                 L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), owner_of[ref.name], role))
             else:
                 owner_of[ref.name] = pnames.fresh(re.sub(r"[@#+]", "_", ref.name))
-                L.params.append(_Param(owner_of[ref.name], role=role))
+                L.params.append(_Param(owner_of[ref.name], role=role, scales=_scales((decl or {}).get(ref.name))))
         layers.append(L)
         last = L.name
         act = a.get("activation")
@@ -697,7 +759,8 @@ class _Built:
                 owners[ir] = n
                 sf = self.share_from(ir)
                 if sf is None:
-                    L.params.append(_Param(n, role=role))
+                    decl = next((p for p in self.module_params if p.attrs.get("sym_name") == ir), None)
+                    L.params.append(_Param(n, role=role, scales=_scales(decl)))
                     continue
                 if L.pdim == 1:
                     _err(f"parameter '{ir}' of '{node}' shares from '{sf}' in a partition_dim 1 layer (SINGA resolves "
@@ -887,14 +950,15 @@ def export_singa(module, ctx, name: str = "net") -> str:
         _err(f"network '{net.attrs.get('sym_name')}' has no layer in phase {ctx.phase}; a SINGA job needs at least "
              f"an input layer", net)
     version = singa_version_of(net)
-    if version is not None and _is_built(ops, version):
+    built_net = version is not None and _is_built(ops, version)
+    if built_net:
         built = _Built(module, ops, version)
         layers, K = built.layers()
         layers = built.settle_order(layers, K, version, name, ctx.phase, ctx.diag)
     else:
         version = "0.3"
-        layers, K = _plain(ops, name)
-    return _write(name, layers, K, version, ctx.phase)
+        layers, K = _plain(ops, name, {p.attrs["sym_name"]: p for p in module.params()})
+    return _write(name, layers, K, version, ctx.phase, _updater(module.attrs.get("optimizer"), version, built_net))
 
 
 def _is_built(ops, version) -> bool:

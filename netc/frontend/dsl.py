@@ -49,7 +49,8 @@ _COMMON_KEYS = ("include", "exclude", "partition_dim", "location", "params")
 # and values recursively, and a real network nests a few levels (Inception: 3), so deeper is a
 # mistake (or a generated file gone wrong), reported rather than overflowing Python's stack.
 MAX_NESTING = 100
-_PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale")
+_PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale",
+               "immutable")
 
 
 def _loc(file, tok) -> Loc:
@@ -325,6 +326,9 @@ class _Builder(Transformer):
                 if k == "share_from" and not isinstance(v, str):
                     self.diag.error(f"'share_from' must name a parameter, got {_show(v)}", attrs.locs[k], width=len(k))
                     continue
+                if k == "immutable" and not isinstance(v, bool):
+                    self.diag.error(f"'immutable' is true or false, got {_show(v)}", attrs.locs[k], width=len(k))
+                    continue
                 op.attrs[k] = v
                 op.attr_locs[k] = attrs.locs[k]
         return op
@@ -437,6 +441,10 @@ class _Builder(Transformer):
                     continue
                 if "share_from" in spec and not isinstance(spec["share_from"], str):
                     self.diag.error("'share_from' must name a parameter", rloc, width=len(role))
+                    continue
+                if "immutable" in spec and not isinstance(spec["immutable"], bool):
+                    kloc = spec.locs["immutable"] if isinstance(spec, _Dict) else rloc
+                    self.diag.error(f"'immutable' is true or false, got {_show(spec['immutable'])}", kloc, width=9)
                     continue
                 out[role] = {k: spec[k] for k in spec if k in _PARAM_KEYS}
                 if "share_from" in spec and isinstance(spec, _Dict):

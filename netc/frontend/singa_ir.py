@@ -82,6 +82,7 @@ import re
 
 from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
 from ..ir.core import UNRANKED, Module, Operation, Region
+from ..ops.optim import schedule_problem
 from .singa import build_singa, read_job
 
 _PHASES = (("kTrain", "train"), ("kTest", "test"), ("kVal", "val"))
@@ -174,6 +175,10 @@ class _Net:
             spec = {"name": self.pname(n, p)}
             if p.share_from:
                 spec["share_from"] = nname(p.share_from)
+            for k in ("lr_scale", "wd_scale"):    # the optimizer's per-parameter multipliers
+                v = p.conf.get(k)
+                if v is not None and float(v) != 1.0:
+                    spec[k] = float(v)
             out[role] = spec
         return out
 
@@ -373,6 +378,9 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
     net.attrs["title"] = f"SINGA {job.version} job ({job.reason})" if job.reason else f"SINGA {job.version} job"
     m = Module([net], loc=loc)
     m.attrs["source"] = file
+    opt = singa_optimizer(job, diag)
+    if opt is not None:
+        m.attrs["optimizer"] = opt
     if energy:
         n, hid = energy[0]
         diag.extend([Diagnostic("note", f"this is an energy model (RBM): '{nname(n.name)}' (kRBMVis) and "
@@ -382,3 +390,134 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
     if own and diag.has_errors():
         raise NetcError(diag.diagnostics)
     return m
+
+
+# ------------------------------------------------------------------------------------------
+# The updater: the job's `updater { ... }` -> the module's optimizer (module.attrs["optimizer"],
+# which the `optimizer` pass reads). SINGA's formulas (src/utils/updater.cc of v0.1-v0.3) are the
+# update ops' "singa" convention (ops/optim.py): the learning rate inside the momentum history,
+# eps (SINGA's `delta`) inside the square root, Adam without bias correction.
+#   kSGD       sgd, or momentum when momentum > 0 (SINGA's `if (momentum_ > 0)`)
+#   kNesterov  nesterov {momentum}
+#   kAdaGrad   adagrad {eps: delta}            (momentum unused, as in SINGA: a warning if set)
+#   kRMSProp   rmsprop {alpha: rmsprop_conf.rho, eps: delta}
+#   kAdam      adam {beta1, beta2: adam_conf, eps: delta}   (v0.2+; SINGA's Adam does not clip)
+#   weight_decay (applied when > 0), clip_low / clip_high (v0.2+: value clipping when high > low)
+#   learning_rate: kFixed, kStep, kLinear, kExponential, kInverse, kInverseT, kFixedStep -> the
+#   schedules of ops/optim.py (fixed, step, linear, exponential, inverse, inverse_t, fixed_step)
+# kAdaDelta, kAdamMax, user updaters (user_type, or no type: SINGA's default kUserUpdater) and
+# user learning-rate generators are errors, located at the value. Two placeholders are not: an
+# empty `updater { }` (v0.1 requires the field) records no optimizer, and an updater without a
+# learning_rate records none of its own (the optimizer pass then trains at a fixed 0.01), where
+# SINGA itself would need one to run.
+
+_UPDATERS = {"kSGD": "sgd", "kNesterov": "nesterov", "kAdaGrad": "adagrad", "kRMSProp": "rmsprop", "kAdam": "adam"}
+_SCHEDULES = {"kFixed": ("fixed", None, {}),
+              "kStep": ("step", "step_conf", {"gamma": "gamma", "change_freq": "change_freq"}),
+              "kLinear": ("linear", "linear_conf", {"final_lr": "final_lr", "change_freq": "change_freq"}),
+              "kExponential": ("exponential", "exponential_conf", {"change_freq": "change_freq"}),
+              "kInverse": ("inverse", "inverse_conf", {"gamma": "gamma", "pow": "pow"}),
+              "kInverseT": ("inverse_t", "inverset_conf", {"final_lr": "final_lr"}),
+              "kFixedStep": ("fixed_step", "fixedstep_conf", {"steps": "step", "lrs": "step_lr"})}
+
+
+def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
+    """The optimizer of a SINGA job (see above), or None when it has no updater; problems are
+    reported into `diag` (and None returned)."""
+    if not job.job.has("updater"):
+        return None
+    u = job.job.get("updater")
+    if not u.vals:
+        return None
+    t = u.get("type")
+    known = ", ".join(_UPDATERS)
+    if u.has("user_type") and u.get("user_type"):
+        ut = u.get("user_type")
+        diag.error(f"user updater '{ut}': netc trains with SINGA's built-in updaters only ({known})",
+                   u.vat("user_type"), width=len(ut) + 2)
+        return None
+    if not u.has("type"):
+        diag.error(f"the updater has no type (SINGA's default, kUserUpdater, is a user updater); give one of "
+                   f"{known}", u.loc, width=len("updater"))
+        return None
+    if t not in _UPDATERS:
+        diag.error(f"updater type {t} is not supported: netc's optimizers cover {known}", u.vat("type"),
+                   width=len(t))
+        return None
+    name = _UPDATERS[t]
+    spec = {"name": name}
+    mom = u.get("momentum") or 0.0
+    if t == "kSGD":
+        if mom > 0:
+            spec = {"name": "momentum", "momentum": mom}
+    elif t == "kNesterov":
+        spec["momentum"] = mom
+    elif mom:
+        diag.warning(f"{t} does not use momentum (SINGA ignores it, and so does netc)", u.vat("momentum"),
+                     width=len("momentum"))
+    if t in ("kAdaGrad", "kRMSProp", "kAdam"):
+        spec["eps"] = u.get("delta")
+    if t == "kRMSProp":
+        if not u.get("rmsprop_conf").has("rho"):
+            diag.error("kRMSProp needs rmsprop_conf { rho: ... } (SINGA's RMSPropProto.rho is required)",
+                       u.vat("type"), width=len(t))
+            return None
+        spec["alpha"] = u.get("rmsprop_conf").get("rho")
+    if t == "kAdam":
+        c = u.get("adam_conf")
+        spec["beta1"], spec["beta2"] = c.get("beta1"), c.get("beta2")
+    wd = u.get("weight_decay") or 0.0
+    if wd > 0:
+        spec["weight_decay"] = wd
+    lo, hi = u.get("clip_low") or 0.0, u.get("clip_high") or 0.0
+    if hi > lo:
+        if t == "kAdam":
+            diag.warning("SINGA's kAdam does not clip gradients: clip_low / clip_high are ignored",
+                         u.at("clip_low") if u.has("clip_low") else u.at("clip_high"), width=len("clip_low"))
+        else:
+            spec["clip_low"], spec["clip_high"] = lo, hi
+    spec["convention"] = "singa"
+    if not u.has("learning_rate"):
+        return spec
+    schedule = _singa_schedule(u, diag)
+    if schedule is None:
+        return None
+    spec["schedule"] = schedule
+    return spec
+
+
+def _singa_schedule(u, diag) -> dict | None:
+    lr = u.get("learning_rate")
+    known = ", ".join(_SCHEDULES)
+    if lr.has("user_type") and lr.get("user_type"):
+        ut = lr.get("user_type")
+        diag.error(f"user learning-rate generator '{ut}': netc knows SINGA's built-in ones ({known})",
+                   lr.vat("user_type"), width=len(ut) + 2)
+        return None
+    t = lr.get("type")
+    if not lr.has("type") or t not in _SCHEDULES:
+        where = lr.vat("type") if lr.has("type") else u.at("learning_rate")
+        what = f"learning-rate change method {t} is not supported" if lr.has("type") else \
+            "learning_rate has no type (SINGA's default, kUserChange, is a user generator)"
+        diag.error(f"{what}: netc knows {known}", where, width=len(t) if lr.has("type") else len("learning_rate"))
+        return None
+    kind, conf_name, fields = _SCHEDULES[t]
+    schedule = {"type": kind}
+    if kind != "fixed_step":
+        schedule["base_lr"] = lr.get("base_lr")
+    conf = lr.get(conf_name) if conf_name else None
+    for key, field in fields.items():
+        v = conf.get(field)
+        schedule[key] = list(v) if isinstance(v, list) else v
+    problem = schedule_problem(schedule)
+    if problem:
+        loc, width = lr.vat("type"), len(t)
+        if conf is not None:
+            bad = next((f for k, f in fields.items() if k in problem or f in problem), None)
+            if bad is not None and conf.has(bad):
+                loc, width = conf.at(bad), len(bad)
+            elif lr.has(conf_name):
+                loc, width = lr.at(conf_name), len(conf_name)
+        diag.error(f"{t}: {problem}", loc, width=width)
+        return None
+    return schedule

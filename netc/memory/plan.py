@@ -35,11 +35,13 @@ per-sample offsets" is the only rule that works for every batch, and aligning af
 never needed. (Sample blocks inside a buffer start at offset*B + b*size and are not aligned; nor
 are concat slices inside a buffer: kernels get base pointers aligned to A, plus strides.)
 
-The schedule: the original (source, topological) order and a greedy order that, among the
-ready ops, runs the one that frees the most bytes net of what it allocates (ties: original
-order; a second variant breaks ties last-ready-first, finishing a branch before starting
-another). Every candidate is planned in full and the one with the smallest arena wins; the
-original order is kept unless another is strictly better.
+The schedule: the original (source, topological) order, for a training program the same order
+with every update moved up to right after its gradient (and its parameter's last reader:
+"eager-updates"), and a greedy order that, among the ready ops, runs the one that frees the most
+bytes net of what it allocates (ties: original order; a second variant breaks ties
+last-ready-first, finishing a branch before starting another). Every candidate is planned in
+full and the one with the smallest arena wins; the original order is kept unless another is
+strictly better.
 
 Offsets (Pisarchyk & Lee 2020, "Efficient Memory Management for Deep Neural Net Inference"):
 greedy by size (largest buffer first, best-fit gap among the buffers it overlaps in time),
@@ -63,11 +65,35 @@ an epilogue's residual add or a pointwise chain reads element for element: may b
 lifetimes and the lower bound all count these steps, so arena / bound compares like with like.
 `fusion="none"` plans every op as its own step (Brainstorm layouts, comparisons).
 
-Training: the planner plans whatever ops the network holds. When backward and optimizer ops
-appear they are just more steps: a forward activation read by a backward op lives until then,
-in-place needs no special rule (an input read later does not die), gradients and optimizer
-state are constant-class buffers that are never reused (mode="training"), and Dropout stops
-being an identity. Buffers that accumulate (input deltas) will need `zero_init` (see Buffer).
+Training (the backward and optimizer passes' program: a network with a `gradients` attribute,
+planned in mode "training" automatically): the planner plans the whole step -- forward, backward,
+update -- as one schedule, and the program's ops are just more steps.
+
+* Saved activations: a forward result read by a backward op simply lives until that (last)
+  reader; in-place needs no special rule (an input read later does not die there).
+* Classes: the results of ops flagged `unbatched` (OpDef.unbatched: parameter gradients, batch
+  statistics, global norms) are constant class whatever their operands and shapes -- a weight
+  gradient whose first dimension happens to equal the batch is no batch-sized tensor. Other
+  results are batch-sized when their first dimension is the batch and an operand is batch-sized
+  (or every operand is a scalar: a dropout mask drawn from the scalar seed). Optimizer state and
+  running statistics (`netc.param` with `state`) are parameters to the planner: constant class,
+  fixed bytes at the bottom of the constant arena, live the whole step.
+* Gradients stay in the constant class but are planned like activations: each gradient (and
+  every other constant-class temporary: losses, batch statistics, norms) is one reusable buffer
+  that lives from the step that computes it to its last reader -- its update, after which its
+  bytes are free. Per-sample planning does not apply (they have no batch axis): the constant
+  arena is the fixed parameters and state, then these buffers packed by lifetime above them.
+  Gradients are summed by explicit ops (the backward pass's `sum`), so no buffer accumulates
+  and none needs zeroing (`zero_init` stays False).
+* Updates: ops with `side_effects` (optimizer updates, running-statistics updates) have no
+  results; their step writes nothing in the arenas' reusable part and records in `updates` the
+  parameter/state tensors it overwrites in place. The IR order of the accesses to one symbol is
+  the program's meaning, so every schedule keeps it: an update runs after every op the IR runs
+  before it that reads its symbol (and a reader after it stays after it). The greedy schedule
+  runs each update as soon as that allows -- right after the last reader of its parameter and
+  its gradient -- which is what frees gradients early.
+* Dropout is no identity in training: with its mask operand it computes x * mask (a kernel,
+  possibly in place). In inference only a one-operand dropout is an identity.
 """
 from __future__ import annotations
 
@@ -203,6 +229,8 @@ class Step:
     members: list = field(default_factory=list)  # Member per op, in order (one unless fused)
     fused: list = field(default_factory=list)    # tensor ids computed and consumed inside the step
     group: str = ""        # the fusion group ("" when not planned with fusion)
+    updates: list = field(default_factory=list)  # parameter/state tensor ids written in place
+    #                                              (side_effects ops: optimizer and running-stats updates)
 
     @property
     def layers(self) -> list:
@@ -247,6 +275,8 @@ class MemoryPlan:
     options: dict = field(default_factory=dict)
     seconds: float = 0.0
     fusion: bool = False   # steps are the module's fusion groups (one kernel each)
+    recompute: dict | None = None   # the rematerialize pass's report (the network's
+    #                                 `netc.rematerialize` attribute): budget, arenas, extra FLOPs
 
     def tensor(self, name: str) -> TensorPlan:
         for t in self.tensors:
@@ -285,6 +315,7 @@ class MemoryPlan:
             "mode": self.mode, "batch": self.batch, "alignment": self.alignment, "reuse": self.reuse,
             "schedule": self.schedule, "steps": len(self.steps), "buffers": len(self.buffers),
             "fusion": self.fusion, "fused_tensors": sum(1 for t in self.tensors if t.fused),
+            **({"updates": sum(1 for s in self.steps if s.updates)} if self.mode == "training" else {}),
             "arenas": {CLASS_NAMES[a.cls]: {"bytes": a.size, "lower_bound": a.lower_bound, "naive": a.naive,
                                             "ratio": round(a.ratio, 4), "strategy": a.strategy,
                                             "proven_optimal": a.proven_optimal}
@@ -318,9 +349,22 @@ class MemoryPlan:
             if a.size == 0 and a.cls == TIME:
                 continue
             per = " per sample" if a.cls == BATCH else ""
+            if a.cls == CONSTANT and self.mode == "training":
+                out.append(f"constant arena: {a.fixed} bytes of parameters and state (fixed), then gradients and "
+                           f"other unbatched temporaries planned by lifetime ({self.schedule} schedule; "
+                           f"{sum(1 for s in self.steps if s.updates)} in-place updates)")
             out.append(f"{CLASS_NAMES[a.cls]} arena: {a.size} bytes{per}, lower bound {a.lower_bound} "
                        f"(ratio {a.ratio:.3f}), without reuse {a.naive}, strategy {a.strategy}"
                        f"{', proven optimal' if a.proven_optimal else ''}")
+        total = sum(self.arena_bytes())
+        out.append(f"total: {total} bytes at batch {self.batch}")
+        r = self.recompute
+        if r:
+            verdict = ("within the budget" if r["met"] else
+                       "over the budget: the smallest arena recomputation reaches")
+            out.append(f"recomputation (budget {r['budget']} bytes): {len(r['recomputed'])} forward op(s) recomputed "
+                       f"in the backward pass ({r['ops']} clone(s): {', '.join(r['recomputed']) or 'none'}), "
+                       f"+{r['extra_flops']} FLOPs; arena {r['arena_before']} -> {r['arena_after']} bytes, {verdict}")
         return "\n".join(out) + "\n"
 
 
@@ -406,7 +450,12 @@ class _Graph:
                     reads.append(self.param_ids[ref.name])
                     roles.append(role)
             op_roles.append(roles)
-            batched = any(self.tensors[i].cls == BATCH for i in reads[:len(op.operands)])
+            operands = reads[:len(op.operands)]
+            # batch-sized: the batch leads and comes from an operand (or from nothing but scalars:
+            # a mask drawn from the seed); never for unbatched ops (parameter gradients, statistics)
+            batched = not _opdef_flag(opdef, "unbatched") and (
+                any(self.tensors[i].cls == BATCH for i in operands)
+                or bool(operands) and all(not self.tensors[i].shape for i in operands))
             writes = []
             for r in op.results:
                 s = r.type.shape
@@ -431,6 +480,47 @@ class _Graph:
                 if t.kind == "activation" and not op_readers[t.id]:
                     t.output = True
         self._make_units(fusion, op_roles, op_readers)
+        self._order_parameter_accesses()
+
+    def _order_parameter_accesses(self):
+        """`updates` per unit: the parameter/state tensors its side_effects ops overwrite in place;
+        `after` per unit: the units that must run before it besides its operands' producers --
+        per symbol (a share_from alias counts as its owner), the IR order of writes and reads is
+        kept: a writer after every earlier reader and writer, a reader after the last writer."""
+        n_units = len(self.units)
+        self.updates: list[list[int]] = [[] for _ in range(n_units)]
+        for u, mem in enumerate(self.units):
+            for i in mem:
+                if _opdef_flag(self.opdefs[i], "side_effects"):
+                    for ref in (self.ops[i].attrs.get("params") or {}).values():
+                        if isinstance(ref, SymbolRef) and ref.name in self.param_ids:
+                            t = self.param_ids[ref.name]
+                            if t not in self.updates[u]:
+                                self.updates[u].append(t)
+        self.after: list[set] = [set() for _ in range(n_units)]
+        last_writer: dict[int, int] = {}
+        readers: dict[int, list] = {}
+        for u in range(n_units):          # units are in IR order (each where its last op is)
+            written = {self.symbol(t) for t in self.updates[u]}
+            for k in written:
+                self.after[u].update(readers.get(k, ()))
+                if k in last_writer:
+                    self.after[u].add(last_writer[k])
+                last_writer[k], readers[k] = u, []
+            for t in dict.fromkeys(self.reads[u]):
+                k = self.symbol(t)
+                if self.tensors[t].kind == "param" and k not in written:
+                    if k in last_writer:
+                        self.after[u].add(last_writer[k])
+                    readers.setdefault(k, []).append(u)
+        for u in range(n_units):
+            self.after[u].discard(u)
+
+    def symbol(self, t: int) -> int:
+        """The tensor owning a parameter's storage (a share_from alias's owner), else t."""
+        while self.tensors[t].alias == "share":
+            t = self.tensors[t].alias_of
+        return t
 
     def _make_units(self, fusion: str, op_roles, op_readers):
         """Units from the ops' fusion_group attributes (fusion "auto"), or one per op ("none")."""
@@ -525,7 +615,8 @@ class _Graph:
         return self._single(u, "view")
 
     def is_identity(self, u):
-        return self.mode == "inference" and self._single(u, "identity_at_inference")
+        # a dropout with its mask operand (a training program's) computes, whatever the mode
+        return self.mode == "inference" and self._single(u, "identity_at_inference") and self.n_operands[u] == 1
 
     def is_concat(self, u):
         return self._single(u, "concat")
@@ -738,6 +829,38 @@ def _alias_schedule_free(g: _Graph, f: _Forest, concat: str):
 # Schedules
 
 
+def _eager_updates(g: _Graph, order: list) -> list:
+    """`order` with every update (a unit that only writes parameters or state in place) moved up
+    to right after the last unit it depends on: its gradient's producer and the parameter's other
+    readers (_Graph.after). An update frees its gradient, so it should not wait."""
+    upd = {u for u in order if g.updates[u] and not g.writes[u]}
+    if not upd:
+        return list(order)
+    deps = {u: {g.producer[t] for t in g.reads[u] if g.producer[t] >= 0} | g.after[u] for u in upd}
+    out, done, pending = [], set(), [u for u in order if u in upd]
+
+    def flush():
+        moved = True
+        while moved:
+            moved = False
+            for u in list(pending):
+                if deps[u] <= done:
+                    pending.remove(u)
+                    out.append(u)
+                    done.add(u)
+                    moved = True
+
+    flush()
+    for u in order:
+        if u in upd:
+            continue
+        out.append(u)
+        done.add(u)
+        flush()
+    out += pending           # unreachable for a valid order: every dependency is placed above
+    return out
+
+
 def _tree_sizes(g: _Graph, f: _Forest):
     """Bytes per tree (at the compiled batch) and pending events (writes + reads) per tree."""
     n = len(g.tensors)
@@ -767,7 +890,7 @@ def _greedy_order(g: _Graph, f: _Forest, lifo: bool) -> list:
     deps = [0] * nops
     users: list[list[int]] = [[] for _ in range(nops)]
     for i in range(nops):
-        srcs = {g.producer[t] for t in g.reads[i] if g.producer[t] >= 0}
+        srcs = {g.producer[t] for t in g.reads[i] if g.producer[t] >= 0} | g.after[i]
         deps[i] = len(srcs)
         for s in srcs:
             users[s].append(i)
@@ -902,23 +1025,24 @@ def live_peak(bufs: list, end: int, base: int = 0) -> int:
 # Putting it together
 
 
-def plan_memory(module: Module, network: Operation | str | None = None, *, mode: str = "inference",
+def plan_memory(module: Module, network: Operation | str | None = None, *, mode: str | None = None,
                 alignment: int = DEFAULT_ALIGNMENT, reuse: bool = True, inplace: bool = True,
                 concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES,
                 fusion: str = "auto", exact: bool = True, exact_budget: float = DEFAULT_BUDGET,
                 exact_nodes: int = DEFAULT_NODE_LIMIT) -> MemoryPlan:
     """Plan the memory of one network of a resolved, shape-inferred module.
 
-    mode       "inference" (Dropout is an identity) or "training" (constant-class buffers such as
-               gradients and optimizer state are never reused)
+    mode       "inference" (a one-operand Dropout is an identity) or "training" (it computes); None:
+               "training" for a training program (a network with a `gradients` attribute, made by
+               the backward pass), else "inference"
     alignment  byte alignment of every buffer offset (per sample for the batch class)
     reuse      False: Brainstorm's no-reuse layout (every buffer its own bytes, no in-place)
     inplace    let elementwise ops write their output over an input that dies there
     concat     "all": zero-copy for every concatenation axis but the batch (channel slices are
                strided); "contiguous": only slices dense within a sample (expressible in
                Brainstorm's layout format); "none": concatenation copies
-    schedule   "auto" (best of original and greedy orders), "original", "greedy", or a list of
-               layer names
+    schedule   "auto" (best of the original, eager-updates and greedy orders), "original", "greedy",
+               or a list of layer names
     strategies offset-assignment strategies to try (the smallest arena wins)
     exact      then, where the winner is above the lower bound and the arena has at most
                EXACT_MAX_BUFFERS reusable buffers, search for a smaller arena by branch and bound
@@ -929,7 +1053,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                own step, fused or not
     """
     t0 = time.perf_counter()
-    if mode not in MODES:
+    if mode is not None and mode not in MODES:
         raise PlanError(f"unknown planning mode '{mode}' (modes: {', '.join(MODES)})")
     if concat not in ("all", "contiguous", "none"):
         raise PlanError(f"unknown concat policy '{concat}' (all, contiguous, none)")
@@ -944,6 +1068,8 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
             net = module.network(network)
         except (KeyError, IndexError):
             raise PlanError(f"no network '{network}' in the module" if network else "the module has no network")
+    if mode is None:
+        mode = "training" if net.attrs.get("gradients") is not None else "inference"
     g = _Graph(module, net, mode, fusion)
     base = _Forest(g)
     _alias_schedule_free(g, base, concat)
@@ -966,12 +1092,21 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                     op = next(g.ops[i] for i in g.units[u] if x in g.op_reads[i])
                     raise PlanError(f"the schedule runs '{op.attrs.get('name')}' before its operand "
                                     f"'{g.tensors[x].name}'")
+            for v in g.after[u]:
+                if v not in done:
+                    raise PlanError(f"the schedule runs '{g.unit_name(u)}' before '{g.unit_name(v)}', which "
+                                    f"the network runs first and which reads or writes a parameter it writes "
+                                    f"or reads")
             done.add(u)
     else:
         if schedule not in ("auto", "original", "greedy"):
             raise PlanError(f"unknown schedule '{schedule}' (auto, original, greedy)")
         if schedule in ("auto", "original"):
             orders["original"] = list(range(len(g.units)))
+        if schedule == "auto":
+            o = _eager_updates(g, list(range(len(g.units))))
+            if o not in orders.values():
+                orders["eager-updates"] = o
         if schedule in ("auto", "greedy"):
             for name, lifo in (("greedy", False), ("greedy-lifo", True)):
                 o = _greedy_order(g, base, lifo)
@@ -989,6 +1124,8 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
             best = (key, p)
     plan = best[1]
     plan.schedule_candidates = cands
+    rec = net.attrs.get("netc.rematerialize")
+    plan.recompute = dict(rec) if isinstance(rec, dict) else None
     plan.seconds = time.perf_counter() - t0
     return plan
 
@@ -1012,14 +1149,12 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
     inplace_of: dict[int, int] = {}
     if opts["inplace"] and opts["reuse"]:
         n = len(tensors)
-        training = opts["mode"] == "training"   # constant-class state is never shared then
         tmax = [0] * n          # per tree (union-find representative): last step it is read
-        pinned = [False] * n    # holds a network result or a parameter
+        pinned = [False] * n    # holds a network result or a parameter (or state)
         for r in range(n):
             if f.members[r]:
                 tmax[r] = max(tensors[m].last_use for m in f.members[r])
-                pinned[r] = any(tensors[m].output or tensors[m].kind == "param" or training and
-                                tensors[m].cls == CONSTANT for m in f.members[r])
+                pinned[r] = any(tensors[m].output or tensors[m].kind == "param" for m in f.members[r])
         for i in order:
             if len(g.writes[i]) != 1:
                 continue
@@ -1048,7 +1183,9 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
             ms = f.members[r]
             b = Buffer(len(buffers), root.cls, root.size, min(tensors[m].producer for m in ms),
                        max(tensors[m].last_use for m in ms), root.id, sorted(ms))
-            b.reusable = root.kind != "param" and not (opts["mode"] == "training" and root.cls == CONSTANT)
+            # parameters and state never share bytes; gradients and other constant-class
+            # temporaries are planned by lifetime like activations (see the module docstring)
+            b.reusable = root.kind != "param"
             buf_of_rep[r] = b.id
             buffers.append(b)
     # placements (memoized top-down)
@@ -1114,7 +1251,8 @@ def _plan_order(g: _Graph, f: _Forest, order: list, name: str, opts: dict) -> Me
         members = [Member(g.ops[k].attrs.get("name") or g.ops[k].name, g.ops[k].name, list(g.op_reads[k]),
                           list(g.op_writes[k])) for k in mem]
         st = Step(s + 1, g.unit_name(i), g.ops[mem[0]].name, list(g.reads[i]), list(g.writes[i]),
-                  roles=list(g.roles[i]), members=members, fused=list(g.internal[i]), group=g.group_of[i])
+                  roles=list(g.roles[i]), members=members, fused=list(g.internal[i]), group=g.group_of[i],
+                  updates=list(g.updates[i]))
         out = g.writes[i][0] if g.writes[i] else -1
         ops_in = g.reads[i][:g.n_operands[i]]
         if i in inplace_of:

@@ -1,5 +1,9 @@
 """Reports of a memory plan: JSON for `netc explain --format json --memory`, and a picture of
-offset against schedule step (one rectangle per buffer) drawn with matplotlib (the `plot` extra)."""
+offset against schedule step (one rectangle per buffer) drawn with matplotlib (the `plot` extra).
+
+A training program's plan (mode "training") also lists its in-place `updates` (per step, the
+parameters and state it overwrites), and, after the rematerialize pass, `recompute`: the budget,
+the arena before and after, the extra FLOPs and the recomputed layers."""
 from __future__ import annotations
 
 from .plan import BATCH, CLASS_NAMES, MemoryPlan
@@ -36,13 +40,21 @@ def plan_json(plan: MemoryPlan) -> dict:
         tensors.append(rec)
     steps = [{"step": st.index, "layers": st.layers, "action": st.action,
               **({"group": st.group} if st.group else {}),
+              **({"updates": [plan.tensors[i].name for i in st.updates]} if st.updates else {}),
               **({"fused": [plan.tensors[i].name for i in st.fused]} if st.fused else {})} for st in plan.steps]
     fused = [t for t in plan.tensors if t.fused]
     arenas = plan.summary()["arenas"]
     for a in plan.arenas:
         if CLASS_NAMES[a.cls] in arenas:
             arenas[CLASS_NAMES[a.cls]]["seconds"] = round(a.seconds, 4)
-    return {"arena_bytes": arena, "lower_bound_bytes": lower, "no_reuse_bytes": naive,
+    extra = {}
+    if plan.mode == "training":
+        # the training step: which steps update parameters/state in place, and recomputation
+        extra["updates"] = [{"step": st.index, "layer": st.layer,
+                             "writes": [plan.tensors[i].name for i in st.updates]} for st in plan.steps if st.updates]
+    if plan.recompute:
+        extra["recompute"] = dict(plan.recompute)
+    return {"arena_bytes": arena, "lower_bound_bytes": lower, "no_reuse_bytes": naive, "mode": plan.mode, **extra,
             "ratio": round(arena / lower, 4) if lower else 1.0, "batch": plan.batch,
             "alignment": plan.alignment, "schedule": plan.schedule,
             "proven_optimal": all(a.proven_optimal for a in plan.arenas),

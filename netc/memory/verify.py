@@ -23,12 +23,19 @@ writes it recomputes when each tensor is written and last read, then checks
 * every concatenation is complete: each operand is written into its slice by its producer, or
   copied by the concat step; a step marked "alias" really is a no-op;
 * the lower bound (peak of live aligned bytes) is what the plan reports, and no arena is
-  smaller than it.
+  smaller than it;
+* training programs: a step's in-place `updates` (optimizer and running-statistics updates)
+  overwrite parameter or state tensors only, each symbol (a share_from alias counts as its owner)
+  at most once, and after every other step that reads it -- a read after the update would see the
+  next step's value; the classes hold up: a batch-sized tensor has the batch as its first
+  dimension, and with the network given, results of `unbatched` ops are constant class and the
+  updates are exactly what each side_effects op's `params` name.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..ir.core import STRUCTURAL_OPS, SymbolRef
 from ..ops import lookup
 from .plan import CLASS_NAMES, CONSTANT, Member, MemoryPlan, align_up, is_dense, output_aligned_members, row_major
 
@@ -119,6 +126,11 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
                      f"{prod[t.id]}-{last[t.id]}")
     if end != len(plan.steps) + 1:
         P.append(f"end step is {end}, expected {len(plan.steps) + 1}")
+    P += _check_updates(plan)
+    for t in T:
+        if t.cls != CONSTANT and (not t.shape or t.shape[0] != plan.batch):
+            P.append(f"'{t.name}' {list(t.shape)} is {CLASS_NAMES[t.cls]}-sized but its first dimension is not "
+                     f"the batch {plan.batch}")
     if network is not None or module is not None:
         P += _check_against_ir(plan, module, network)
 
@@ -289,13 +301,48 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
     return P
 
 
+def _check_updates(plan) -> list[str]:
+    """In-place parameter writes: parameters and state only, one writer per symbol, every other
+    reader of the symbol before it."""
+    P = []
+    T = plan.tensors
+
+    def symbol(i):
+        seen = set()
+        while T[i].alias == "share" and 0 <= T[i].alias_of < len(T) and i not in seen:
+            seen.add(i)
+            i = T[i].alias_of
+        return i
+
+    written_at: dict[int, int] = {}
+    for st in plan.steps:
+        for i in st.updates:
+            if not 0 <= i < len(T) or T[i].kind != "param":
+                P.append(f"step {st.index} ({st.layer}) updates '{T[i].name if 0 <= i < len(T) else i}' in place, "
+                         f"which is no parameter or state")
+                continue
+            k = symbol(i)
+            if k in written_at and written_at[k] != st.index:
+                P.append(f"'{T[k].name}' is updated in place twice (steps {written_at[k]} and {st.index})")
+            written_at.setdefault(k, st.index)
+    for st in plan.steps:
+        mine = {symbol(i) for i in st.updates if 0 <= i < len(T)}
+        for i in dict.fromkeys(st.reads):
+            if T[i].kind != "param":
+                continue
+            k = symbol(i)
+            if k not in mine and k in written_at and written_at[k] < st.index:
+                P.append(f"step {st.index} ({st.layer}) reads '{T[i].name}' after step {written_at[k]} updated it "
+                         f"in place: it would see the next training step's value")
+    return P
+
+
 def _members(st) -> list:
     """A step's members (a step made without them is its own one member)."""
     return st.members or [Member(st.layer, st.op, list(st.reads), list(st.writes))]
 
 
 def _check_against_ir(plan, module, network) -> list[str]:
-    from ..ir.core import STRUCTURAL_OPS
     P = []
     net = network if network is not None else module.network(plan.network)
     ops = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
@@ -319,10 +366,32 @@ def _check_against_ir(plan, module, network) -> list[str]:
             t = by_name.get(src if len(v.owner.results) == 1 else f"{src}#{v.index}")
             if t is None or q >= len(mb.reads) or mb.reads[q] != t.id:
                 P.append(f"step {name}: operand {q} is not '{src}'")
+        opdef = lookup(op.name)
         for q, r in enumerate(op.results):
             t = by_name.get(name if len(op.results) == 1 else f"{name}#{q}")
             if t is None or q >= len(mb.writes) or mb.writes[q] != t.id:
                 P.append(f"step {name}: result {q} is not its tensor")
+            elif opdef is not None and opdef.unbatched and t.cls != CONSTANT:
+                P.append(f"'{t.name}' is the result of an unbatched op ({op.name}) but {CLASS_NAMES[t.cls]}-sized")
+        st = plan.steps[k]
+        if opdef is not None and opdef.side_effects:
+            want = {by_name[f"@{ref.name}"].id for ref in (op.attrs.get("params") or {}).values()
+                    if isinstance(ref, SymbolRef) and f"@{ref.name}" in by_name}
+            if not want <= set(st.updates):
+                P.append(f"step {k + 1}: '{name}' ({op.name}) writes "
+                         f"{', '.join(sorted(plan.tensors[i].name for i in want - set(st.updates)))} in place, "
+                         f"which the step's updates leave out")
+    writes_of = {}
+    for op, name in zip(ops, names):
+        if lookup(op.name) is not None and lookup(op.name).side_effects:
+            writes_of[name] = {by_name[f"@{ref.name}"].id for ref in (op.attrs.get("params") or {}).values()
+                               if isinstance(ref, SymbolRef) and f"@{ref.name}" in by_name}
+    for k, st in enumerate(plan.steps):
+        want = set().union(*(writes_of.get(n, set()) for n in st.layers))
+        if set(st.updates) - want:
+            P.append(f"step {k + 1} ({st.layer}) claims to update "
+                     f"{', '.join(sorted(plan.tensors[i].name for i in set(st.updates) - want))}, which none of its "
+                     f"ops writes")
     if plan.fusion:
         # one step per fusion group, members in group order: the kernels codegen runs
         groups: dict[str, list] = {}

@@ -6,7 +6,9 @@ one), which Paleo would report as 0. Dropout follows Paleo: prod(input) forward,
 """
 from __future__ import annotations
 
-from .registry import AttrSpec, Cost, OpDef, TimeTerms, prod, register
+import zlib
+
+from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, register
 
 
 class _Unary(OpDef):
@@ -21,6 +23,14 @@ class _Unary(OpDef):
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(out) * self.flops_per_element
         return Cost(n, n if needs_input_grad else 0, 0)
+
+    def gradient(self, g, op, dy):
+        """ReLU, Sigmoid, Tanh: an activation_grad op from the output (Dropout overrides this)."""
+        act, slope = _act_of(op)
+        attrs = {"activation": act}
+        if slope:
+            attrs["negative_slope"] = slope
+        return [g.emit("netc.activation_grad", [op.results[0], dy], attrs)], {}
 
 
 @register
@@ -61,12 +71,22 @@ class Tanh(_Unary):
 class Dropout(_Unary):
     name = "dropout"
     types = ("Dropout",)
+    arity = (1, 2)
     identity_at_inference = True
     attrs = {"dropout_keep_prob": AttrSpec("number", 0.5)}
-    doc = "Dropout; identity at inference. Paleo's cost: prod(input) FLOPs forward and backward."
+    doc = ("Dropout: identity at inference (one input); x * mask with a mask input (its training form: the "
+           "mask, 0 or 1/keep_prob per element, drawn by netc.dropout_mask). Paleo's cost: prod(input) FLOPs "
+           "forward and backward.")
+
+    def infer(self, a, ins):
+        if len(ins) == 2 and tuple(ins[1]) != tuple(ins[0]):
+            raise ShapeError(f"the dropout mask {list(ins[1])} must have the input's shape {list(ins[0])}", operand=1)
+        return tuple(ins[0])
 
     def reference(self, a, ins, params):
-        return ins[0]  # inference; training-mode masks are not part of the oracle (yet)
+        if len(ins) == 2:
+            return ins[0] * ins[1]
+        return ins[0]  # inference
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
@@ -75,3 +95,103 @@ class Dropout(_Unary):
     def paleo_timing(self, a, ins, out, needs_input_grad=True):
         t = TimeTerms(prod(ins[0]), (prod(ins[0]), prod(out)))     # §10: the data gradient = the forward
         return {"fwd": t, "bwd_data": t}
+
+    def training_form(self, g, op):
+        """Multiply by a mask drawn from the training program's `seed` input, salted by the layer's name
+        (each dropout layer draws its own mask; each step, with a new seed, a new one)."""
+        if len(op.operands) != 1:
+            return
+        x = op.operands[0]
+        a = self.attrs_of(op)
+        layer = op.attrs.get("name") or op.name
+        mask = g.emit("netc.dropout_mask", [g.input("seed", (), "i64")],
+                      {"keep_prob": a["dropout_keep_prob"], "shape": list(x.type.shape),
+                       "salt": zlib.crc32(layer.encode())}, tag="mask")
+        op.operands.append(mask)
+
+    def gradient(self, g, op, dy):
+        """dy times the same mask: the op itself."""
+        if len(op.operands) == 1:   # no mask: the identity
+            return [dy], {}
+        a = self.attrs_of(op)
+        return [g.emit("netc.dropout", [dy, op.operands[1]], {"dropout_keep_prob": a["dropout_keep_prob"]}),
+                None], {}
+
+
+@register
+class DropoutMask(OpDef):
+    name = "dropout_mask"
+    training_only = True
+    arity = (1, 1)
+    attrs = {"keep_prob": AttrSpec("number", doc="the probability of keeping an element"),
+             "shape": AttrSpec("shape", doc="the mask's (the dropout input's) shape"),
+             "salt": AttrSpec("int", 0, doc="crc32 of the dropout layer's name: the Philox counter's high word")}
+    doc = ("A dropout mask from the scalar integer seed: element i (row-major) is 1/keep_prob where "
+           "u = tl.rand(seed, salt * 2**32 + i) < keep_prob (float32), else 0. u is Triton's Philox4x32-10 "
+           "(counter (i, salt, 0, 0), key the seed's two 32-bit words), so a kernel computing tl.rand at those "
+           "offsets draws this mask bit for bit (netc.ops.reference.dropout_mask). f32; 0 FLOPs.")
+
+    def result_dtype(self, a, operand_dtypes):
+        return "f32"
+
+    def infer(self, a, ins):
+        (seed,) = ins
+        if tuple(seed) != ():
+            raise ShapeError(f"the seed must be a scalar, got {list(seed)}", operand=0)
+        if not 0 < a["keep_prob"] <= 1:
+            raise ShapeError(f"keep_prob must be in (0, 1], got {a['keep_prob']}", attr="keep_prob")
+        if any(d < 0 for d in a["shape"]):
+            raise ShapeError(f"invalid shape {a['shape']}", attr="shape")
+        return tuple(a["shape"])
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.dropout_mask(int(ins[0]), a["shape"], a["keep_prob"], a["salt"])
+
+
+# --------------------------------------------------------------------------- gradients
+
+def _act_of(op) -> tuple:
+    """(activation, negative_slope) of a standalone activation op."""
+    if op.name == "netc.relu":
+        return "relu", op.attrs.get("negative_slope", 0.0) or 0.0
+    return op.name.split(".")[-1], 0.0
+
+
+def fused_activation_grad(g, op, dy, activation: str, negative_slope=0.0):
+    """The gradient before a layer's fused `activation` (conv2d, inner product): dy itself without
+    one, else an activation_grad op marked `fused` (free in Paleo's count, like the forward's)."""
+    if activation in (None, "none"):
+        return dy
+    attrs = {"activation": activation, "fused": True}
+    if negative_slope:
+        attrs["negative_slope"] = negative_slope
+    return g.emit("netc.activation_grad", [op.results[0], dy], attrs, tag="act_grad")
+
+
+@register
+class ActivationGrad(OpDef):
+    name = "activation_grad"
+    training_only = True
+    arity = (2, 2)
+    elementwise = True
+    attrs = {"activation": AttrSpec("enum", choices=("relu", "sigmoid", "tanh")),
+             "negative_slope": AttrSpec("number", 0.0),
+             "fused": AttrSpec("bool", False, doc="the forward op fused the activation (Paleo counts it free)")}
+    doc = ("The gradient through an activation, from its output y and the output's gradient dy: "
+           "relu dy*(y>0) (leaky: negative_slope where y<=0), sigmoid dy*y*(1-y), tanh dy*(1-y^2).")
+
+    def infer(self, a, ins):
+        y, dy = ins
+        if tuple(y) != tuple(dy):
+            raise ShapeError(f"activation output {list(y)} and its gradient {list(dy)} differ", operand=1)
+        return tuple(dy)
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        if a["fused"]:
+            return Cost()
+        return Cost(prod(out) * (1 if a["activation"] == "relu" else 4))
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.activation_grad(ins[0], ins[1], a["activation"], a["negative_slope"])

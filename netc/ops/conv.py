@@ -6,8 +6,9 @@ backward-pass geometry, done in double precision as Paleo does.
 """
 from __future__ import annotations
 
+from .activation import fused_activation_grad
 from .geometry import ceil_div, out_size  # noqa: F401  (out_size: the op's geometry, also for importers)
-from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, register
+from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, register
 
 ACTIVATIONS = ("none", "relu", "sigmoid", "tanh")
 NORMALIZERS = ("none", "batch_norm")
@@ -156,6 +157,25 @@ class Conv2D(OpDef):
         return R.conv2d(ins[0], params["weight"], params.get("bias"), a["strides"], a["padding"],
                         activation=a["activation"])
 
+    def gradient(self, g, op, dy):
+        """The fused activation's gradient, then the data gradient (a transposed convolution), the
+        filter gradient and the bias gradient, each only where needed."""
+        a = self.attrs_of(op)
+        dz = fused_activation_grad(g, op, dy, a["activation"])
+        geo = {k: a[k] for k in ("filter", "strides", "padding") if k in a}
+        if a.get("splits"):
+            geo["splits"] = a["splits"]
+        x = op.operands[0]
+        dx = dw = db = None
+        if g.needs(0):
+            dx = g.emit("netc.conv2d_grad_data", [dz], dict(geo, input_shape=list(x.type.shape)),
+                        params={"weight": g.param("weight")}, tag="grad_data")
+        if g.needs_param("weight"):
+            dw = g.emit("netc.conv2d_grad_filter", [x, dz], geo, tag="grad_filter")
+        if g.needs_param("bias"):
+            db = g.emit("netc.bias_grad", [dz], tag="grad_bias")
+        return [dx], {"weight": dw, "bias": db}
+
     def bytes_moved(self, a, ins, out, itemsize=4):
         # Paleo's GEMM traffic: the padded input, the filter (+ bias) and the output
         x = ins[0]
@@ -214,7 +234,7 @@ class Deconv2D(OpDef):
         kh, kw = w.shape[0], w.shape[1]
         sh, sw = a["strides"][1], a["strides"][2]
         _, _, t, b, l, r = R.pads(h, wd, kh, kw, sh, sw, a["padding"])
-        y = F.conv_transpose2d(x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1), stride=(sh, sw))
+        y = F.conv_transpose2d(x.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1).contiguous(), stride=(sh, sw))
         y = F.pad(y, (-l, -r, -t, -b)).permute(0, 2, 3, 1)
         # Paleo's bias has filter[3] = c_in entries (kept for its parameter counts), which cannot
         # bias the c_out output channels: it is not applied.
@@ -229,3 +249,129 @@ class Deconv2D(OpDef):
         bd, bf = conv_backward_flops(out, (kh, kw, ci, co), (a["strides"][1], a["strides"][2]), pad, conv_out,
                                      True)
         return Cost(bd if needs_input_grad else 0, fwd_conv, bf)
+
+    def gradient(self, g, op, dy):
+        """The fused activation's gradient, then the data gradient (the forward convolution of dz with the
+        same filter: netc.deconv2d_grad_data) and the filter gradient (conv2d's, with the roles of input
+        and gradient swapped: netc.conv2d_grad_filter of dz and x). The bias is not applied, so it gets
+        no gradient."""
+        a = self.attrs_of(op)
+        dz = fused_activation_grad(g, op, dy, a["activation"])
+        geo = {k: a[k] for k in ("filter", "strides", "padding")}
+        dx = dw = None
+        if g.needs(0):
+            dx = g.emit("netc.deconv2d_grad_data", [dz], geo, params={"weight": g.param("weight")},
+                        tag="grad_data")
+        if g.needs_param("weight"):
+            dw = g.emit("netc.conv2d_grad_filter", [dz, op.operands[0]], geo, tag="grad_filter")
+        return [dx], {"weight": dw}
+
+
+# --------------------------------------------------------------------------- gradients
+
+_GEOMETRY = {k: Conv2D.attrs[k] for k in ("filter", "strides", "padding")}
+
+
+def _conv_attrs(a) -> dict:
+    return {"filter": a["filter"], "strides": a["strides"], "padding": a["padding"], "splits": a.get("splits")}
+
+
+@register
+class Conv2DGradData(OpDef):
+    name = "conv2d_grad_data"
+    training_only = True
+    arity = (1, 1)
+    param_roles = ("weight",)
+    attrs = dict(_GEOMETRY, input_shape=AttrSpec("shape", doc="the forward input's shape, NHWC"))
+    doc = ("The data gradient of conv2d: dz (the gradient before bias and activation) -> dx, a transposed "
+           "convolution with the layer's weight. FLOPs: conv2d's backward-data FLOPs (Paleo's).")
+
+    def infer(self, a, ins):
+        (dz,) = ins
+        x = tuple(a["input_shape"])
+        if Conv2D().infer(_conv_attrs(a), [x]) != tuple(dz):
+            raise ShapeError(f"the gradient {list(dz)} is not conv2d's output for input {list(x)}", operand=0)
+        return x
+
+    def param_shapes(self, a, ins, out):
+        return {"weight": Conv2D().param_shapes(_conv_attrs(a), [out], ins[0])["weight"]}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(Conv2D().cost(_conv_attrs(a), [out], ins[0]).flops_bwd_data)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.conv2d_grad_data(ins[0], params["weight"], a["input_shape"], a["strides"], a["padding"])
+
+
+@register
+class Conv2DGradFilter(OpDef):
+    name = "conv2d_grad_filter"
+    training_only = True
+    arity = (2, 2)
+    unbatched = True
+    attrs = dict(_GEOMETRY)
+    doc = ("The filter gradient of conv2d: the forward input x and dz (the gradient before bias and "
+           "activation) -> dW [kh, kw, c_in, c_out]. FLOPs: conv2d's backward-filter FLOPs (Paleo's).")
+
+    def infer(self, a, ins):
+        x, dz = ins
+        if Conv2D().infer(_conv_attrs(a), [x]) != tuple(dz):
+            raise ShapeError(f"the gradient {list(dz)} is not conv2d's output for input {list(x)}", operand=1)
+        return Conv2D().param_shapes(_conv_attrs(a), [x], dz)["weight"]
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(Conv2D().cost(_conv_attrs(a), [ins[0]], ins[1]).flops_bwd_filter)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.conv2d_grad_filter(ins[0], ins[1], a["filter"][:2], a["strides"], a["padding"])
+
+
+@register
+class BiasGrad(OpDef):
+    name = "bias_grad"
+    training_only = True
+    arity = (1, 1)
+    unbatched = True
+    attrs = {}
+    doc = ("The gradient of a per-channel bias (conv2d, inner product): dz summed over every axis but the "
+           "last. 0 FLOPs in Paleo's count (the forward's bias add is free there too).")
+
+    def infer(self, a, ins):
+        if not ins[0]:
+            raise ShapeError("a bias gradient needs a channel axis", operand=0)
+        return (ins[0][-1],)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.bias_grad(ins[0])
+
+
+@register
+class Deconv2DGradData(OpDef):
+    name = "deconv2d_grad_data"
+    training_only = True
+    arity = (1, 1)
+    param_roles = ("weight",)
+    attrs = dict(_GEOMETRY)
+    doc = ("The data gradient of deconv2d: dz (the gradient before the activation) -> dx, the forward "
+           "convolution output_shape -> input that the deconvolution is the adjoint of, with its weight "
+           "[kh, kw, c_out, c_in] and no bias. FLOPs: deconv2d's backward-data FLOPs (that convolution's).")
+
+    def infer(self, a, ins):
+        (dz,) = ins
+        if len(dz) != 4 or a["filter"][2] != dz[3]:
+            raise ShapeError(f"the gradient {list(dz)} does not fit a deconvolution with filter {a['filter']}",
+                             operand=0)
+        return Conv2D().infer(_conv_attrs(a), [tuple(dz)])
+
+    def param_shapes(self, a, ins, out):
+        return {"weight": tuple(a["filter"])}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(Deconv2D().cost(dict(_conv_attrs(a), output_shape=list(ins[0])), [out], ins[0]).flops_bwd_data)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.deconv2d_grad_data(ins[0], params["weight"], a["strides"], a["padding"])

@@ -1,6 +1,7 @@
 """Fully connected layers: InnerProduct (auto-flattens its input, as Paleo does)."""
 from __future__ import annotations
 
+from .activation import fused_activation_grad
 from .conv import ACTIVATIONS, NORMALIZERS
 from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, register
 
@@ -41,6 +42,21 @@ class InnerProduct(OpDef):
         n, k, m = x[0], prod(x[1:]), a["num_outputs"]
         return Cost(2 * n * k * m, 2 * n * m * k, 2 * k * n * m)
 
+    def gradient(self, g, op, dy):
+        """The fused activation's gradient, then dx = dz W^T, dW = x^T dz and the bias gradient."""
+        a = self.attrs_of(op)
+        dz = fused_activation_grad(g, op, dy, a["activation"])
+        x = op.operands[0]
+        dx = dw = db = None
+        if g.needs(0):
+            dx = g.emit("netc.inner_product_grad_data", [dz], {"input_shape": list(x.type.shape)},
+                        params={"weight": g.param("weight")}, tag="grad_data")
+        if g.needs_param("weight"):
+            dw = g.emit("netc.inner_product_grad_filter", [x, dz], tag="grad_filter")
+        if g.needs_param("bias"):
+            db = g.emit("netc.bias_grad", [dz], tag="grad_bias")
+        return [dx], {"weight": dw, "bias": db}
+
     def paleo_timing(self, a, ins, out, needs_input_grad=True):
         """Paleo's estimate of X[n, k] @ W[k, m] = Y: 2*n*k*m FLOPs and the three matrices (§10).
         Data gradient: Y @ W^T = dX. Filter gradient: X^T @ Y = dW (Paleo hands an InnerProduct to
@@ -48,3 +64,57 @@ class InnerProduct(OpDef):
         n, k, m = ins[0][0], prod(ins[0][1:]), a["num_outputs"]
         t = TimeTerms(2 * n * k * m, (n * k, k * m, n * m))
         return {"fwd": t, "bwd_data": t, "bwd_filter": t}
+
+
+# --------------------------------------------------------------------------- gradients
+
+@register
+class InnerProductGradData(OpDef):
+    name = "inner_product_grad_data"
+    training_only = True
+    arity = (1, 1)
+    param_roles = ("weight",)
+    attrs = {"input_shape": AttrSpec("shape", doc="the forward input's shape (unflattened)")}
+    doc = "The data gradient of an inner product: dx = dz W^T, in the input's shape. FLOPs 2*n*k*m."
+
+    def infer(self, a, ins):
+        (dz,) = ins
+        x = tuple(a["input_shape"])
+        if len(dz) != 2 or len(x) < 2 or dz[0] != x[0]:
+            raise ShapeError(f"the gradient {list(dz)} does not fit an inner product of input {list(x)}", operand=0)
+        return x
+
+    def param_shapes(self, a, ins, out):
+        return {"weight": (prod(out[1:]), ins[0][1])}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        n, m = ins[0]
+        return Cost(2 * n * m * prod(out[1:]))
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.inner_product_grad_data(ins[0], params["weight"], a["input_shape"])
+
+
+@register
+class InnerProductGradFilter(OpDef):
+    name = "inner_product_grad_filter"
+    training_only = True
+    arity = (2, 2)
+    unbatched = True
+    attrs = {}
+    doc = "The weight gradient of an inner product: dW = x^T dz with x flattened to [N, K]. FLOPs 2*k*n*m."
+
+    def infer(self, a, ins):
+        x, dz = ins
+        if len(dz) != 2 or dz[0] != x[0]:
+            raise ShapeError(f"the gradient {list(dz)} does not fit an inner product of input {list(x)}", operand=1)
+        return (prod(x[1:]), dz[1])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        x, dz = ins
+        return Cost(2 * prod(x[1:]) * x[0] * dz[1])
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.inner_product_grad_filter(ins[0], ins[1])

@@ -9,6 +9,7 @@ from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 @register
 class SoftmaxLoss(OpDef):
     name = "softmax_loss"
+    is_loss = True
     types = ("SoftmaxLoss", "SoftmaxCrossEntropy")
     f32_result = True   # losses stay f32 in 16-bit nets
     arity = (2, 2)
@@ -43,10 +44,18 @@ class SoftmaxLoss(OpDef):
         n = prod(ins[0])
         return Cost(5 * n, 2 * n, 0)
 
+    def gradient(self, g, op, dy):
+        """(softmax(x) - target) / N for the logits; labels get none (they are data)."""
+        if not g.needs(0):
+            return [None, None], {}
+        ins = list(op.operands) + ([dy] if dy is not None else [])
+        return [g.emit("netc.softmax_loss_grad", ins), None], {}
+
 
 @register
 class EuclideanLoss(OpDef):
     name = "euclidean_loss"
+    is_loss = True
     types = ("EuclideanLoss",)
     f32_result = True
     arity = (2, 2)
@@ -70,10 +79,21 @@ class EuclideanLoss(OpDef):
         n = prod(ins[0])
         return Cost(3 * n, 2 * n, 0)
 
+    def gradient(self, g, op, dy):
+        """(a - b) / N for the first input, its negative (in b's shape) for the second."""
+        extra = [dy] if dy is not None else []
+        out = [None, None]
+        for i in (0, 1):
+            if g.needs(i):
+                out[i] = g.emit("netc.euclidean_loss_grad", list(op.operands) + extra, {"wrt": i},
+                                tag=f"grad{i}" if g.needs(1 - i) else "grad")
+        return out, {}
+
 
 @register
 class ArgSort(OpDef):
     name = "argsort"
+    differentiable = False   # class indices: no gradient flows through
     types = ("ArgSort", "TopK")
     f32_result = True   # class indices: bf16 holds integers exactly only up to 256
     arity = (1, 1)
@@ -116,3 +136,57 @@ class Accuracy(ArgSort):
 
     def reference(self, a, ins, params):
         return super().reference(a, ins[:1], params)
+
+
+# --------------------------------------------------------------------------- gradients
+
+def _scalar_seed(ins, k):
+    if len(ins) > k and tuple(ins[k]) != ():
+        raise ShapeError(f"the loss's gradient seed must be a scalar, got {list(ins[k])}", operand=k)
+
+
+@register
+class SoftmaxLossGrad(OpDef):
+    name = "softmax_loss_grad"
+    training_only = True
+    arity = (2, 3)
+    f32_result = True
+    attrs = {}
+    doc = ("The gradient of SoftmaxLoss for its logits: (softmax(x) - target) / N in x's shape (soft targets: "
+           "softmax(x) * sum(target) - target); times the optional scalar seed dloss. FLOPs 2 per logit.")
+
+    def infer(self, a, ins):
+        SoftmaxLoss().infer(a, ins[:2])
+        _scalar_seed(ins, 2)
+        return tuple(ins[0])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(2 * prod(ins[0]))
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.softmax_loss_grad(ins[0], ins[1], ins[2] if len(ins) > 2 else None)
+
+
+@register
+class EuclideanLossGrad(OpDef):
+    name = "euclidean_loss_grad"
+    training_only = True
+    arity = (2, 3)
+    f32_result = True
+    attrs = {"wrt": AttrSpec("int", 0, doc="which input: 0 (a) or 1 (b)")}
+    doc = "The gradient of EuclideanLoss for input `wrt`: +-(a - b) / N in that input's shape. FLOPs 2 per element."
+
+    def infer(self, a, ins):
+        EuclideanLoss().infer(a, ins[:2])
+        _scalar_seed(ins, 2)
+        if a["wrt"] not in (0, 1):
+            raise ShapeError(f"wrt must be 0 or 1, got {a['wrt']}", attr="wrt")
+        return tuple(ins[a["wrt"]])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(2 * prod(ins[0]))
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.euclidean_loss_grad(ins[0], ins[1], a["wrt"], ins[2] if len(ins) > 2 else None)

@@ -36,6 +36,9 @@ class _Pool(OpDef):
         fwd = 2 * kh * kw * c * oh * ow * n
         return Cost(fwd, fwd, 0)
 
+    def _grad_attrs(self, a):
+        return {"ksize": a["ksize"], "strides": a["strides"], "padding": a["padding"]}
+
     def paleo_timing(self, a, ins, out, needs_input_grad=True):
         """Forward: the window FLOPs, the input and the output (§10); the data gradient is timed as
         the forward (Paleo does so even for a pool fed by a network input); no filter gradient."""
@@ -53,6 +56,10 @@ class MaxPool(_Pool):
         from . import reference as R      # lazy: torch is slow to import
         return R.maxpool(ins[0], a["ksize"], a["strides"], a["padding"])
 
+    def gradient(self, g, op, dy):
+        """Each window's gradient to its maximum, found again in the forward input."""
+        return [g.emit("netc.maxpool_grad", [op.operands[0], dy], self._grad_attrs(self.attrs_of(op)))], {}
+
 
 @register
 class AvgPool(_Pool):
@@ -64,6 +71,12 @@ class AvgPool(_Pool):
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
         return R.avgpool(ins[0], a["ksize"], a["strides"], a["padding"])
+
+    def gradient(self, g, op, dy):
+        """Each window's gradient spread evenly over its in-bounds elements."""
+        a = self._grad_attrs(self.attrs_of(op))
+        a["input_shape"] = list(op.operands[0].type.shape)
+        return [g.emit("netc.avgpool_grad", [dy], a)], {}
 
 
 @register
@@ -84,3 +97,76 @@ class UpSampling2D(OpDef):
 
     def reference(self, a, ins, params):
         return ins[0].repeat_interleave(a["ksize"][1], dim=1).repeat_interleave(a["ksize"][2], dim=2)
+
+    def gradient(self, g, op, dy):
+        """dy summed over each block (netc.upsample2d_grad)."""
+        return [g.emit("netc.upsample2d_grad", [dy], {"ksize": self.attrs_of(op)["ksize"]})], {}
+
+
+# --------------------------------------------------------------------------- gradients
+
+@register
+class MaxPoolGrad(OpDef):
+    name = "maxpool_grad"
+    training_only = True
+    arity = (2, 2)
+    attrs = dict(_Pool.attrs)
+    doc = ("The gradient of max pooling: the forward input x and dy -> dx, each window's gradient routed to "
+           "its maximum (the first in row-major window order among equals). FLOPs: the forward's.")
+
+    def infer(self, a, ins):
+        x, dy = ins
+        if _Pool.infer(self, a, [x]) != tuple(dy):
+            raise ShapeError(f"the gradient {list(dy)} is not the pooling output for input {list(x)}", operand=1)
+        return tuple(x)
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(_Pool.cost(self, a, [ins[0]], ins[1]).flops_fwd)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.maxpool_grad(ins[0], ins[1], a["ksize"], a["strides"], a["padding"])
+
+
+@register
+class AvgPoolGrad(OpDef):
+    name = "avgpool_grad"
+    training_only = True
+    arity = (1, 1)
+    attrs = dict(_Pool.attrs, input_shape=AttrSpec("shape", doc="the forward input's shape, NHWC"))
+    doc = ("The gradient of average pooling: dy -> dx, each window's gradient divided by its in-bounds count "
+           "and spread over those elements. FLOPs: the forward's.")
+
+    def infer(self, a, ins):
+        (dy,) = ins
+        x = tuple(a["input_shape"])
+        if _Pool.infer(self, a, [x]) != tuple(dy):
+            raise ShapeError(f"the gradient {list(dy)} is not the pooling output for input {list(x)}", operand=0)
+        return x
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(_Pool.cost(self, a, [out], ins[0]).flops_fwd)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.avgpool_grad(ins[0], a["input_shape"], a["ksize"], a["strides"], a["padding"])
+
+
+@register
+class UpSampling2DGrad(OpDef):
+    name = "upsample2d_grad"
+    training_only = True
+    arity = (1, 1)
+    attrs = dict(UpSampling2D.attrs)
+    doc = "The gradient of UpSampling2D: dy summed over each fh x fw block. 0 FLOPs, as the upsampling (Paleo)."
+
+    def infer(self, a, ins):
+        (dy,) = ins
+        fh, fw = a["ksize"][1], a["ksize"][2]
+        if len(dy) != 4 or fh <= 0 or fw <= 0 or dy[1] % fh or dy[2] % fw:
+            raise ShapeError(f"the gradient {list(dy)} is not an upsampling output by {fh}x{fw}", operand=0)
+        return (dy[0], dy[1] // fh, dy[2] // fw, dy[3])
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.upsample2d_grad(ins[0], a["ksize"][1], a["ksize"][2])

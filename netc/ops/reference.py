@@ -12,6 +12,7 @@ Every function takes tensors of any float dtype and returns float64.
 """
 from __future__ import annotations
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 
@@ -71,7 +72,9 @@ def conv2d(x, w, bias=None, strides=(1, 1, 1, 1), padding="SAME", activation="no
     sh, sw = pair(strides, "strides")
     oh, ow, t, b, l, r = pads(x.shape[1], x.shape[2], kh, kw, sh, sw, padding)
     xp = _pad_nchw(x.permute(0, 3, 1, 2), t, b, l, r)
-    y = F.conv2d(xp, w.permute(3, 2, 0, 1), stride=(sh, sw)).permute(0, 2, 3, 1)
+    # a contiguous weight: torch's CPU conv2d backward (autograd, the oracle) refuses a permuted weight
+    # together with a permuted input ("slow_conv2d: grad_weight must be contiguous")
+    y = F.conv2d(xp, w.permute(3, 2, 0, 1).contiguous(), stride=(sh, sw)).permute(0, 2, 3, 1)
     assert y.shape[1:3] == (oh, ow), (y.shape, oh, ow)
     return epilogue(y, bias, scale, shift, residual, activation, residual_after_act, negative_slope)
 
@@ -219,3 +222,361 @@ def check(actual, expected, dtype=None, rtol=None, atol=None, what="output"):
     rtol = tol if rtol is None else rtol
     atol = rtol * max(1.0, float(e.abs().max()) if e.numel() else 1.0) if atol is None else atol
     torch.testing.assert_close(a, e, rtol=rtol, atol=atol, msg=lambda m: f"{what}: {m}")
+
+
+# --------------------------------------------------------------------------- gradients
+# Hand-written adjoints of the functions above (float64). They never call torch.autograd: autograd
+# over the forward functions is the independent oracle they are checked against
+# (tests/test_gradients.py, `netc run --train --check-grads`).
+
+def activation_grad(y, dy, act="none", negative_slope=0.0):
+    """d act(z) / dz * dy, from the activation's output y (every netc activation's derivative is a
+    function of its output)."""
+    y, dy = _f64(y), _f64(dy)
+    if act in (None, "none"):
+        return dy
+    if act == "relu":
+        return torch.where(y > 0, dy, dy * negative_slope if negative_slope else torch.zeros_like(dy))
+    if act == "sigmoid":
+        return dy * y * (1 - y)
+    if act == "tanh":
+        return dy * (1 - y * y)
+    raise ValueError(f"unknown activation {act!r}")
+
+
+def bias_grad(dz):
+    """The gradient of a per-channel bias: dz summed over every axis but the last."""
+    dz = _f64(dz)
+    return dz.reshape(-1, dz.shape[-1]).sum(0)
+
+
+def conv2d_grad_data(dz, w, input_shape, strides=(1, 1, 1, 1), padding="SAME"):
+    """The adjoint of conv2d's x -> y (before bias and activation): dz [N, OH, OW, CO], w HWIO ->
+    dx [N, H, W, CI]. A transposed convolution over the padded input, then the padding undone (a
+    pad that cropped the input in the forward gives those rows no gradient)."""
+    dz, w = _f64(dz), _f64(w)
+    _, h, wd, _ = input_shape
+    kh, kw = w.shape[0], w.shape[1]
+    sh, sw = pair(strides, "strides")
+    _, _, t, b, l, r = pads(h, wd, kh, kw, sh, sw, padding)
+    dxp = F.conv_transpose2d(dz.permute(0, 3, 1, 2), w.permute(3, 2, 0, 1), stride=(sh, sw))
+    return F.pad(dxp, (-l, -r, -t, -b)).permute(0, 2, 3, 1)
+
+
+def conv2d_grad_filter(x, dz, filter_hw, strides=(1, 1, 1, 1), padding="SAME"):
+    """The gradient of conv2d's filter: x NHWC, dz [N, OH, OW, CO] -> dW [KH, KW, CI, CO]:
+    dW[i, j, c, k] = sum over n, p, q of xpad[n, p*sh + i, q*sw + j, c] * dz[n, p, q, k], computed as a
+    correlation of the padded input with dz as the filter (the batch as the channel axis, the
+    stride as the filter's dilation), cut to the window."""
+    x, dz = _f64(x), _f64(dz)
+    kh, kw = filter_hw
+    sh, sw = pair(strides, "strides")
+    n, h, wd, ci = x.shape
+    _, _, t, b, l, r = pads(h, wd, kh, kw, sh, sw, padding)
+    xp = _pad_nchw(x.permute(0, 3, 1, 2), t, b, l, r).transpose(0, 1)        # [CI, N, Hp, Wp]
+    f = dz.permute(3, 0, 1, 2)                                               # [CO, N, OH, OW]
+    dw = F.conv2d(xp, f, dilation=(sh, sw))[:, :, :kh, :kw]                  # [CI, CO, >=KH, >=KW]
+    return dw.permute(2, 3, 0, 1).contiguous()
+
+
+def inner_product_grad_data(dz, w, input_shape):
+    """dx = dz W^T, reshaped to the (unflattened) input's shape."""
+    return (_f64(dz) @ _f64(w).T).reshape(tuple(input_shape))
+
+
+def inner_product_grad_filter(x, dz):
+    """dW = x^T dz with x flattened to [N, K]."""
+    x = _f64(x)
+    return x.reshape(x.shape[0], -1).T @ _f64(dz)
+
+
+def softmax_loss_grad(x, labels, dloss=None):
+    """d softmax_loss / d logits: (softmax(x) - target) / N, in x's shape; times dloss if given."""
+    x = _f64(x)
+    n = x.shape[0]
+    p = torch.softmax(x.reshape(n, -1), dim=1)
+    if labels.numel() == n and p.shape[1] != 1:
+        target = torch.zeros_like(p)
+        target[torch.arange(n), labels.reshape(-1).long()] = 1.0
+    else:
+        target = _f64(labels).reshape(p.shape)
+        # soft targets need not sum to one: d/dx of -(t . log_softmax(x)) = p * sum(t) - t
+        p = p * target.sum(1, keepdim=True)
+    g = (p - target) / n
+    if dloss is not None:
+        g = g * _f64(dloss)
+    return g.reshape(x.shape)
+
+
+def euclidean_loss_grad(x, y, wrt=0, dloss=None):
+    """d euclidean_loss / d x = (x - y) / N (in x's shape), d / d y = -(x - y) / N (in y's shape)."""
+    x = _f64(x)
+    d = (x - _f64(y).reshape(x.shape)) / x.shape[0]
+    if dloss is not None:
+        d = d * _f64(dloss)
+    return d if wrt == 0 else (-d).reshape(y.shape)
+
+
+def _windows(x, k, s, p, fill):
+    """Every pooling window of x (NCHW, padded with `fill`): [N, C, KH*KW, L]."""
+    n, c = x.shape[:2]
+    cols = F.unfold(_pad_nchw(x, *p, value=fill), k, stride=s)            # [N, C*KH*KW, L]
+    return cols.reshape(n, c, k[0] * k[1], -1)
+
+
+def _fold_back(cols, x_shape, k, s, p):
+    """The adjoint of _windows: [N, C, KH*KW, L] summed back onto the (unpadded) NCHW input."""
+    n, c, h, w = x_shape
+    t, b, l, r = p
+    hp, wp = h + t + b, w + l + r
+    full = F.fold(cols.reshape(n, c * k[0] * k[1], -1), (hp, wp), k, stride=s)
+    return F.pad(full, (-l, -r, -t, -b))
+
+
+def maxpool_grad(x, dy, ksize, strides=(1, 1, 1, 1), padding="VALID"):
+    """d maxpool / d x: each window's gradient goes to its maximum (the first, in row-major window
+    order, where several are equal); windows without an in-bounds element pass none."""
+    xn, k, s, p, (oh, ow) = _pool(x, ksize, strides, padding)
+    cols = _windows(xn, k, s, p, float("-inf"))
+    arg = cols.argmax(dim=2, keepdim=True)
+    valid = torch.isfinite(cols.amax(dim=2, keepdim=True))
+    g = _f64(dy).permute(0, 3, 1, 2).reshape(xn.shape[0], xn.shape[1], 1, -1)
+    routed = torch.zeros_like(cols).scatter_(2, arg, torch.where(valid, g, 0.0))
+    return _fold_back(routed, xn.shape, k, s, p).permute(0, 2, 3, 1)
+
+
+def avgpool_grad(dy, input_shape, ksize, strides=(1, 1, 1, 1), padding="VALID", count_include_pad=False):
+    """d avgpool / d x: each window's gradient divided by its count, spread over its in-bounds elements."""
+    n, h, w, c = input_shape
+    shape_nchw = (n, c, h, w)
+    kh, kw = pair(ksize, "ksize")
+    sh, sw = pair(strides, "strides")
+    oh, ow, t, b, l, r = pads(h, w, kh, kw, sh, sw, padding)
+    k, s, p = (kh, kw), (sh, sw), (t, b, l, r)
+    g = _f64(dy).permute(0, 3, 1, 2)
+    if count_include_pad:
+        g = g / (kh * kw)
+    else:
+        count = _count(torch.zeros(shape_nchw, dtype=torch.float64), k, s, p)
+        g = torch.where(count > 0, g / count.clamp(min=1), 0.0)
+    cols = g.reshape(n, c, 1, -1).expand(n, c, kh * kw, oh * ow)
+    return _fold_back(cols, shape_nchw, k, s, p).permute(0, 2, 3, 1)
+
+
+def lrn_grad(x, y, dy, local_size=5, alpha=1e-4, beta=0.75, knorm=1.0):
+    """d lrn / d x. With s_c = knorm + alpha/n * sum_{|d|<=n//2} x[c+d]^2 (clipped at the ends) and
+    y_c = x_c * s_c^-beta: dx_j = dy_j * s_j^-beta - 2*beta*alpha/n * x_j * sum_{c: |c-j|<=n//2} dy_c * y_c / s_c
+    (the window relation is symmetric, so the last sum is the same clipped window sum)."""
+    x, y, dy = _f64(x), _f64(y), _f64(dy)
+    half, c = local_size // 2, x.shape[-1]
+
+    def window_sum(t):
+        p = F.pad(t, (half, half))
+        return sum(p[..., d:d + c] for d in range(local_size))
+
+    s = knorm + alpha / local_size * window_sum(x * x)
+    return dy * s ** -beta - (2 * beta * alpha / local_size) * x * window_sum(dy * y / s)
+
+
+# Training forms (batch statistics and running statistics, dropout masks) with their gradients. The
+# dropout masks' random bits are Triton's Philox (below), so the reference draws a kernel's masks.
+
+def _channels(x):
+    """x as [M, C]: every axis but the last (the channels) flattened."""
+    x = _f64(x)
+    return x.reshape(-1, x.shape[-1])
+
+
+def batch_stats(x):
+    """(mean, biased variance) per channel (the last axis) over every other axis."""
+    xm = _channels(x)
+    mean = xm.sum(0) / xm.shape[0]
+    return mean, ((xm - mean) ** 2).sum(0) / xm.shape[0]
+
+
+def batch_norm_train(x, mean, var, scale, shift, epsilon=1e-5):
+    """Batch norm with given statistics: (x - mean) / sqrt(var + epsilon) * scale + shift, per channel."""
+    return (_f64(x) - _f64(mean)) / torch.sqrt(_f64(var) + epsilon) * _f64(scale) + _f64(shift)
+
+
+def running_stats_update(old_mean, old_var, mean, var, count, momentum=0.9):
+    """The running statistics after one training step: new = momentum * old + (1 - momentum) * batch,
+    the batch variance made unbiased (times count / (count - 1), count the elements per channel; a
+    count of 1 keeps the biased one, 0). torch's `momentum` is 1 - this one."""
+    unbiased = _f64(var) * (count / (count - 1) if count > 1 else 1.0)
+    return (momentum * _f64(old_mean) + (1 - momentum) * _f64(mean),
+            momentum * _f64(old_var) + (1 - momentum) * unbiased)
+
+
+def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True):
+    """d batch_norm_train / d x. With the batch's statistics (mean and var computed from x, M elements
+    per channel, xhat = (x - mean) * rstd): dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
+    dxhat = dy * scale. With constant (given) statistics: dx = dy * scale * rstd."""
+    shape = x.shape
+    xm, dym = _channels(x), _channels(dy)
+    rstd = 1.0 / torch.sqrt(_f64(var) + epsilon)
+    dxhat = dym * _f64(scale)
+    if not batch_stats:
+        return (dxhat * rstd).reshape(shape)
+    xhat = (xm - _f64(mean)) * rstd
+    m = xm.shape[0]
+    dx = rstd * (dxhat - dxhat.sum(0) / m - xhat * (dxhat * xhat).sum(0) / m)
+    return dx.reshape(shape)
+
+
+def batch_norm_grad_scale(x, mean, var, dy, epsilon=1e-5):
+    """d batch_norm_train / d scale: sum(dy * xhat) per channel (d shift is bias_grad(dy))."""
+    xhat = (_channels(x) - _f64(mean)) / torch.sqrt(_f64(var) + epsilon)
+    return (_channels(dy) * xhat).sum(0)
+
+
+# Philox4x32-10 as Triton's tl.randint / tl.rand compute it (triton/language/random.py), so that the
+# reference's dropout masks are the ones a kernel draws: for a scalar seed and a block of offsets,
+# counter (offset_lo, offset_hi, 0, 0), key (seed_lo, seed_hi) of the seed as uint64, ten rounds, the
+# first word; tl.rand turns it into a float32 in [0, 1): x as int32, ~x where negative, times
+# 4.6566127342e-10 (both in float32).
+_PHILOX_ROUND_A, _PHILOX_ROUND_B = 0xD2511F53, 0xCD9E8D57
+_PHILOX_KEY_A, _PHILOX_KEY_B = 0x9E3779B9, 0xBB67AE85
+
+
+def philox4x32(seed: int, c0, c1, c2, c3, rounds: int = 10):
+    """Philox4x32 (Salmon et al., 2011) on uint32 numpy arrays, key = the uint64 seed's (low, high) words."""
+    u64, mask = np.uint64, np.uint64(0xFFFFFFFF)
+    seed %= 2 ** 64
+    k0 = np.full(np.shape(c0), seed & 0xFFFFFFFF, dtype=u64)
+    k1 = np.full(np.shape(c0), seed >> 32, dtype=u64)
+    c0, c1, c2, c3 = (np.asarray(c, dtype=np.uint32).astype(u64) for c in (c0, c1, c2, c3))
+    for _ in range(rounds):
+        p0, p2 = u64(_PHILOX_ROUND_A) * c0, u64(_PHILOX_ROUND_B) * c2      # exact: < 2**64
+        c0, c1, c2, c3 = (p2 >> u64(32)) ^ c1 ^ k0, p2 & mask, (p0 >> u64(32)) ^ c3 ^ k1, p0 & mask
+        k0, k1 = (k0 + u64(_PHILOX_KEY_A)) & mask, (k1 + u64(_PHILOX_KEY_B)) & mask
+    return tuple(c.astype(np.uint32) for c in (c0, c1, c2, c3))
+
+
+def tl_randint(seed: int, offsets):
+    """Triton's tl.randint(seed, offsets) for int64 offsets (a numpy array): uint32 bits."""
+    off = np.asarray(offsets).astype(np.int64).view(np.uint64)
+    lo = (off & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+    hi = (off >> np.uint64(32)).astype(np.uint32)
+    zero = np.zeros_like(lo)
+    return philox4x32(seed, lo, hi, zero, zero)[0]
+
+
+def tl_rand(seed: int, offsets):
+    """Triton's tl.rand(seed, offsets) for int64 offsets: float32 in [0, 1), bit for bit."""
+    x = tl_randint(seed, offsets).view(np.int32)
+    x = np.where(x < 0, ~x, x)
+    return x.astype(np.float32) * np.float32(4.6566127342e-10)
+
+
+def dropout_offsets(salt: int, n: int):
+    """The Philox offsets of a dropout mask's n elements: salt * 2**32 + the row-major element index,
+    as int64 (the counter's high word is the salt, its low word the index; n <= 2**32)."""
+    if n > 2 ** 32:
+        raise ValueError(f"a dropout mask of {n} elements exceeds the 2**32 counters of one salt")
+    base = (int(salt) % 2 ** 32) << 32
+    return (np.uint64(base) + np.arange(n, dtype=np.uint64)).view(np.int64)
+
+
+def dropout_mask(seed: int, shape, keep_prob: float, salt: int):
+    """The dropout mask a kernel draws with u = tl.rand(seed, dropout_offsets(salt, n)): 1/keep_prob
+    where u < keep_prob (compared in float32), else 0, in `shape` (float64)."""
+    n = 1
+    for d in shape:
+        n *= int(d)
+    u = tl_rand(int(seed), dropout_offsets(salt, n))
+    keep = torch.from_numpy(u < np.float32(keep_prob))
+    return (keep.to(torch.float64) / float(keep_prob)).reshape(tuple(shape))
+
+
+def softmax_grad(y, dy, input_shape):
+    """d softmax / d x from the output y [N, C] and dy [N, C]: y * (dy - sum(dy * y)), in the input's shape."""
+    y, dy = _f64(y), _f64(dy)
+    return (y * (dy - (dy * y).sum(1, keepdim=True))).reshape(tuple(input_shape))
+
+
+def narrow(x, dim, start, length):
+    """x[..., start:start + length, ...] along `dim` (the gradient of a concat for one operand)."""
+    return _f64(x).narrow(dim, start, length)
+
+
+def pad_dim(x, dim, before, after):
+    """x with `before` zeros in front and `after` behind along `dim` (the adjoint of narrow)."""
+    x = _f64(x)
+    dim = dim % x.dim()
+    sb, sa = list(x.shape), list(x.shape)
+    sb[dim], sa[dim] = before, after
+    return torch.cat([x.new_zeros(sb), x, x.new_zeros(sa)], dim=dim)
+
+
+def elementwise_max_grad(inputs, dy, index):
+    """d max(x_0, ..., x_k) / d x_index * dy: dy where x_index is the first maximum, else 0."""
+    xs = [_f64(t) for t in inputs]
+    y = xs[0]
+    for t in xs[1:]:
+        y = torch.maximum(y, t)
+    first = torch.ones_like(y, dtype=torch.bool)
+    for t in xs[:index]:
+        first &= t != y          # an earlier operand attains the maximum: it gets the gradient
+    return torch.where(first & (xs[index] == y), _f64(dy), 0.0)
+
+
+def upsample2d_grad(dy, fh, fw):
+    """d upsample2d / d x: dy [N, H*fh, W*fw, C] summed over each fh x fw block."""
+    dy = _f64(dy)
+    n, h, w, c = dy.shape
+    return dy.reshape(n, h // fh, fh, w // fw, fw, c).sum((2, 4))
+
+
+def deconv2d_grad_data(dz, w, strides=(1, 1, 1, 1), padding="SAME"):
+    """d deconv2d / d x: a deconvolution is the adjoint of the convolution output_shape -> input with
+    the same filter, so its data gradient is that convolution of dz (no bias)."""
+    return conv2d(dz, w, None, strides, padding)
+
+
+def gru_grad_gates(x, h, dy, params, bias=True):
+    """The elementwise part of one GRU step's backward (netc/ops/recurrent.py's equations) from x [N, ...],
+    the previous state h [N, H] (None on the first step) and dy = d h' [N, H], the gates recomputed:
+    [N, 5, H] = the gradients of the z, r, c gates' pre-activations, of u = h W_ch^T, and dy * z."""
+    x, dy = _f64(x), _f64(dy)
+    p = {k: _f64(v) for k, v in params.items()}
+    x2 = x.reshape(x.shape[0], -1)
+
+    def gate(g):
+        a = x2 @ p[f"{g}_hx"].T
+        return a + p[f"{g}_b"] if bias else a
+
+    zero = torch.zeros_like(dy)
+    if h is None:                                      # h' = (1 - z) * c
+        z, c = torch.sigmoid(gate("z")), torch.tanh(gate("c"))
+        da_z = -dy * c * z * (1 - z)
+        da_c = dy * (1 - z) * (1 - c * c)
+        return torch.stack([da_z, zero, da_c, zero, zero], dim=1)   # r multiplies the vanishing h W_ch^T
+    h = _f64(h)
+    u = h @ p["c_hh"].T
+    z = torch.sigmoid(gate("z") + h @ p["z_hh"].T)
+    r = torch.sigmoid(gate("r") + h @ p["r_hh"].T)
+    c = torch.tanh(gate("c") + r * u)
+    da_z = dy * (h - c) * z * (1 - z)
+    da_c = dy * (1 - z) * (1 - c * c)
+    return torch.stack([da_z, da_c * u * r * (1 - r), da_c, da_c * r, dy * z], dim=1)
+
+
+def gru_grad_input(gates, weights, blocks, direct, input_shape):
+    """x's (or h's) gradient of a GRU step: sum_k gates[:, blocks[k]] @ weights[k] (+ gates[:, direct])."""
+    gates = _f64(gates)
+    d = sum(gates[:, b] @ _f64(w) for b, w in zip(blocks, weights))
+    if direct is not None:
+        d = d + gates[:, direct]
+    return d.reshape(tuple(input_shape))
+
+
+def gru_grad_weight(a, gates, block):
+    """A GRU weight's gradient: gates[:, block]^T @ a (a flattened to [N, V]) -> [H, V]."""
+    a = _f64(a)
+    return _f64(gates)[:, block].T @ a.reshape(a.shape[0], -1)
+
+
+def gru_grad_bias(gates, block):
+    """A GRU bias's gradient: gates[:, block] summed over the batch."""
+    return _f64(gates)[:, block].sum(0)

@@ -10,7 +10,14 @@ An OpDef declares
   param_shapes() parameter shapes given the input shapes
   cost()       forward FLOPs, backward data/filter FLOPs (Paleo's model where Paleo has one)
   reference()  inference semantics in a few lines of torch: the oracle (netc.runtime.reference)
-Later stages add gradient rules and lowering to the same class.
+  gradient()   the gradient rule: which ops compute the gradients of its operands and parameters
+               (passes/backward.py asks it; docs/training.md). Gradient ops are OpDefs too, defined
+               beside the op they differentiate, with hand-written reference semantics (never
+               autograd: torch.autograd is the independent oracle they are checked against)
+  training_form()  how the op changes in a training program (dropout draws a mask, batch norm
+               normalizes with the batch's statistics), or None
+  learning_rule()  a learning rule that is no derivative (SINGA's CD-k for RBMs), or None
+Later stages add lowering to the same class.
 """
 from __future__ import annotations
 
@@ -166,6 +173,36 @@ class OpDef:
     # in f16/bf16 (netc/passes/set_dtype.py has the policy and its reasons).
     f32_result: bool = False             # the result (softmax probabilities, losses, class indices)
     f32_params: tuple = ()               # these parameter roles (batch norm's scale and shift)
+    # Training facts (the backward and optimizer passes and the executors read these):
+    training_only: bool = False          # made by the training passes (gradients, updates, masks), never
+                                         # written in .nd: no layer type
+    is_loss: bool = False                # a scalar the backward pass starts from (its gradient is 1)
+    differentiable: bool = True          # False: no gradient flows through (integer results: top-k
+                                         # indices); a path through it is pruned, never an error
+    unbatched: bool = False              # its result has no batch axis even when its operands have
+                                         # one (parameter gradients): the memory plan's constant class
+    side_effects: bool = False           # writes its `params` symbols in place (optimizer updates,
+                                         # running statistics); no results, never dead code
+    # The gradient protocol. `gradient(g, op, dy)` emits the ops that compute the gradients of
+    # `op`'s operands and parameters from `dy`, the gradient of its (first) result (None for a loss
+    # the backward pass starts from: a unit seed), through the builder `g`, and returns
+    # ([gradient of operand i, or None], {parameter role: gradient}). The builder
+    # (passes/backward.py, GradBuilder) offers:
+    #   g.needs(i)           operand i needs a gradient (it depends on a trainable parameter)
+    #   g.needs_param(role)  the parameter bound to `role` is trainable
+    #   g.param(role)        the SymbolRef bound to `role`, to pass on in `params=`
+    #   g.emit(ir_name, operands, attrs=None, params=None, tag="grad", results=1)
+    #                        append a gradient op, located at `op`, named '<layer>.<tag>', typed by
+    #                        its own shape rule; returns its result (a list when results > 1)
+    # A rule asks only for what is needed; branches that need no gradient are pruned before any
+    # rule is asked. `training_form(g, op)` rewrites a forward op for training (g.emit appends
+    # before it there). `learning_rule(g, op)` serves ops whose parameters learn by a rule that
+    # is no derivative (SINGA's contrastive divergence for RBMs: positive phase, k Gibbs steps,
+    # negative phase): it emits those ops and returns {role: update direction}, which the
+    # optimizer applies exactly like a gradient (descent on it).
+    gradient = None
+    training_form = None
+    learning_rule = None
     doc: str = ""
 
     @property
@@ -175,6 +212,12 @@ class OpDef:
     @property
     def type_name(self) -> str:
         return self.types[0] if self.types else self.name
+
+    def result_dtype(self, a: dict, operand_dtypes: list) -> str:
+        """The element type of the results: the first operand's (f32 without operands); ops whose
+        result is not of their first operand's type (an input, a dropout mask drawn from an
+        integer seed) say so here."""
+        return operand_dtypes[0] if operand_dtypes else "f32"
 
     def attrs_of(self, op) -> dict:
         """The op's attributes with schema defaults filled in."""
@@ -241,6 +284,11 @@ class OpDef:
         return itemsize * (sum(prod(s) for s in ins) + prod(out) + sum(prod(s) for s in params.values()))
 
 
+def result_dtype(opdef: OpDef, a: dict, operand_dtypes: list) -> str:
+    """The element type of an op's results (OpDef.result_dtype)."""
+    return opdef.result_dtype(a, operand_dtypes)
+
+
 _BY_NAME: dict[str, OpDef] = {}
 _BY_TYPE: dict[str, OpDef] = {}
 
@@ -286,10 +334,13 @@ def layer_cost(op) -> tuple[Cost, int]:
     reports per layer and `netc compile` records per launch in the manifest (one formula, the op's
     cost() and bytes_moved()). The data gradient of a layer fed by a network input is 0."""
     opdef = _BY_NAME[op.name]
-    out = op.results[0].type
     ins = [v.type.shape for v in op.operands]
     a = opdef.attrs_of(op)
     needs_grad = not any(v.owner.name == "netc.input" for v in op.operands)
+    if not op.results:   # an update: what it writes is its parameter's, the size of its first operand
+        shape, itemsize = (ins[0] if ins else ()), DTYPES[op.operands[0].type.dtype] if ins else 4
+        return opdef.cost(a, ins, (), needs_grad), opdef.bytes_moved(a, ins, shape, itemsize)
+    out = op.results[0].type
     return opdef.cost(a, ins, out.shape, needs_grad), opdef.bytes_moved(a, ins, out.shape, DTYPES[out.dtype])
 
 

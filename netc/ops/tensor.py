@@ -2,6 +2,7 @@
 opaque pass-through op that importers use for layer types netc does not know."""
 from __future__ import annotations
 
+from ..diagnostics import NetcError
 from ..ir.core import DTYPES
 from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 
@@ -12,11 +13,16 @@ class Input(OpDef):
     types = ("Input",)
     arity = (0, 0)
     moves_data = False
-    attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", tuple(DTYPES))}
+    attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", tuple(DTYPES)),
+             "role": AttrSpec("str", "", doc="what a training program's own input carries, for the executors: "
+                                             "learning_rate, seed (dropout masks), grad_seed:<layer>")}
     doc = ("A network input; written `input data: f32[N, H, W, C]` in .nd. A dimension after the first may "
            "be 0 (an empty tensor, as SINGA builds from sizes left at their default 0); negative ones are "
            "errors, and so is a batch (the first dimension) of 0: every tensor computed from it would be "
            "empty, and memory is planned per sample.")
+
+    def result_dtype(self, a, operand_dtypes):
+        return a["dtype"]
 
     def infer(self, a, ins):
         shape = a["shape"]
@@ -59,6 +65,19 @@ class Concat(OpDef):
         import torch
         return torch.cat(ins, dim=a["dim"])
 
+    def gradient(self, g, op, dy):
+        """Each operand's slice of dy along `dim` (netc.narrow)."""
+        a = self.attrs_of(op)
+        r = len(dy.type.shape)
+        d = a["dim"] + r if a["dim"] < 0 else a["dim"]
+        out, start = [], 0
+        for i, v in enumerate(op.operands):
+            n = v.type.shape[d]
+            out.append(g.emit("netc.narrow", [dy], {"dim": d, "start": start, "length": n},
+                              tag=f"grad{i}") if g.needs(i) else None)
+            start += n
+        return out, {}
+
 
 @register
 class Slice(OpDef):
@@ -93,6 +112,15 @@ class Slice(OpDef):
         (x,) = ins
         return x.chunk(a["num_slices"], dim=a["dim"])[a["index"]]
 
+    def gradient(self, g, op, dy):
+        """dy padded with zeros into the input's shape (netc.pad_dim)."""
+        a = self.attrs_of(op)
+        x = op.operands[0].type.shape
+        d = a["dim"] + len(x) if a["dim"] < 0 else a["dim"]
+        n = x[d] // a["num_slices"]
+        return [g.emit("netc.pad_dim", [dy], {"dim": d, "before": a["index"] * n,
+                                              "after": x[d] - (a["index"] + 1) * n})], {}
+
 
 @register
 class Elementwise(OpDef):
@@ -113,6 +141,24 @@ class Elementwise(OpDef):
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
         return R.elementwise(a["operation"], ins)
+
+    def gradient(self, g, op, dy):
+        """sum: dy to every operand; product: dy times the other operands; max: dy where the operand is
+        the (first) maximum (netc.elementwise_max_grad)."""
+        operation = self.attrs_of(op)["operation"]
+        out = []
+        for i, v in enumerate(op.operands):
+            if not g.needs(i):
+                out.append(None)
+            elif operation == "sum":
+                out.append(dy)
+            elif operation == "product":
+                others = [w for j, w in enumerate(op.operands) if j != i]
+                out.append(g.emit("netc.elementwise", [dy] + others, {"operation": "product"}, tag=f"grad{i}"))
+            else:
+                out.append(g.emit("netc.elementwise_max_grad", list(op.operands) + [dy], {"index": i},
+                                  tag=f"grad{i}"))
+        return out, {}
 
 
 # Paleo's own Reshape and Softmax shape rules check nothing (shared/spec/paleo-format.md §6.9, §6.10).
@@ -206,6 +252,11 @@ class Reshape(OpDef):
     def reference(self, a, ins, params):
         return ins[0].reshape(self.infer(a, [tuple(ins[0].shape)]))  # row-major (NHWC) order
 
+    def gradient(self, g, op, dy):
+        """dy reshaped back to the input's shape."""
+        _refuse_unreal(self, op)
+        return [g.emit("netc.reshape", [dy], {"output_shape": list(op.operands[0].type.shape)})], {}
+
 
 @register
 class Softmax(OpDef):
@@ -250,6 +301,12 @@ class Softmax(OpDef):
         from . import reference as R      # lazy: torch is slow to import
         return R.softmax(ins[0])
 
+    def gradient(self, g, op, dy):
+        """softmax_grad from the output and dy, in the input's shape."""
+        _refuse_unreal(self, op)
+        return [g.emit("netc.softmax_grad", [op.results[0], dy],
+                       {"input_shape": list(op.operands[0].type.shape)})], {}
+
 
 @register
 class Opaque(OpDef):
@@ -290,3 +347,116 @@ class Identity(OpDef):
 
     def reference(self, a, ins, params):
         return ins[0]
+
+    def gradient(self, g, op, dy):
+        """dy unchanged."""
+        return [dy], {}
+
+
+# --------------------------------------------------------------------------- gradients
+
+def _refuse_unreal(opdef, op):
+    """A layer whose shape is only Paleo's bookkeeping number has no gradient either."""
+    problem = opdef.real_shape_problem(opdef.attrs_of(op), [v.type.shape for v in op.operands],
+                                       op.results[0].type.shape)
+    if problem:
+        raise NetcError(f"cannot differentiate {opdef.type_name} '{op.attrs.get('name')}': {problem}", op.loc)
+
+
+def _dim(a, shape) -> int:
+    d = a["dim"]
+    if not 0 <= d < len(shape):
+        raise ShapeError(f"dim {d} is out of range for rank {len(shape)}", attr="dim")
+    return d
+
+
+@register
+class Narrow(OpDef):
+    name = "narrow"
+    training_only = True
+    arity = (1, 1)
+    attrs = {"dim": AttrSpec("int"), "start": AttrSpec("int"), "length": AttrSpec("int")}
+    doc = ("x[start:start + length] along `dim` (a concat's gradient for one operand; the adjoint of pad_dim). "
+           "0 FLOPs, as the concat.")
+
+    def infer(self, a, ins):
+        (x,) = ins
+        d = _dim(a, x)
+        if a["start"] < 0 or a["length"] < 0 or a["start"] + a["length"] > x[d]:
+            raise ShapeError(f"[{a['start']}, {a['start'] + a['length']}) is not within dimension {d} of {list(x)}",
+                             attr="start")
+        out = list(x)
+        out[d] = a["length"]
+        return tuple(out)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.narrow(ins[0], a["dim"], a["start"], a["length"])
+
+
+@register
+class PadDim(OpDef):
+    name = "pad_dim"
+    training_only = True
+    arity = (1, 1)
+    attrs = {"dim": AttrSpec("int"), "before": AttrSpec("int", 0), "after": AttrSpec("int", 0)}
+    doc = ("x with `before` zeros in front and `after` zeros behind along `dim` (a slice's gradient; the "
+           "adjoint of narrow). 0 FLOPs, as the slice.")
+
+    def infer(self, a, ins):
+        (x,) = ins
+        d = _dim(a, x)
+        if a["before"] < 0 or a["after"] < 0:
+            raise ShapeError(f"pads must not be negative, got {a['before']} and {a['after']}", attr="before")
+        out = list(x)
+        out[d] += a["before"] + a["after"]
+        return tuple(out)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.pad_dim(ins[0], a["dim"], a["before"], a["after"])
+
+
+@register
+class ElementwiseMaxGrad(OpDef):
+    name = "elementwise_max_grad"
+    training_only = True
+    arity = (3, None)
+    elementwise = True
+    attrs = {"index": AttrSpec("int", doc="the operand whose gradient this is")}
+    doc = ("The gradient of an elementwise max for operand `index`: the max's operands, then dy -> dy where "
+           "that operand is the first maximum, else 0. 0 FLOPs, as the max.")
+
+    def infer(self, a, ins):
+        for i, s in enumerate(ins[1:], 1):
+            if tuple(s) != tuple(ins[0]):
+                raise ShapeError(f"operands must have identical shapes: {list(ins[0])} vs {list(s)}", operand=i)
+        if not 0 <= a["index"] < len(ins) - 1:
+            raise ShapeError(f"index {a['index']} is not one of the {len(ins) - 1} operands of the max", attr="index")
+        return tuple(ins[0])
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.elementwise_max_grad(ins[:-1], ins[-1], a["index"])
+
+
+@register
+class SoftmaxGrad(OpDef):
+    name = "softmax_grad"
+    training_only = True
+    arity = (2, 2)
+    attrs = {"input_shape": AttrSpec("shape", doc="the forward input's shape")}
+    doc = ("The gradient of softmax: its output y [N, C] and dy -> y * (dy - sum(dy * y)) in the input's shape. "
+           "0 FLOPs, as the softmax (Paleo).")
+
+    def infer(self, a, ins):
+        y, dy = ins
+        x = tuple(a["input_shape"])
+        if len(y) != 2 or tuple(dy) != tuple(y) or len(x) < 2 or (x[0], prod(x[1:])) != tuple(y):
+            raise ShapeError(f"softmax output {list(y)}, its gradient {list(dy)} and input {list(x)} do not fit",
+                             operand=1)
+        return x
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.softmax_grad(ins[0], ins[1], a["input_shape"])

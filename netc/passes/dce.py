@@ -1,10 +1,11 @@
 """dce: dead-layer elimination. With an `output` statement, layers that no declared output
-depends on are removed; without one, every layer nobody consumes is an output and nothing is
+(nor an op with side effects: an optimizer's update) depends on are removed; without one, every layer nobody consumes is an output and nothing is
 dead. Inputs are kept (they are the network's interface). Parameters that only removed layers
 used are removed with them."""
 from __future__ import annotations
 
 from ..ir.core import SymbolRef
+from ..ops import lookup
 from .registry import Pass, register_pass
 
 
@@ -26,7 +27,9 @@ class DeadLayerElimination(Pass):
             if not outs:
                 continue
             live = set()
-            stack = [v.owner for o in outs for v in o.operands]
+            # the outputs and every op with side effects (an optimizer update writes a parameter)
+            stack = [v.owner for o in outs for v in o.operands] + [
+                op for op in ops if lookup(op.name) is not None and lookup(op.name).side_effects]
             while stack:
                 op = stack.pop()
                 if id(op) in live:

@@ -15,8 +15,9 @@ from ..diagnostics import NetcError, gc_paused
 from ..ir.core import Module
 from ..ir.printer import print_ir
 # every pass, registered as its module is imported (they import registry.py, never this module)
-from . import (dce, expand_model_parallel, flatten_blocks, fuse, materialize_params,  # noqa: F401
-               opaque_as_identity, plan_memory, resolve_names, select_phase, set_dtype, shape_inference)
+from . import (backward, dce, expand_model_parallel, flatten_blocks, fuse, materialize_params,  # noqa: F401
+               opaque_as_identity, optimizer, plan_memory, rematerialize, resolve_names, select_phase, set_dtype,
+               shape_inference)
 from .registry import PASSES, Pass, PassContext, register_pass  # noqa: F401  (re-exported: the passes' API)
 
 # The canonical order. Requested passes run in the order given; prerequisites are inserted.

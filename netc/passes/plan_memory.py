@@ -15,8 +15,11 @@ array per layer output, ask for that). Where the plan goes:
   offsets into the IR would bury it.
 
 Options come from ctx.options["plan_memory"] (a dict of plan_memory keyword arguments: mode,
-alignment, reuse, inplace, concat, schedule, strategies, fusion). The default mode is "inference"
-until the pipeline generates backward ops.
+alignment, reuse, inplace, concat, schedule, strategies, fusion). The mode follows the program:
+"training" for a training program (the backward pass's network, with its `gradients` attribute:
+the whole step -- forward, backward, updates -- is planned, gradients reuse bytes once their
+update ran, dropout computes), "inference" otherwise; an explicit mode overrides it. After the
+rematerialize pass (`--memory-budget`), the plan also reports what it recomputed.
 """
 from __future__ import annotations
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..ir.core import TensorType
 from ..ops import lookup
-from ..ops.registry import ShapeError
+from ..ops.registry import ShapeError, result_dtype
 from .registry import Pass, register_pass
 
 
@@ -68,6 +68,5 @@ class ShapeInference(Pass):
             diag.warning(f"in {opdef.type_name} '{op.attrs.get('name')}': {problem}, so it is not a real tensor "
                          f"shape; netc counts with it (and so do the layers after it) but will not run this layer",
                          op.loc, width=len(op.attrs.get("name", "x")))
-        dtype = a["dtype"] if op.name == "netc.input" else (  # (the schema's default where IR text has none)
-            op.operands[0].type.dtype if op.operands else "f32")
+        dtype = result_dtype(opdef, a, [v.type.dtype for v in op.operands])
         op.results[0].type = TensorType(out, dtype)

@@ -140,6 +140,8 @@ def module_params(module: Module, params: dict | None = None, seed: int = 0, dty
         shape = decl[n].attrs["type"].shape
         if n in params:
             out[n] = _feed(params[n], shape, dtype, f"parameter '{n}'", device)
+        elif "state" in decl[n].attrs:   # optimizer state, running statistics: their initial value
+            out[n] = torch.full(tuple(shape), float(decl[n].attrs.get("value", 0.0)), dtype=dtype, device=device)
         else:
             out[n] = random_param(n, shape, roles.get(n, "weight"), seed, dtype).to(device)
     for n in [n for n in decl if n in want and owner[n] != n]:
@@ -185,31 +187,55 @@ def run_reference(module: Module, inputs: dict | None = None, params: dict | Non
     used = {ref.name for op in layers for ref in (op.attrs.get("params") or {}).values()
             if isinstance(ref, SymbolRef)}
     ptensors = module_params(module, params, seed, dtype, device, names=used)
-
-    values: dict[int, torch.Tensor] = {}
-    named: dict[str, torch.Tensor] = {}
-    for op in layers:
-        v = op.results[0]
-        if op.name == "netc.input":
-            want = INT_DTYPES.get(v.type.dtype, dtype)
-            name = _name(op)
-            y = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
-                 else random_input(net, op, seed, dtype).to(device))
-        else:
-            opdef = lookup(op.name)
-            ps = {role: ptensors[ref.name] for role, ref in (op.attrs.get("params") or {}).items()
-                  if isinstance(ref, SymbolRef)}
-            y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
-            if y.is_floating_point():
-                y = y.to(dtype)
-            # a mismatch is a bug in an op's reference, not the user's
-            assert tuple(y.shape) == tuple(v.type.shape), (
-                f"{op.name} '{_name(op)}': reference gives {list(y.shape)}, shape rule {list(v.type.shape)}")
-        values[id(v)] = y
-        named[_name(op)] = y
+    feed = {}
+    for op in in_ops:
+        v, name = op.results[0], _name(op)
+        want = INT_DTYPES.get(v.type.dtype, dtype)
+        feed[name] = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
+                      else random_input(net, op, seed, dtype).to(device))
+    named = execute(net, feed, ptensors, dtype)
     if intermediates:
         return named
-    return {_name(op): values[id(op.results[0])] for op in network_outputs(net)}
+    return {_name(op): named[_name(op)] for op in network_outputs(net)}
+
+
+def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, only=None) -> dict[str, torch.Tensor]:
+    """Run every op of a network in schedule order with its reference semantics: `feed` the
+    input tensors by name (already checked), `ptensors` every parameter and state tensor by
+    sym_name. Ops with side effects (optimizer updates, running statistics) write their new values
+    into `ptensors`' tensors in place, so share_from aliases (views of their owner) follow.
+    Returns every value by layer name (the i-th result of a multi-result op as 'name#i' too).
+    `only(op)`, when given, says which ops run (the forward part of a training program)."""
+    values: dict[int, torch.Tensor] = {}
+    named: dict[str, torch.Tensor] = {}
+    for op in _layers(net):
+        if only is not None and not only(op):
+            continue
+        if op.name == "netc.input":
+            y = feed[_name(op)]
+            values[id(op.results[0])] = named[_name(op)] = y
+            continue
+        opdef = lookup(op.name)
+        refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
+        ps = {role: ptensors[ref.name] for role, ref in refs.items()}
+        y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
+        if opdef.side_effects:
+            for role, t in (y or {}).items():   # the new values of the symbols it writes
+                dst = ptensors[refs[role].name]
+                dst.copy_(t.to(dst.dtype))
+            continue
+        ys = list(y) if len(op.results) > 1 else [y]
+        for k, (r, t) in enumerate(zip(op.results, ys)):
+            if t.is_floating_point():
+                t = t.to(dtype)
+            # a mismatch is a bug in an op's reference, not the user's
+            assert tuple(t.shape) == tuple(r.type.shape), (
+                f"{op.name} '{_name(op)}': reference gives {list(t.shape)}, shape rule {list(r.type.shape)}")
+            values[id(r)] = t
+            if len(op.results) > 1:
+                named[f"{_name(op)}#{k}"] = t
+        named[_name(op)] = values[id(op.results[0])]
+    return named
 
 
 def run_module(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,

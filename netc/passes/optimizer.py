@@ -1,0 +1,225 @@
+"""optimizer: one update op per trainable parameter -- the end of a training step.
+
+Runs after `backward`, which leaves each trainable parameter's gradient as a value named in the
+network's `gradients` attribute ({parameter: gradient layer}). For every network it differentiated
+the pass adds
+* the learning-rate input: a scalar f32 `lr` with role "learning_rate" (executors feed it per step,
+  from the schedule recorded below);
+* with clip_norm, `grad_norm` = netc.global_norm(every gradient), torch's clip_grad_norm_ norm;
+* one update op per gradient (ops/optim.py: netc.sgd_update, adam_update, rmsprop_update,
+  adagrad_update), named '<param>.update', located at the parameter's declaration (or its first
+  use), after every gradient op (a parameter changes only once everything that reads it has run),
+  binding `param` and its state: module-level `netc.param` symbols '<param>.<role>' marked `state`
+  (backward.state_param), zero-initialized, shared by every network that trains the parameter;
+  lr_scale / wd_scale of the parameter's declaration become the op's attributes;
+* removes the gradients from the network's `netc.output` (the updates consume them; the executors
+  still see every value, `gradients` still names them), and records the resolved optimizer,
+  schedule included, as the network's `optimizer` attribute (the runtime reads the schedule).
+Frozen and immutable parameters have no gradient, hence no update.
+
+Options (ctx.options["optimizer"]): name ("sgd", "momentum", "nesterov", "adam", "rmsprop",
+"adagrad"), that optimizer's own options (ops/optim.py OPTIMIZERS: momentum, nesterov, beta1,
+beta2, eps, alpha), and for all: weight_decay, clip_norm, clip_low / clip_high (SINGA's value
+clipping), convention ("torch" or "singa"), lr (a fixed schedule) or schedule (a dictionary,
+ops/optim.py SCHEDULES). Defaults: the module's own optimizer (module.attrs["optimizer"], which a
+frontend records: a SINGA job's updater), else plain SGD at a fixed 0.01. Options override it key
+by key; naming another optimizer than the module's keeps only its schedule and weight decay.
+"""
+from __future__ import annotations
+
+from ..diagnostics import NetcError, did_you_mean
+from ..ir.core import STRUCTURAL_OPS, Operation, SymbolRef, TensorType
+from ..ops import lookup
+from ..ops.optim import COMMON_OPTIONS, CONVENTIONS, OPTIMIZERS, UPDATE_OPS, schedule_problem
+from .backward import program_input, state_param
+from .registry import Pass, register_pass
+
+DEFAULT_SCHEDULE = {"type": "fixed", "base_lr": 0.01}
+_KEEP_ACROSS = ("schedule", "weight_decay")   # what a module's optimizer lends one named differently
+
+
+@register_pass
+class Optimizer(Pass):
+    name = "optimizer"
+    title = "Optimizer"
+    requires = ("backward",)
+    summary = "append one update op per trainable parameter (SGD, momentum, Nesterov, Adam, RMSProp, AdaGrad)"
+
+    def needed(self, module):
+        return not any(op.name in UPDATE_OPS for op in module.walk())
+
+    def run(self, module, ctx):
+        spec = resolve_optimizer(module.attrs.get("optimizer"), ctx.options.get("optimizer") or {})
+        params = {p.attrs["sym_name"]: p for p in module.params()}
+        for net in module.networks():
+            grads = net.attrs.get("gradients")
+            if grads and not any(op.name in UPDATE_OPS for op in net.regions[0].ops):
+                _append_updates(module, net, grads, params, spec)
+
+
+def resolve_optimizer(base, options: dict) -> dict:
+    """The complete optimizer spec (name, its options, the common ones, schedule) from a module's
+    recorded optimizer (or None) and the pass options; NetcError for an unknown name or option or
+    a bad value."""
+    if not isinstance(options, dict):
+        raise NetcError(f"optimizer options must be a dictionary, got {options!r}")
+    base = dict(base or {"name": "sgd"})
+    if "name" in options and options["name"] != base.get("name"):
+        base = {k: base[k] for k in _KEEP_ACROSS if k in base}
+    spec = {**base, **{k: v for k, v in options.items() if v is not None}}
+    name = spec.pop("name", "sgd")
+    if name not in OPTIMIZERS:
+        hint = did_you_mean(str(name), OPTIMIZERS)
+        raise NetcError(f"unknown optimizer '{name}'" + (f"; did you mean '{hint}'?" if hint else "")
+                        + f" (optimizers: {', '.join(OPTIMIZERS)})")
+    _, own = OPTIMIZERS[name]
+    allowed = {**own, **COMMON_OPTIONS}
+    if "lr" in spec:
+        if "schedule" in options:
+            raise NetcError("give the optimizer either 'lr' or 'schedule', not both")
+        spec.pop("schedule", None)      # an explicit lr replaces the module's schedule
+        lr = spec.pop("lr")
+        _number("lr", lr, name)
+        spec["schedule"] = {"type": "fixed", "base_lr": float(lr)}
+    schedule = spec.pop("schedule", None) or dict(DEFAULT_SCHEDULE)
+    problem = schedule_problem(schedule)
+    if problem:
+        raise NetcError(f"optimizer '{name}': {problem}")
+    for k in spec:
+        if k not in allowed:
+            hint = did_you_mean(k, list(allowed) + ["lr", "schedule"])
+            raise NetcError(f"option '{k}' does not apply to optimizer '{name}'"
+                            + (f"; did you mean '{hint}'?" if hint else "")
+                            + f" (its options: {', '.join(list(allowed) + ['lr', 'schedule'])})")
+    out = {"name": name}
+    for k, default in allowed.items():
+        v = spec.get(k, default)
+        if k == "convention":
+            if v not in CONVENTIONS:
+                raise NetcError(f"optimizer convention must be {' or '.join(map(repr, CONVENTIONS))}, got {v!r}")
+        elif k == "nesterov":
+            if not isinstance(v, bool):
+                raise NetcError(f"optimizer option 'nesterov' must be true or false, got {v!r}")
+        else:
+            v = float(_number(k, v, name))
+        out[k] = v
+    _check_ranges(out)
+    out["schedule"] = dict(schedule)
+    return out
+
+
+def _number(key, v, name):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+        raise NetcError(f"option '{key}' of optimizer '{name}' must be a finite number, got {v!r}")
+    return v
+
+
+def _check_ranges(o):
+    name = o["name"]
+
+    def bad(k, why):
+        raise NetcError(f"option '{k}' of optimizer '{name}' {why}, got {o[k]:g}")
+
+    for k in ("momentum", "weight_decay", "eps", "alpha", "clip_norm"):
+        if k in o and o[k] < 0:
+            bad(k, "must not be negative")
+    for k in ("beta1", "beta2"):
+        if k in o and not 0 <= o[k] < 1:
+            bad(k, "must be in [0, 1)")
+    if o["clip_high"] < o["clip_low"]:
+        raise NetcError(f"optimizer '{name}': clip_low ({o['clip_low']:g}) is above clip_high ({o['clip_high']:g})")
+    if name in ("momentum", "nesterov") and o["momentum"] == 0 and o["convention"] == "torch":
+        bad("momentum", "must be positive (use 'sgd' for plain SGD)")
+    if name == "sgd" and o.get("nesterov") and o["momentum"] == 0:
+        raise NetcError("optimizer 'sgd': nesterov needs a positive momentum (torch.optim's rule)")
+
+
+def _update_attrs(spec: dict, param: Operation) -> dict:
+    """The update op's attributes: the optimizer's own options, weight decay, and what differs from
+    the defaults (the parameter's lr_scale / wd_scale, clipping, SINGA's convention)."""
+    name = spec["name"]
+    _, own = OPTIMIZERS[name]
+    a = {k: spec[k] for k in own if k != "nesterov"}
+    if name == "nesterov" or spec.get("nesterov"):
+        a["nesterov"] = True
+    a["weight_decay"] = spec["weight_decay"]
+    for k in ("lr_scale", "wd_scale"):
+        v = param.attrs.get(k, 1.0)
+        if v is not None and float(v) != 1.0:
+            a[k] = float(v)
+    if spec["clip_norm"] > 0:
+        a["clip_norm"] = spec["clip_norm"]
+    if spec["clip_low"] < spec["clip_high"]:
+        a["clip_low"], a["clip_high"] = spec["clip_low"], spec["clip_high"]
+    if spec["convention"] != "torch":
+        a["convention"] = spec["convention"]
+    return a
+
+
+def _append_updates(module, net, grads: dict, params: dict, spec: dict):
+    body = net.regions[0].ops
+    by_name = {op.attrs.get("name"): op for op in body if op.attrs.get("name")}
+    names = set(by_name)
+
+    def unique(n):
+        m, i = n, 1
+        while m in names:
+            m = f"{n}_{i}"
+            i += 1
+        names.add(m)
+        return m
+
+    new_inputs: list = []
+    lr = program_input(net, "lr", [], "f32", net.loc, "learning_rate", new_inputs, unique)
+    missing = [g for g in grads.values() if g not in by_name or not by_name[g].results]
+    if missing:
+        raise NetcError(f"network '{net.attrs.get('sym_name')}': its `gradients` attribute names "
+                        f"{', '.join(map(repr, missing))}, which the network does not compute (removed by dce? "
+                        f"run backward and optimizer together)", net.loc)
+    values = {p: by_name[g].results[0] for p, g in grads.items()}
+    ops: list = []
+    norm = None
+    if spec["clip_norm"] > 0:
+        gs = list(values.values())
+        nop = Operation("netc.global_norm", gs, result_types=[TensorType((), gs[0].type.dtype)],
+                        attrs={"name": unique("grad_norm")}, loc=net.loc)
+        ops.append(nop)
+        norm = nop.results[0]
+    ir_name = OPTIMIZERS[spec["name"]][0]
+    opdef = lookup(ir_name)
+    for pname, g in values.items():
+        p = params[pname]
+        loc = p.loc if p.loc is not None and p.loc.file != "<unknown>" else _first_use(body, pname, net.loc)
+        attrs = _update_attrs(spec, p)
+        full = {k: s.default for k, s in opdef.attrs.items() if not s.required}
+        full.update(attrs)
+        operands = [g, lr] + ([norm] if norm is not None else [])
+        shape = list(p.attrs["type"].shape)
+        if list(g.type.shape) != shape:
+            raise AssertionError(f"gradient of '{pname}' has shape {list(g.type.shape)}, the parameter {shape}")
+        opdef.infer(full, [v.type.shape for v in operands])   # a ShapeError here is netc's bug
+        bound = {"param": SymbolRef(pname)}
+        for role, sshape in opdef.state_shapes(full, shape).items():
+            bound[role] = state_param(module, f"{pname}.{role}", role, list(sshape), 0.0, p.attrs["type"].dtype, loc)
+        attrs["name"] = unique(f"{pname}.update")
+        attrs["params"] = bound
+        ops.append(Operation(ir_name, operands, result_types=[], attrs=attrs, loc=loc))
+
+    # the new body: inputs (old, then new), the rest, the updates, then the structural ops
+    grad_ids = {id(v) for v in values.values()}
+    inputs = [op for op in body if op.name == "netc.input"] + new_inputs
+    compute = [op for op in body if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+    rest = [op for op in body if op.name in STRUCTURAL_OPS]
+    for o in rest:
+        if o.name == "netc.output":
+            o.operands = [v for v in o.operands if id(v) not in grad_ids]
+    net.regions[0].block.set_ops(inputs + compute + ops + rest)
+    net.attrs["optimizer"] = spec
+
+
+def _first_use(body, pname, default):
+    for op in body:
+        for ref in (op.attrs.get("params") or {}).values():
+            if isinstance(ref, SymbolRef) and ref.name == pname:
+                return op.loc
+    return default

@@ -1,0 +1,336 @@
+"""Training on the reference executor: one step of a training program (the backward and optimizer
+passes' IR) run op by op with every op's reference semantics -- the generated gradient ops
+included, never torch.autograd -- and the independent oracle that checks them: torch.autograd
+over the forward ops' reference semantics, in float64 (check_grads).
+
+A training program's own inputs are marked with a `role` (the backward and optimizer passes add
+them): `learning_rate` (a scalar), `seed` (dropout masks: each step draws new ones),
+`grad_seed:<layer>` (the gradient fed to a named output). Parameters and optimizer state live in
+one dict of tensors by symbol name; update ops write into it in place.
+"""
+from __future__ import annotations
+
+import torch
+
+from ..diagnostics import NetcError
+from ..ir.core import Module, Operation, SymbolRef
+from ..ir.query import layer_name, layers, network_inputs
+from ..ops import lookup
+from .reference import INT_DTYPES, _feed, _network, execute, module_params, random_input
+
+
+def is_forward(op: Operation) -> bool:
+    """Whether an op of a training program is part of its forward computation (not a gradient,
+    not an update)."""
+    d = lookup(op.name)
+    return "grad_of" not in op.attrs and not (d is not None and d.side_effects)
+
+
+def program_inputs(net: Operation) -> dict:
+    """role -> input op, for a training program's own inputs."""
+    return {op.attrs["role"]: op for op in network_inputs(net) if op.attrs.get("role")}
+
+
+def data_inputs(net: Operation) -> list:
+    """The inputs a user feeds (images, labels): every input without a role."""
+    return [op for op in network_inputs(net) if not op.attrs.get("role")]
+
+
+class ReferenceTrainer:
+    """Runs a training program step by step on the reference executor.
+
+    trainer = ReferenceTrainer(module, network=None, params=None, seed=0)
+    out = trainer.step({"data": x, "label": y}, lr=0.01)   # every value of the step, by name
+    trainer.params                                         # parameters and state, updated in place
+    """
+
+    def __init__(self, module: Module, network=None, params: dict | None = None, seed: int = 0,
+                 dtype=torch.float64, device="cpu"):
+        self.module, self.net = module, _network(module, network)
+        if "gradients" not in self.net.attrs:
+            raise NetcError(f"network '{self.net.attrs.get('sym_name')}' is not a training program (run the backward "
+                            f"pass first: netc run --train)")
+        self.dtype, self.device, self.seed = dtype, device, seed
+        ops = layers(self.net)
+        used = {ref.name for op in ops for ref in (op.attrs.get("params") or {}).values()
+                if isinstance(ref, SymbolRef)}
+        self.params = module_params(module, params, seed, dtype, device, names=used)
+        self.steps = 0
+
+    def feed(self, inputs: dict | None, lr: float | None = None, step_seed: int | None = None) -> dict:
+        """The step's input tensors: the given data inputs (all of them; None: seeded random ones),
+        the learning rate and the dropout seed."""
+        data = data_inputs(self.net)
+        names = [layer_name(op) for op in data]
+        out = {}
+        if inputs is not None:
+            unknown = [k for k in inputs if k not in names]
+            if unknown:
+                raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no input '{unknown[0]}' "
+                                f"(inputs: {', '.join(names)})")
+            missing = [n for n in names if n not in inputs]
+            if missing:
+                raise NetcError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}")
+        for op in data:
+            v, name = op.results[0], layer_name(op)
+            want = INT_DTYPES.get(v.type.dtype, self.dtype)
+            out[name] = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", self.device) if inputs is not None
+                         else random_input(self.net, op, self.seed, self.dtype).to(self.device))
+        for role, op in program_inputs(self.net).items():
+            v, name = op.results[0], layer_name(op)
+            if role == "learning_rate":
+                if lr is None:
+                    raise NetcError("the training program needs a learning rate")
+                out[name] = torch.tensor(float(lr), dtype=self.dtype, device=self.device)
+            elif role == "seed":
+                s = (self.seed * 1_000_003 + self.steps) if step_seed is None else step_seed
+                out[name] = torch.tensor(s, dtype=torch.int64, device=self.device)
+            elif role.startswith("grad_seed:"):
+                out[name] = random_input(self.net, op, self.seed, self.dtype).to(self.device)
+            else:
+                raise NetcError(f"input '{name}' has the role '{role}', which this executor does not know")
+        return out
+
+    def step(self, inputs: dict | None = None, lr: float | None = None, step_seed: int | None = None) -> dict:
+        named = execute(self.net, self.feed(inputs, lr, step_seed), self.params, self.dtype)
+        self.steps += 1
+        return named
+
+    def losses(self, named: dict) -> dict:
+        return {n: named[n] for n in self.net.attrs.get("losses", [])}
+
+    def gradients(self, named: dict) -> dict:
+        """Each trainable parameter's gradient from a step's values, by parameter name."""
+        return {p: named[v] for p, v in self.net.attrs["gradients"].items()}
+
+
+def autograd_gradients(module: Module, net: Operation, feed: dict, params: dict, dtype=torch.float64) -> dict:
+    """The oracle: torch.autograd over the forward ops' reference semantics (the training program
+    minus its gradient and update ops), from the same inputs (masks included) and parameters.
+    Returns the gradient of the losses' sum (and of sum(output * seed) for named outputs) with
+    respect to every trainable parameter."""
+    decl = {p.attrs["sym_name"]: p for p in module.params()}
+    leaves, tensors = {}, {}
+    for n, t in params.items():
+        sf = decl[n].attrs.get("share_from") if n in decl else None
+        if sf is None:
+            leaves[n] = tensors[n] = t.detach().clone().to(dtype).requires_grad_(t.is_floating_point())
+    for n, t in params.items():
+        sf = decl[n].attrs.get("share_from") if n in decl else None
+        if sf is not None:
+            tensors[n] = leaves[sf.name].reshape(tuple(decl[n].attrs["type"].shape))
+    with torch.enable_grad():
+        named = execute(net, feed, tensors, dtype, only=is_forward)
+        total = 0
+        for name in net.attrs.get("losses", []):
+            v = named[name]
+            seed = next((feed[layer_name(op)] for role, op in program_inputs(net).items()
+                         if role == f"grad_seed:{name}"), None)
+            total = total + (v * seed).sum() if seed is not None else total + v.sum()
+        wanted = list(net.attrs["gradients"])
+        grads = torch.autograd.grad(total, [leaves[p] for p in wanted], allow_unused=True)
+    return {p: (g if g is not None else torch.zeros_like(leaves[p])) for p, g in zip(wanted, grads)}
+
+
+def check_grads(module: Module, network=None, inputs: dict | None = None, params: dict | None = None,
+                seed: int = 0) -> list[dict]:
+    """One step's generated gradients against autograd, in float64: per trainable parameter the
+    worst relative error max|g - g_ref| / max(max|g_ref|, 1e-6 * G) and the reference's max|g_ref|,
+    where G is the largest gradient entry of the network. (The floor: a gradient that is zero in
+    exact arithmetic -- the bias of a layer a batch norm follows, whose mean the normalization
+    removes -- comes out as rounding noise of 1e-17 in both, which says nothing relative to itself.)"""
+    tr = ReferenceTrainer(module, network, params, seed, torch.float64)
+    feed = tr.feed(inputs, lr=0.0)
+    before = {n: t.clone() for n, t in tr.params.items()}
+    named = execute(tr.net, feed, tr.params, torch.float64, only=lambda op: not _updates(op))
+    got = tr.gradients(named)
+    ref = autograd_gradients(module, tr.net, feed, before, torch.float64)
+    rows = []
+    G = max((float(r.abs().max()) for r in ref.values() if r.numel()), default=0.0)
+    for p, g in got.items():
+        r = ref[p]
+        scale = float(r.abs().max()) if r.numel() else 0.0
+        err = float((g.to(torch.float64) - r).abs().max()) / max(scale, 1e-6 * G, 1e-300) if r.numel() else 0.0
+        rows.append({"param": p, "rel_error": err, "max_abs": scale, "shape": list(r.shape)})
+    return rows
+
+
+def _updates(op) -> bool:
+    d = lookup(op.name)
+    return d is not None and d.side_effects
+
+
+# -- data, the training loop, evaluation ----------------------------------------------------------
+
+class Dataset:
+    """Named arrays with a leading sample axis, one per data input of a network (an .npz file such
+    as examples/digits_data.py writes: `data` [S, 8, 8, 1], `label` [S]). Batches of the network's
+    batch size are drawn in a seeded random order, a new one each epoch; a last partial batch is
+    dropped (training) or padded (evaluation)."""
+
+    def __init__(self, arrays: dict, what: str = "--data"):
+        if not arrays:
+            raise NetcError(f"{what}: the archive holds no arrays")
+        sizes = {k: int(v.shape[0]) if v.dim() else 0 for k, v in arrays.items()}
+        if len(set(sizes.values())) != 1 or not next(iter(sizes.values())):
+            raise NetcError(f"{what}: every array needs the same number of samples (its first axis); got "
+                            + ", ".join(f"{k} {n}" for k, n in sizes.items()))
+        self.arrays, self.what, self.size = arrays, what, next(iter(sizes.values()))
+
+    def check(self, net: Operation) -> int:
+        """The network's batch size, after checking that the arrays fit its data inputs."""
+        ins = data_inputs(net)
+        names = [layer_name(op) for op in ins]
+        missing = [n for n in names if n not in self.arrays]
+        if missing:
+            raise NetcError(f"{self.what}: no array for input{'s' if len(missing) > 1 else ''} "
+                            f"{', '.join(map(repr, missing))} of network '{net.attrs.get('sym_name')}' (arrays: "
+                            f"{', '.join(self.arrays)})")
+        extra = [k for k in self.arrays if k not in names]
+        if extra:
+            raise NetcError(f"{self.what}: array '{extra[0]}' feeds no input (inputs: {', '.join(names)})")
+        batch = None
+        for op in ins:
+            shape = tuple(op.results[0].type.shape)
+            got = tuple(self.arrays[layer_name(op)].shape[1:])
+            if not shape or got != shape[1:]:
+                raise NetcError(f"{self.what}: samples of '{layer_name(op)}' have shape {list(got)}, the input takes "
+                                f"{list(shape[1:])} per sample ({list(shape)} per batch)")
+            batch = shape[0] if batch is None else batch
+        if self.size < batch:
+            raise NetcError(f"{self.what}: {self.size} samples are fewer than one batch of {batch}")
+        return batch
+
+    def batches(self, batch: int, seed: int, epoch: int, shuffle: bool = True, pad: bool = False):
+        """(batch dict, number of real samples in it) for every batch of one epoch."""
+        if shuffle:
+            order = torch.randperm(self.size, generator=torch.Generator().manual_seed(seed * 7919 + epoch))
+        else:
+            order = torch.arange(self.size)
+        for i in range(0, self.size, batch):
+            idx = order[i:i + batch]
+            real = len(idx)
+            if real < batch:
+                if not pad:
+                    return
+                idx = torch.cat([idx, idx[:1].repeat(batch - real)])
+            yield {k: v[idx] for k, v in self.arrays.items()}, real
+
+
+def fit(trainer: ReferenceTrainer, lr_at, steps: int | None = None, epochs: int | None = None,
+        data: Dataset | None = None, inputs: dict | None = None, log=None, grads_out: dict | None = None) -> list:
+    """Train: `steps` steps (or `epochs` passes over `data`), the learning rate lr_at(step) (0-based);
+    inputs from `data` (shuffled batches), else the fixed `inputs` (None: seeded random ones).
+    log(row) after every step; grads_out, when given, receives the first step's gradients.
+    Returns the history: one {"step", "epoch", "lr", "loss", <each loss>} per step."""
+    history = []
+    batch = data.check(trainer.net) if data is not None else None
+
+    def one(feed, epoch):
+        k = trainer.steps
+        lr = lr_at(k)
+        named = trainer.step(feed, lr)
+        losses = {n: float(v) for n, v in trainer.losses(named).items()}
+        if grads_out is not None and k == 0:
+            grads_out.update({p: g.detach().clone() for p, g in trainer.gradients(named).items()})
+        row = {"step": k + 1, "epoch": epoch, "lr": lr, "loss": sum(losses.values()), **(
+            {f"loss:{n}": v for n, v in losses.items()} if len(losses) > 1 else {})}
+        if row["loss"] != row["loss"]:
+            raise NetcError(f"the loss became NaN at step {k + 1} (learning rate {lr:g}): lower --lr")
+        history.append(row)
+        if log:
+            log(row)
+
+    if data is None:
+        for _ in range(steps if steps is not None else 1):
+            one(inputs, 0)
+        return history
+    epoch = 0
+    while True:
+        for feed, _ in data.batches(batch, trainer.seed, epoch):
+            if steps is not None and len(history) >= steps:
+                return history
+            one(feed, epoch + 1)
+        epoch += 1
+        if steps is None and epoch >= (epochs or 1):
+            return history
+
+
+def inference_params(inference: Module, params: dict) -> dict:
+    """The parameters an inference program of the same network takes, from a training run's:
+    state that inference does not use is left out, and a batch norm trained on batch statistics
+    is folded with its running statistics into the inference affine (scale' = scale / sqrt(var +
+    eps), shift' = shift - mean * scale')."""
+    declared = {p.attrs["sym_name"] for p in inference.params()}
+    out = {k: v for k, v in params.items() if k in declared}
+    for net in inference.networks():
+        for op in net.regions[0].ops:
+            if op.name != "netc.batch_norm":
+                continue
+            layer = op.attrs.get("name")
+            mean, var = params.get(f"{layer}.running_mean"), params.get(f"{layer}.running_var")
+            refs = op.attrs.get("params") or {}
+            if mean is None or var is None or "scale" not in refs:
+                continue
+            eps = lookup(op.name).attrs_of(op)["epsilon"]
+            s, b = refs["scale"].name, refs["shift"].name
+            scale = params[s] / torch.sqrt(var + eps)
+            out[s], out[b] = scale, params[b] - mean * scale
+    return out
+
+
+def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype=torch.float64) -> dict:
+    """Loss and accuracy of an inference program on every sample of `data` (batches of the
+    network's size; the last one padded, the padding not counted). Accuracy: the argmax of each
+    SoftmaxLoss's logits against its labels."""
+    from .reference import run_reference
+    net = _network(inference, network)
+    batch = data.check(net)
+    losses = [op for op in layers(net) if lookup(op.name) is not None and lookup(op.name).is_loss]
+    soft = [op for op in losses if op.name == "netc.softmax_loss"]
+    total, right, seen = 0.0, 0, 0
+    p = inference_params(inference, params)
+    for feed, real in data.batches(batch, 0, 0, shuffle=False, pad=True):
+        named = run_reference(inference, feed, p, network=net, dtype=dtype, intermediates=True)
+        for op in losses:
+            # the batch mean of the real samples: the losses are means over the batch
+            total += float(named[layer_name(op)]) * real if real == batch else _partial_loss(op, named, real)
+        for op in soft:
+            logits = named[layer_name(op.operands[0].owner)].reshape(batch, -1)[:real]
+            labels = named[layer_name(op.operands[1].owner)][:real]
+            if labels.numel() != real:   # one-hot labels
+                labels = labels.reshape(real, -1).argmax(1)
+            right += int((logits.argmax(1) == labels.reshape(-1).long()).sum())
+        seen += real
+    out = {"samples": seen}
+    if losses:
+        out["loss"] = total / seen
+    if soft:
+        out["accuracy"] = right / (seen * len(soft))
+    return out
+
+
+def _partial_loss(op, named, real) -> float:
+    """A loss's sum over the first `real` samples of a padded batch (its op's reference on them)."""
+    d = lookup(op.name)
+    ins = [named[layer_name(v.owner)][:real] for v in op.operands]
+    return float(d.reference(d.attrs_of(op), ins, {})) * real
+
+
+def plot_history(history: list, path: str, title: str = "") -> None:
+    """The loss per step (and the learning rate) as PNG/SVG/PDF, with matplotlib."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    steps = [r["step"] for r in history]
+    ax.plot(steps, [r["loss"] for r in history], label="training loss", lw=1.2)
+    ax.set_xlabel("step")
+    ax.set_ylabel("loss")
+    ax.set_yscale("log" if min(r["loss"] for r in history) > 0 else "linear")
+    ax.grid(alpha=0.3)
+    ax.set_title(title or "training loss")
+    ax.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path)
+    plt.close(fig)

@@ -1,0 +1,305 @@
+"""Training, part 1: the backward and optimizer passes on the reference executor.
+
+* generated gradients against torch.autograd (float64) and against central finite differences of
+  the forward reference (independent of both netc's rules and autograd);
+* the gradient ops' FLOPs are the forward layers' backward columns, layer by layer;
+* training programs print and re-parse; frozen and immutable parameters do not change; a
+  share_from alias follows its owner;
+* `netc run --train`: the loss goes down, -o/--grads/--history write files, bad flags are errors;
+* the digits example (scikit-learn's bundled 8x8 digits) reaches >= 95% held-out accuracy with SGD
+  and with Adam.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from netc.cli import main
+from netc.explain import layer_rows
+from netc.frontend import load, load_text
+from netc.ir.parser import parse_ir
+from netc.ir.printer import print_ir
+from netc.ops import layer_cost, lookup
+from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc.runtime.reference import run_reference
+from netc.runtime.scale import scale_inputs
+from netc.runtime.train import ReferenceTrainer, check_grads
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+
+
+def training_module(src, batch=None, passes=("backward",), **options):
+    m = load(str(src)) if isinstance(src, Path) else load_text(src, "t.nd")
+    if batch:
+        scale_inputs(m, batch=batch)
+    ctx = PassContext()
+    ctx.options.update(options)
+    PassManager(DEFAULT_PIPELINE + list(passes)).run(m, ctx)
+    return m
+
+
+def inference_module(src, batch=None):
+    m = load(str(src)) if isinstance(src, Path) else load_text(src, "t.nd")
+    if batch:
+        scale_inputs(m, batch=batch)
+    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    return m
+
+
+SMALL = """
+network small {
+  input data: f32[3, 7, 6, 2]
+  input label: i32[3]
+  c1 = Convolution(data) { filter: [3, 2, 2, 4], strides: [1, 2, 1, 1], padding: SAME, activation: relu }
+  p1 = Pooling(c1) { ksize: [1, 2, 2, 1], strides: [1, 1, 2, 1], padding: SAME }
+  c2 = Convolution(p1) { filter: [2, 2, 4, 3], padding: [1, 1], activation: sigmoid }
+  a2 = AvgPool(c2) { ksize: [1, 3, 3, 1], strides: [1, 2, 2, 1], padding: SAME }
+  fc = InnerProduct(a2) { num_outputs: 5, activation: tanh }
+  out = InnerProduct(fc) { num_outputs: 4 }
+  loss = SoftmaxLoss(out, label)
+}
+"""
+
+
+# -- gradients against two independent oracles ----------------------------------------------------
+
+@pytest.mark.parametrize("src", [SMALL, EXAMPLES / "lenet.nd", EXAMPLES / "digits.nd"], ids=["small", "lenet", "digits"])
+def test_generated_gradients_equal_autograd(src):
+    m = training_module(src, batch=2 if isinstance(src, Path) else None)
+    rows = check_grads(m, seed=3)
+    assert rows and all(r["rel_error"] <= 1e-10 for r in rows), rows
+    assert all(r["max_abs"] > 0 for r in rows)   # every gradient matters in the comparison
+
+
+def _loss_at(module, params, feed):
+    out = run_reference(module, feed, params, intermediates=True)
+    return float(out["loss"])
+
+
+@pytest.mark.parametrize("src", [SMALL, EXAMPLES / "lenet.nd"], ids=["small", "lenet"])
+def test_gradients_equal_finite_differences(src):
+    """--grads against central differences of the forward reference (float64), a few entries of
+    every parameter."""
+    batch = 2 if isinstance(src, Path) else None
+    m = training_module(src, batch)
+    inf = inference_module(src, batch)
+    tr = ReferenceTrainer(m, seed=1)
+    feed = {k: v for k, v in tr.feed(None, lr=0.0).items() if k in ("data", "label")}
+    params = {k: v.clone() for k, v in tr.params.items()}
+    grads = tr.gradients(tr.step(feed, lr=0.0))
+    rng = np.random.default_rng(0)
+    h = 1e-6
+    for name, g in grads.items():
+        for _ in range(3):
+            idx = tuple(int(rng.integers(0, s)) for s in g.shape)
+            plus = {k: v.clone() for k, v in params.items()}
+            minus = {k: v.clone() for k, v in params.items()}
+            plus[name][idx] += h
+            minus[name][idx] -= h
+            fd = (_loss_at(inf, plus, feed) - _loss_at(inf, minus, feed)) / (2 * h)
+            assert abs(fd - float(g[idx])) <= 1e-6 * max(1.0, abs(fd)), (name, idx, fd, float(g[idx]))
+
+
+def test_gradient_flops_are_the_backward_columns():
+    """Per forward layer: its gradient ops' FLOPs = its backward-filter FLOPs, plus its
+    backward-data FLOPs where the program computes a data gradient."""
+    m = training_module(SMALL)
+    net = m.networks()[0]
+    ops = net.regions[0].ops
+    by_layer = {}
+    for op in ops:
+        if "grad_of" in op.attrs and lookup(op.name) is not None:
+            by_layer.setdefault(op.attrs["grad_of"], []).append(op)
+    checked = 0
+    for op in ops:
+        if op.name in ("netc.input", "netc.output") or "grad_of" in op.attrs:
+            continue
+        layer = op.attrs["name"]
+        c, _ = layer_cost(op)
+        grads = by_layer.get(layer, [])
+        data = any(g.attrs["name"].endswith(("grad_data",)) or g.name in ("netc.maxpool_grad", "netc.avgpool_grad",
+                                                                             "netc.conv2d_grad_data",
+                                                                             "netc.inner_product_grad_data")
+                   for g in grads)
+        want = c.flops_bwd_filter + (c.flops_bwd_data if data else 0)
+        got = sum(layer_cost(g)[0].flops_fwd for g in grads)
+        if op.name == "netc.softmax_loss":
+            want = c.flops_bwd_data
+        assert got == pytest.approx(want, rel=1e-12), (layer, got, want)
+        checked += 1
+    assert checked >= 7
+    rows = layer_rows(m, net)
+    assert {r["phase"] for r in rows} == {"forward", "backward"}
+
+
+def test_training_programs_print_and_reparse():
+    for src in (SMALL, EXAMPLES / "lenet.nd"):
+        m = training_module(src, passes=("backward", "optimizer"), optimizer={"name": "adam", "clip_norm": 1.0})
+        text = print_ir(m)
+        assert print_ir(parse_ir(text, "t.mlir")) == text
+        assert '"netc.adam_update"' in text and "%conv" in text or "%c1" in text
+
+
+def test_gradient_names_and_locations():
+    m = training_module(EXAMPLES / "lenet.nd")
+    net = m.networks()[0]
+    by = {op.attrs.get("name"): op for op in net.regions[0].ops}
+    assert net.attrs["gradients"]["conv1.weight"] == "conv1.weight.grad"
+    g = by["conv1.weight.grad"]
+    assert g.name == "netc.conv2d_grad_filter" and g.loc == by["conv1"].loc and g.attrs["grad_of"] == "conv1"
+    assert by["pool1.grad"].name == "netc.conv2d_grad_data"      # the gradient reaching pool1, from conv2
+    assert "data.grad" not in by                                  # inputs get none
+
+
+# -- freezing, immutability, sharing ---------------------------------------------------------------
+
+def test_frozen_and_immutable_parameters_do_not_change():
+    src = SMALL.replace("fc = InnerProduct(a2) { num_outputs: 5, activation: tanh }",
+                        "fc = InnerProduct(a2) { num_outputs: 5, activation: tanh, "
+                        "params: { weight: { name: fcw, immutable: true } } }")
+    m = training_module(src, passes=("backward", "optimizer"), backward={"freeze": ["c1"]},
+                        optimizer={"name": "momentum"})
+    net = m.networks()[0]
+    assert set(net.attrs["gradients"]) == {"c2.weight", "c2.bias", "fc.bias", "out.weight", "out.bias"}
+    assert not any(op.attrs.get("name", "").startswith(("c1.", "p1.")) for op in net.regions[0].ops
+                   if "grad_of" in op.attrs)          # nothing before the frozen layer is differentiated
+    tr = ReferenceTrainer(m, seed=0)
+    before = {k: v.clone() for k, v in tr.params.items()}
+    for _ in range(3):
+        tr.step(lr=0.1)
+    for k in ("c1.weight", "c1.bias", "fcw"):
+        assert torch.equal(before[k], tr.params[k]), k
+    for k in ("c2.weight", "out.bias"):
+        assert not torch.equal(before[k], tr.params[k]), k
+
+
+def test_share_from_alias_follows_its_owner():
+    src = """
+    network tied {
+      input x: f32[4, 6]
+      input y: f32[4, 6]
+      enc = InnerProduct(x) { num_outputs: 3, params: { weight: w, bias: b1 } }
+      dec = InnerProduct(enc) { num_outputs: 6, params: { weight: { name: wt, share_from: w }, bias: b2 } }
+      loss = EuclideanLoss(dec, y)
+    }"""
+    m = training_module(src, passes=("backward", "optimizer"))
+    assert set(m.networks()[0].attrs["gradients"]) == {"w", "b1", "b2"}   # the alias's goes to its owner
+    assert all(r["rel_error"] < 1e-10 for r in check_grads(training_module(src)))
+    tr = ReferenceTrainer(m, seed=0)
+    tr.step(lr=0.5)
+    assert torch.equal(tr.params["wt"], tr.params["w"].reshape(3, 6))
+
+
+def test_losses_go_down_on_fixed_inputs():
+    m = training_module(SMALL, passes=("backward", "optimizer"), optimizer={"name": "adam"})
+    tr = ReferenceTrainer(m, seed=0)
+    losses = [float(tr.losses(tr.step(lr=0.02))["loss"]) for _ in range(40)]
+    assert losses[-1] < 0.5 * losses[0]
+
+
+# -- the command line --------------------------------------------------------------------------------
+
+def run_cli(argv, capsys):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_run_train_writes_parameters_gradients_and_history(tmp_path, capsys):
+    p, g, h = tmp_path / "p.npz", tmp_path / "g.npz", tmp_path / "h.json"
+    rc, out, err = run_cli(["run", str(EXAMPLES / "lenet.nd"), "--train", "--batch", "4", "--steps", "5",
+                            "--optimizer", "momentum", "--lr", "0.005", "-o", str(p), "--grads", str(g),
+                            "--history", str(h)], capsys)
+    assert rc == 0, err
+    assert out.count("loss") >= 5 and "trained 5 steps" in out
+    hist = json.loads(h.read_text())
+    assert [r["step"] for r in hist] == [1, 2, 3, 4, 5] and hist[-1]["loss"] < hist[0]["loss"]
+    params, grads = np.load(p), np.load(g)
+    assert "conv1.weight" in params.files and "conv1.weight.velocity" in params.files
+    assert sorted(grads.files) == sorted(["conv1.weight", "conv1.bias", "conv2.weight", "conv2.bias", "ip1.weight",
+                                          "ip1.bias", "ip2.weight", "ip2.bias"])
+    # training again from the written parameters continues where it stopped
+    rc, out2, err = run_cli(["run", str(EXAMPLES / "lenet.nd"), "--train", "--batch", "4", "--steps", "1",
+                             "--optimizer", "momentum", "--lr", "0.05", "--params", str(p)], capsys)
+    assert rc == 0, err
+
+
+def test_run_check_grads(capsys):
+    rc, out, err = run_cli(["run", str(EXAMPLES / "lenet.nd"), "--check-grads", "--batch", "2"], capsys)
+    assert rc == 0, err
+    assert "conv1.weight" in out and "worst relative error" in out and "(ok" in out
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--steps", "3"], "add --train"),
+    (["--train", "--epochs", "2"], "--epochs counts passes over --data"),
+    (["--train", "--steps", "0"], "positive"),
+    (["--train", "--target", "interp"], "reference executor"),
+    (["--train", "--freeze", "nothing_like_this"], "names no parameter or layer"),
+    (["--train", "--plot", "x.txt"], "PNG, SVG or PDF"),
+])
+def test_run_train_bad_flags(argv, message, capsys):
+    rc, out, err = run_cli(["run", str(EXAMPLES / "lenet.nd"), "--batch", "2", *argv], capsys)
+    assert rc == 1 and message in err, err
+
+
+def test_data_that_does_not_fit_is_an_error(tmp_path, capsys):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, data=np.zeros((10, 5, 5, 1), np.float32), label=np.zeros(10, np.int32))
+    rc, out, err = run_cli(["run", str(EXAMPLES / "digits.nd"), "--train", "--data", str(bad)], capsys)
+    assert rc == 1 and "samples of 'data' have shape [5, 5, 1]" in err
+
+
+# -- real data: scikit-learn's digits -------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def digits(tmp_path_factory):
+    pytest.importorskip("sklearn", reason="the digits example needs scikit-learn (pip install 'netc[data]')")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("digits_data", EXAMPLES / "digits_data.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    d = tmp_path_factory.mktemp("digits")
+    assert mod.main(["-o", str(d / "digits")]) == 0
+    return d / "digits_train.npz", d / "digits_test.npz"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("optimizer, lr, epochs", [("sgd", "0.2", "15"), ("adam", "0.003", "10")])
+def test_digits_reach_95_percent(digits, optimizer, lr, epochs, tmp_path, capsys):
+    train, test = digits
+    rc, out, err = run_cli(["run", str(EXAMPLES / "digits.nd"), "--train", "--data", str(train), "--eval", str(test),
+                            "--optimizer", optimizer, "--lr", lr, "--epochs", epochs,
+                            "--history", str(tmp_path / "h.json")], capsys)
+    assert rc == 0, err
+    acc = float(out.split("accuracy ")[1].split("%")[0])
+    assert acc >= 95.0, out
+    hist = json.loads((tmp_path / "h.json").read_text())
+    assert hist[-1]["loss"] < 0.3 * hist[0]["loss"]
+
+
+def test_docs_show_the_current_lenet_training_program(capsys, update_goldens):
+    """docs/training.md prints LeNet's training program; it must be what netc prints now
+    (`make golden` rewrites it after a deliberate change)."""
+    doc_path = ROOT / "docs" / "training.md"
+    doc = doc_path.read_text()
+    import os
+    cwd = os.getcwd()
+    os.chdir(ROOT)   # (the printed source path is relative to the repository)
+    try:
+        rc, out, err = run_cli(["opt", "examples/lenet.nd", "--train", "--optimizer", "momentum", "--no-locs"], capsys)
+    finally:
+        os.chdir(cwd)
+    assert rc == 0, err
+    a = doc.index("<!-- lenet-training-program -->")
+    b = doc.index("<!-- end -->", a)
+    want = "<!-- lenet-training-program -->\n```mlir\n" + out + "```\n"
+    if update_goldens:
+        doc_path.write_text(doc[:a] + want + doc[b:])
+        return
+    assert doc[a:b] == want, "docs/training.md shows an outdated training program: run `make golden`"
