@@ -776,6 +776,18 @@ def _run_train(args, diag):
     inputs.update(io.parse_input_specs(args.input))
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
+    carried = {}
+    if params:
+        # a file written by training another network of the same file (a GAN's other half) holds
+        # that network's optimizer state too: carried through to -o untouched, not an error
+        declared = {p.attrs["sym_name"] for p in module.params()}
+        carried = {k: v for k, v in params.items() if k not in declared}
+        params = {k: v for k, v in params.items() if k in declared}
+        if carried:
+            shown = ", ".join(sorted(carried)[:6]) + (", ..." if len(carried) > 6 else "")
+            diag.warning(f"--params: {len(carried)} tensor{'s' if len(carried) != 1 else ''} of {args.params} "
+                         f"{'are' if len(carried) != 1 else 'is'} not in this training program (another network's "
+                         f"state?), kept as they are{' in -o' if args.output else ''}: {shown}")
     if args.check_grads:
         rows = check_grads(module, net, inputs or None, params, seed=args.seed)
         width = max(len(r["param"]) for r in rows)
@@ -835,8 +847,12 @@ def _run_train(args, diag):
     if args.plot:
         _plot(args.plot, lambda path: plot_history(history, path, f"training {net.attrs['sym_name']}"))
     if args.output:
-        io.save_npz(args.output, {k: v for k, v in trainer.params.items()})
-        sys.stderr.write(f"wrote {args.output} ({len(trainer.params)} parameters and state tensors)\n")
+        # what the file gave and this program does not train (the other network's parameters and
+        # state), then everything this program holds, updated
+        given = {**carried, **(params or {})}
+        written = {**given, **{k: v for k, v in trainer.params.items()}}
+        io.save_npz(args.output, written)
+        sys.stderr.write(f"wrote {args.output} ({len(written)} parameters and state tensors)\n")
     return 0
 
 

@@ -303,3 +303,25 @@ def test_docs_show_the_current_lenet_training_program(capsys, update_goldens):
         doc_path.write_text(doc[:a] + want + doc[b:])
         return
     assert doc[a:b] == want, "docs/training.md shows an outdated training program: run `make golden`"
+
+
+def test_gan_trains_alternately_with_shared_discriminator(tmp_path, capsys):
+    """examples/gan.nd: the generator network trains with the discriminator's parameters frozen,
+    then the discriminator network alone from what that wrote; parameters shared by name are one
+    tensor, and each round carries the other network's parameters and state along."""
+    g, d = tmp_path / "g.npz", tmp_path / "d.npz"
+    gan = str(EXAMPLES / "gan.nd")
+    rc, out, err = run_cli(["run", gan, "--train", "--network", "gan_g", "--freeze", "d_*", "--steps", "3",
+                            "--optimizer", "adam", "--lr", "0.01", "-o", str(g)], capsys)
+    assert rc == 0, err
+    rc, out, err = run_cli(["run", gan, "--train", "--network", "gan_d", "--steps", "3", "--optimizer", "adam",
+                            "--lr", "0.01", "--params", str(g), "-o", str(d)], capsys)
+    assert rc == 0, err
+    assert "not in this training program" in err          # the generator's Adam state, carried along
+    G, D = np.load(g), np.load(d)
+    init = ReferenceTrainer(training_module(EXAMPLES / "gan.nd", backward={"networks": ["gan_g"]}), "gan_g").params
+    assert np.array_equal(G["d_fc1_w"], init["d_fc1_w"].float().numpy())        # frozen in round one
+    assert not np.array_equal(G["gan_g.gen_hidden.weight"], init["gan_g.gen_hidden.weight"].float().numpy())
+    assert np.array_equal(D["gan_g.gen_hidden.weight"], G["gan_g.gen_hidden.weight"])  # untouched in round two
+    assert not np.array_equal(D["d_fc1_w"], G["d_fc1_w"])
+    assert set(G.files) <= set(D.files)                    # nothing of round one is lost
