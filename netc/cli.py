@@ -82,6 +82,9 @@ def _training(p, run: bool = False):
                    help="a network without a loss gets one on its output, fed by a new input 'label'")
     t.add_argument("--loss-on", default=None, metavar="LAYER",
                    help="with --loss: the layer the loss goes on (default: the network's one output)")
+    t.add_argument("--train-network", default=None, metavar="NAME",
+                   help="differentiate this network only (default: every network with a loss; `run` also "
+                        "takes --network)")
     if not run:
         return
     t.add_argument("--lr", type=float, default=None, metavar="LR", help="learning rate (default 0.01, or the file's "
@@ -108,15 +111,18 @@ def training_passes(args, ctx, gradients_only: bool = False, listed=()) -> list:
     if not (getattr(args, "train", False) or getattr(args, "check_grads", False)
             or any(n in ("backward", "optimizer") for n in listed)):
         given = [f"--{f.replace('_', '-')}" for f in ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze",
-                                                      "loss", "loss_on") if getattr(args, f, None) not in (None, [], False)]
+                                                      "loss", "loss_on", "train_network")
+                 if getattr(args, f, None) not in (None, [], False)]
         if given:
             raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
         return []
     if args.loss_on and not args.loss:
         raise NetcError("--loss-on names the layer for --loss: give --loss softmax|euclidean too")
     ctx.options["backward"] = {"freeze": [n.strip() for f in args.freeze for n in f.split(",") if n.strip()],
-                               "loss": args.loss, "loss_on": args.loss_on, "networks": [args.network] if getattr(args, "network", None)
-                               and getattr(args, "cmd", "") == "run" else None}
+                               "loss": args.loss, "loss_on": args.loss_on,
+                               "networks": [args.train_network] if args.train_network else (
+                                   [args.network] if getattr(args, "network", None) and getattr(args, "cmd", "") == "run"
+                                   else None)}
     ctx.options["optimizer"] = {k: v for k, v in (("name", args.optimizer), ("momentum", args.momentum),
                                                   ("weight_decay", args.weight_decay),
                                                   ("clip_norm", args.clip_norm)) if v is not None}
