@@ -15,6 +15,43 @@ matplotlib load slowly):
     codegen                            lowering, tuning, the C launcher, the .so
     runtime                            the reference executor, the .so from Python, the interpreter target
     costmodel, explain, export, profile   reports, Paleo's model, writers, profiles
+    api                                the Python API: layers as expressions, parameters, train/test/infer
     cli                                the `netc` command
+
+The Python API is reached from here lazily (PEP 562): `import netc` stays light (the CLI imports it,
+and a warm `netc compile` must not import torch), and `netc.layer`, `netc.train`, ... import netc.api
+on first use.
 """
 __version__ = "0.1.0"
+
+# name -> (module of netc.api, attribute or None for the module itself)
+_LAZY = {
+    "layer": ("layer", None),
+    "parameters": ("parameters", None),
+    "optimizer": ("optimizer", None),
+    "reader": ("reader", None),
+    "event": ("event", None),
+    "plot": ("plot", None),
+    "train": ("trainer", "train"),
+    "test": ("trainer", "test"),
+    "infer": ("trainer", "infer"),
+    "load": ("topology", "load"),
+    "Topology": ("topology", "Topology"),
+    "ParamAttr": ("layer", "ParamAttr"),
+    "NetBuilder": ("netbuilder", "NetBuilder"),
+}
+
+
+def __getattr__(name):
+    spec = _LAZY.get(name)
+    if spec is None:
+        raise AttributeError(f"module 'netc' has no attribute '{name}'")
+    from . import api   # the top layer; importing it is what this hook is for
+    module = getattr(api, spec[0])
+    value = module if spec[1] is None else getattr(module, spec[1])
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(list(globals()) + list(_LAZY))

@@ -7,6 +7,15 @@ import shutil
 
 import pytest
 
+# One thread per test process: `make test` runs one xdist worker per core, and torch's own thread
+# pool on top of that oversubscribes the cores (its tiny ops then slow down 10x and more).
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+def pytest_configure(config):
+    import torch
+    torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+
 
 def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", default=False,

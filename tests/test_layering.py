@@ -22,6 +22,7 @@ LAYERS = [
     ("codegen",),
     ("runtime",),
     ("costmodel", "explain", "export", "profile"),
+    ("api",),
     ("cli", "__main__"),
 ]
 LEVEL = {name: i for i, names in enumerate(LAYERS) for name in names}
