@@ -718,6 +718,8 @@ def cmd_run(args, diag):
         inputs[k] = v
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
+    if params:
+        params = _inference_params(module, params, args.params, diag)
     failed = []
     if target == "interp":
         outs, failed = _run_interp(module, args, inputs or None, params, precision)
@@ -1085,6 +1087,18 @@ def _packer(given, seed):
         return None
     from .runtime.params import pack
     return lambda layout: pack(layout, given, seed)
+
+
+def _inference_params(module, params, path, diag):
+    """--params written by `netc run --train -o`: its optimizer state and running statistics are
+    left out (and batch norms folded with the statistics), with a note."""
+    from .runtime.train import params_for_inference
+    params, dropped = params_for_inference(module, params)
+    if dropped:
+        diag.warning(f"--params: {path} holds training state, left out for inference: {len(dropped)} tensor"
+                     f"{'s' if len(dropped) != 1 else ''} ({', '.join(sorted(dropped)[:4])}"
+                     f"{', ...' if len(dropped) > 4 else ''}); batch norms use their running statistics")
+    return params
 
 
 def _embedded_params(args):

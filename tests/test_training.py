@@ -325,3 +325,23 @@ def test_gan_trains_alternately_with_shared_discriminator(tmp_path, capsys):
     assert np.array_equal(D["gan_g.gen_hidden.weight"], G["gan_g.gen_hidden.weight"])  # untouched in round two
     assert not np.array_equal(D["d_fc1_w"], G["d_fc1_w"])
     assert set(G.files) <= set(D.files)                    # nothing of round one is lost
+
+
+def test_trained_parameters_run_inference(tmp_path, capsys):
+    """What `--train -o` writes runs the inference program: optimizer state and running statistics
+    are left out with a warning, batch norms folded with their running statistics."""
+    p = tmp_path / "p.npz"
+    rc, out, err = run_cli(["run", str(EXAMPLES / "gan.nd"), "--train", "--network", "gan_g", "--steps", "2",
+                            "--optimizer", "adam", "-o", str(p)], capsys)
+    assert rc == 0, err
+    rc, out, err = run_cli(["run", str(EXAMPLES / "gan.nd"), "--reference", "--params", str(p), "--network", "gan_g"],
+                           capsys)
+    assert rc == 0, err
+    assert "holds training state, left out for inference" in err and "gen_sample" in out
+    from netc.runtime.train import inference_params
+    inf = inference_module(EXAMPLES / "gan.nd")
+    z = {k: torch.from_numpy(v) for k, v in np.load(p).items()}
+    folded = inference_params(inf, z)
+    s, m, v = z["gan_g.gen_hidden_bn.scale"], z["gen_hidden_bn.running_mean"], z["gen_hidden_bn.running_var"]
+    torch.testing.assert_close(folded["gan_g.gen_hidden_bn.scale"], s / torch.sqrt(v + 1e-5))
+    torch.testing.assert_close(folded["gan_g.gen_hidden_bn.shift"], z["gan_g.gen_hidden_bn.shift"] - m * s / torch.sqrt(v + 1e-5))

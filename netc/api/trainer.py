@@ -310,17 +310,12 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
 
     def program(n):
         if n not in programs:
-            try:
-                with user_errors(loc):
-                    module = top.module(n, ("backward", "optimizer"),
-                                        {"backward": {"freeze": freeze}, "optimizer": optimizer.options})
-            except Error as e:      # the backward pass speaks of the command line's flags
-                for d in e.diagnostics:
-                    d.message = d.message.replace("--freeze '", "immutable_parameters '").replace(
-                        "add a loss layer (SoftmaxLoss, EuclideanLoss) or run with --loss softmax|euclidean, which "
-                        "appends one to the network's output", "train a cost (netc.layer.softmax_loss, euclidean, "
-                        "rank_cost), not its outputs")
-                raise
+            with user_errors(loc):
+                module = top.module(n, ("backward", "optimizer"),
+                                    {"backward": {"freeze": freeze, "freeze_name": "immutable_parameters",
+                                                  "no_loss_hint": "train a cost (netc.layer.softmax_loss, euclidean, "
+                                                                  "rank_cost), not its outputs"},
+                                     "optimizer": optimizer.options})
             with user_errors(loc):
                 net = next(x for x in module.networks() if "gradients" in x.attrs)
                 given = _given(module, parameters, top, loc)

@@ -27,7 +27,8 @@ documented in ops/registry.py). What it decides, and how:
 * Learning rules that are no derivative (OpDef.learning_rule: RBMs' contrastive divergence) give
   their parameters' update directions the same way.
 
-Options (ctx.options["backward"]): freeze (list of names/patterns), outputs (names of outputs to
+Options (ctx.options["backward"]): freeze (list of names/patterns; freeze_name: what the caller
+calls it in messages, default "--freeze"; no_loss_hint: the advice for a network without a loss), outputs (names of outputs to
 differentiate instead of the losses), networks (the networks to differentiate; default every
 network with a loss), loss ("softmax" or "euclidean": append that loss, fed by a new `label`
 input, to a network that has none) and loss_on (the layer it goes on; default the output).
@@ -140,7 +141,7 @@ class Backward(Pass):
     def run(self, module, ctx):
         opts = ctx.options.get("backward", {})
         params = {p.attrs["sym_name"]: p for p in module.params()}
-        frozen = resolve_freeze(module, opts.get("freeze") or [], ctx.diag)
+        frozen = resolve_freeze(module, opts.get("freeze") or [], ctx.diag, opts.get("freeze_name", "--freeze"))
         wanted = opts.get("networks")
         nets = module.networks()
         if wanted:
@@ -160,10 +161,10 @@ class Backward(Pass):
                 continue
             if not losses:
                 if wanted or len(module.networks()) == 1:
-                    ctx.diag.error(f"network '{net.attrs['sym_name']}' has no loss to train: add a loss layer "
-                                   f"(SoftmaxLoss, EuclideanLoss) or run with --loss softmax|euclidean, which "
-                                   f"appends one to the network's output", net.loc,
-                                   width=len(net.attrs["sym_name"]))
+                    ctx.diag.error(f"network '{net.attrs['sym_name']}' has no loss to train: "
+                                   + opts.get("no_loss_hint", "add a loss layer (SoftmaxLoss, EuclideanLoss) or run "
+                                              "with --loss softmax|euclidean, which appends one to the network's "
+                                              "output"), net.loc, width=len(net.attrs["sym_name"]))
                 continue
             if self._differentiate(module, net, losses, params, frozen, ctx):
                 done += 1
@@ -172,6 +173,7 @@ class Backward(Pass):
 
     # ------------------------------------------------------------------------------------------
     def _differentiate(self, module, net, losses, params, frozen, ctx) -> bool:
+        opts = ctx.options.get("backward", {})
         body = net.regions[0].ops
         fwd = [op for op in body if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
         prog = _Program(module, net, {op.attrs.get("name") for op in body if op.attrs.get("name")}, [])
@@ -219,7 +221,7 @@ class Backward(Pass):
                                op.loc, width=len(op.attrs.get("name") or "x"))
             d.note(f"it lies between the loss{'es' if len(losses) > 1 else ''} "
                    f"{', '.join(repr(o.attrs.get('name')) for o, _ in losses)} and trainable parameters; freeze "
-                   f"the parameters before it (--freeze) or remove the layer"
+                   f"the parameters before it ({opts.get('freeze_name', '--freeze')}) or remove the layer"
                    + (" (netc run --opaque-as-identity trains through unknown layers as the identity)"
                       if op.name == "netc.opaque" else ""))
         if missing:
@@ -412,7 +414,7 @@ def _losses(net, names, diag):
     return [(op, None) for op in body if lookup(op.name) is not None and lookup(op.name).is_loss]
 
 
-def resolve_freeze(module, names, diag) -> set:
+def resolve_freeze(module, names, diag, what: str = "--freeze") -> set:
     """Parameter names frozen by a freeze list: parameter names, layer names (all their parameters)
     or fnmatch patterns over both. An entry that matches nothing is an error."""
     params = [p.attrs["sym_name"] for p in module.params()]
@@ -431,7 +433,7 @@ def resolve_freeze(module, names, diag) -> set:
                 hit |= ps
         if not hit:
             hint = did_you_mean(n, params + [k for k in by_layer if k])
-            raise NetcError(f"--freeze '{n}' names no parameter or layer" + (f"; did you mean '{hint}'?" if hint else "")
+            raise NetcError(f"{what} '{n}' names no parameter or layer" + (f"; did you mean '{hint}'?" if hint else "")
                             + f" (parameters: {', '.join(params[:12])}{', ...' if len(params) > 12 else ''})")
         out |= hit
     return out

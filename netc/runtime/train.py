@@ -279,6 +279,25 @@ def inference_params(inference: Module, params: dict) -> dict:
     return out
 
 
+STATE_SUFFIXES = (".velocity", ".adam_m", ".adam_v", ".adam_step", ".square_avg", ".sum_sq",
+                  ".running_mean", ".running_var")
+
+
+def params_for_inference(inference: Module, given: dict) -> tuple[dict, list]:
+    """A parameter file written by training (`netc run --train -o`), made fit for an inference
+    program of the same network: batch norms folded with their running statistics
+    (inference_params), optimizer state and running statistics left out. Returns (parameters,
+    the names left out). Names that are neither declared nor training state stay, so a misspelled
+    parameter is still reported."""
+    declared = {p.attrs["sym_name"] for p in inference.params()}
+    if all(k in declared for k in given):
+        return dict(given), []
+    folded = inference_params(inference, given)
+    dropped = [k for k in given if k not in declared and k.endswith(STATE_SUFFIXES)]
+    kept = {k: v for k, v in given.items() if k not in declared and k not in dropped}
+    return {**folded, **kept}, dropped
+
+
 def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype=torch.float64) -> dict:
     """Loss and accuracy of an inference program on every sample of `data` (batches of the
     network's size; the last one padded, the padding not counted). Accuracy: the argmax of each
