@@ -19,7 +19,10 @@ these facts in its OpDef (netc/ops/registry.py), the pass never switches on op n
   costs C values). A parameter bound to such a role anywhere stays f32 everywhere; parameters
   that share storage (share_from) take one dtype, f32 if any of them needs it;
 * views and identities (reshape, dropout at inference) keep their operand's dtype, so they stay
-  free aliases of its bytes instead of needing a converting copy.
+  free aliases of its bytes instead of needing a converting copy;
+* in a training program, optimizer state and running statistics (parameters marked `state`: an
+  Adam step count in bf16 would stop counting at 256, its moments would lose small updates) and
+  the program's own inputs (the learning rate) stay f32.
 
 Weights and biases take the requested dtype (a weight is a tensor-core operand; a bias is added
 to the f32 accumulator and rounded with the result anyway). Accumulation is always f32.
@@ -113,7 +116,7 @@ def _set_param_dtypes(module, params: dict, dtype: str) -> None:
         t = p.attrs.get("type")
         if not isinstance(t, TensorType) or not _is_float(t.dtype):
             continue
-        want = "f32" if root(name) in keep_roots else dtype
+        want = "f32" if (root(name) in keep_roots or p.attrs.get("state")) else dtype
         p.attrs["type"] = TensorType(t.shape, want)
 
 
@@ -134,7 +137,10 @@ def _set_value_dtypes(net, dtype: str) -> None:
             else:
                 want = dtype
             r.type = TensorType(t.shape, want)
-        if op.name == "netc.input" and _is_float(op.attrs.get("dtype", "f32")):
+        if op.name == "netc.input" and op.attrs.get("role"):
+            for r in op.results:   # a training program's own inputs (the learning rate) stay as they are
+                r.type = TensorType(r.type.shape, op.attrs.get("dtype", r.type.dtype))
+        elif op.name == "netc.input" and _is_float(op.attrs.get("dtype", "f32")):
             op.attrs["dtype"] = op.results[0].type.dtype
 
 
