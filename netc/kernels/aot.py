@@ -167,6 +167,77 @@ def representative_calls() -> dict:
     }
 
 
+def training_calls() -> dict:
+    """One specialization of every training kernel (gradients, batch norm, dropout, optimizers; each
+    stage of the two-stage ones), described with meta tensors: `python -m netc.kernels.aot --training`."""
+    from . import conv_grad as CG, dropout as D, elementwise as E, loss_grad as LG, norm_grad as NG
+    from . import optim as O, pool_grad as PG
+
+    def m(*shape, dt=torch.float32):
+        return torch.empty(shape, dtype=dt, device="meta")
+
+    f16, bf16 = torch.float16, torch.bfloat16
+    calls = {
+        "conv_grad_data_f32_s2_relu": CG.conv2d_grad_data(m(8, 14, 14, 128), m(3, 3, 64, 128), (8, 28, 28, 64),
+                                                          [1, 2, 2, 1], "SAME", activation="relu",
+                                                          y=m(8, 14, 14, 128), launch=False),
+        "conv_grad_data_bf16": CG.conv2d_grad_data(m(8, 28, 28, 64, dt=bf16), m(3, 3, 32, 64, dt=bf16),
+                                                   (8, 28, 28, 32), launch=False),
+        "deconv_f16_tanh": CG.deconv2d(m(8, 14, 14, 64, dt=f16), m(4, 4, 32, 64, dt=f16), (8, 28, 28, 32),
+                                       [1, 2, 2, 1], "SAME", activation="tanh", launch=False),
+    }
+    for name, call in (("conv_grad_filter_f32_split_bias", CG.conv2d_grad_filter(
+                            m(8, 28, 28, 64), m(8, 28, 28, 128), [3, 3, 64, 128], padding="SAME", bias=True,
+                            split=4, launch=False)),
+                       ("conv_grad_filter_bf16_flat_sigmoid", CG.conv2d_grad_filter(
+                            m(8, 227, 227, 3, dt=bf16), m(8, 55, 55, 64, dt=bf16), [11, 11, 3, 64], [1, 4, 4, 1],
+                            "VALID", activation="sigmoid", y=m(8, 55, 55, 64, dt=bf16), split=1, launch=False)),
+                       ("bias_grad_f16_split", CG.bias_grad(m(64, 7, 7, 96, dt=f16), split=8, launch=False)),
+                       ("batch_stats_split", NG.batch_stats(m(32, 14, 14, 64), split=8, launch=False)),
+                       ("batch_norm_grad_bf16", NG.batch_norm_grad(m(32, 14, 14, 64, dt=bf16), m(64), m(64),
+                                                                   m(32, 14, 14, 64, dt=bf16), m(64), split=4,
+                                                                   launch=False)),
+                       ("adam_f32", O.adam_update([m(300, 20)], [m(300, 20)], m(), adam_m=[m(300, 20)],
+                                                  adam_v=[m(300, 20)], adam_step=[m()], norm=m(), clip_norm=1.0,
+                                                  weight_decay=1e-4, launch=False)),
+                       ("global_norm_bf16", O.global_norm([m(300, 20, dt=bf16)], launch=False))):
+        for i, c in enumerate(call):
+            calls[f"{name}_{i}"] = c
+    calls.update({
+        "ip_grad_data_gemm_f32": CG.inner_product_grad_data(m(64, 500), m(800, 500), (64, 4, 4, 50), launch=False),
+        "maxpool_grad_f32": PG.maxpool_grad(m(8, 55, 55, 96), m(8, 27, 27, 96), [1, 3, 3, 1], [1, 2, 2, 1],
+                                            "VALID", launch=False),
+        "avgpool_grad_bf16_same": PG.avgpool_grad(m(8, 18, 18, 192, dt=bf16), (8, 35, 35, 192), [1, 3, 3, 1],
+                                                  [1, 2, 2, 1], "SAME", launch=False),
+        "upsample2d_grad_f16": PG.upsample2d_grad(m(8, 28, 28, 64, dt=f16), [1, 2, 2, 1], launch=False),
+        "lrn_grad_bf16": NG.lrn_grad(m(8, 27, 27, 96, dt=bf16), m(8, 27, 27, 96, dt=bf16), m(8, 27, 27, 96, dt=bf16),
+                                     5, 1e-4, 0.75, 2.0, launch=False),
+        "batch_norm_train_relu": NG.batch_norm_train(m(32, 14, 14, 64, dt=f16), m(64), m(64), m(64), m(64),
+                                                     activation="relu", launch=False),
+        "running_stats_update": NG.running_stats_update(m(64), m(64), m(64), m(64), 6272, launch=False),
+        "softmax_grad_f32": LG.softmax_grad(m(64, 1000), m(64, 1000), launch=False),
+        "softmax_loss_grad_bf16_i32": LG.softmax_loss_grad(m(64, 1000, dt=bf16), m(64, dt=torch.int32), m(),
+                                                           launch=False),
+        "softmax_loss_grad_onehot": LG.softmax_loss_grad(m(64, 10), m(64, 10), launch=False),
+        "euclidean_loss_grad_f16": LG.euclidean_loss_grad(m(64, 2, dt=f16), m(64, 2, dt=f16), m(), 1, launch=False),
+        "dropout_mask": D.dropout_mask(m(dt=torch.int64), (64, 4096), 0.5, 123456789, launch=False),
+        "dropout_seeded_bf16": D.dropout_seeded(m(64, 4096, dt=bf16), m(dt=torch.int64), 0.5, 7, launch=False),
+        "activation_grad_chain_bf16": E.elementwise_chain(
+            m(8, 14, 14, 64, dt=bf16), [("relu_grad", m(8, 14, 14, 64, dt=bf16)), ("sigmoid_grad", m(8, 14, 14, 64)),
+                                        ("tanh_grad", m(8, 14, 14, 64)), ("leaky_relu_grad", m(8, 14, 14, 64), 0.1)],
+            launch=False),
+        "pad_dim_f32": E.pad_dim(m(8, 7, 7, 64), 3, 32, 16, launch=False),
+        "elementwise_max_grad_3": E.elementwise_max_grad([m(8, 100), m(8, 100), m(8, 100)], m(8, 100), 1,
+                                                         launch=False),
+        "sgd_nesterov_f16": O.sgd_update([m(300, 20, dt=f16)], [m(300, 20, dt=f16)], m(), velocity=[m(300, 20)],
+                                         momentum=0.9, nesterov=True, launch=False)[0],
+        "rmsprop_singa": O.rmsprop_update([m(300, 20)], [m(300, 20)], m(), square_avg=[m(300, 20)],
+                                          clip_low=-1.0, clip_high=1.0, convention="singa", launch=False)[0],
+        "adagrad": O.adagrad_update([m(300, 20)], [m(300, 20)], m(), sum_sq=[m(300, 20)], launch=False)[0],
+    })
+    return calls
+
+
 def main(argv=None) -> int:
     import argparse
     import json
@@ -177,9 +248,10 @@ def main(argv=None) -> int:
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--only", nargs="*", help="names from representative_calls()")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of a table")
+    ap.add_argument("--training", action="store_true", help="the training kernels (training_calls()) instead")
     a = ap.parse_args(argv)
     results = {}
-    for name, call in representative_calls().items():
+    for name, call in (training_calls() if a.training else representative_calls()).items():
         if a.only and name not in a.only:
             continue
         t = time.time()
