@@ -345,3 +345,24 @@ def test_trained_parameters_run_inference(tmp_path, capsys):
     s, m, v = z["gan_g.gen_hidden_bn.scale"], z["gen_hidden_bn.running_mean"], z["gen_hidden_bn.running_var"]
     torch.testing.assert_close(folded["gan_g.gen_hidden_bn.scale"], s / torch.sqrt(v + 1e-5))
     torch.testing.assert_close(folded["gan_g.gen_hidden_bn.shift"], z["gan_g.gen_hidden_bn.shift"] - m * s / torch.sqrt(v + 1e-5))
+
+
+@pytest.mark.parametrize("opt", [{"name": "momentum"}, {"name": "adam"}, {"name": "nesterov", "weight_decay": 0.01},
+                                 {"name": "rmsprop"}, {"name": "sgd", "clip_norm": 0.5}], ids=lambda o: o["name"])
+def test_eager_training_baseline_equals_the_reference(opt):
+    """bench/gpu.py's PyTorch baseline (runtime/eager.py EagerTrainer: autograd + torch.optim) and
+    netc's training program on the reference executor take the same three steps (float64)."""
+    from netc.runtime.eager import EagerTrainer
+    m = training_module(EXAMPLES / "lenet.nd", batch=3, passes=("backward", "optimizer"), optimizer=opt)
+    tr = ReferenceTrainer(m, seed=0)
+    params = {k: v for k, v in tr.params.items() if k in {p.attrs["sym_name"] for p in m.params()
+                                                             if not p.attrs.get("state")}}
+    et = EagerTrainer(inference_module(EXAMPLES / "lenet.nd", batch=3), None, params,
+                      m.networks()[0].attrs["optimizer"], dtype=torch.float64)
+    feed = {k: v for k, v in tr.feed(None, 0.0).items() if k in ("data", "label")}
+    for _ in range(3):
+        ref = float(tr.losses(tr.step(feed, lr=0.01))["loss"])
+        got = float(et.step(feed, 0.01))
+        assert got == pytest.approx(ref, rel=1e-10)
+    for k, t in et.params.items():
+        torch.testing.assert_close(t.detach(), tr.params[k], rtol=1e-9, atol=1e-12)

@@ -58,7 +58,9 @@ class EagerNet:
     """net = EagerNet(module, network, params, device, dtype); outputs = net(inputs by name).
     `params`: tensors by parameter sym_name (every one the network uses; aliases may be omitted)."""
 
-    def __init__(self, module, network=None, params: dict | None = None, device="cpu", dtype=torch.float32):
+    def __init__(self, module, network=None, params: dict | None = None, device="cpu", dtype=torch.float32,
+                 training: bool = False):
+        self.training = training
         from .reference import _layers, _name, _network, network_outputs
         self.net = _network(module, network)
         self.dtype, self.device = dtype, torch.device(device)
@@ -85,7 +87,8 @@ class EagerNet:
                 raise NetcError(f"EagerNet: no value for parameter '{n}'")
             t = params[n] if n in params else params[owner].reshape(decl[n].attrs["type"].shape)
             if n not in self.param_tensors:
-                self.param_tensors[n] = t.to(device=self.device, dtype=dtype)
+                self.param_tensors[n] = t if (t.device == self.device and t.dtype == dtype) else \
+                    t.to(device=self.device, dtype=dtype)
             return self.param_tensors[n]
 
         for op in layers:
@@ -106,9 +109,13 @@ class EagerNet:
         a = opdef.attrs_of(op)
         x_shape = op.operands[0].type.shape if op.operands else None
         n = op.name
+        # (training: a weight is rearranged inside the step, where autograd sees it and an update
+        # is seen; inference: once, here)
         if n == "netc.conv2d":
             kh, kw = ps["weight"].shape[0], ps["weight"].shape[1]
-            w = ps["weight"].permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+            w0 = ps["weight"]
+            oihw = lambda: w0.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # noqa: E731
+            w = None if self.training else oihw()
             b = ps.get("bias")
             stride = (a["strides"][1], a["strides"][2])
             pad = _torch_padding(x_shape, kh, kw, a)
@@ -118,10 +125,13 @@ class EagerNet:
                 x = _nchw(x)
                 if explicit is not None:   # asymmetric SAME: pad (or crop) first, as Paleo does
                     x = F.pad(x, explicit)
-                return _nhwc(_act(F.conv2d(x, w, b, stride, pad or 0), a))
+                return _nhwc(_act(F.conv2d(x, w if w is not None else oihw(), b, stride, pad or 0), a))
             return conv
         if n == "netc.inner_product":
-            w, b = ps["weight"].t().contiguous(), ps.get("bias")
+            w0, b = ps["weight"], ps.get("bias")
+            if self.training:
+                return lambda x: _act(F.linear(x.reshape(x.shape[0], -1), w0.t(), b), a)
+            w = w0.t().contiguous()
             return lambda x: _act(F.linear(x.reshape(x.shape[0], -1), w, b), a)
         if n in ("netc.maxpool", "netc.avgpool"):
             kh, kw = a["ksize"][1], a["ksize"][2]
@@ -138,6 +148,9 @@ class EagerNet:
         if n == "netc.concat":
             d = a["dim"]
             return lambda *xs: torch.cat(xs, dim=d)
+        if n == "netc.dropout" and self.training:   # torch's own masks (its RNG, not netc's Philox)
+            p = 1.0 - float(a["dropout_keep_prob"])
+            return lambda x: F.dropout(x, p, training=True)
         if n in ("netc.dropout", "netc.identity"):
             return lambda x: x
         if n == "netc.relu":
@@ -147,9 +160,22 @@ class EagerNet:
             return torch.sigmoid
         if n == "netc.tanh":
             return torch.tanh
+        if n == "netc.batch_norm" and self.training:   # the batch's statistics, over every axis but the last
+            sc, sh, eps = ps["scale"], ps["shift"], float(a["epsilon"])
+            return lambda x: F.batch_norm(x.reshape(-1, x.shape[-1]), None, None, sc, sh, True, 0.0,
+                                          eps).reshape(x.shape)
         if n == "netc.batch_norm":
             sc, sh = ps["scale"], ps["shift"]
             return lambda x: torch.addcmul(sh, x, sc)
+        if n == "netc.softmax_loss":
+            def ce(x, labels):
+                x = x.reshape(x.shape[0], -1)
+                if labels.numel() == x.shape[0] and x.shape[1] != 1:
+                    return F.cross_entropy(x, labels.reshape(-1).long())
+                return -(labels.to(x.dtype).reshape(x.shape) * torch.log_softmax(x, 1)).sum(1).mean()
+            return ce
+        if n == "netc.euclidean_loss":
+            return lambda x, y: 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
         if n == "netc.elementwise":
             f = {"sum": torch.add, "product": torch.mul, "max": torch.maximum}[a["operation"]]
 
@@ -189,3 +215,70 @@ class EagerNet:
         from .reference import random_float_input
         return {name: random_float_input(name, shape, seed)[:batch].to(device=self.device, dtype=self.dtype)
                 for name, _, shape in self.inputs}
+
+
+_OPTIMIZERS = {"sgd": "SGD", "momentum": "SGD", "nesterov": "SGD", "adam": "Adam", "rmsprop": "RMSprop",
+               "adagrad": "Adagrad"}
+
+
+class EagerTrainer:
+    """The PyTorch eager training step a user would write for the same network: the forward as
+    EagerNet in training mode (batch statistics, torch's dropout), the sum of the losses,
+    torch.autograd's backward and a torch.optim step -- the baseline bench/gpu.py times a compiled
+    training step against (and torch.compile of it). Not an oracle.
+
+    trainer = EagerTrainer(inference_module, network, params, optimizer={"name": "adam", ...})
+    loss = trainer.step(inputs, lr)        # parameters (trainer.params) updated in place
+    `optimizer` is a training program's `optimizer` attribute (netc.ops.optim's names and options,
+    the torch convention) or None for plain SGD."""
+
+    def __init__(self, module, network=None, params: dict | None = None, optimizer: dict | None = None,
+                 device="cpu", dtype=torch.float32, frozen=()):
+        from .reference import _network, module_params
+        net = _network(module, network)
+        given = module_params(module, params, 0, dtype, device)
+        decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
+        self.params = {n: t.detach().clone().requires_grad_(n not in frozen and "share_from" not in decl[n].attrs)
+                       for n, t in given.items()}
+        self.net = EagerNet(module, net, self.params, device, dtype, training=True)
+        self.losses = [op.attrs.get("name") for op in net.regions[0].ops
+                       if lookup(op.name) is not None and lookup(op.name).is_loss]
+        if not self.losses:
+            raise NetcError(f"EagerTrainer: network '{net.attrs.get('sym_name')}' has no loss")
+        opt = dict(optimizer or {"name": "sgd"})
+        name = opt.get("name", "sgd")
+        if opt.get("convention", "torch") != "torch" or name not in _OPTIMIZERS:
+            raise NetcError(f"EagerTrainer: no torch.optim counterpart of {opt}")
+        kw = {"lr": 0.0, "weight_decay": float(opt.get("weight_decay", 0.0) or 0.0)}
+        if name in ("momentum", "nesterov"):
+            kw.update(momentum=float(opt.get("momentum", 0.9)), nesterov=name == "nesterov")
+        elif name == "adam":
+            kw.update(betas=(float(opt.get("beta1", 0.9)), float(opt.get("beta2", 0.999))),
+                      eps=float(opt.get("eps", 1e-8)))
+        elif name == "rmsprop":
+            kw.update(alpha=float(opt.get("alpha", 0.99)), eps=float(opt.get("eps", 1e-8)))
+        elif name == "adagrad":
+            kw.update(eps=float(opt.get("eps", 1e-10)))
+        self.clip = float(opt.get("clip_norm", 0.0) or 0.0)
+        trainable = [t for t in self.params.values() if t.requires_grad]
+        self.optimizer = getattr(torch.optim, _OPTIMIZERS[name])(trainable, **kw)
+        self.trainable = trainable
+
+    def loss(self, inputs: dict) -> torch.Tensor:
+        """The forward pass: the sum of the network's losses (outputs EagerNet returns)."""
+        out = self.net(inputs)
+        missing = [n for n in self.losses if n not in out]
+        if missing:
+            raise NetcError(f"EagerTrainer: the loss {missing[0]!r} is not an output of the network")
+        return sum(out[n] for n in self.losses)
+
+    def step(self, inputs: dict, lr: float) -> torch.Tensor:
+        for g in self.optimizer.param_groups:
+            g["lr"] = lr
+        self.optimizer.zero_grad(set_to_none=True)
+        loss = self.loss(inputs)
+        loss.backward()
+        if self.clip:
+            torch.nn.utils.clip_grad_norm_(self.trainable, self.clip)
+        self.optimizer.step()
+        return loss.detach()
