@@ -361,8 +361,8 @@ def test_eager_training_baseline_equals_the_reference(opt):
                       m.networks()[0].attrs["optimizer"], dtype=torch.float64)
     feed = {k: v for k, v in tr.feed(None, 0.0).items() if k in ("data", "label")}
     for _ in range(3):
-        ref = float(tr.losses(tr.step(feed, lr=0.01))["loss"])
-        got = float(et.step(feed, 0.01))
+        ref = float(tr.losses(tr.step(feed, lr=1e-3))["loss"])
+        got = float(et.step(feed, 1e-3))
         assert got == pytest.approx(ref, rel=1e-10)
     for k, t in et.params.items():
         torch.testing.assert_close(t.detach(), tr.params[k], rtol=1e-9, atol=1e-12)
