@@ -327,3 +327,53 @@ def hybrid_table(costs: list, order: list, nested, hybrid_workers: int, batch: i
                  apply_ms=apply(dp), sync_ms=d_sync),
             dict(part="model parallel", layers=len(mp), workers=k, batch=batch * k, fwd_ms=m_fwd, bwd_ms=m_bwd,
                  apply_ms=apply(mp), sync_ms=0.0, fetch_ms=fetch)]
+
+
+# ------------------------------------------------------------------------ communication between workers
+# Latency (alpha) of one message on Paleo's networks, for the alpha-beta model of the per-worker report
+# (netc explain FILE --workers K). Paleo models bandwidth only; these are typical one-way latencies
+# (assumptions, documented in docs/partitioning.md): a cloud network, 10/20 Gbit Ethernet, InfiniBand,
+# PCIe between devices of one machine.
+LATENCY_S = {"aws": 100e-6, "ethernet": 50e-6, "ethernet20": 50e-6, "infiniband": 2e-6, "pcie2": 5e-6, "pcie3": 5e-6}
+
+
+def alpha_beta_s(kind: str, workers: int, nbytes: float, network: Network, ppp_comm: float = 1.0) -> float:
+    """Seconds for one communication of a logical tensor of `nbytes` among `workers` ranks under the
+    alpha-beta model with ring algorithms: a step costs the latency alpha, a byte 1/beta (beta the
+    network's bandwidth times ppp_comm). send/recv: alpha + m/beta; all-gather and reduce-scatter:
+    (n-1) steps moving (n-1)/n of the tensor; all-reduce: both, 2(n-1) steps, 2(n-1)/n; broadcast
+    (pipelined along a ring): (n-1) steps, the tensor once."""
+    a = LATENCY_S.get(network.name, 50e-6)
+    beta = network.bytes_per_s * ppp_comm
+    n = max(workers, 1)
+    if kind in ("send", "recv"):
+        return a + nbytes / beta
+    if n == 1:
+        return 0.0
+    if kind in ("all_gather", "reduce_scatter"):
+        return (n - 1) * a + (n - 1) / n * nbytes / beta
+    if kind == "all_reduce":
+        return 2 * (n - 1) * a + 2 * (n - 1) / n * nbytes / beta
+    if kind == "broadcast":
+        return (n - 1) * a + nbytes / beta
+    raise ValueError(kind)
+
+
+def paleo_comm_ms(kind: str, workers: int, nbytes: float, network: Network, ppp_comm: float = 1.0) -> float:
+    """The same in Paleo's terms, bandwidth only: link(b) = b / (G/8 * 10^9) / ppp_comm; send/recv
+    link(m); all-reduce Paleo's TreeAllReduce, 2 ceil(log2 n) link(m); all-gather and reduce-scatter
+    link((n-1)/n m) (Paleo has no model of them: the ring's bytes); broadcast ceil(log2 n) link(m)."""
+    def link(b):
+        return b / network.bytes_per_s * 1e3 / ppp_comm
+    n = max(workers, 1)
+    if kind in ("send", "recv"):
+        return link(nbytes)
+    if n == 1:
+        return 0.0
+    if kind == "all_reduce":
+        return allreduce_ms("TreeAllReduce", n, nbytes, network, ppp_comm)
+    if kind in ("all_gather", "reduce_scatter"):
+        return link((n - 1) / n * nbytes)
+    if kind == "broadcast":
+        return math.ceil(math.log2(n)) * link(nbytes)
+    raise ValueError(kind)

@@ -438,3 +438,185 @@ def _esc(s: str) -> str:
 
 def dumps(obj) -> str:
     return json.dumps(obj, indent=1)
+
+
+# ------------------------------------------------------------------------------------------------
+# `netc explain FILE --workers K`: the programs of K workers (split-workers) and their communication
+
+_COMM = ("netc.send", "netc.recv", "netc.all_gather", "netc.reduce_scatter", "netc.all_reduce", "netc.broadcast")
+
+
+def rank_networks(module: Module) -> list:
+    return sorted([n for n in module.networks() if "rank" in n.attrs], key=lambda n: n.attrs["rank"])
+
+
+def _itemsize(op) -> int:
+    return DTYPES[op.results[0].type.dtype] if op.results else 4
+
+
+def comm_groups(module: Module):
+    """(point-to-point messages [(src, dst, send op, recv op)], collectives [[member op per rank]]),
+    matched as the runtime matches them: the k-th send from i to j with the k-th recv on j from i, the
+    k-th collective over a group of ranks on each of its ranks."""
+    nets = rank_networks(module)
+    sends, recvs, colls = {}, {}, {}
+    for net in nets:
+        r = net.attrs["rank"]
+        for op in net.regions[0].ops:
+            if op.name == "netc.send":
+                sends.setdefault((r, op.attrs["peer"]), []).append(op)
+            elif op.name == "netc.recv":
+                recvs.setdefault((op.attrs["peer"], r), []).append(op)
+            elif op.name in _COMM:
+                colls.setdefault((tuple(op.attrs["ranks"]), r), []).append(op)
+    p2p = []
+    for (i, j), ss in sorted(sends.items()):
+        for s, rv in zip(ss, recvs.get((i, j), [])):
+            p2p.append((i, j, s, rv))
+    groups = []
+    for ranks in sorted({k[0] for k in colls}):
+        seqs = [colls.get((ranks, r), []) for r in ranks]
+        for members in zip(*seqs):
+            groups.append(list(members))
+    return p2p, groups
+
+
+def workers_report(module: Module, timing=None, network=None) -> dict:
+    """Per worker: its compute ops, their FLOPs, the bytes of the values it makes (activations, the
+    values it receives included), the bytes of the parameters it holds, the bytes it sends (ring
+    algorithms); per pair of workers the point-to-point messages, per collective its logical tensor
+    and every member's wire bytes; each with its predicted time on `network` (alpha-beta ring model
+    and Paleo's bandwidth model), and the totals."""
+    from .costmodel import alpha_beta_s, get_network, paleo_comm_ms
+    net_model = network or get_network("ethernet")
+    ppp = timing.ppp_comm if timing is not None else 1.0
+    nets = rank_networks(module)
+    params = {p.attrs["sym_name"]: p for p in module.params()}
+    ranks = []
+    for net in nets:
+        ops = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+        compute = [op for op in ops if op.name not in _COMM]
+        used = {ref.name for op in ops for ref in (op.attrs.get("params") or {}).values()
+                if hasattr(ref, "name") and ref.name in params and not params[ref.name].attrs.get("state")}
+        row = {"rank": net.attrs["rank"], "network": net.attrs["sym_name"], "ops": len(compute),
+               "comm_ops": len(ops) - len(compute),
+               "flops": sum(layer_cost(op)[0].flops_fwd for op in compute),
+               "activation_bytes": sum(r.type.nbytes for op in ops for r in op.results),
+               "param_bytes": sum(params[n].attrs["type"].nbytes for n in used),
+               "params": sum(params[n].attrs["type"].numel for n in used),
+               "sent_bytes": sum(_wire(op) for op in ops if op.name in _COMM)}
+        if timing is not None:
+            rows = [r for r in layer_rows(module, net) if r["phase"] == "forward"]
+            row["time_fwd_ms"] = annotate_times(rows, layer_costs(module, net), timing)["time_fwd_ms"]
+        ranks.append(row)
+    p2p, groups = comm_groups(module)
+    edges: dict = {}
+    for i, j, s, _ in p2p:
+        m = s.results[0].type.nbytes
+        e = edges.setdefault((i, j), {"from": i, "to": j, "messages": 0, "bytes": 0, "alpha_beta_ms": 0.0,
+                                      "paleo_ms": 0.0, "names": []})
+        e["messages"] += 1
+        e["bytes"] += m
+        e["alpha_beta_ms"] += alpha_beta_s("send", 2, m, net_model, ppp) * 1e3
+        e["paleo_ms"] += paleo_comm_ms("send", 2, m, net_model, ppp)
+        e["names"].append(s.attrs.get("name"))
+    colls = []
+    for members in groups:
+        op = members[0]
+        d = lookup(op.name)
+        a = d.attrs_of(op)
+        n = len(members)
+        m = d.message_bytes(a, [v.type.shape for v in op.operands], op.results[0].type.shape, _itemsize(op))
+        kind = op.name[5:]
+        colls.append({"kind": kind, "name": op.attrs.get("name"), "ranks": list(op.attrs["ranks"]), "bytes": m,
+                      "wire_bytes": [_wire(x) for x in members],
+                      "alpha_beta_ms": alpha_beta_s(kind, n, m, net_model, ppp) * 1e3,
+                      "paleo_ms": paleo_comm_ms(kind, n, m, net_model, ppp)})
+    ev = list(edges.values())
+    total = {"messages": sum(e["messages"] for e in ev), "collectives": len(colls),
+             "bytes": sum(e["bytes"] for e in ev) + sum(c["bytes"] for c in colls),
+             "wire_bytes": sum(r["sent_bytes"] for r in ranks),
+             "alpha_beta_ms": sum(e["alpha_beta_ms"] for e in ev) + sum(c["alpha_beta_ms"] for c in colls),
+             "paleo_ms": sum(e["paleo_ms"] for e in ev) + sum(c["paleo_ms"] for c in colls)}
+    from .costmodel import LATENCY_S
+    return {"workers": len(nets), "network": net_model.name, "gbits": net_model.gbits,
+            "latency_us": LATENCY_S.get(net_model.name, 50e-6) * 1e6, "ppp_comm": ppp,
+            "ranks": ranks, "edges": ev, "collectives": colls, "total": total}
+
+
+def _wire(op) -> int:
+    d = lookup(op.name)
+    return d.comm_bytes(d.attrs_of(op), [v.type.shape for v in op.operands], op.results[0].type.shape, _itemsize(op))
+
+
+def workers_text(rep: dict) -> str:
+    timed = any("time_fwd_ms" in r for r in rep["ranks"])
+    head = ("rank", "ops", "FLOPs", "activations", "parameters", "comm ops", "sent (ring)") + (("fwd ms",) if timed else ())
+    body = [(str(r["rank"]), str(r["ops"]), _num(r["flops"]), _bytes(r["activation_bytes"]), _bytes(r["param_bytes"]),
+             str(r["comm_ops"]), _bytes(r["sent_bytes"])) + ((f"{r['time_fwd_ms']:.4f}",) if timed else ())
+            for r in rep["ranks"]]
+    out = [f"{rep['workers']} workers, one program per rank (split-workers):"]
+    out += _table(head, body)
+    out.append(f"communication over {rep['network']} ({rep['gbits']:g} Gbit/s, latency {rep['latency_us']:g} us, "
+               f"ppp_comm {rep['ppp_comm']:g}); times: alpha-beta ring model | Paleo's bandwidth model")
+    if rep["edges"]:
+        body = [(f"{e['from']} -> {e['to']}", str(e["messages"]), _bytes(e["bytes"]), f"{e['alpha_beta_ms']:.4f}",
+                 f"{e['paleo_ms']:.4f}") for e in rep["edges"]]
+        out += _table(("send/recv", "messages", "bytes", "alpha-beta ms", "Paleo ms"), body)
+    if rep["collectives"]:
+        body = [(c["kind"], c["name"], ",".join(map(str, c["ranks"])), _bytes(c["bytes"]),
+                 _bytes(max(c["wire_bytes"])), f"{c['alpha_beta_ms']:.4f}", f"{c['paleo_ms']:.4f}")
+                for c in rep["collectives"]]
+        out += _table(("collective", "name (rank 0's)", "ranks", "bytes", "wire/rank", "alpha-beta ms", "Paleo ms"), body)
+    t = rep["total"]
+    out.append(f"total: {t['messages']} point-to-point messages and {t['collectives']} collectives, "
+               f"{_bytes(t['bytes'])} logical ({_num(t['bytes'])} bytes), {_bytes(t['wire_bytes'])} sent by all ranks "
+               f"({_num(t['wire_bytes'])} bytes); {t['alpha_beta_ms']:.4f} ms (alpha-beta), {t['paleo_ms']:.4f} ms "
+               f"(Paleo), without overlap")
+    return "\n".join(out) + "\n"
+
+
+def _table(head, body) -> list:
+    w = [max(len(str(x[i])) for x in [head] + body) for i in range(len(head))]
+
+    def fmt(cells):
+        return "  ".join((str(c).rjust(w[i]) if i else str(c).ljust(w[i])) for i, c in enumerate(cells))
+    return [fmt(head), "  ".join("-" * x for x in w)] + [fmt(b) for b in body]
+
+
+def workers_dot(module: Module) -> str:
+    """The per-rank programs in Graphviz DOT: one cluster per worker, its ops and data edges inside,
+    communication between the clusters: send -> recv (bold, red, with the bytes) and each collective's
+    members joined (dashed, blue, with the kind and bytes)."""
+    lines = ["digraph netc {", "  rankdir=TB;", '  graph [fontname="Helvetica"];',
+             '  node [shape=box, fontname="Helvetica", fontsize=10];']
+    nets = rank_networks(module)
+    nid = {}
+    for net in nets:
+        r = net.attrs["rank"]
+        lines.append(f'  subgraph "cluster_rank{r}" {{ label="worker {r}"; style=rounded; color="#4e79a7";')
+        for op in net.regions[0].ops:
+            if op.name in STRUCTURAL_OPS:
+                continue
+            nid[id(op)] = f"{r}:{op.attrs.get('name')}"
+            shape = "x".join(map(str, op.results[0].type.shape or ())) if op.results else ""
+            label = f'{op.attrs.get("name")}\\n{lookup(op.name).type_name} {shape or "scalar" if op.results else ""}'
+            style = ', style=filled, fillcolor="#fde9e7"' if op.name in _COMM else \
+                ', style=filled, fillcolor="#e8f0fe"' if op.name == "netc.input" else ""
+            lines.append(f'    "{_esc(nid[id(op)])}" [label="{_esc(label)}"{style}];')
+        for op in net.regions[0].ops:
+            if id(op) in nid:
+                for v in op.operands:
+                    lines.append(f'    "{_esc(nid[id(v.owner)])}" -> "{_esc(nid[id(op)])}";')
+        lines.append("  }")
+    p2p, groups = comm_groups(module)
+    for i, j, s, rv in p2p:
+        lines.append(f'  "{_esc(nid[id(s)])}" -> "{_esc(nid[id(rv)])}" [color="#e15759", penwidth=2, '
+                     f'label="{_bytes(s.results[0].type.nbytes)}", fontsize=9];')
+    for members in groups:
+        kind = members[0].name[5:]
+        for a, b in zip(members, members[1:]):
+            lines.append(f'  "{_esc(nid[id(a)])}" -> "{_esc(nid[id(b)])}" [dir=none, style=dashed, color="#4e79a7", '
+                         f'label="{kind} {_bytes(members[0].results[0].type.nbytes)}", fontsize=9];')
+    lines.append("}")
+    return "\n".join(lines) + "\n"

@@ -42,7 +42,7 @@ from .errors import Error, error, user_loc
 
 _ORDER = itertools.count()                  # creation order: topological by construction
 _AUTO = defaultdict(lambda: itertools.count(1))
-_COMMON = ("include", "exclude", "partition_dim", "location")
+_COMMON = ("include", "exclude", "partition_dim", "location", "num_partitions")
 _SPLIT = ("splits", "split_index")       # a loaded model-parallel block's copies keep them (their shape rule)
 
 

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..diagnostics import NetcError
+from ..diagnostics import DiagnosticEngine, NetcError
 
 _V2_NODE = re.compile(r"^(\d+)#(.*):(\d+)(?:\.(label|loss|\d+))?$")
 _V1_NODE = re.compile(r"^(.*):(\d\d+)(?:\.(loss|\d+))?$")
@@ -183,6 +183,19 @@ def _scales(param_op) -> tuple:
         if v is not None and float(v) != 1.0:
             out.append(f"{k}: {_num(float(v))}")
     return tuple(out)
+
+
+def _partitioned_nodes(text: str, version: str) -> list:
+    """The nodes of SINGA's partitioned training graph of a written job, in its order (the frontend
+    builds the logical net; the partition pass builds SINGA's graph of K partitions)."""
+    from ..frontend.singa_ir import import_singa, nname
+    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    m = import_singa(text, "<netc export>", diag, version=version)
+    ctx = PassContext(diag=diag, phase="train")
+    PassManager(DEFAULT_PIPELINE).run(m, ctx)
+    graph = next(iter(ctx.notes.get("singa_graph", {}).values()), [])
+    return [nname(n["node"]) for n in graph]
 
 
 def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "train",
@@ -786,10 +799,10 @@ class _Built:
             text = _write(name, layers, K, version, phase)
             try:
                 net = build_singa(text, "train", version=version, file="<netc export>")
+                got_all = [nname(n.name) for n in net.nodes] if K == 1 else _partitioned_nodes(text, version)
             except NetcError as e:
                 d = e.diagnostics[0]
                 raise AssertionError(f"the written SINGA job does not build: {d.loc}: {d.message}") from None
-            got_all = [nname(n.name) for n in net.nodes]
             missing = set(want_all) - set(got_all)
             if missing:
                 raise AssertionError(f"the written SINGA job lacks the nodes {sorted(missing)[:5]}")

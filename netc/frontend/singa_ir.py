@@ -1,9 +1,17 @@
 """SINGA job.conf -> netc IR (back half of the SINGA importer; singa.py is the front half).
 
-singa.py builds the nets SINGA builds (per phase, per partition count K) with SINGA's own node
-names, order and NCHW shapes. This module maps each built net onto netc's *unresolved* IR (layers
-with `parents` name lists), like the Paleo and .nd frontends, so phases, shapes, parameters and
-costs go through netc's normal passes and op definitions.
+singa.py builds the nets SINGA builds (per phase) with SINGA's own node names, order and NCHW
+shapes: the logical net, one partition (nodes '<layer>@0'). This module maps each built net onto
+netc's *unresolved* IR (layers with `parents` name lists), like the Paleo and .nd frontends, so
+phases, shapes, parameters and costs go through netc's normal passes and op definitions.
+
+Partitioning. Every layer records SINGA's `partition_dim` (the layer's, else NetProto's, default
+0), and for a net SINGA builds with K > 1 partitions (the training net, cluster.nworkers_per_group)
+`num_partitions: K`; the module records which construction rules apply (`singa_graph`: "v0.1" or
+"v0.2+"). The `partition` pass (netc/passes/partition.py) then builds SINGA's partitioned graph
+from the IR: the connection layers, K nodes per layer `<layer>:<i>`, the bridges as netc.send /
+netc.recv, SINGA's order, the divided shapes and sliced parameters; so `netc run --workers 1`
+runs the unpartitioned net and `--workers K` any K.
 
 Phases. All three nets (kTrain with K = cluster.nworkers_per_group, kTest and kVal with K = 1) are
 built and merged into one `netc.network`: a layer identical in every phase is written once, the
@@ -50,9 +58,9 @@ Mapping (SINGA type -> netc op):
   kGRU                                 gru {dim_hidden, bias}: (x) on the first unrolled step, (x, the
                                        previous step) after it; all 6 / 9 params bound, in SINGA's
                                        order and layout (z_hx, r_hx, c_hx [h, vdim], ..., z_b, ...)
-  kSplit (model and partition split)   no op: a value may have several users in netc; readers of
+  kSplit (a model split)               no op: a value may have several users in netc; readers of
                                        the split read its source (same shape)
-  kBridgeSrc/kBridgeDst                opaque pass-through {type: kBridgeSrc|kBridgeDst}
+  kBridgeSrc/kBridgeDst                (made by the partition pass: netc.send / netc.recv)
   kConcate                             concat {dim}
   kSlice                               slice {dim, num_slices, index}: one op per blob, `<node>`
                                        (blob 0) and `<node>.<k>`; consumers take blobs in the order
@@ -63,9 +71,9 @@ Mapping (SINGA type -> netc op):
   layers (with a plugin), others
 
 Parameters are bound by SINGA's names (`params: {weight: {name, share_from}}`), so share_from
-and the v0.2+ '0#' names are SINGA's. partition_dim 0 replicas bind the same name (one storage,
-as in SINGA); partition_dim 1 slices are distinct: `<name>:<partition>` for K > 1. A conv
-without a bias param still gets netc's bias (netc's conv2d always has one).
+and the v0.2+ '0#' names are SINGA's. (After the partition pass, partition_dim 0 replicas bind the
+same name, one storage as in SINGA; partition_dim 1 slices are distinct: `<name>:<partition>`.)
+A conv without a bias param still gets netc's bias (netc's conv2d always has one).
 
 Energy models (RBM configs, kRBMVis <-> kRBMHid 2-cycle): the visible node becomes an opaque
 pass-through of its input {type: kRBMVis, energy_model: true, hidden: <hid layer>} and the hidden
@@ -130,6 +138,7 @@ class _Net:
         self.slices: dict[str, list] = {}        # kSlice node -> [name, parent, loc, attrs, [blobs used]]
         self.energy = []
         self.labels: dict[str, str] = {}
+        self.cur = None                          # the node being converted
 
     def ref(self, src: str) -> str | None:
         sl = self.slices.get(src)
@@ -148,14 +157,23 @@ class _Net:
     def add(self, opname, name, parents, loc, **attrs):
         a = {"name": name, "parents": [p for p in parents]}
         a.update(attrs)
+        if self.cur is not None:   # how SINGA partitions it: the partition pass reads these
+            a["partition_dim"] = self.cur.partition_dim
+            if self.net.workers > 1:
+                a["num_partitions"] = self.net.workers
         op = Operation(opname, result_types=[UNRANKED], attrs=a, loc=loc)
         op.attr_locs = {"name": loc}
         self.ops.append(op)
         return op
 
     def input(self, name, shape, dtype, loc, n=None):
-        op = Operation("netc.input", result_types=[UNRANKED], attrs={"name": name, "shape": list(shape),
-                                                                      "dtype": dtype}, loc=loc)
+        n = n or self.cur
+        a = {"name": name, "shape": list(shape), "dtype": dtype}
+        if n is not None:
+            a["partition_dim"] = n.partition_dim
+            if n.conf.get("partition_sizes"):
+                a["partition_sizes"] = list(n.conf["partition_sizes"])
+        op = Operation("netc.input", result_types=[UNRANKED], attrs=a, loc=loc)
         op.attr_locs = {"name": loc, "shape": loc}
         self.ops.append(op)
         return op
@@ -193,7 +211,7 @@ class _Net:
             if lab is None:
                 lab = nname(root.name) + ".label"
                 self.labels[root.name] = lab
-                self.input(lab, [n.shape[0]], "i32", root.loc)
+                self.input(lab, [n.shape[0]], "i32", root.loc, root)
             return lab
         return self.ref(src)
 
@@ -211,6 +229,7 @@ class _Net:
         return self.ops
 
     def node(self, n):
+        self.cur = n
         t, loc, name = n.type, n.loc, nname(n.name)
         base = t[5:] if t.startswith("user:") else t
         srcs = [self.ref(s) for s in n.srcs]
@@ -378,6 +397,8 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
     net.attrs["title"] = f"SINGA {job.version} job ({job.reason})" if job.reason else f"SINGA {job.version} job"
     m = Module([net], loc=loc)
     m.attrs["source"] = file
+    # the partition pass builds SINGA's partitioned graph by these rules: spec 6 (v0.1) or 5.5-5.8 (v0.2+)
+    m.attrs["singa_graph"] = "v0.1" if job.version == "0.1" else "v0.2+"
     opt = singa_optimizer(job, diag)
     if opt is not None:
         m.attrs["optimizer"] = opt

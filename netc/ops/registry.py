@@ -31,7 +31,7 @@ REQUIRED = object()
 
 # Attributes every layer may carry, whatever its op (structure, phases, partitioning).
 COMMON_ATTRS = {"name", "parents", "include", "exclude", "partition_dim", "location", "params",
-                "splits", "split_index", "type"}
+                "splits", "split_index", "type", "num_partitions"}
 
 PHASES = ("train", "val", "test")
 

@@ -16,13 +16,16 @@ from ..ir.core import Module
 from ..ir.printer import print_ir
 # every pass, registered as its module is imported (they import registry.py, never this module)
 from . import (backward, dce, expand_model_parallel, flatten_blocks, fuse, materialize_params,  # noqa: F401
-               opaque_as_identity, optimizer, plan_memory, rematerialize, resolve_names, select_phase, set_dtype,
-               shape_inference)
+               opaque_as_identity, optimizer, partition, plan_memory, rematerialize, resolve_names, select_phase,
+               set_dtype, shape_inference, split_workers)
 from .registry import PASSES, Pass, PassContext, register_pass  # noqa: F401  (re-exported: the passes' API)
 
 # The canonical order. Requested passes run in the order given; prerequisites are inserted.
+# `partition` does nothing (and is not printed) unless a network is to run on K > 1 workers: the
+# file's own (SINGA's nworkers_per_group) or --workers K. `split-workers` (one program per rank)
+# runs on request, after the training passes when there are any.
 DEFAULT_PIPELINE = ["select-phase", "expand-model-parallel", "flatten-blocks", "resolve-names",
-                    "shape-inference", "materialize-params", "dce"]
+                    "shape-inference", "materialize-params", "dce", "partition"]
 
 
 def _banner(p) -> str:
@@ -71,6 +74,9 @@ class PassManager:
         from ..ir.verifier import verify_module
         for n in resolve_pipeline(self.names, module):
             p = PASSES[n]()
+            applies = getattr(p, "applies", None)   # a pass may have nothing to do with these options
+            if applies is not None and not applies(module, ctx):      # (partition with K = 1): skipped, not printed
+                continue
             t0 = time.perf_counter()
             errors_before = ctx.diag.error_count
             with gc_paused():

@@ -186,8 +186,11 @@ def build_singa(path_or_text, phase: str = "train", version: str | None = None, 
                 file: str | None = None, extension_protos=None, plugins: dict | None = None,
                 record_shapes: dict | None = None, fix_share_from: bool = False,
                 diag: DiagnosticEngine | None = None) -> SingaNet:
-    """Build the net SINGA builds for `phase` ('train' | 'test' | 'val', or kTrain/kTest/kVal) with K
-    partitions (default: cluster.nworkers_per_group for train, 1 otherwise).
+    """Build the logical net SINGA builds for `phase` ('train' | 'test' | 'val', or kTrain/kTest/kVal):
+    its graph with one partition (nodes '<layer>@0'). K, the partitions the job asks for (default:
+    cluster.nworkers_per_group for train, 1 otherwise), is recorded as SingaNet.workers; SINGA's
+    partitioned graph (connection layers, bridges, K nodes per layer) is made from the IR by the
+    `partition` pass (netc/passes/partition.py).
 
     path_or_text: a path, the text of a job file, or a SingaJob from read_job.
     plugins: {user_type: UserLayerRule} for user layers (RNNLM_PLUGIN for the rnnlm example).
@@ -208,14 +211,14 @@ def build_singa(path_or_text, phase: str = "train", version: str | None = None, 
                         job.job.get("cluster").at("nworkers_per_group"))
     if not job.job.has("neuralnet"):
         raise NetcError("the job has no 'neuralnet'", Loc(job.file, 1, 1))
-    ctx = _Ctx(job.version, job.file, ph, K, plugins, record_shapes, fix_share_from)
+    ctx = _Ctx(job.version, job.file, ph, 1, plugins, record_shapes, fix_share_from, workers=K)
     if ctx.v1:
         order = _build_v1(ctx, job.job)
     else:
         order = _sort(ctx, _build_v2(ctx, job.job))
     _setup_all(ctx, order)
     nodes = _finish(ctx, order)
-    net = SingaNet(job.file, job.version, ph, K, nodes, ctx.warnings, ctx.non_singa, job.job, job.reason)
+    net = SingaNet(job.file, job.version, ph, 1, nodes, ctx.warnings, ctx.non_singa, job.job, job.reason, workers=K)
     if diag is not None:
         diag.extend(ctx.warnings)
     return net

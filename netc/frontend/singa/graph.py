@@ -1,7 +1,9 @@
-"""SINGA's graph construction, per phase and partition count (spec sections 4-6): the output data
-(SingaNet, SingaNode, SingaParam), user layer rules (the RNNLM example's plugin), layer classes,
-phase filtering, the v0.2+ and v0.1 graph builders (unrolling, sharing, splits, partitions,
-bridges) and Graph::Sort."""
+"""SINGA's graph construction, per phase (spec sections 4-6): the output data (SingaNet, SingaNode,
+SingaParam), user layer rules (the RNNLM example's plugin), layer classes, phase filtering, the
+v0.2+ and v0.1 graph builders (unrolling, sharing, model splits) and Graph::Sort. The graph is the
+logical net's, one partition: SINGA's partitioning (connection layers, K nodes per layer, bridges,
+spec 5.6-5.8) is the `partition` pass's (netc/passes/partition.py), which reads the partition_dim
+and K the IR records; here only v0.1's inability to bridge (B3) is diagnosed, from the config."""
 from __future__ import annotations
 
 from collections import deque
@@ -16,9 +18,8 @@ from .schema import _V_LABEL, Msg
 
 @dataclass
 class SingaParam:
-    """A parameter of a node. With K > 1 every partition's node lists its own params under the same
-    name: for partition_dim 0 they are replicas sharing partition 0's data, for partition_dim 1
-    each partition owns a distinct slice (spec 5.9)."""
+    """A parameter of a node (the logical net's; the partition pass makes partition_dim 1 layers'
+    slices '<name>:<i>' and lets partition_dim 0 replicas share the name, spec 5.9)."""
     name: str                    # SINGA's param name ('0#w1', 'w1', 'conv1@00$' for unnamed v0.1 params)
     shape: list[int]
     share_from: str | None = None  # owner's name (unrolled copies: '0#<name>')
@@ -64,12 +65,15 @@ class SingaNet:
     file: str
     version: str              # '0.1' | '0.2' | '0.3' | 'dev'
     phase: str                # 'kTrain' | 'kTest' | 'kVal'
-    K: int                    # partitions (workers per group)
+    K: int                    # partitions of the built graph: always 1, the logical net (spec 5.6-5.8 are
+                              # the partition pass's)
     nodes: list[SingaNode]    # SINGA's topological (Setup/execution) order
     diagnostics: list[Diagnostic] = field(default_factory=list)  # warnings
     non_singa: list[str] = field(default_factory=list)  # where netc deliberately differs (opt-in fix-ups)
     job: object = None        # the typed JobProto (Msg)
     version_reason: str = ""
+    workers: int = 1          # the partition count the job asks for (cluster.nworkers_per_group for kTrain, or
+                              # build_singa's K): the IR records it as num_partitions, the partition pass uses it
 
     def node(self, name: str) -> SingaNode:
         for n in self.nodes:
@@ -215,8 +219,9 @@ class _SetupError(Exception):
 
 
 class _Ctx:
-    def __init__(self, version, file, phase, K, plugins, record_shapes, fix_share_from):
+    def __init__(self, version, file, phase, K, plugins, record_shapes, fix_share_from, workers=1):
         self.version, self.file, self.phase, self.K = version, file, phase, K
+        self.workers = workers
         self.v1 = version == "0.1"
         self.plugins = plugins or {}
         self.record_shapes = record_shapes or {}
@@ -362,7 +367,6 @@ def _unknown_src(ctx, L, S, loc, kept_names, all_names):
 
 def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
     net = job.get("neuralnet")
-    K = ctx.K
     kept, all_names = _phase_filter(ctx, net)
     _check_types(ctx, kept)
     kept_names = [L.get("name") for L in kept]
@@ -480,99 +484,24 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
         for lay in lays:
             lay.srcs = [sp.name if s == x else s for s in lay.srcs]
     lays += [sp for _, sp in splits]
-    # 5.6 connection layers
-    by_name = {lay.name: lay for lay in lays}
-    if K > 1:
-        conn = []
-        dup_srcs = set()
-
-        def add(name, t, pd, src, gen, made_for):
-            if name in by_name:  # B2
-                other = by_name[name]
-                if src.name in dup_srcs:  # the concate of a duplicated split/slice: already reported
-                    return other
-                dup_srcs.add(name)
-                ctx.error(f"SINGA names connection layers after their source only: '{name}' is needed for "
-                          f"'{made_for.name}' and for '{other.made_for.name if other.made_for else other.name}', "
-                          f"and SINGA aborts (\"node {name}@0 already exists\")", made_for.loc,
-                          note=[(f"'{other.made_for.name if other.made_for else other.name}' is here", other.loc)])
-                return other
-            lay = _Lay(name, t, None, pd, src.loc if t in ("kSplit", "kSlice") else made_for.loc, made_for.origin,
-                       gen=gen)
-            lay.srcs, lay.made_for = [src.name], made_for
-            by_name[name] = lay
-            conn.append(lay)
-            return lay
-
-        for D in lays:
-            pd, ct = D.pdim, ctx.src_conn(D.type)
-            new = []
-            for sname in D.srcs:
-                S = by_name[sname]
-                ps = S.pdim
-                if ps != pd and (ps == -1 or pd == -1):  # B6
-                    ctx.error(f"partition_dim -1 is unsupported by SINGA v0.2/v0.3 with K > 1: layer '{D.origin}' "
-                              f"(partition_dim {pd}) reads '{S.origin}' (partition_dim {ps}); SINGA builds a slice "
-                              f"or concate on dimension -1 and aborts", D.loc)
-                    new.append(sname)
-                    continue
-                if pd == 1 and ct == "kOneToAll":
-                    sp = add(f"split({sname})", "kSplit", ps, S, {"num_splits": K}, D)
-                    cc = add(f"concate({sp.name})", "kConcate", pd, sp, {"concate_dim": ps, "num_concates": K}, D)
-                    new.append(cc.name)
-                elif ps == pd:
-                    new.append(sname)
-                else:
-                    sl = add(f"slice({sname})", "kSlice", ps, S, {"slice_dim": pd, "num_slices": K}, D)
-                    cc = add(f"concate({sl.name})", "kConcate", pd, sl, {"concate_dim": ps, "num_concates": K}, D)
-                    new.append(cc.name)
-            D.srcs = new
-        lays += conn
-        # B16
-        for lay in lays:
-            if lay.pdim == 1:
-                for p in lay.params:
-                    if p.share_from:
-                        ctx.error(f"param '{p.name}' of layer '{lay.name}' shares from '{p.share_from}' on a "
-                                  f"partition_dim 1 layer with K = {K}: SINGA's param names carry no partition, so it "
-                                  f"resolves to an arbitrary partition's slice", p.loc)
-    ctx.check()
-    # 5.7 nodes and edges
+    # 5.6 (partition connection layers), 5.7 (K nodes per layer, bridges) and the sort of a
+    # partitioned graph are the `partition` pass's (netc/passes/partition.py): the frontend builds the
+    # logical net, one node '<layer>@0' per layer, and records K for the pass
     nodes: list[_Node] = []
     by_node: dict[str, _Node] = {}
-    lay_nodes: dict[str, list[_Node]] = {}
-
-    def add_node(name, lay, pid, k):
+    lay_nodes: dict[str, _Node] = {}
+    for lay in lays:
+        name = f"{lay.name}@0"
         if name in by_node:
             ctx.error(f"node '{name}' is created twice (SINGA: \"node {name} already exists\")", lay.loc)
             ctx.check()
-        n = _Node(name, lay, pid, k)
+        n = _Node(name, lay, 0, 1)
         nodes.append(n)
         by_node[name] = n
-        return n
-
-    for lay in lays:
-        lay_nodes[lay.name] = [add_node(f"{lay.name}@{i}", lay, i, K) for i in range(K)]
+        lay_nodes[lay.name] = n
     for D in lays:
-        dn = lay_nodes[D.name]
         for sname in D.srcs:
-            sn = lay_nodes[sname]
-            if D.type == "kConcate":
-                for i in range(K):
-                    for j in range(K):
-                        if i == j:
-                            _edge(sn[i], dn[j])
-                        else:
-                            tag = f"{sn[i].name}->{dn[j].name}"
-                            bs = _Lay(f"bridge_src({tag})", "kBridgeSrc", None, D.pdim, D.loc, D.origin, gen={})
-                            bd = _Lay(f"bridge_dst({tag})", "kBridgeDst", None, D.pdim, D.loc, D.origin, gen={})
-                            bsn, bdn = add_node(bs.name, bs, i, K), add_node(bd.name, bd, j, K)
-                            _edge(sn[i], bsn)
-                            _edge(bsn, bdn)
-                            _edge(bdn, dn[j])
-            else:
-                for i in range(K):
-                    _edge(sn[i], dn[i])
+            _edge(lay_nodes[sname], lay_nodes[D.name])
     return nodes
 
 
@@ -588,7 +517,7 @@ def _owner_layer(lays, p):
 
 def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
     net = job.get("neuralnet")
-    K = ctx.K
+    K = 1   # the logical net (its K = 1 graph, whose connection nodes v0.1 builds even then)
     kept, all_names = _phase_filter(ctx, net)
     _check_types(ctx, kept)
     kept_names = [L.get("name") for L in kept]
@@ -637,6 +566,8 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
         by_node[name] = n
         return n
 
+    if ctx.workers > 1:
+        _v1_partitionable(ctx, kept, lays)
     lay_nodes: dict[str, list[_Node]] = {}
     for L in kept:
         lay = lays[L.get("name")]
@@ -721,6 +652,33 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
         ctx.warn(f"SINGA v0.1 cannot run this net: it needs {', '.join(kinds)} layers, whose v0.1 implementation "
                  f"is missing (\"Not implemented\")", conn_used[0].lay.loc, key="B4")
     return order
+
+
+def _v1_partitionable(ctx: _Ctx, kept, lays):
+    """A v0.1 job with K > 1 workers (the partition pass builds its partitions): SINGA v0.1 connects
+    layers of equal partition_dim pairwise and nothing else works (spec 6): an edge its graph would
+    carry across workers has no bridge (B3), other combinations are "not implemented"."""
+    K = ctx.workers
+    for L in kept:
+        D = lays[L.get("name")]
+        pd, ct = D.pdim, ctx.src_conn(D.type)
+        for S, sloc in zip(L.get("srclayers"), L.vlocs_of("srclayers")):
+            if S not in lays:
+                continue
+            ps = lays[S].pdim
+            if ps == -1 and pd == -1:
+                continue
+            if ps == -1 or pd == -1 or (pd == 1 and ct == "kOneToAll" and ps == 0):
+                ctx.error(f"edge from '{S}' to '{D.name}' crosses workers (K = {K}), and SINGA v0.1 never inserts "
+                          f"the bridge layers that would carry it (its bridge pass compares a node's partition with "
+                          f"itself)", D.loc)
+            elif ps != pd:
+                ctx.error(f"SINGA v0.1 cannot connect layer '{S}' (partition_dim {ps}) to '{D.name}' (partition_dim "
+                          f"{pd}): \"not implemented\"", sloc)
+            elif ps == 1 and ct == "kOneToAll":
+                ctx.error(f"SINGA v0.1 cannot connect '{S}' to '{D.name}' (both partition_dim 1, '{D.name}' is "
+                          f"kOneToAll): \"in wrong branch, not implemented\"", sloc)
+    ctx.check()
 
 
 # ------------------------------------------------------------------------------------------

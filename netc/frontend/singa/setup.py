@@ -134,9 +134,14 @@ def _setup(ctx: _Ctx, n: _Node):
             if lay.pdim == 0 and len(bs) == 1:
                 b = _div(ctx, n, bs[0], "batchsize")
             elif len(bs) > 1:
-                if n.pid >= len(bs):
-                    raise _SetupError(f"partition {n.pid} has no store_conf.batchsize entry ({len(bs)} given)")
-                b = bs[n.pid]
+                # one batch size per partition: the logical batch is their sum (the partition pass
+                # gives partition i its own, `partition_sizes`)
+                k = ctx.workers if lay.pdim == 0 else 1
+                if k > len(bs):
+                    raise _SetupError(f"partition {len(bs)} has no store_conf.batchsize entry ({len(bs)} given)")
+                b = sum(bs[:k])
+                if k > 1:
+                    conf["partition_sizes"] = list(bs[:k])
             else:
                 b = bs[0]
         else:

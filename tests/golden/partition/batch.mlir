@@ -1,0 +1,15 @@
+"builtin.module"() ({
+  "netc.param"() {sym_name = "fc.weight", type = tensor<6x3xf32>} : () -> () loc("tests/golden/partition/batch.nd":6:3)
+  "netc.param"() {sym_name = "fc.bias", type = tensor<3xf32>} : () -> () loc("tests/golden/partition/batch.nd":6:3)
+  "netc.network"() ({
+    %x_0 = "netc.input"() {name = "x:0", dtype = "f32", partition = {of = "x", dim = 0, index = 0, count = 2}, partition_dim = 0, shape = [2, 6], worker = 0} : () -> tensor<2x6xf32> loc("tests/golden/partition/batch.nd":4:9)
+    %x_1 = "netc.input"() {name = "x:1", dtype = "f32", partition = {of = "x", dim = 0, index = 1, count = 2}, partition_dim = 0, shape = [2, 6], worker = 1} : () -> tensor<2x6xf32> loc("tests/golden/partition/batch.nd":4:9)
+    %label_0 = "netc.input"() {name = "label:0", dtype = "i32", partition = {of = "label", dim = 0, index = 0, count = 2}, partition_dim = 0, shape = [2], worker = 0} : () -> tensor<2xi32> loc("tests/golden/partition/batch.nd":5:9)
+    %label_1 = "netc.input"() {name = "label:1", dtype = "i32", partition = {of = "label", dim = 0, index = 1, count = 2}, partition_dim = 0, shape = [2], worker = 1} : () -> tensor<2xi32> loc("tests/golden/partition/batch.nd":5:9)
+    %fc_0 = "netc.inner_product"(%x_0) {name = "fc:0", num_outputs = 3, params = {weight = @fc.weight, bias = @fc.bias}, partition = {of = "fc", dim = 0, index = 0, count = 2}, partition_dim = 0, worker = 0} : (tensor<2x6xf32>) -> tensor<2x3xf32> loc("tests/golden/partition/batch.nd":6:3)
+    %fc_1 = "netc.inner_product"(%x_1) {name = "fc:1", num_outputs = 3, params = {weight = @fc.weight, bias = @fc.bias}, partition = {of = "fc", dim = 0, index = 1, count = 2}, partition_dim = 0, worker = 1} : (tensor<2x6xf32>) -> tensor<2x3xf32> loc("tests/golden/partition/batch.nd":6:3)
+    %loss_0 = "netc.softmax_loss"(%fc_0, %label_0) {name = "loss:0", partition = {of = "loss", reduce = "mean"}, partition_dim = 0, worker = 0} : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32> loc("tests/golden/partition/batch.nd":7:3)
+    %loss_1 = "netc.softmax_loss"(%fc_1, %label_1) {name = "loss:1", partition = {of = "loss", reduce = "mean"}, partition_dim = 0, worker = 1} : (tensor<2x3xf32>, tensor<2xi32>) -> tensor<f32> loc("tests/golden/partition/batch.nd":7:3)
+    "netc.output"(%loss_0, %loss_1) : (tensor<f32>, tensor<f32>) -> () loc("tests/golden/partition/batch.nd":3:9)
+  }) {sym_name = "batch", workers = 2} : () -> () loc("tests/golden/partition/batch.nd":3:9)
+}) {source = "tests/golden/partition/batch.nd"} : () -> () loc("tests/golden/partition/batch.nd":1:1)
