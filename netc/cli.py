@@ -150,6 +150,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--timing", action="store_true", help="print a per-pass time report to stderr")
     p.add_argument("--no-locs", action="store_true", help="omit loc(...) from printed IR")
     p.add_argument("--list-passes", action="store_true", help="list the passes and exit")
+    p.add_argument("--workers", dest="partition_workers", type=int, default=None, metavar="K",
+                   help="partition the network over K workers (the partition pass; -p split-workers: one program "
+                        "per rank)")
     _stdout_output(p, "OUT.mlir", "the IR")
     _precision(p, "add the set-dtype pass: floating tensors and parameters in f32, bf16 or fp16")
     _training(p)
@@ -171,9 +174,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--network", metavar="NET", default=None,
                    help="with --workers/--hybrid: the network between workers, one of Paleo's: aws, ethernet "
                         "(default), ethernet20, infiniband, pcie2, pcie3")
-    p.add_argument("--workers", metavar="N,N,...",
-                   help="with --device: Paleo's data-parallel scaling table for these worker counts "
-                        "(e.g. 1,2,4,8,16,32,64,128)")
+    p.add_argument("--workers", metavar="K|N,N,...",
+                   help="one number K, on a network with partition_dim / location / parallel splits (or a SINGA job): "
+                        "the network on K workers, a table per worker and the communication per edge and in total "
+                        "(times on --network, with --device per worker too), --dot draws workers as clusters; a list "
+                        "(or a network without such annotations), with --device: Paleo's data-parallel scaling table "
+                        "for these worker counts (e.g. 1,2,4,8,16,32,64,128)")
     p.add_argument("--scaling", choices=("weak", "strong"), default="weak",
                    help="with --workers: weak (each worker keeps the batch; default) or strong (the batch is split)")
     p.add_argument("--hybrid", type=int, metavar="K",
@@ -257,6 +263,17 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--profile-out", metavar="PROF.json", default=None,
                    help="with --profile: also write the profile as JSON (netc explain --profile reads it)")
     _training(p, run=True)
+    p.add_argument("--workers", dest="partition_workers", type=int, default=None, metavar="K",
+                   help="run on K processes with torch.distributed (gloo): the network partitioned by its "
+                        "partition_dim / location / parallel splits (a SINGA job: its own nworkers_per_group), one "
+                        "program per rank; rank 0 prints the outputs as the single-process run names them. 1: the "
+                        "unpartitioned network in this process (the baseline). torchrun --nproc-per-node K -m netc run "
+                        "FILE --workers K works too")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="with --workers: the process-group timeout in seconds (default 120): a rank that dies or hangs "
+                        "makes the others exit within it, naming the rank and the op")
+    p.add_argument("--comm-log", metavar="FILE.json", default=None,
+                   help="with --workers: write each rank's bytes sent and the partition pass's prediction")
     for a in p._actions:
         if a.dest == "batch":   # a source's inputs all take batch B (a NET.so runs at batch B)
             a.help = ("run at batch B: every input's first axis becomes B (a Brainstorm file's B, default 1); "
@@ -293,12 +310,19 @@ def build_parser() -> argparse.ArgumentParser:
                         "in the tuning file and compile with them")
     p.add_argument("--emit", nargs=2, action="append", default=[], metavar=("WHAT", "DIR"),
                    help="also write intermediate code: `--emit triton DIR` writes the Triton source of every kernel")
+    _training(p)
+    for a in p._actions:
+        if a.dest == "train":
+            a.help = ("a training library: the training step (backward and optimizer passes, planned for training) "
+                      "as netc_train_step, beside netc_forward on the same parameters; netc_get_params/"
+                      "netc_set_params hold the optimizer state too (docs/training.md)")
     return ap
 
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser().parse_args(argv)
+    args.argv = list(argv)    # `run --workers K` starts K processes with the same arguments
     diag = DiagnosticEngine(werror=getattr(args, "werror", False))
     try:
         if args.cmd in ("opt", "explain") and args.output != "-":
@@ -343,7 +367,13 @@ def _load(args, diag):
 
 def _ctx(args, diag):
     from .passes.manager import PassContext
-    return PassContext(diag=diag, phase=args.phase)
+    ctx = PassContext(diag=diag, phase=args.phase)
+    k = getattr(args, "partition_workers", None)
+    if k is not None:   # --workers K: the partition pass places the network on K workers
+        if k < 1:
+            raise NetcError(f"--workers takes the number of workers (at least 1), got {k}")
+        ctx.options["partition"] = {"workers": k}
+    return ctx
 
 
 def cmd_check(args, diag):
@@ -372,6 +402,12 @@ def cmd_opt(args, diag):
     after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
     ctx = _ctx(args, diag)
     names = list(names) + [n for n in training_passes(args, ctx, listed=names) if n not in names]
+    if "split-workers" in names or "partition" in names:
+        # partition the forward program, train it, then one program per rank from the whole
+        split = "split-workers" in names
+        names = [n for n in names if n not in ("partition", "split-workers")]
+        first = next((i for i, n in enumerate(names) if n in ("backward", "optimizer")), len(names))
+        names = names[:first] + ["partition"] + names[first:] + (["split-workers"] if split else [])
     precision = _precision_options(args)
     if precision is not None:
         ctx.options["set_dtype"] = precision
@@ -445,11 +481,33 @@ def _rescale(module, args):
     scale_inputs(module, batch=args.batch)
 
 
+def _per_worker(args, diag):
+    """explain --workers: one integer K on a network that says how to distribute it (partition_dim,
+    location, parallel splits, a SINGA job) asks for the per-worker report (the network on K workers,
+    one program per rank); a list, or a network without such annotations, for Paleo's data-parallel
+    scaling table (with --device). Returns the loaded module in the first case, else None."""
+    if args.workers is None or not args.workers.strip().isdigit():
+        return None
+    from .passes.partition import has_partitioning
+    module = _load(args, diag)
+    if not has_partitioning(module):
+        return None
+    args.partition_workers = int(args.workers)
+    args.workers = None
+    args.comm_network, args.network = args.network, None   # the network between workers, not Paleo's table's
+    return module
+
+
 def cmd_explain(args, diag):
     from .explain import to_dot
     from .passes.manager import DEFAULT_PIPELINE, PassManager
+    args.partition_workers = args.comm_network = None
+    module = _per_worker(args, diag)
     timing = _calibrated(_timing(args), args, diag)
-    module = _load(args, diag)
+    if args.comm_network is not None:
+        from .costmodel import get_network
+        get_network(args.comm_network)
+    module = module or _load(args, diag)
     _rescale(module, args)
     show_ir = args.format == "text" and not args.brief and args.dot is None
     want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify \
@@ -463,7 +521,8 @@ def cmd_explain(args, diag):
         ctx.options["plan_memory"] = {"reuse": not args.no_reuse,
                                       **({"concat": "contiguous", "fusion": "none"} if args.layout else {})}
     # --dot draws fusion groups: the fuse pass marks them (it only annotates, the table is unchanged)
-    pm = PassManager(DEFAULT_PIPELINE + training_passes(args, ctx) + (["fuse"] if args.dot is not None else [])
+    workers = ["split-workers"] if args.partition_workers else []
+    pm = PassManager(DEFAULT_PIPELINE + training_passes(args, ctx) + workers + (["fuse"] if args.dot is not None else [])
                      + (["rematerialize"] if args.memory_budget is not None else [])
                      + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
     pm.run(module, ctx)
@@ -480,7 +539,11 @@ def cmd_explain(args, diag):
     if args.layout or (args.plot and not args.workers):
         _write_plan_files(args, plans)
     if args.dot is not None:
-        dot = to_dot(module)
+        if args.partition_workers:
+            from .explain import workers_dot
+            dot = workers_dot(module)
+        else:
+            dot = to_dot(module)
         if args.dot == "-":
             sys.stdout.write(dot)
         else:
@@ -521,6 +584,11 @@ def _explain_out(args, module, timing, plans):
         sim = simulate(module, timing, workers=getattr(args, "worker_counts", None), scaling=args.scaling,
                        network=get_network(args.network or "ethernet"), hybrid=args.hybrid,
                        at_batch=lambda b: _module_at_batch(args, b))
+    report = None
+    if args.partition_workers:   # explain --workers K: the per-worker report (workers_report)
+        from .costmodel import get_network
+        from .explain import workers_report
+        report = workers_report(module, timing, get_network(args.comm_network or "ethernet"))
     if args.format == "json":
         doc = explain_json(module, timing)
         if args.memory:
@@ -529,6 +597,8 @@ def _explain_out(args, module, timing, plans):
                 net["memory"] = plan_json(plans[net["name"]])
         if sim is not None:
             doc["simulation"] = sim
+        if report is not None:
+            doc["workers"] = report
         sys.stdout.write(dumps(doc) + "\n")
     else:
         sys.stdout.write(explain_table(module, timing))
@@ -537,6 +607,9 @@ def _explain_out(args, module, timing, plans):
                 sys.stdout.write(plan.table())
         if sim is not None:
             sys.stdout.write(simulation_text(sim))
+        if report is not None:
+            from .explain import workers_text
+            sys.stdout.write(workers_text(report))
     if args.plot and args.workers:
         _plot(args.plot, lambda path: plot_scaling(sim, path))
     return 0
@@ -679,6 +752,11 @@ def cmd_run(args, diag):
                 raise NetcError(f"--{flag.replace('_', '-')} applies to a network source, not to a compiled NET.so "
                                 f"(its shapes and kernels are fixed)")
         return _run_compiled(args)
+    if (args.partition_workers or 1) > 1:
+        return _run_workers(args, diag)
+    for flag, v in (("--timeout", args.timeout), ("--comm-log", args.comm_log)):
+        if v is not None:
+            raise NetcError(f"{flag} applies to a run on several workers (--workers K, K > 1)")
     if args.profile:
         stem = os.path.splitext(os.path.basename(args.file))[0]
         raise NetcError(f"--profile times the kernel launches of a compiled network, and '{args.file}' is a network "
@@ -687,7 +765,8 @@ def cmd_run(args, diag):
     if args.train or args.check_grads:
         return _run_train(args, diag)
     _no_training_flags(args)
-    target = args.target or ("reference" if args.reference else None)
+    # --workers 1 is the baseline of a K-worker run, which runs on the reference executor
+    target = args.target or ("reference" if args.reference or args.partition_workers else None)
     if target is None:
         raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
     if args.reference and target != "reference":
@@ -730,6 +809,131 @@ def cmd_run(args, diag):
     return _print_outputs(args, outs, failed)
 
 
+def _run_workers(args, diag):
+    """`netc run FILE --workers K` (K > 1): outside a distributed launch, check and partition the network,
+    then start K ranks (runtime/launch.py); inside one (RANK, WORLD_SIZE: this launcher's or torchrun's),
+    run this rank's program (runtime/distributed.py) and, on rank 0, print what the single-process run
+    prints: the outputs, or the training steps."""
+    import torch
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .runtime import distributed as D
+    K = args.partition_workers
+    target = args.target or "reference"
+    if target != "reference":
+        raise NetcError("--workers K runs each rank's program on the reference executor (--target reference); the "
+                        "interpreter target and the .so do not run partitioned programs yet")
+    for flag in ("compare", "profile", "interp_blocks", "check_grads"):
+        if getattr(args, flag):
+            raise NetcError(f"--{flag.replace('_', '-')} does not apply to --workers K")
+    for flag in ("data", "eval", "epochs", "plot"):
+        if getattr(args, flag, None):
+            raise NetcError(f"--{flag} with --workers K is not supported yet (train from --inputs or random inputs, "
+                            f"--steps N)")
+    if not args.train:
+        _no_training_flags(args)
+    timeout = args.timeout if args.timeout is not None else float(os.environ.get("NETC_DIST_TIMEOUT", D.DEFAULT_TIMEOUT))
+    if timeout <= 0:
+        raise NetcError(f"--timeout must be positive, got {timeout:g}")
+    ref_dtype, _ = _run_dtypes(args, "reference")
+    if args.train:
+        dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
+    else:
+        dtype = torch.float32 if ref_dtype == "f32" else torch.float64
+    er = D.env_rank()
+    module = _load(args, diag)
+    _scale(module, args) if er is None or er[0] == 0 else _scale_quietly(module, args)
+    ctx = _ctx(args, diag)
+    passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else []) + \
+        (training_passes(args, ctx) if args.train else []) + ["split-workers"]
+    if args.train:
+        ctx.options.setdefault("optimizer", {})
+        if ctx.options["optimizer"].get("clip_norm"):
+            raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
+    PassManager(passes).run(module, ctx)
+    if er is None:   # the launcher: the network is fine; start the ranks (they print warnings no more)
+        from .runtime import launch
+        diag.flush()
+        diag.diagnostics[:] = []
+        if os.environ.get("NETC_LAUNCH", "fork") == "spawn" or not hasattr(os, "fork"):
+            return launch.launch(args.argv, K, timeout, env={"NETC_LAUNCHED": "1"})
+        # forked ranks start at once with the program compiled here (no second import of torch)
+        return launch.launch_forked(lambda r: _worker(args, diag, module, r, K, timeout, dtype), K, timeout)
+    rank, world = er
+    if world != K:
+        raise NetcError(f"--workers {K}, but this process is one of WORLD_SIZE={world}")
+    if os.environ.get("NETC_LAUNCHED") or rank != 0:   # the launcher (or rank 0) reported them
+        diag.diagnostics[:] = [d for d in diag.diagnostics if d.severity == "error"]
+    return _worker(args, diag, module, rank, world, timeout, dtype)
+
+
+def _worker(args, diag, module, rank, world, timeout, dtype):
+    """One rank of `netc run --workers K` (see _run_workers)."""
+    import json
+
+    from .runtime import distributed as D
+    from .runtime import io
+    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
+    inputs.update(io.parse_input_specs(args.input))
+    from .runtime.params import read_params
+    params = read_params(args.params, "--params") if args.params else None
+    try:
+        worker = D.Worker(module, rank, world, network=args.network, timeout=timeout, dtype=dtype, seed=args.seed,
+                          params=params)
+        if args.train:
+            from .ops.optim import learning_rate
+            net = worker.net
+            schedule = dict(net.attrs.get("optimizer", {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
+            if args.lr is not None:
+                schedule = {"type": "fixed", "base_lr": args.lr}
+
+            def log(row):
+                extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
+                print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}"
+                      f"{extra}", flush=True)
+            history, grads = D.run_training(worker, args.steps or 1, lambda k: learning_rate(schedule, k),
+                                            inputs or None, log, want_grads=bool(args.grads))
+            final = D.gather_params(worker) if args.output else None
+            if rank == 0:
+                last = history[-1]
+                print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{net.attrs['of']}' "
+                      f"on {world} workers ({net.attrs.get('optimizer', {}).get('name', 'sgd')}): loss "
+                      f"{history[0]['loss']:.6f} -> {last['loss']:.6f}")
+                if args.grads:
+                    io.save_npz(args.grads, grads)
+                    sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
+                if args.output:
+                    io.save_npz(args.output, final)
+                    sys.stderr.write(f"wrote {args.output} ({len(final)} parameters and state tensors)\n")
+                if args.history:
+                    with open(args.history, "w") as f:
+                        json.dump(history, f, indent=1)
+                    sys.stderr.write(f"wrote {args.history}\n")
+        else:
+            outs = D.run_forward(worker, inputs or None)
+            if rank == 0:
+                _print_outputs(args, outs, [])
+        stats = worker.gather(dict(worker.comm.stats, rank=rank))
+        if rank == 0 and args.comm_log:
+            with open(args.comm_log, "w") as f:
+                json.dump(stats, f, indent=1)
+        sys.stdout.flush()
+        worker.close()
+    except D.CommError as e:
+        diag.flush()
+        sys.stderr.write(f"netc: {e.diagnostics[0].message if e.diagnostics else e}\n")
+        sys.stderr.flush()
+        os._exit(1)   # the process group may be broken: no teardown that could hang
+    return 0
+
+
+def _scale_quietly(module, args):
+    """_scale without its report (ranks other than 0)."""
+    import contextlib
+    import io as _io
+    with contextlib.redirect_stderr(_io.StringIO()):
+        return _scale(module, args)
+
+
 _TRAINING_FLAGS = ("steps", "epochs", "data", "eval", "optimizer", "lr", "momentum", "weight_decay", "clip_norm",
                    "freeze", "loss", "grads", "history", "plot")  # (run's; explain and opt take the passes' ones)
 
@@ -750,12 +954,24 @@ def _run_train(args, diag):
     from .runtime import io
     from .runtime.train import Dataset, ReferenceTrainer, check_grads, evaluate, fit, plot_history
     target = args.target or "reference"
-    if target != "reference":
-        raise NetcError("training runs on the reference executor for now (--target reference): the interpreter "
-                        "and the .so do not have training kernels yet")
-    for flag in ("compare", "profile", "interp_blocks"):
-        if getattr(args, flag):
-            raise NetcError(f"--{flag.replace('_', '-')} does not apply to --train")
+    if args.reference and target != "reference":
+        raise NetcError("--reference and --target interp contradict each other; give one")
+    if target == "interp":
+        # before anything imports netc.kernels: the interpreter mode is fixed at import
+        from .runtime.interp import ensure_interpreter
+        ensure_interpreter()
+        if args.check_grads:
+            raise NetcError("--check-grads checks the reference executor's gradient ops against autograd; "
+                            "--target interp --compare checks the compiled step against the reference")
+        if args.dtype not in (None, "f32", "fp32") or args.tf32:
+            raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32")
+    else:
+        for flag in ("compare", "interp_blocks"):
+            if getattr(args, flag):
+                raise NetcError(f"--{flag.replace('_', '-')} needs --target interp with --train (the compiled "
+                                f"training step on the CPU)")
+    if args.profile:
+        raise NetcError("--profile does not apply to --train")
     if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
         raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
     for flag in ("steps", "epochs"):
@@ -766,7 +982,7 @@ def _run_train(args, diag):
         raise NetcError("--epochs counts passes over --data; without --data give --steps")
     if args.data and (args.inputs or args.input):
         raise NetcError("--data and --inputs/--input both give the training inputs: give one")
-    ref_dtype, _ = _run_dtypes(args, "reference")
+    ref_dtype, _ = _run_dtypes(args, "reference") if target == "reference" else ("f32", None)
     # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
     dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
     module = _load(args, diag)
@@ -813,7 +1029,17 @@ def _run_train(args, diag):
     schedule = dict(net.attrs.get("optimizer", {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
     if args.lr is not None:
         schedule = {"type": "fixed", "base_lr": args.lr}
-    trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
+    if args.compare and (args.data or args.eval or args.grads or args.history or args.plot or args.output):
+        raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
+                        "errors; --data/--eval/--grads/--history/--plot/-o go with a training run without --compare")
+    if target == "interp":
+        from .runtime.interp import InterpTrainer
+        trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
+                                blocks=args.interp_blocks or "cuda")
+        if args.compare:
+            return _compare_training(args, trainer, module, net, params, inputs or None, schedule)
+    else:
+        trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
     data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
     grads = {} if args.grads else None
     every = 1
@@ -861,6 +1087,57 @@ def _run_train(args, diag):
         written = {**given, **{k: v for k, v in trainer.params.items()}}
         io.save_npz(args.output, written)
         sys.stderr.write(f"wrote {args.output} ({len(written)} parameters and state tensors)\n")
+    return 0
+
+
+def _compare_training(args, trainer, module, net, params, inputs, schedule):
+    """`netc run --train --target interp --compare`: every step of the compiled training program
+    (InterpTrainer) beside the float64 reference executor's step from the same parameters and state,
+    inputs, learning rate and dropout seed (runtime/interp.py compare_step): per step the max
+    relative error of the loss, of the gradients and of the parameters and state after the update;
+    exit 1 beyond the precision's tolerance. Where the gradients or parameters are beyond it but the
+    reference's gradient and update ops run on the compiled step's own forward values agree, the
+    difference is rounding of the forward crossing a discontinuity (a max-pool argmax, a ReLU at 0)
+    or Adam's eps amplifying a gradient's rounding: a warning, not a failure."""
+    import torch
+    from .ops.optim import learning_rate
+    from .passes.set_dtype import precision_of
+    from .runtime.compare import training_tolerance
+    from .runtime.interp import compare_step
+    from .runtime.train import ReferenceTrainer
+    ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
+    tol = training_tolerance(precision_of(net))
+    steps = args.steps or 1
+    print(f"{'step':>4s}  {'loss':>12s}  {'loss err':>9s}  {'grad err':>9s}  {'param err':>9s}  (max relative errors "
+          f"against the f64 reference; f32 tolerance {tol:.0e})")
+    failed, notes = [], []
+    for k in range(steps):
+        row = compare_step(trainer, ref, inputs, learning_rate(schedule, k), tol)
+        flag = ""
+        bad = [w for w, e in (("loss", row["loss_err"]), ("gradients", row["grad_err"]), ("parameters", row["param_err"]))
+               if e > tol]
+        if bad:
+            local_ok = ("local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol
+                        and row["loss_err"] <= tol)
+            flag = "  rounding (see below)" if local_ok else "  FAILED"
+            msg = (f"step {row['step']}: {', '.join(bad)} beyond {tol:.0e} (gradient of '{row['grad_at']}' "
+                   f"{row['grad_err']:.3e}, '{row['param_at']}' {row['param_err']:.3e} after the update)")
+            if local_ok:
+                notes.append(msg + f"; the reference's gradient and update ops on the compiled forward's own values "
+                                   f"agree ({row['local_grad']:.1e}, {row['local_param']:.1e}): f32 rounding of the "
+                                   f"forward crossed a discontinuity (a max-pool argmax or a ReLU at 0), or Adam's eps "
+                                   f"amplified a gradient's rounding")
+            else:
+                failed.append(msg)
+        print(f"{row['step']:4d}  {row['loss']:12.6f}  {row['loss_err']:9.2e}  {row['grad_err']:9.2e}  "
+              f"{row['param_err']:9.2e}{flag}", flush=True)
+    for n in notes:
+        sys.stderr.write(f"netc: warning: {n}\n")
+    print(f"compared {steps} training step{'s' if steps != 1 else ''} of network '{net.attrs['sym_name']}' "
+          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}) on the interpreter target: "
+          + ("ok" if not failed else f"{len(failed)} beyond the tolerance"))
+    if failed:
+        raise NetcError("the compiled training step differs from the reference: " + "; ".join(failed))
     return 0
 
 
@@ -1008,6 +1285,9 @@ def cmd_compile(args, diag):
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     precision = _precision_options(args)   # a bad --dtype fails before any work
     if args.target == "interp":
+        if args.train:
+            raise NetcError("--train with --target interp: the interpreter runs the training step directly "
+                            "(netc run FILE --train --target interp [--compare])")
         if args.tuning or args.autotune:
             raise NetcError("--tuning/--autotune choose the GPU kernels' tiles (--target cuda); the interpreter target "
                             "runs its own (netc run --target interp --interp-blocks)")
@@ -1022,6 +1302,19 @@ def cmd_compile(args, diag):
         if what != "triton":
             raise NetcError(f"unknown --emit '{what}' (supported: triton)")
         emit[what] = d
+    train = None
+    if args.train:
+        from .passes.manager import PassContext
+        if precision is not None and (precision.get("dtype") not in (None, "f32") or precision.get("tf32")):
+            raise NetcError("a training library computes in f32 for now: drop --dtype/--tf32 with --train")
+        tmodule = _load(args, diag)
+        tctx = PassContext(diag=diag, phase="train")
+        tctx.options["plan_memory"] = {"mode": "training"}
+        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
+                    + training_passes(args, tctx) + ["fuse", "plan-memory"]).run(tmodule, tctx)
+        train = (tmodule, tctx.notes["memory_plan"])
+    else:
+        training_passes(args, _ctx(args, diag))      # the training flags need --train
     module = _load(args, diag)
     ctx = _ctx(args, diag)
     ctx.options["plan_memory"] = {"mode": "inference"}
@@ -1031,13 +1324,29 @@ def cmd_compile(args, diag):
                 + (["set-dtype"] if precision is not None else []) + ["fuse", "plan-memory"]).run(module, ctx)
     embed = _embedded_params(args)
     tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
+    packer = _packer(embed, args.seed if args.embed_params else None)
+    if packer is not None and train is not None:
+        packer = _with_state_init(packer)
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
-                       embed=_packer(embed, args.seed if args.embed_params else None),
-                       source=_source_record(args), tuning=tuning)
-    sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {r.launches} launches, {r.kernels} kernels "
+                       embed=packer, source=_source_record(args), tuning=tuning, train=train)
+    what = f"{r.launches} launches"
+    if train is not None:
+        nt = len(r.manifest["training"]["schedule"])
+        what = f"{r.launches - nt} forward + {nt} training-step launches"
+    sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {what}, {r.kernels} kernels "
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s"
                      + (f"; {r.tuned} of {r.tunable} kernels tuned" if tuning is not None else "") + "\n")
     return 0
+
+
+def _with_state_init(packer):
+    """A packer that gives optimizer state and running statistics (training libraries: manifest
+    entries with `state`) their initial value where the parameters given do not hold them."""
+    def pack(layout):
+        import torch
+        init = {p["name"]: torch.full(tuple(p["shape"]), p["init"]) for p in layout["parameters"] if "state" in p}
+        return packer(layout, init)
+    return pack
 
 
 def _tuning(args, module, plans, diag):
@@ -1082,11 +1391,12 @@ def _tuning(args, module, plans, diag):
 
 def _packer(given, seed):
     """What compile_module embeds: the parameters `given` (by name) and random ones from `seed` for
-    the rest, packed in the library's layout (netc.runtime.params.pack); None: nothing embedded."""
+    the rest, packed in the library's layout (netc.runtime.params.pack); None: nothing embedded.
+    The packer takes the layout and, optionally, defaults for parameters `given` lacks."""
     if given is None and seed is None:
         return None
     from .runtime.params import pack
-    return lambda layout: pack(layout, given, seed)
+    return lambda layout, defaults=None: pack(layout, {**(defaults or {}), **(given or {})}, seed)
 
 
 def _inference_params(module, params, path, diag):

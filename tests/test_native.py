@@ -463,7 +463,7 @@ def test_load_errors(built, fake, tmp_path, monkeypatch):
     c = tmp_path / "abi.c"
     c.write_text('int netc_abi_version(void) { return 99; }\nconst char* netc_manifest(void) { return "{}"; }\n')
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "abi.so"), str(c)], check=True)
-    with pytest.raises(N.NetcRuntimeError, match="implements netc ABI version 99, but this netc reads version 2"):
+    with pytest.raises(N.NetcRuntimeError, match="implements netc ABI version 99, but this netc reads version 3"):
         N.load(tmp_path / "abi.so")
     c.write_text("int something(void) { return 1; }\n")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "other.so"), str(c)], check=True)
@@ -770,3 +770,163 @@ def test_eager_baseline_matches_the_reference(tmp_path):
     # a smaller batch is the first rows
     one = net(net.example_inputs(batch=1, seed=2))
     torch.testing.assert_close(one["prob"], out["prob"][:1])
+
+
+# ------------------------------------------------------------------------------------------- training libraries
+
+TRAINY = """
+network trainy {
+  input x: f32[4, 6, 6, 3]
+  input label: i32[4]
+  conv = Convolution(x) { filter: [3, 3, 3, 8], padding: SAME, activation: relu }
+  drop = Dropout(conv) { dropout_keep_prob: 0.5 }
+  fc = InnerProduct(drop) { num_outputs: 10 }
+  prob = Softmax(fc)
+  loss = SoftmaxLoss(fc, label)
+}
+"""
+TRAIN_SYMBOLS = ("netc_train_step", "netc_get_params", "netc_set_params", "netc_forward", "netc_num_train_launches")
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    """trainy.so: a training library (momentum, conv.bias frozen, dropout: a seed), and lenet.so:
+    `netc compile examples/lenet.nd --train -o lenet.so` (adam), compiled side by side, without a GPU."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    d = tmp_path_factory.mktemp("train")
+    (d / "trainy.nd").write_text(TRAINY)
+    runs = [netc_start("compile", d / "trainy.nd", "--train", "--optimizer", "momentum", "--freeze", "conv.bias",
+                       "-o", d / "trainy.so"),
+            netc_start("compile", ROOT / "examples/lenet.nd", "--train", "--optimizer", "adam", "-o", d / "lenet.so")]
+    for r in [netc_wait(p) for p in runs]:
+        assert r.returncode == 0, r.stderr
+    return d
+
+
+def test_training_library_exports_the_training_abi(trained):
+    """`netc compile examples/lenet.nd --train -o x.so` builds without a GPU; nm -D lists the ABI."""
+    from netc.codegen.launcher import ABI_VERSION
+    if shutil.which("nm") is None:
+        pytest.skip("needs nm")
+    for so in ("lenet.so", "trainy.so"):
+        syms = subprocess.run(["nm", "-D", "--defined-only", str(trained / so)], capture_output=True, text=True,
+                              check=True).stdout
+        for s in TRAIN_SYMBOLS:
+            assert f" T {s}\n" in syms, (so, s)
+    assert f"#define NETC_ABI_VERSION {ABI_VERSION}" in (trained / "lenet.h").read_text()
+    assert "int netc_train_step(void* net, const void* const* inputs, float lr, long long seed" in \
+        (trained / "lenet.h").read_text()
+    m = N.read_manifest(trained / "lenet.so")
+    t = m["training"]
+    assert m["abi_version"] == ABI_VERSION == 3 and t["optimizer"]["name"] == "adam"
+    assert [i["name"] for i in t["inputs"]] == ["data", "label"] and t["inputs"][1]["classes"] == 10
+    assert t["learning_rate"]["dtype"] == "f32" and t["seed"] is None and [x["name"] for x in t["losses"]] == ["loss"]
+    # parameters, then the optimizer state, in one region (netc_set_params/netc_get_params: a checkpoint)
+    names = [p["name"] for p in m["parameters"]]
+    assert names[:2] == ["conv1.weight", "conv1.bias"] and "conv1.weight.adam_m" in names
+    state = [p for p in m["parameters"] if "state" in p]
+    assert {p["state"] for p in state} == {"adam_m", "adam_v", "adam_step"} and all(p["init"] == 0.0 for p in state)
+    assert max(p["offset"] + p["bytes"] for p in m["parameters"]) <= m["param_bytes"]
+    ops = {e["op"] for e in t["schedule"]}
+    assert {"netc.conv2d_grad_filter", "netc.maxpool_grad", "netc.adam_update", "netc.softmax_loss_grad"} <= ops
+    assert len(m["schedule"]) == 8 and m["inputs"][0]["region"] == "forward_batch"
+
+
+def test_frozen_parameters_cost_no_gradient_kernels(trained):
+    m = N.read_manifest(trained / "trainy.so")
+    t = m["training"]
+    assert t["frozen"] == ["conv.bias"] and set(t["gradients"]) == {"conv.weight", "fc.weight", "fc.bias"}
+    layers = {n for e in t["schedule"] for n in e["layers"]}
+    assert "conv.weight.grad" in layers and not any(n.startswith("conv.bias.") for n in layers)
+    assert t["seed"]["dtype"] == "i64" and t["seed"]["bytes"] == 8
+    assert {p["state"] for p in m["parameters"] if "state" in p} == {"velocity"}
+    assert "conv.bias.velocity" not in {p["name"] for p in m["parameters"]}
+
+
+def test_train_step_copies_launches_and_returns_the_loss(trained, fakegpu):
+    """The fake driver with host memory: train_step copies the inputs to the training program's places,
+    writes the learning rate and the seed, runs every launch of the training schedule with pointers
+    inside the arena, and returns the loss its kernel writes (put there by hand: nothing computes)."""
+    with N.load(trained / "trainy.so", seed=0) as net:
+        m, t = net.manifest, net.training
+        base, size = _arena(fakegpu())
+        assert size == m["regions"]["arena_bytes"]
+        # optimizer state starts at its initial value; the parameters are the reference's
+        p = net.get_params()
+        assert float(p["fc.weight.velocity"].abs().sum()) == 0.0
+        assert torch.equal(p["fc.weight"], P.random_params(m, 0)["fc.weight"])
+        x, y = torch.randn(4, 6, 6, 3), torch.randint(0, 10, (4,), dtype=torch.int32)
+        ctypes.memmove(base + t["losses"][0]["offset"], struct.pack("<f", 0.75), 4)
+        n0 = len(fakegpu())
+        assert net.train_step({"x": x, "label": y}, lr=0.125, seed=7) == 0.75
+        new = [ln.split() for ln in fakegpu()[n0:]]
+        batch_region = base + m["regions"]["batch"]
+        copies = [c for c in new if c[0] in ("dtod", "copy2d")]
+        for spec, tsr, c in zip(t["inputs"], (x, y), copies):
+            dst = batch_region + spec["arena_offset_per_sample"] * 4 + spec["offset_in_sample"]
+            assert c == ["dtod", str(dst), str(tsr.data_ptr()), str(4 * spec["bytes_per_sample"])]
+            assert ctypes.string_at(dst, tsr.numel() * 4) == tsr.numpy().tobytes()
+        lr_at, seed_at = base + t["learning_rate"]["offset"], base + t["seed"]["offset"]
+        assert ["htod_async", str(lr_at), "4"] in new and ["htod_async", str(seed_at), "8"] in new
+        assert struct.unpack("<f", ctypes.string_at(lr_at, 4))[0] == 0.125
+        assert struct.unpack("<q", ctypes.string_at(seed_at, 8))[0] == 7
+        launches = [c for c in new if c[0] == "launch"]
+        assert len(launches) == len(t["schedule"]) == N.ctypes.CDLL(str(trained / "trainy.so")).netc_num_train_launches()
+        for ln in launches:       # the first two arguments are pointers into the arena (or NULL: absent)
+            for ptr in map(int, ln[7:9]):
+                assert ptr == 0 or base <= ptr < base + size, ln
+        assert ["dtoh_async", str(base + t["losses"][0]["offset"]), "4"] in new and new[-1] == ["stream_sync"]
+        # without waiting: no copy back, no synchronization
+        n0 = len(fakegpu())
+        assert net.train_step({"x": x, "label": y}, lr=0.1, seed=8, wait=False) is None
+        assert not any(ln.startswith(("dtoh", "stream_sync")) for ln in fakegpu()[n0:])
+        # the forward reads the same parameters (its own inputs go to the forward's region)
+        n0 = len(fakegpu())
+        out = net(x, y)
+        assert set(out) == {"prob", "loss"}
+        fb = base + m["regions"]["forward_batch"]
+        first = [ln.split() for ln in fakegpu()[n0:] if ln.startswith("dtod")][0]
+        assert first[1] == str(fb + m["inputs"][0]["arena_offset_per_sample"] * 4 + m["inputs"][0]["offset_in_sample"])
+        # checkpoints: get_params is what set_params took, optimizer state included
+        vals = P.random_params(m, 5)
+        vals["fc.weight.velocity"] = torch.full((288, 10), 0.5)
+        net.set_params(vals)
+        back = net.get_params()
+        assert torch.equal(back["fc.weight.velocity"], vals["fc.weight.velocity"])
+        assert torch.equal(back["conv.weight"], vals["conv.weight"])
+        with pytest.raises(N.NetcInputError, match="a training step runs at the compiled batch 4"):
+            net.train_step({"x": x[:2], "label": y[:2]}, lr=0.1)
+        with pytest.raises(N.NetcInputError, match="missing input 'label'"):
+            net.train_step({"x": x}, lr=0.1)
+        with pytest.raises(N.NetcInputError, match="has no input 'lbl'; did you mean 'label'"):
+            net.train_step({"x": x, "lbl": y}, lr=0.1)
+
+
+def test_train_step_errors_come_from_the_library(trained, built, fake, fakegpu, monkeypatch, tmp_path):
+    """Without a driver netc_create fails and netc_train_step(NULL) returns an error code; an inference
+    library says it cannot train; a driver without the copies cannot train either."""
+    lib = ctypes.CDLL(str(trained / "trainy.so"))
+    lib.netc_create.restype = ctypes.c_void_p
+    lib.netc_last_error.restype = ctypes.c_char_p
+    lib.netc_train_step.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_float, ctypes.c_longlong,
+                                    ctypes.c_void_p, ctypes.c_void_p]
+    monkeypatch.setenv("NETC_LIBCUDA", "/nonexistent/libcuda.so.1")
+    assert lib.netc_create() is None
+    assert b"cannot load the CUDA driver" in lib.netc_last_error(None)
+    assert lib.netc_train_step(None, None, 0.1, 0, None, None) == -1
+    monkeypatch.setenv("NETC_LIBCUDA", str(fake))
+    with N.load(built / "tiny.so", seed=0) as net:
+        assert net.training is None
+        with pytest.raises(N.NetcInputError, match="compiled for inference only"):
+            net.train_step({"x": torch.zeros(4, 6, 6, 3), "y": torch.zeros(4, 16)}, lr=0.1)
+        h = net._handle()
+        assert net._lib.netc_train_step(h, None, 0.1, 0, None, None) == -9
+        assert b"compiled for inference only" in net._lib.netc_last_error(h)
+    nocopy = tmp_path / "libcuda_nocopy.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-DNETC_FAKE_NO_TRAIN_COPIES", "-o", str(nocopy),
+                    str(ROOT / "tests/data/fake_libcuda.c")], check=True)
+    monkeypatch.setenv("NETC_LIBCUDA", str(nocopy))
+    with N.load(trained / "trainy.so", seed=0) as net:
+        with pytest.raises(N.NetcRuntimeError, match="the CUDA driver has no cuMemcpyHtoDAsync_v2"):
+            net.train_step({"x": torch.zeros(4, 6, 6, 3), "label": torch.zeros(4, dtype=torch.int32)}, lr=0.1)

@@ -7,6 +7,13 @@
 
 compile_module() is what `netc compile --target cuda` runs after the passes (the pipeline plus
 fuse and plan-memory). The interpreter target (netc/runtime/interp.py) reuses lower.py as is.
+Which kernel an op becomes is netc/kernels/lowering.py's table (lower.py asks it).
+
+A training library (`netc compile --train`, train=) holds two programs in one arena: the training
+step (the backward and optimizer passes' program, planned in training mode) and the forward (the
+inference program of the same source), whose parameters are the training step's (recipes.ArenaLayout:
+its lowering addresses them at the training plan's offsets; parameters it derives, a batch norm's
+folded affine, get its own storage and a prologue of kernels). launcher.py has the ABI.
 """
 from __future__ import annotations
 
@@ -45,7 +52,7 @@ def parse_arch(arch) -> int:
 
 def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_triton: str | None = None,
                    progress_stream=None, embed=None, source: dict | None = None,
-                   tuning: dict | None = None) -> CompileResult:
+                   tuning: dict | None = None, train: tuple | None = None) -> CompileResult:
     """Build out_path (a shared library) and its header from a fused, planned module.
 
     embed: a function (the parameters' layout {"parameters", "param_bytes"}) -> the packed bytes to
@@ -53,92 +60,53 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     executor does; the caller chooses it, so codegen needs nothing of the runtime); without it, the
     caller sets them at run time. `source` (path, sha256, load options) is
     recorded in the manifest so that `netc run NET.so --compare` can rebuild the reference.
-    `tuning` ({tuning key: launcher keywords}, tune.load_tuning) replaces default tiles with tuned ones."""
+    `tuning` ({tuning key: launcher keywords}, tune.load_tuning) replaces default tiles with tuned ones.
+    `train`: (training module, its plans) -- the backward and optimizer passes' program of the same
+    source, fused and planned in training mode -- makes a training library: `module` is then its
+    forward (inference) program, compiled to read the parameters where the training step keeps
+    them (launcher.py: one arena, two programs; the manifest's `training` section)."""
     from ..memory.plan import BATCH, CONSTANT
-    from . import lowering_cache
-    from .cache import Progress, compile_cached, load_cached
     from .launcher import ABI_VERSION, build_shared_library, generate_c, write_header
 
     arch_n = parse_arch(arch)
     t0 = time.perf_counter()
-    nets = module.networks()
-    if len(nets) != 1:
-        raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
-    net = nets[0]
-    plan = plans[net.attrs.get("sym_name", "network")]
-    ins, outs = _network_io(net, plan)     # checked before the (slow) lowering
-    # a warm compile of an unchanged network takes its launches from the lowering cache and its
-    # cubins from the kernel cache, without importing torch or Triton (lowering_cache.py)
-    lkey = None if emit_triton else lowering_cache.key(net, plan, arch_n, tuning)
-    low = lowering_cache.load(lkey) if lkey else None
-    cubins = [] if low is not None else None
-    if low is not None:
-        distinct = {}
-        for L in low.launches:
-            L.kernel_index = distinct.setdefault(L.spec_key, len(distinct))
-            if L.kernel_index == len(cubins):
-                c = load_cached(L.cubin_key)
-                if c is None:          # evicted from the kernel cache: lower again
-                    low, cubins = None, None
-                    break
-                cubins.append(c)
-    if low is None:
-        from .lower import lower_network
-        low = lower_network(module, net, plan, tuning=tuning)
-    from ..ir.query import param_roles as _param_roles
-    roles = _param_roles(module)
-    params, param_bytes = [], plan.arenas[CONSTANT].fixed
-    for t in plan.tensors:
-        if t.kind != "param":
-            continue
-        off = plan.buffers[t.buffer].offset + t.offset
-        params.append(dict(name=t.name[1:], shape=list(t.shape), dtype=t.dtype, offset=off, bytes=t.size,
-                           role=roles.get(t.name[1:], "weight"),   # how random values are drawn
-                           **({"shares": plan.tensors[t.alias_of].name[1:]} if t.alias == "share" else {})))
-        param_bytes = max(param_bytes, off + t.size)
-    blob = None
+    lib = plan_library(module, plans, train, arch_n=arch_n, tuning=tuning, cache=not emit_triton)
+    net, plan, ins, outs, layout = lib.net, lib.plan, lib.ins, lib.outs, lib.layout
+    tnet, tplan, lows, regions, arena_bytes = lib.tnet, lib.tplan, lib.lows, lib.regions, lib.arena_bytes
+    params, param_bytes = lib.params, lib.param_bytes
+    pblob = None
     if embed is not None:   # checked before the (slow) kernels
         from .launcher import MAX_EMBEDDED_PARAM_BYTES
         if param_bytes > MAX_EMBEDDED_PARAM_BYTES:
             raise NetcError(f"the parameters take {param_bytes} bytes, too many to embed in the library "
                             f"(at most {MAX_EMBEDDED_PARAM_BYTES}); set them at run time instead")
-        blob = embed(dict(parameters=params, param_bytes=param_bytes))
+        pblob = embed(dict(parameters=params, param_bytes=param_bytes))
     t_lower = time.perf_counter()
-
-    firsts = {}
-    if cubins is None:
-        distinct: dict = {}
-        for L in low.launches:
-            L.kernel_index = distinct.setdefault(L.spec_key, len(distinct))
-        for L in low.launches:
-            firsts.setdefault(L.kernel_index, L)
-        prog = Progress(len(firsts), "compiling kernels", progress_stream)
-        cubins = []
-        for i in range(len(firsts)):
-            L = firsts[i]
-            prog.step(f"{L.call.kernel.__name__} ({L.layers[0]})")
-            cubins.append(compile_cached(L.call, arch_n))
-        prog.close()
-        if lkey:
+    cubins, firsts = _kernels_of([low for low, _ in lows], arch_n, progress_stream)
+    for low, lkey in lows:
+        if lkey and not getattr(low, "from_cache", False):
+            from . import lowering_cache
             lowering_cache.store(lkey, low, {i: c.key for i, c in enumerate(cubins)})
-    else:
-        for L in low.launches:
-            firsts.setdefault(L.kernel_index, L)
-    for i, c in enumerate(cubins):
-        L = firsts[i]
-        if c.n_params != len(L.args) + 2 or len(c.params) != len(L.args):
-            raise AssertionError(f"{c.name}: the cubin takes {c.n_params} parameters, the launcher passes "
-                                 f"{len(L.args)} + 2 scratch pointers")
     t_kernels = time.perf_counter()
+    low = lows[0][0]
 
     # inputs, outputs, parameters
-    classes = _label_classes(net)
+    from . import lowering_cache
     from .. import __version__
     from ..passes.set_dtype import precision_of
+    classes = _label_classes(net)
+    fwd_const_off = layout.const_shift if train is not None else 0
+    fc, fb = regions.get("forward_constant", 0), regions.get("forward_batch", 0)
+    data_offs, blob, ws_off = lib.data_offsets, lib.data, lib.workspace_offset
+    if train is not None:
+        tmodule = train[0]
+        tins, troles = lib.tins, lib.troles
+    rnames = ("forward_constant", "forward_batch") if train is not None else ("constant", "batch")
     manifest = dict(
         abi_version=ABI_VERSION, netc=__version__, triton=lowering_cache._version("triton"), target="cuda", arch=f"sm_{arch_n}",
         network=plan.network, batch=plan.batch,
-        inputs=[_io(plan, t, classes.get(t.name)) for t in ins], outputs=[_io(plan, t) for t in outs],
+        inputs=[_io(plan, t, classes.get(t.name), rnames, fwd_const_off) for t in ins],
+        outputs=[_io(plan, t, None, rnames, fwd_const_off) for t in outs],
         parameters=params, param_bytes=param_bytes,
         # the compute dtype (set-dtype's --dtype, or as declared), f32 accumulation, TF32 or not;
         # each input, output and parameter carries its own dtype (netc_set_params takes them so)
@@ -147,30 +115,44 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
         memory=dict(plan.summary(), constant_bytes=plan.arenas[CONSTANT].size,
                     batch_bytes_per_sample=plan.arenas[BATCH].size,
                     arena_bytes=_const_region(plan) + plan.arenas[BATCH].size * plan.batch),
+        regions=dict(regions, arena_bytes=arena_bytes),
         kernels=[dict(entry=c.name, kernel=_kernel_name(firsts[i]), constexprs=_constexprs(firsts[i]),
                       num_warps=c.num_warps, shared=c.shared, cubin_bytes=len(c.cubin),
                       tuned=bool(getattr(firsts[i], "tuned", False))) for i, c in enumerate(cubins)],
-        schedule=[dict(step=L.step, group=L.group, layers=L.layers, kernel=L.kernel_index, **cost)
-                  for L, cost in zip(low.launches, _launch_costs(net, plan, low.launches))],
+        schedule=_schedule(net, plan, low.launches),
         splits=low.splits,
-        params_embedded=blob is not None,
+        params_embedded=pblob is not None,
     )
-    if blob is not None:
+    train_c = None
+    if train is not None:
+        tlow = lows[1][0]
+        tclasses = _label_classes(tnet)
+        manifest["training"] = _training_manifest(tmodule, tnet, tplan, tins, troles, tclasses, tlow)
+        manifest["training"]["schedule"] = _schedule(tnet, tplan, tlow.launches)
+        train_c = dict(launches=[(L.kernel_index, L.grid, L.args, ",".join(n for n in L.layers if n))
+                                 for L in tlow.launches],
+                       inputs=[_io_copy(tplan, t) for t in tins],
+                       lr=troles["learning_rate"]["offset"] if "learning_rate" in troles else None,
+                       seed=(troles["seed"]["offset"], troles["seed"]["bytes"]) if "seed" in troles else None,
+                       losses=[d["offset"] for d in manifest["training"]["losses"]])
+    if pblob is not None:
         import hashlib
-        manifest["params_sha256"] = hashlib.sha256(memoryview(blob)).hexdigest()
+        manifest["params_sha256"] = hashlib.sha256(memoryview(pblob)).hexdigest()
     if source:
         manifest["source"] = source
     mtext = json.dumps(manifest, indent=1)
     c_src = generate_c(
-        arch=arch_n, batch=plan.batch, const_bytes=_const_region(plan), batch_bytes=plan.arenas[BATCH].size,
-        param_bytes=param_bytes,
+        arch=arch_n, batch=plan.batch, const_bytes=_const_region(tplan or plan),
+        batch_bytes=(tplan or plan).arenas[BATCH].size, param_bytes=param_bytes,
         kernels=[(c.name, c.cubin, c.shared, 32 * c.num_warps) for c in cubins],
         launches=[(L.kernel_index, L.grid, L.args, ",".join(n for n in L.layers if n)) for L in low.launches],
-        inputs=[_io_copy(plan, t) for t in ins], outputs=[_io_copy(plan, t) for t in outs],
-        manifest=mtext, params_embedded=blob is not None)
+        inputs=[_io_copy(plan, t, layout) for t in ins], outputs=[_io_copy(plan, t, layout) for t in outs],
+        manifest=mtext, params_embedded=pblob is not None, arena_bytes=arena_bytes,
+        fwd_regions=(fc, fb) if train is not None else None, train=train_c,
+        data=(data_offs[0], data_offs[1], blob), workspace_offset=ws_off)
     out_dir = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(out_dir, exist_ok=True)
-    build_shared_library(c_src, out_path, [c.cubin for c in cubins], params_blob=blob)
+    build_shared_library(c_src, out_path, [c.cubin for c in cubins], params_blob=pblob, data=blob)
     stem = os.path.splitext(os.path.basename(out_path))[0]
     header = os.path.join(os.path.dirname(out_path), stem + ".h")
     write_header(header, stem)
@@ -178,12 +160,272 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
         write_triton_sources(emit_triton, [firsts[i] for i in range(len(firsts))], cubins)
     t_end = time.perf_counter()
     from .tuning_file import TUNED_KERNELS
-    return CompileResult(out_path, header, manifest, len(cubins), len(low.launches),
+    nlaunches = sum(len(lw.launches) for lw, _ in lows)
+    return CompileResult(out_path, header, manifest, len(cubins), nlaunches,
                          sum(c.cached for c in cubins),
                          dict(lower=t_lower - t0, kernels=t_kernels - t_lower, build=t_end - t_kernels,
                               total=t_end - t0),
                          tuned=sum(bool(k["tuned"]) for k in manifest["kernels"]),
                          tunable=sum(k["kernel"] in TUNED_KERNELS for k in manifest["kernels"]))
+
+
+@dataclass
+class Library:
+    """What a library's arena holds and its programs' launches (plan_library): shared by compile_module
+    and the interpreter's replay of a library (runtime/interp.py InterpLibrary)."""
+    net: object
+    plan: object
+    ins: list
+    outs: list
+    layout: object                  # the forward's recipes.ArenaLayout
+    lows: list                      # [(Lowered, lowering-cache key)]: the forward, then the training step
+    regions: dict                   # region name -> byte offset in the arena (the manifest's `regions`)
+    arena_bytes: int
+    data_offsets: tuple             # the forward's and the training step's DATA regions
+    data: bytes                     # what netc_create uploads at data_offsets[0]
+    workspace_offset: int
+    params: list                    # the manifest's parameters
+    param_bytes: int
+    tnet: object = None
+    tplan: object = None
+    tins: list = field(default_factory=list)
+    troles: dict = field(default_factory=dict)
+
+
+def plan_library(module, plans: dict, train: tuple | None = None, *, arch_n: int = 90, tuning: dict | None = None,
+                 cache: bool = True, blocks: str = "cuda") -> Library:
+    """Lower a library's programs (compile_module's `module`/`plans`/`train`) and lay out its arena:
+    the constant region, the batch arena or (a training library) the training step's batch arena
+    overlaid by the forward's own regions, then each program's embedded data, then the workspace.
+    cache: use the lowering cache (cuda tiles only); blocks: the tile policy (lower.BLOCK_POLICIES)."""
+    from ..memory.plan import BATCH, CONSTANT, align_up
+    from .recipes import FWD_BATCH, FWD_CONST, ArenaLayout
+    net = _one_network(module)
+    plan = plans[net.attrs.get("sym_name", "network")]
+    ins, outs = _network_io(net, plan)     # checked before the (slow) lowering
+    tnet = tplan = None
+    tins, troles = [], {}
+    layout = ArenaLayout()
+    derived = []
+    if train is not None:
+        tmodule, tplans = train
+        tnet = _one_network(tmodule)
+        tplan = tplans[tnet.attrs.get("sym_name", "network")]
+        tins, troles = _training_io(tnet, tplan)
+        if tplan.batch != plan.batch:
+            raise AssertionError(f"the training step is planned at batch {tplan.batch}, the forward at {plan.batch}")
+        fc = _const_region(tplan)
+        fixed = plan.arenas[CONSTANT].fixed
+        own, derived, own_bytes = _derived_params(net, plan, tplan, align_up(plan.arenas[CONSTANT].size - fixed, 256))
+        fb = fc + align_up(plan.arenas[CONSTANT].size - fixed, 256) + own_bytes
+        layout = ArenaLayout(FWD_CONST, FWD_BATCH, tuple(sorted(
+            (t.name[1:], tplan.buffers[t.buffer].offset + t.offset) for t in tplan.tensors if t.kind == "param")),
+            fixed, tuple(sorted(own.items())))
+    progs = [(module, net, plan, layout, derived)]
+    if train is not None:
+        progs.append((tmodule, tnet, tplan, ArenaLayout(), []))
+    use_cache = cache and blocks == "cuda"
+    lows = [_lower_program(m, n, p, arch_n, tuning, not use_cache, lay, pro, blocks)
+            for m, n, p, lay, pro in progs]
+    params, param_bytes = _parameters(train[0] if train is not None else module, tplan or plan)
+    regions = dict(constant=0, batch=_const_region(tplan or plan))
+    if train is not None:
+        regions.update(forward_constant=fc, forward_batch=fb)
+        arena_bytes = max(_const_region(tplan) + tplan.arenas[BATCH].size * tplan.batch,
+                          fb + plan.arenas[BATCH].size * plan.batch)
+    else:
+        arena_bytes = _const_region(plan) + plan.arenas[BATCH].size * plan.batch
+    # above the programs' memory: each program's embedded data (chunk tables), then the workspace
+    datas = [bytes(getattr(lw, "data", b"")) for lw, _ in lows] + [b""]
+    data_offs = [align_up(arena_bytes, 256)]
+    data_offs.append(data_offs[0] + align_up(len(datas[0]), 256))
+    blob = datas[0] + b"\0" * (data_offs[1] - data_offs[0] - len(datas[0])) + datas[1] if datas[1] else datas[0]
+    ws_off = align_up(data_offs[0] + len(blob), 256)
+    ws_bytes = max(int(getattr(lw, "workspace_bytes", 0)) for lw, _ in lows)
+    if blob or ws_bytes:
+        regions.update(forward_data=data_offs[0], training_data=data_offs[1], workspace=ws_off)
+        arena_bytes = ws_off + align_up(ws_bytes, 256)
+    return Library(net, plan, ins, outs, layout, lows, regions, arena_bytes, tuple(data_offs), blob, ws_off, params,
+                   param_bytes, tnet, tplan, tins, troles)
+
+
+def _one_network(module):
+    nets = module.networks()
+    if len(nets) != 1:
+        raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
+    return nets[0]
+
+
+def _derived_params(net, plan, tplan, start: int) -> tuple:
+    """A training library's forward parameters that are derived from the training program's (the
+    lowering table's `trained`/`derive`: a batch norm's inference affine from the trained scale,
+    shift and running statistics): ({name: offset in the forward's constant region}, its prologue
+    [(name, op, fn(placements, pin) -> KernelSpecs)], their bytes). Their own storage starts at
+    `start` in the forward's constant region (after its constant temporaries)."""
+    from ..ir.query import layers
+    from ..kernels.lowering import lowering_of
+    from ..memory.plan import align_up
+    from .lower import fold_context
+    fwd = {t.name[1:]: t for t in plan.tensors if t.kind == "param"}
+    trained = {t.name[1:]: (tplan.buffers[t.buffer].offset + t.offset, list(t.shape), t.dtype)
+               for t in tplan.tensors if t.kind == "param"}
+    own, prologue, at = {}, [], start
+    for op in layers(net):
+        e = lowering_of(op.name)
+        if e is None or e.trained is None:
+            continue
+        mine, need = e.trained(op)
+        if not mine or not all(n in trained for n in need.values()):
+            continue
+        for n in mine.values():
+            if n not in own:
+                own[n] = at
+                at += align_up(fwd[n].size, 256)
+        prologue.append((f"derive:{op.attrs.get('name')}", op, fold_context(e.derive, op, mine, need, trained)))
+    return own, prologue, at - start
+
+
+def _lower_program(module, net, plan, arch_n: int, tuning, emit_triton, layout, prologue=(), blocks="cuda"):
+    """(launches of one program, its lowering-cache key or None). A warm compile of an unchanged
+    network takes its launches from the lowering cache (their cubins from the kernel cache: an entry
+    whose cubins have gone missing is lowered again), without importing torch or Triton."""
+    from . import lowering_cache
+    from .cache import load_cached
+    lkey = None if emit_triton else lowering_cache.key(net, plan, arch_n, tuning, layout)
+    low = lowering_cache.load(lkey) if lkey else None
+    if low is not None:
+        for L in low.launches:
+            if L.cubin_key not in _CUBINS:
+                c = load_cached(L.cubin_key)
+                if c is None:          # evicted from the kernel cache: lower again
+                    low = None
+                    break
+                _CUBINS[L.cubin_key] = c
+    if low is not None:
+        low.from_cache = True
+        return low, lkey
+    from .lower import lower_network
+    return lower_network(module, net, plan, blocks=blocks, tuning=tuning, layout=layout, prologue=prologue), lkey
+
+
+_CUBINS: dict = {}   # cubins read from the kernel cache by this process, by key
+
+
+def _kernels_of(lows: list, arch_n: int, progress_stream) -> tuple:
+    """(cubins, first launch of each) of the distinct specializations of every program's launches,
+    numbering them (kernel_index) in order of first use; cubins from the lowering cache's keys or
+    compiled (cache.compile_cached)."""
+    from .cache import Progress, compile_cached
+    from .lowering_cache import spec_text
+    distinct: dict = {}
+    firsts = {}
+    every = [L for low in lows for L in low.launches]
+    for L in every:
+        L.kernel_index = distinct.setdefault(spec_text(L.spec_key), len(distinct))
+        firsts.setdefault(L.kernel_index, L)
+    todo = [i for i in range(len(firsts)) if not hasattr(firsts[i], "cubin_key")]
+    prog = Progress(len(todo), "compiling kernels", progress_stream) if todo else None
+    cubins = []
+    for i in range(len(firsts)):
+        L = firsts[i]
+        if hasattr(L, "cubin_key"):
+            cubins.append(_CUBINS[L.cubin_key])
+        else:
+            prog.step(f"{L.call.kernel.__name__} ({L.layers[0]})")
+            cubins.append(compile_cached(L.call, arch_n))
+    if prog:
+        prog.close()
+    for L in every:
+        c = cubins[L.kernel_index]
+        if c.n_params != len(L.args) + 2 or len(c.params) != len(L.args):
+            raise AssertionError(f"{c.name}: the cubin takes {c.n_params} parameters, the launcher passes "
+                                 f"{len(L.args)} + 2 scratch pointers")
+    return cubins, firsts
+
+
+def _parameters(module, plan) -> tuple:
+    """(the manifest's parameters, param_bytes): every `netc.param` tensor of the plan at its offset
+    in the constant arena, with its role (how random values are drawn); optimizer state and running
+    statistics (a training library's) say `state` and their initial value `init`."""
+    from ..ir.query import param_roles as _param_roles
+    from ..memory.plan import CONSTANT
+    roles = _param_roles(module)
+    decl = {p.attrs["sym_name"]: p for p in module.params()}
+    params, param_bytes = [], plan.arenas[CONSTANT].fixed
+    for t in plan.tensors:
+        if t.kind != "param":
+            continue
+        name = t.name[1:]
+        off = plan.buffers[t.buffer].offset + t.offset
+        d = dict(name=name, shape=list(t.shape), dtype=t.dtype, offset=off, bytes=t.size,
+                 role=roles.get(name, "weight"),   # how random values are drawn
+                 **({"shares": plan.tensors[t.alias_of].name[1:]} if t.alias == "share" else {}))
+        p = decl.get(name)
+        if p is not None and "state" in p.attrs:
+            d.update(state=p.attrs["state"], init=float(p.attrs.get("value", 0.0)))
+        params.append(d)
+        param_bytes = max(param_bytes, off + t.size)
+    return params, param_bytes
+
+
+def _schedule(net, plan, launches) -> list:
+    return [dict(step=L.step, group=L.group, layers=L.layers, kernel=L.kernel_index, **cost)
+            for L, cost in zip(launches, _launch_costs(net, plan, launches))]
+
+
+def _training_io(net, plan) -> tuple:
+    """(plan tensors of a training program's data inputs, {role: {offset, bytes, dtype}} of its own
+    scalar inputs: the learning rate and the dropout seed). Data inputs are batch-sized; the
+    learning rate must be f32 (netc_train_step takes a float)."""
+    from ..ir.query import layer_name, network_inputs
+    from ..memory.plan import BATCH, CONSTANT
+    data, roles = [], {}
+    for op in network_inputs(net):
+        t = plan.tensor(layer_name(op))
+        role = op.attrs.get("role")
+        if role is None:
+            if t.cls != BATCH:
+                raise NetcError(f"input '{t.name}' has shape {_shape(t.shape)}, without the batch axis of the network's "
+                                f"other inputs ({plan.batch}): a training library takes batch-sized inputs only", op.loc)
+            data.append(t)
+            continue
+        if role not in ("learning_rate", "seed"):
+            raise NetcError(f"input '{t.name}' has the role '{role}', which netc_train_step does not feed", op.loc)
+        want = {"learning_rate": ("f32",), "seed": ("i64", "i32")}[role]
+        if t.dtype not in want or t.cls != CONSTANT or t.shape:
+            raise NetcError(f"the {role.replace('_', ' ')} input '{t.name}' is {t.dtype}{_shape(t.shape)}: a training "
+                            f"library feeds a scalar {' or '.join(want)} (train in f32)", op.loc)
+        roles[role] = dict(name=t.name, offset=plan.buffers[t.buffer].offset + t.offset, bytes=t.size, dtype=t.dtype)
+    order = [plan.tensors[i].name for i in plan.inputs]
+    data.sort(key=lambda t: order.index(t.name))
+    return data, roles
+
+
+def _training_manifest(module, net, plan, ins, roles, classes, low) -> dict:
+    """The manifest's `training` section: what netc_train_step feeds and computes."""
+    from ..memory.plan import BATCH, CONSTANT
+    losses = []
+    for name in net.attrs.get("losses", []):
+        t = plan.tensor(name)
+        if t.cls != CONSTANT or t.shape or t.dtype != "f32":
+            raise NetcError(f"loss '{name}' is {t.dtype}{_shape(t.shape)}: a training library returns f32 scalar losses")
+        losses.append(dict(name=name, offset=plan.buffers[t.buffer].offset + t.offset, dtype=t.dtype))
+    grads = dict(net.attrs.get("gradients") or {})
+    trained = set(grads)
+    decl = {p.attrs["sym_name"]: p for p in module.params()}
+    used = {t.name[1:] for t in plan.tensors if t.kind == "param"}
+    return dict(
+        network=plan.network, batch=plan.batch,
+        inputs=[_io(plan, t, classes.get(t.name)) for t in ins],
+        learning_rate=roles.get("learning_rate"), seed=roles.get("seed"), losses=losses,
+        optimizer=net.attrs.get("optimizer"), gradients=grads,
+        frozen=sorted(n for n in used if n in decl and "state" not in decl[n].attrs and n not in trained
+                      and "share_from" not in decl[n].attrs),
+        state=sorted(n for n in used if n in decl and "state" in decl[n].attrs),
+        memory=dict(plan.summary(), constant_bytes=plan.arenas[CONSTANT].size,
+                    batch_bytes_per_sample=plan.arenas[BATCH].size,
+                    arena_bytes=_const_region(plan) + plan.arenas[BATCH].size * plan.batch),
+        splits=low.splits)
 
 
 def _launch_costs(net, plan, launches) -> list[dict]:
@@ -192,17 +434,19 @@ def _launch_costs(net, plan, launches) -> list[dict]:
     the IR by layer name, so launches from the lowering cache (no IR ops) get them too. A concat
     copy (lower_network's group "<group>:<input>", one per input copied into its slice) moves its
     input's bytes twice (read, then written) and does no arithmetic."""
-    from ..ir.core import STRUCTURAL_OPS
+    from ..ir.query import layers
+    from ..kernels.lowering import lowering_of
     from ..memory.plan import BATCH
     from ..ops import layer_cost
-    ops = {op.attrs.get("name"): op for op in net.regions[0].ops
-           if op.name not in STRUCTURAL_OPS and op.name != "netc.input"}
+    ops = {op.attrs.get("name"): op for op in layers(net)}
     tensors = {t.name: t for t in plan.tensors}
     out = []
     for L in launches:
         first = ops.get(L.layers[0]) if L.layers else None
         flops = nbytes = 0
-        if first is not None and first.name == "netc.concat":
+        if getattr(L, "part", 0):
+            pass      # a group's later kernel (the second stage of a reduction): its layer is counted once
+        elif first is not None and getattr(lowering_of(first.name), "copies", False):
             base = first.attrs.get("fusion_group") or f"op:{first.attrs.get('name')}"
             src = tensors.get(L.group[len(base) + 1:] if L.group.startswith(base + ":") else L.group.rsplit(":", 1)[-1])
             if src is not None:
@@ -240,50 +484,56 @@ def _network_io(net, plan) -> tuple[list, list]:
     return ins, outs
 
 
-def _io(plan, t, classes: int | None = None) -> dict:
+def _io(plan, t, classes: int | None = None, regions=("constant", "batch"), const_shift: int = 0) -> dict:
     """The manifest's entry of a network input or output. Batch-sized ones ("batched": true) are
     [b, ...] at a call's batch b, sample s at arena_offset_per_sample * b + s * pitch +
-    offset_in_sample in the batch arena (memory/plan.py's address). One without a batch axis (a
-    loss reduced over the batch's samples: constant class) has its own shape at every batch and
-    lives at `offset` bytes from the arena's start (the constant region, like the parameters).
-    `classes`: the class count of an input read as a SoftmaxLoss's labels (netc run NET.so draws
-    random labels from it, as the reference executor does)."""
+    offset_in_sample in their region (memory/plan.py's address; `region` names it, the manifest's
+    `regions` gives its byte offset in the arena: the batch arena after the constant region). One
+    without a batch axis (a loss reduced over the batch's samples: constant class) has its own shape
+    at every batch and lives at `offset` bytes from its region's start (the constant region, like the
+    parameters). `classes`: the class count of an input read as a SoftmaxLoss's labels (netc run
+    NET.so draws random labels from it, as the reference executor does)."""
     from ..memory.plan import BATCH
     buf = plan.buffers[t.buffer]
     d = dict(name=t.name, shape=list(t.shape), dtype=t.dtype, batched=t.cls == BATCH)
     if t.cls == BATCH:
-        d.update(region="batch", bytes_per_sample=t.size, arena_offset_per_sample=buf.offset,
+        d.update(region=regions[1], bytes_per_sample=t.size, arena_offset_per_sample=buf.offset,
                  offset_in_sample=t.offset, pitch=buf.size)
     else:
-        d.update(region="constant", offset=buf.offset + t.offset, bytes=t.size)
+        d.update(region=regions[0], offset=buf.offset + t.offset - const_shift, bytes=t.size)
     if classes is not None:
         d["classes"] = classes
     return d
 
 
-def _io_copy(plan, t) -> tuple:
-    """The launcher's copy of a network input or output (launcher.generate_c): (batched, bytes per
-    sample times b plus constant, width, pitch); without a batch axis, all its bytes at one address
-    of the constant region."""
+def _io_copy(plan, t, layout=None) -> tuple:
+    """The launcher's copy of a network input or output (launcher.generate_c): (region, batched,
+    bytes per sample times b plus constant, width, pitch); without a batch axis, all its bytes at
+    one address of a constant region. `layout` (recipes.ArenaLayout): the regions of the program."""
     from ..memory.plan import BATCH
+    from .recipes import ArenaLayout
+    lay = layout or ArenaLayout()
     buf = plan.buffers[t.buffer]
     if t.cls == BATCH:
-        return (True, buf.offset, t.offset, t.size, buf.size)
-    return (False, 0, buf.offset + t.offset, t.size, t.size)
+        return (lay.batch_region, True, buf.offset, t.offset, t.size, buf.size)
+    return (lay.const_region, False, 0, buf.offset + t.offset - lay.const_shift, t.size, t.size)
 
 
 def _label_classes(net) -> dict:
-    """{input name: C} for the inputs a netc.softmax_loss reads as labels (its second operand): C is
-    the class count, the logits' features (the rule of runtime/reference.py's random inputs)."""
+    """{input name: C} for the inputs an op reads as class labels (the operand its lowering-table
+    entry names: a softmax loss's second): C is the class count, the features of the op's first
+    operand, the logits (the rule of runtime/reference.py's random inputs)."""
     from ..ir.query import layer_name, network_inputs
+    from ..kernels.lowering import lowering_of
     owner = {id(op.results[0]): layer_name(op) for op in network_inputs(net) if op.results}
     out = {}
     for op in net.regions[0].ops:
-        if op.name == "netc.softmax_loss" and len(op.operands) == 2 and id(op.operands[1]) in owner:
+        k = getattr(lowering_of(op.name), "labels", None)
+        if k is not None and len(op.operands) > k and id(op.operands[k]) in owner:
             c = 1
             for d in op.operands[0].type.shape[1:]:
                 c *= d
-            out[owner[id(op.operands[1])]] = c
+            out[owner[id(op.operands[k])]] = c
     return out
 
 

@@ -21,10 +21,27 @@ up optionally: a driver without them still runs netc_forward, and netc_profile t
 clear netc_last_error. The events are created on the first netc_profile call and destroyed by
 netc_destroy. netc_num_launches gives NETC_NLAUNCHES (the manifest's schedule, in that order).
 
-ABI versions: 1, every input and output is [batch, ...]; 2 (this one), an output may have no batch
-axis: its manifest entry says "batched": false and its buffer is dense in its own shape. netc_profile
-and netc_num_launches were added to version 2 without a new version (libraries built before lack
-them; netc.runtime asks for a recompile when one is needed).
+A training library (`netc compile --train`) holds two programs over one arena and one copy of the
+parameters: the training step (forward, gradients, optimizer updates: the backward and optimizer
+passes' program, planned in training mode) and the forward (the inference program of the same
+source, compiled alongside). The arena is the training step's constant region (parameters and
+optimizer state at its bottom, in manifest order, then its constant temporaries: gradients,
+losses) and then either the training step's batch arena or, overlaid on the same bytes, the
+forward's constant temporaries and batch arena: the forward reads the parameters where the
+training step keeps them (codegen's ArenaLayout), so a step's updates are what the next forward
+computes with. The two programs share the scratch bytes, so calls on one net must not overlap
+(one stream, or ordered by the caller). netc_train_step copies the data inputs (labels too) into
+place at the compiled batch, writes the learning rate and the dropout seed (4 and 8 bytes from
+host memory, asynchronously), launches the step and, when loss_out is given, copies the losses
+back and waits for the stream. netc_get_params reads parameters and optimizer state back (a
+checkpoint that netc_set_params restores). A library compiled for inference exports the same
+functions; netc_train_step fails there with a message.
+
+ABI versions: 1, every input and output is [batch, ...]; 2, an output may have no batch axis: its
+manifest entry says "batched": false and its buffer is dense in its own shape (netc_profile and
+netc_num_launches were added to version 2 without a new version); 3 (this one), netc_train_step and
+netc_get_params, a manifest `training` section and `regions`, each input and output entry names its
+region. Libraries of an older version are refused by netc.runtime with a request to recompile.
 """
 from __future__ import annotations
 
@@ -32,8 +49,9 @@ import os
 import subprocess
 import tempfile
 
-ABI_VERSION = 2
+ABI_VERSION = 3
 PARAMS_FILE = "params.bin"
+DATA_FILE = "data.bin"
 # .rodata is reached PC-relative (+-2 GiB) from the launcher's code: keep embedded blobs well below
 MAX_EMBEDDED_PARAM_BYTES = 2 ** 31 - 2 ** 27
 
@@ -56,8 +74,8 @@ const char* netc_manifest(void);
    device $NETC_DEVICE, default 0). NULL on failure: see netc_last_error(NULL). */
 void* netc_create(void);
 void netc_destroy(void* net);
-/* Copy all parameters (the manifest's param_bytes, laid out at the manifest's offsets) from host
-   memory; synchronous. 0 on success. */
+/* Copy all parameters (the manifest's param_bytes, laid out at the manifest's offsets; in a training
+   library the optimizer state too) from host memory; synchronous. 0 on success. */
 int netc_set_params(void* net, const void* host_ptr, size_t bytes);
 /* The same from a raw file holding exactly param_bytes bytes. */
 int netc_set_params_file(void* net, const char* path);
@@ -77,6 +95,22 @@ int netc_forward(void* net, const void* const* inputs, void* const* outputs, int
 int netc_profile(void* net, const void* const* inputs, void* const* outputs, int batch, void* stream, float* ms);
 /* The number of kernel launches of one forward (the manifest's schedule). */
 int netc_num_launches(void);
+/* Training libraries (`netc compile --train`; the manifest's "training" section describes the step):
+   one training step at the compiled batch -- forward, gradients, optimizer updates, which write the
+   parameters and optimizer state in place -- on `inputs` (device pointers in the order of the
+   manifest's training.inputs: the data inputs and the labels, dense [batch, ...]), with learning rate
+   `lr` and dropout seed `seed` (a new one each step draws new masks). Asynchronous on `stream`; with
+   loss_out (host memory) it waits for the step and writes the loss there (the sum of the program's
+   losses, each a mean over the batch). A library compiled for inference returns an error. netc_forward
+   computes with the same parameters (the inference program: dropout off, batch norm folded); the two
+   share scratch memory, so do not run them concurrently on one net. */
+int netc_train_step(void* net, const void* const* inputs, float lr, long long seed, void* stream, float* loss_out);
+/* Copy all parameters and the optimizer state (param_bytes, the manifest's layout) to host memory,
+   after the work queued on the legacy default stream; netc_set_params takes the same bytes back (a
+   checkpoint). 0 on success. */
+int netc_get_params(void* net, void* host_ptr, size_t bytes);
+/* The number of kernel launches of one training step (0 without training). */
+int netc_num_train_launches(void);
 /* The last error of `net` ("" if none); with NULL, the last netc_create failure of this thread. */
 const char* netc_last_error(void* net);
 const char* netc_last_create_error(void);
@@ -146,14 +180,22 @@ typedef struct {
   CUresult (*cuEventElapsedTime)(float*, CUevent, CUevent);
   CUresult (*cuEventDestroy)(CUevent);
   const char* event_missing;
+  /* optional (netc_train_step, netc_get_params only): copy_missing names the first one missing */
+  CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void*, size_t, CUstream);
+  CUresult (*cuMemcpyDtoHAsync)(void*, CUdeviceptr, size_t, CUstream);
+  CUresult (*cuMemcpyDtoH)(void*, CUdeviceptr, size_t);
+  CUresult (*cuStreamSynchronize)(CUstream);
+  const char* copy_missing;
 } netc_driver;
 
 typedef struct { const unsigned char* image; size_t size; const char* name; unsigned shared; unsigned threads; } netc_kdef;
 typedef struct { unsigned char kind, region; long long coeff, cnst; float f; } netc_arg;  /* kind 0 ptr 1 i32 2 i64 3 f32 */
 typedef struct { int kernel; long long rows, block, rep; unsigned g1, g2; int first, nargs; const char* layer; } netc_launch;
-/* an input or output: batched, b rows of width bytes at base[2] + coeff * b + cnst, pitch apart;
-   else width bytes at base[1] + cnst (the constant region) */
-typedef struct { int batched; long long coeff, cnst, width, pitch; } netc_io;
+/* an input or output: batched, b rows of width bytes at base[region] + coeff * b + cnst, pitch apart;
+   else width bytes at base[region] + cnst (a constant region) */
+typedef struct { int region, batched; long long coeff, cnst, width, pitch; } netc_io;
+/* a program: launches [first, first + n) of netc_launches, its inputs and outputs */
+typedef struct { int first, n; const netc_io* inputs; int ninputs; const netc_io* outputs; int noutputs; } netc_prog;
 
 typedef struct {
   netc_driver d;
@@ -169,6 +211,10 @@ typedef struct {
      outputs), created on its first call; nevents of them exist */
   CUevent events[NETC_NEVENTS];
   int nevents;
+  /* netc_train_step's host-side scalars (copied from here) and losses (copied to here) */
+  float lr_host;
+  long long seed_host;
+  float loss_host[NETC_NLOSSES > 0 ? NETC_NLOSSES : 1];
   char err[1024];
 } netc_net;
 
@@ -230,6 +276,13 @@ static int load_driver(netc_driver* d, char* err) {
   *(void**)(&d->cuEventDestroy) = dlsym(d->lib, "cuEventDestroy_v2");
   if (!d->cuEventDestroy) OPT(cuEventDestroy, "cuEventDestroy");
 #undef OPT
+#define OPTC(field, name) do { *(void**)(&d->field) = dlsym(d->lib, name); \
+    if (!d->field && !d->copy_missing) d->copy_missing = name; } while (0)
+  OPTC(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+  OPTC(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+  OPTC(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+  OPTC(cuStreamSynchronize, "cuStreamSynchronize");
+#undef OPTC
   return 0;
 }
 
@@ -244,6 +297,7 @@ API const void* netc_embedded_params(size_t* bytes) {
 }
 API const char* netc_manifest(void) { return netc_manifest_json; }
 API int netc_num_launches(void) { return NETC_NLAUNCHES; }
+API int netc_num_train_launches(void) { return NETC_NTRAIN_LAUNCHES; }
 API const char* netc_last_create_error(void) { return g_create_err; }
 API const char* netc_last_error(void* h) { return h ? ((netc_net*)h)->err : g_create_err; }
 
@@ -299,13 +353,17 @@ API void* netc_create(void) {
       CREATE_FAIL("netc: kernel %s needs %u bytes of shared memory: %s", netc_kernels[i].name, netc_kernels[i].shared,
                   cu_msg(&n->d, r));
   }
-  size_t bytes = (size_t)NETC_CONST_BYTES + (size_t)NETC_BATCH_BYTES * NETC_BATCH;
+  size_t bytes = (size_t)NETC_ARENA_BYTES;
   if ((r = n->d.cuMemAlloc(&n->arena, bytes ? bytes : 256)))
     CREATE_FAIL("netc: cannot allocate the %zu-byte arena: %s", bytes, cu_msg(&n->d, r));
 #if NETC_PARAMS_EMBEDDED
   if ((r = n->d.cuMemcpyHtoD(n->arena, netc_params_blob, (size_t)NETC_PARAM_BYTES)))
     CREATE_FAIL("netc: cannot upload the embedded parameters: %s (CUresult %d)", cu_msg(&n->d, r), r);
   n->params_set = 1;
+#endif
+#if NETC_DATA_BYTES
+  if ((r = n->d.cuMemcpyHtoD(n->arena + (CUdeviceptr)NETC_FWD_DATA_OFF, netc_data_blob, (size_t)NETC_DATA_BYTES)))
+    CREATE_FAIL("netc: cannot upload the kernels' tables: %s (CUresult %d)", cu_msg(&n->d, r), r);
 #endif
   return n;
 }
@@ -363,35 +421,29 @@ static int copy_rows(netc_net* n, CUdeviceptr dst, size_t dpitch, CUdeviceptr sr
   return 0;
 }
 
-/* netc_forward's body, shared with netc_profile: `who` names the caller in errors; with `ev`
-   (NETC_NEVENTS events), ev[0] is recorded before the input copies, ev[1] after them, ev[2 + k]
-   after launch k and ev[NETC_NLAUNCHES + 2] after the output copies. */
-#define MARK(i) do { if (ev) CU(n, n->d.cuEventRecord(ev[i], s), "netc_profile: cuEventRecord"); } while (0)
-static int netc_run(netc_net* n, const char* who, const void* const* inputs, void* const* outputs, int batch,
-                    void* stream, CUevent* ev) {
-  if (batch < 1 || batch > NETC_BATCH) {
-    set_err(n->err, "%s: batch %d is outside 1..%d (the compiled batch)", who, batch, NETC_BATCH);
-    return -2;
-  }
-  if (!n->params_set && NETC_PARAM_BYTES) { set_err(n->err, "%s: call netc_set_params first", who); return -3; }
-  if ((NETC_NINPUTS && !inputs) || (NETC_NOUTPUTS && !outputs)) {
-    set_err(n->err, "%s: inputs/outputs is NULL", who);
-    return -4;
-  }
-  CUstream s = (CUstream)stream;
-  CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
-  CUdeviceptr base[3] = {0, n->arena, n->arena + (CUdeviceptr)NETC_CONST_BYTES};
-  long long b = batch;
-  MARK(0);
-  for (int i = 0; i < NETC_NINPUTS; i++) {
-    const netc_io* io = &netc_inputs[i];
-    CUdeviceptr at = io->batched ? base[2] + io->coeff * b + io->cnst : base[1] + io->cnst;
-    if (copy_rows(n, at, io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width, io->batched ? b : 1, s))
-      return -5;
-  }
-  MARK(1);
-  for (int k = 0; k < NETC_NLAUNCHES; k++) {
-    const netc_launch* L = &netc_launches[k];
+/* The regions' addresses (codegen/recipes.py): 0 NULL, 1 constant, 2 batch, 3 and 4 a training
+   library's forward constant and batch regions, 5 the running program's embedded data (data_off),
+   6 the workspace. */
+static void bases(netc_net* n, CUdeviceptr* base, unsigned long long data_off) {
+  base[0] = 0;
+  base[1] = n->arena;
+  base[2] = n->arena + (CUdeviceptr)NETC_CONST_BYTES;
+  base[3] = n->arena + (CUdeviceptr)NETC_FWD_CONST_OFF;
+  base[4] = n->arena + (CUdeviceptr)NETC_FWD_BATCH_OFF;
+  base[5] = n->arena + (CUdeviceptr)data_off;
+  base[6] = n->arena + (CUdeviceptr)NETC_WS_OFF;
+}
+
+static CUdeviceptr io_at(const netc_io* io, const CUdeviceptr* base, long long b) {
+  return base[io->region] + (io->batched ? io->coeff * b : 0) + io->cnst;
+}
+
+/* Launches [first, first + count) of netc_launches at batch b on stream s; with `ev`, ev[k] is
+   recorded after launch first + k. */
+static int launch_range(netc_net* n, const char* who, int first, int count, long long b, CUstream s,
+                        const CUdeviceptr* base, CUevent* ev) {
+  for (int k = 0; k < count; k++) {
+    const netc_launch* L = &netc_launches[first + k];
     void* params[NETC_MAXARGS + 2];
     for (int j = 0; j < L->nargs; j++) {
       const netc_arg* a = &netc_args[L->first + j];
@@ -419,24 +471,59 @@ static int netc_run(netc_net* n, const char* who, const void* const* inputs, voi
               cu_msg(&n->d, r), r);
       return -(int)r - 1000;
     }
-    MARK(2 + k);
+    if (ev) CU(n, n->d.cuEventRecord(ev[k], s), "netc_profile: cuEventRecord");
   }
-  for (int i = 0; i < NETC_NOUTPUTS; i++) {
-    const netc_io* io = &netc_outputs[i];
-    CUdeviceptr at = io->batched ? base[2] + io->coeff * b + io->cnst : base[1] + io->cnst;
-    if (copy_rows(n, (CUdeviceptr)(uintptr_t)outputs[i], io->width, at, io->pitch, io->width, io->batched ? b : 1, s))
+  return 0;
+}
+
+/* netc_forward's body, shared with netc_profile: `who` names the caller in errors; with `ev`
+   (NETC_NEVENTS events), ev[0] is recorded before the input copies, ev[1] after them, ev[2 + k]
+   after launch k and ev[NETC_NLAUNCHES + 2] after the output copies. */
+#define MARK(i) do { if (ev) CU(n, n->d.cuEventRecord(ev[i], s), "netc_profile: cuEventRecord"); } while (0)
+static int netc_run(netc_net* n, const char* who, const netc_prog* P, const void* const* inputs, void* const* outputs,
+                    int batch, void* stream, CUevent* ev) {
+  if (batch < 1 || batch > NETC_BATCH) {
+    set_err(n->err, "%s: batch %d is outside 1..%d (the compiled batch)", who, batch, NETC_BATCH);
+    return -2;
+  }
+  if (!n->params_set && NETC_PARAM_BYTES) { set_err(n->err, "%s: call netc_set_params first", who); return -3; }
+  if ((P->ninputs && !inputs) || (P->noutputs && !outputs)) {
+    set_err(n->err, "%s: inputs/outputs is NULL", who);
+    return -4;
+  }
+  CUstream s = (CUstream)stream;
+  CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
+  CUdeviceptr base[7];
+  bases(n, base, NETC_FWD_DATA_OFF);
+  long long b = batch;
+  MARK(0);
+  for (int i = 0; i < P->ninputs; i++) {
+    const netc_io* io = &P->inputs[i];
+    if (copy_rows(n, io_at(io, base, b), io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width,
+                  io->batched ? b : 1, s))
+      return -5;
+  }
+  MARK(1);
+  int rc = launch_range(n, who, P->first, P->n, b, s, base, ev ? ev + 2 : NULL);
+  if (rc) return rc;
+  for (int i = 0; i < P->noutputs; i++) {
+    const netc_io* io = &P->outputs[i];
+    if (copy_rows(n, (CUdeviceptr)(uintptr_t)outputs[i], io->width, io_at(io, base, b), io->pitch, io->width,
+                  io->batched ? b : 1, s))
       return -6;
   }
-  MARK(NETC_NLAUNCHES + 2);
+  MARK(P->n + 2);
   n->err[0] = 0;
   return 0;
 }
 #undef MARK
 
+static const netc_prog netc_forward_prog = {0, NETC_NLAUNCHES, netc_inputs, NETC_NINPUTS, netc_outputs, NETC_NOUTPUTS};
+
 API int netc_forward(void* h, const void* const* inputs, void* const* outputs, int batch, void* stream) {
   netc_net* n = (netc_net*)h;
   if (!n) return -1;
-  return netc_run(n, "netc_forward", inputs, outputs, batch, stream, NULL);
+  return netc_run(n, "netc_forward", &netc_forward_prog, inputs, outputs, batch, stream, NULL);
 }
 
 API int netc_profile(void* h, const void* const* inputs, void* const* outputs, int batch, void* stream, float* ms) {
@@ -456,11 +543,86 @@ API int netc_profile(void* h, const void* const* inputs, void* const* outputs, i
       n->nevents++;
     }
   }
-  int rc = netc_run(n, "netc_profile", inputs, outputs, batch, stream, n->events);
+  int rc = netc_run(n, "netc_profile", &netc_forward_prog, inputs, outputs, batch, stream, n->events);
   if (rc) return rc;
   CU(n, n->d.cuEventSynchronize(n->events[NETC_NEVENTS - 1]), "netc_profile: cuEventSynchronize");
   for (int i = 0; i < NETC_NEVENTS - 1; i++)
     CU(n, n->d.cuEventElapsedTime(&ms[i], n->events[i], n->events[i + 1]), "netc_profile: cuEventElapsedTime");
+  n->err[0] = 0;
+  return 0;
+}
+
+API int netc_train_step(void* h, const void* const* inputs, float lr, long long seed, void* stream, float* loss_out) {
+  netc_net* n = (netc_net*)h;
+  if (!n) return -1;
+#if NETC_TRAINING
+  static const netc_prog train = {NETC_NLAUNCHES, NETC_NTRAIN_LAUNCHES, netc_train_inputs, NETC_NTRAIN_INPUTS, NULL, 0};
+  if (n->d.copy_missing) {
+    set_err(n->err, "netc_train_step: the CUDA driver has no %s", n->d.copy_missing);
+    return -8;
+  }
+  CUstream s = (CUstream)stream;
+  /* the inputs, the step's launches: netc_run at the compiled batch, without outputs */
+  if (!n->params_set && NETC_PARAM_BYTES) { set_err(n->err, "netc_train_step: call netc_set_params first"); return -3; }
+  if (NETC_NTRAIN_INPUTS && !inputs) { set_err(n->err, "netc_train_step: inputs is NULL"); return -4; }
+  CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
+  CUdeviceptr base[7];
+  bases(n, base, NETC_TRAIN_DATA_OFF);
+  long long b = NETC_BATCH;
+  for (int i = 0; i < NETC_NTRAIN_INPUTS; i++) {
+    const netc_io* io = &netc_train_inputs[i];
+    if (copy_rows(n, io_at(io, base, b), io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width,
+                  io->batched ? b : 1, s))
+      return -5;
+  }
+  /* pageable host memory: each copy has read its source when the call returns */
+  n->lr_host = lr;
+  if (NETC_LR_OFF >= 0)
+    CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_LR_OFF, &n->lr_host, 4, s), "cuMemcpyHtoDAsync (lr)");
+  n->seed_host = seed;
+  if (NETC_SEED_OFF >= 0) {
+    int32_t s32 = (int32_t)seed;
+    const void* src = NETC_SEED_BYTES == 4 ? (const void*)&s32 : (const void*)&n->seed_host;
+    CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_SEED_OFF, src, NETC_SEED_BYTES, s),
+       "cuMemcpyHtoDAsync (seed)");
+  }
+  int rc = launch_range(n, "netc_train_step", train.first, train.n, b, s, base, NULL);
+  if (rc) return rc;
+  if (loss_out) {
+    float total = 0.0f;
+    for (int i = 0; i < NETC_NLOSSES; i++)
+      CU(n, n->d.cuMemcpyDtoHAsync(&n->loss_host[i], base[1] + (CUdeviceptr)netc_loss_offsets[i], 4, s),
+         "cuMemcpyDtoHAsync (loss)");
+    CU(n, n->d.cuStreamSynchronize(s), "cuStreamSynchronize");
+    for (int i = 0; i < NETC_NLOSSES; i++) total += n->loss_host[i];
+    *loss_out = total;
+  }
+  n->err[0] = 0;
+  return 0;
+#else
+  (void)inputs; (void)lr; (void)seed; (void)stream; (void)loss_out;
+  set_err(n->err, "netc_train_step: this library was compiled for inference only (compile it with "
+          "`netc compile --train` to train it)");
+  return -9;
+#endif
+}
+
+API int netc_get_params(void* h, void* host, size_t bytes) {
+  netc_net* n = (netc_net*)h;
+  if (!n) return -1;
+  if (bytes != (size_t)NETC_PARAM_BYTES) {
+    set_err(n->err, "netc_get_params: the parameters take %llu bytes, got room for %zu", (unsigned long long)NETC_PARAM_BYTES,
+            bytes);
+    return -2;
+  }
+  if (!host && bytes) { set_err(n->err, "netc_get_params: host_ptr is NULL"); return -3; }
+  if (!n->params_set && NETC_PARAM_BYTES) { set_err(n->err, "netc_get_params: no parameters are set yet"); return -4; }
+  if (n->d.copy_missing) {
+    set_err(n->err, "netc_get_params: the CUDA driver has no %s", n->d.copy_missing);
+    return -8;
+  }
+  CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
+  if (bytes) CU(n, n->d.cuMemcpyDtoH(host, n->arena, bytes), "cuMemcpyDtoH (parameters)");
   n->err[0] = 0;
   return 0;
 }
@@ -485,31 +647,59 @@ def _incbin(name: str, file: str) -> str:
 
 def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, param_bytes: int,
                kernels: list, launches: list, inputs: list, outputs: list, manifest: str,
-               params_embedded: bool = False) -> str:
-    """kernels: [(entry, cubin, shared, threads)]; launches: [(kernel, grid, args, layer)] with grid
-    ((rows, block, rep), g1, g2) and args lowered Arg; inputs/outputs: [(batched, coeff, const, width,
-    pitch)]: batched, b rows at the batch arena's coeff * b + const; else width bytes at the constant
-    region's const (codegen._io_copy).
-    params_embedded: the library embeds PARAMS_FILE (param_bytes bytes; see build_shared_library)."""
-    nargs = max([len(a) for _, _, a, _ in launches] or [0])
-    total = sum(len(a) for _, _, a, _ in launches)
+               params_embedded: bool = False, arena_bytes: int | None = None, fwd_regions: tuple | None = None,
+               train: dict | None = None, data: tuple = (0, 0, b""), workspace_offset: int | None = None) -> str:
+    """kernels: [(entry, cubin, shared, threads)]; launches: the forward's [(kernel, grid, args, layer)]
+    with grid ((rows, block, rep), g1, g2) and args lowered Arg; inputs/outputs: [(region, batched,
+    coeff, const, width, pitch)]: batched, b rows at base[region] + coeff * b + const; else width
+    bytes at base[region] + const (codegen._io_copy).
+    params_embedded: the library embeds PARAMS_FILE (param_bytes bytes; see build_shared_library).
+    A training library also gives arena_bytes (what netc_create allocates; default the constant
+    region plus the batch arena), fwd_regions (the byte offsets of regions FWD_CONST and FWD_BATCH)
+    and train: {"launches": [...] as launches, "inputs": [...] as inputs, "lr": byte offset or None,
+    "seed": (byte offset, bytes) or None, "losses": [byte offsets of f32 losses]} (constant region).
+    data: (forward data offset, training data offset, the bytes uploaded at the first: DATA_FILE);
+    workspace_offset: the WORKSPACE region's (default: the end of the arena)."""
+    train_launches = train["launches"] if train else []
+    every = list(launches) + list(train_launches)
+    nargs = max([len(a) for _, _, a, _ in every] or [0])
+    total = sum(len(a) for _, _, a, _ in every)
+    if arena_bytes is None:
+        arena_bytes = const_bytes + batch_bytes * batch
+    fc, fb = fwd_regions if fwd_regions is not None else (0, const_bytes)
+    seed = train.get("seed") if train else None
+    lr = train.get("lr") if train else None
+    losses = train["losses"] if train else []
     p = [f"#define NETC_ABI {ABI_VERSION}", f"#define NETC_ARCH {arch}", f"#define NETC_BATCH {batch}",
          f"#define NETC_CONST_BYTES {const_bytes}ULL", f"#define NETC_BATCH_BYTES {batch_bytes}ULL",
+         f"#define NETC_ARENA_BYTES {arena_bytes}ULL",
+         f"#define NETC_FWD_CONST_OFF {fc}ULL", f"#define NETC_FWD_BATCH_OFF {fb}ULL",
          f"#define NETC_PARAM_BYTES {param_bytes}ULL", f"#define NETC_NKERNELS {len(kernels)}",
          f"#define NETC_NLAUNCHES {len(launches)}", f"#define NETC_NEVENTS {len(launches) + 3}",
          f"#define NETC_MAXARGS {nargs}", f"#define NETC_NARGS {nargs}",
          f"#define NETC_NINPUTS {len(inputs)}", f"#define NETC_NOUTPUTS {len(outputs)}",
-         f"#define NETC_PARAMS_EMBEDDED {int(bool(params_embedded and param_bytes))}"]
+         f"#define NETC_PARAMS_EMBEDDED {int(bool(params_embedded and param_bytes))}",
+         f"#define NETC_TRAINING {int(train is not None)}",
+         f"#define NETC_NTRAIN_LAUNCHES {len(train_launches)}",
+         f"#define NETC_NTRAIN_INPUTS {len(train['inputs']) if train else 0}",
+         f"#define NETC_LR_OFF {lr if lr is not None else -1}LL",
+         f"#define NETC_SEED_OFF {seed[0] if seed else -1}LL", f"#define NETC_SEED_BYTES {seed[1] if seed else 8}",
+         f"#define NETC_NLOSSES {len(losses)}",
+         f"#define NETC_FWD_DATA_OFF {data[0]}ULL", f"#define NETC_TRAIN_DATA_OFF {data[1]}ULL",
+         f"#define NETC_DATA_BYTES {len(data[2])}ULL",
+         f"#define NETC_WS_OFF {arena_bytes if workspace_offset is None else workspace_offset}ULL"]
     body = []
     for i in range(len(kernels)):
         body.append(_incbin(f"netc_cubin_{i}", f"cubin_{i}.bin"))
     if params_embedded and param_bytes:
         body.append(_incbin("netc_params_blob", PARAMS_FILE))
+    if data[2]:
+        body.append(_incbin("netc_data_blob", DATA_FILE))
     ks = ",\n".join(f'  {{netc_cubin_{i}, {len(c)}, "{e}", {sh}, {th}}}' for i, (e, c, sh, th) in enumerate(kernels))
     body.append(f"static const netc_kdef netc_kernels[] = {{\n{ks or '  {0}'}\n}};\n")
     kinds = {"ptr": 0, "i32": 1, "i64": 2, "fp32": 3}
     flat, ls, first = [], [], 0
-    for k, grid, args, layer in launches:
+    for k, grid, args, layer in every:
         for a in args:
             flat.append(f"  {{{kinds[a.kind]}, {a.region}, {a.coeff}LL, {a.const}LL, {float(a.fval)!r}f}}")
         (rows, block, rep), g1, g2 = grid
@@ -518,9 +708,15 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     sep = ",\n"
     body.append("static const netc_arg netc_args[] = {\n" + (sep.join(flat) or "  {0}") + "\n};\n")
     body.append("static const netc_launch netc_launches[] = {\n" + (sep.join(ls) or "  {0}") + "\n};\n")
-    for nm, ios in (("netc_inputs", inputs), ("netc_outputs", outputs)):
-        rows = ",\n".join(f"  {{{int(bool(bt))}, {c}LL, {k}LL, {w}LL, {pt}LL}}" for bt, c, k, w, pt in ios)
+    tables = [("netc_inputs", inputs), ("netc_outputs", outputs)]
+    if train is not None:
+        tables.append(("netc_train_inputs", train["inputs"]))
+    for nm, ios in tables:
+        rows = ",\n".join(f"  {{{rg}, {int(bool(bt))}, {c}LL, {k}LL, {w}LL, {pt}LL}}" for rg, bt, c, k, w, pt in ios)
         body.append(f"static const netc_io {nm}[] = {{\n{rows or '  {0}'}\n}};\n")
+    if train is not None:
+        offs = ", ".join(f"{o}ULL" for o in losses) or "0"
+        body.append(f"static const unsigned long long netc_loss_offsets[] = {{{offs}}};\n")
     body.append(f"static const char netc_manifest_json[] =\n{_c_string(manifest)};\n")
     assert total == first
     # the prelude needs the tables' sizes; the tables need the prelude's types
@@ -530,7 +726,7 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
 
 
 def build_shared_library(c_source: str, out_path: str, cubins: list, cc: str | None = None,
-                         params_blob=None) -> None:
+                         params_blob=None, data: bytes = b"") -> None:
     """Compile the launcher with `cc`; cubins[i] is embedded as netc_cubin_<i>, params_blob (bytes-like,
     the packed parameters) as netc_params_blob when the source was generated with params_embedded."""
     cc = cc or os.environ.get("CC") or "cc"
@@ -542,6 +738,9 @@ def build_shared_library(c_source: str, out_path: str, cubins: list, cc: str | N
         for i, blob in enumerate(cubins):
             with open(os.path.join(d, f"cubin_{i}.bin"), "wb") as f:
                 f.write(blob)
+        if data:
+            with open(os.path.join(d, DATA_FILE), "wb") as f:
+                f.write(data)
         if params_blob is not None:
             with open(os.path.join(d, PARAMS_FILE), "wb") as f:
                 f.write(memoryview(params_blob).cast("B"))

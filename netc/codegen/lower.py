@@ -1,17 +1,29 @@
-"""Fusion groups + memory plan -> launches: one resolved kernel specialization per group.
+"""Fusion groups + memory plan -> launches: one resolved kernel specialization (or a few) per group.
 
-Each group is lowered by calling the netc.kernels launcher with launch=False on *meta* tensors
-that stand for plan placements: every tensor is an as_strided view of one huge meta storage whose
-storage offset encodes which placement it is (id << ID_SHIFT, plus any element offset a launcher's
-own view adds), with the plan's batch stride and feature strides. So the launchers' own shape
-checks, stride arithmetic and block-size choices are reused unchanged, and every pointer argument
-of the KernelCall maps back to (arena region, per-sample offset, offset): its address at runtime
-batch b is arena_base[region] + coeff * b + const (memory/plan.py: offset*b + sample*size + t.offset).
+Which kernel a group becomes is the lowering table's business (netc/kernels/lowering.py, keyed by
+IR op name): this module asks the table for the entry of the group's first op (its anchor) and
+never looks at op names itself. What it adds is the placement of every tensor, the batch, and the
+launch recipes the C launcher (launcher.py) and the interpreter (runtime/interp.py) replay.
 
-Integer arguments that depend on the batch (NB, M, NUMEL, ...) are affine in b: each group is
-lowered at the compiled batch B and at B + 1 with the constexprs of B pinned, and the difference
-gives the coefficient. The grid's first axis is cdiv(rows_per_sample * b, BLOCK) * R; the others
-do not depend on the batch.
+How a group is lowered without a GPU, without memory and without running anything (the meta-tensor
+trick). The table's entry calls an ordinary launcher of netc/kernels (say conv2d(x, w, bias, out=y,
+launch=False)) exactly as a user would with real CUDA tensors, and the launcher does its usual
+checks, stride arithmetic and block-size choices and returns a KernelCall: the kernel, its grid,
+its argument values and constexprs. The tensors it is given are *meta tensors* (torch's
+device="meta": shape, strides and dtype, no storage), one per plan placement, and each is an
+as_strided view of one huge meta storage whose storage offset says which placement it stands for
+(placement id << ID_SHIFT). A view the launcher takes itself (a channel slice, a transpose, a
+reshape) keeps that offset plus its own element offset. So every tensor argument of the
+resulting KernelCall decodes back to (arena region, bytes per sample, constant bytes): its address
+at run time is base[region] + coeff * b + const at batch b (memory/plan.py: a batch buffer at
+offset * b, sample s at offset * b + s * size, plus the tensor's offset). Integer arguments that
+depend on the batch (NB, M, NUMEL, ...) are affine in b: each group is lowered at the compiled
+batch B and at B + 1 with the first lowering's tiles pinned (PIN_KWARGS), and the difference gives
+the coefficient. The grid's first axis is cdiv(rows_per_sample * b, block) * R (the entry says
+rows_per_sample and which constexpr is the block, or FIXED_GRID for a grid that does not depend on
+the batch); the other axes are constants. A scratch tensor the launcher allocated itself has no
+placement and is refused, so entries hand launchers the workspace (ctx.workspace) and embedded
+tables (ctx.constant) instead, which decode to the WORKSPACE and DATA regions.
 
 A group runs at the schedule step of its last op. A plan made with fusion has that step for the
 whole group (memory/plan.py), so check_group only guards it (a finding is an internal error); on a
@@ -25,28 +37,18 @@ import torch
 
 from ..diagnostics import NetcError
 from ..ir.core import STRUCTURAL_OPS
-from ..memory.plan import BATCH, CONSTANT, is_dense, output_aligned_members, row_major
+from ..kernels.lowering import (FIXED_GRID, INTERPRETER_TILES, PIN_KWARGS, PIN_OPTIONS, TILE_CONSTEXPRS,  # noqa: F401
+                               LowerContext, copy_spec, lowering_of, no_kernel)
+from ..memory.plan import BATCH, CONSTANT, output_aligned_members, row_major
 from ..ops import lookup
 from ..ops.registry import not_runnable
 
-from .recipes import BATCH_ARENA, CONST_ARENA, NULL, Arg, Launch, Lowered  # noqa: F401
+from .recipes import BATCH_ARENA, CONST_ARENA, DATA, NULL, WORKSPACE, Arg, ArenaLayout, Launch, Lowered  # noqa: F401
 ID_SHIFT = 36
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                 "i32": torch.int32, "i64": torch.int64, "i8": torch.int8}   # integers: labels
-# constexpr -> launcher keyword, to pin a specialization while re-lowering at another batch
-PIN_KWARGS = {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k", "GROUP_M": "group_m",
-              "FLAT_K": "flat_k", "BLOCK": "block", "BLOCK_P": "block_p", "BLOCK_C": "block_c",
-              "BLOCK_R": "block_r"}
-# launch options a pin carries too (so a tuned num_warps/num_stages survives re-lowering at batch B+1)
-PIN_OPTIONS = ("num_warps", "num_stages")
-NO_KERNEL = {"netc.deconv2d": "transposed convolution", "netc.upsample2d": "upsampling",
-             "netc.gru": "a recurrent (GRU) cell", "netc.argsort": "SINGA's ArgSort",
-             "netc.accuracy": "SINGA's Accuracy",
-             "netc.opaque": "an opaque (unknown) layer"}
 # tile policies: "cuda", the launchers' own (what the .so runs); "large", large_tiles() (the interpreter)
 BLOCK_POLICIES = ("cuda", "large")
-# ops that are the identity on their operand's bytes: no kernel when the plan aliases them, else a copy
-COPY_OPS = ("netc.dropout", "netc.reshape", "netc.identity")
 
 
 class CodegenError(NetcError):
@@ -55,12 +57,59 @@ class CodegenError(NetcError):
 
 # --------------------------------------------------------------------------- meta placements
 
+class _Shared:
+    """What the lowerings of one network add to their program besides launches: the bytes of the
+    DATA region (deduplicated: the same table at batch B and B + 1 is one placement) and the size
+    of the WORKSPACE region."""
+
+    def __init__(self):
+        self.data = bytearray()
+        self.offsets: dict = {}
+        self.workspace = 0
+
+    def place(self, raw: bytes) -> int:
+        if raw not in self.offsets:
+            self.data.extend(b"\0" * (-len(self.data) % 16))
+            self.offsets[raw] = len(self.data)
+            self.data.extend(raw)
+        return self.offsets[raw]
+
+
 class _Placements:
-    def __init__(self, plan, batch):
+    def __init__(self, plan, batch, layout: ArenaLayout | None = None, shared: _Shared | None = None):
         self.plan, self.batch = plan, batch
+        self.layout = layout or ArenaLayout()
+        self.params = self.layout.param_offsets()
+        self.private = dict(self.layout.private)
+        self.shared = shared if shared is not None else _Shared()
         self.base = {}
         self.regions = {0: (NULL, 0, 0)}
         self.by_tensor = {}
+
+    def _view(self, dt, shape, strides, info):
+        if dt not in self.base:
+            self.base[dt] = torch.empty(2 ** 58, dtype=dt, device="meta")
+        k = len(self.regions)
+        self.regions[k] = info
+        return self.base[dt].as_strided(shape, strides, k << ID_SHIFT)
+
+    def at(self, region: int, offset: int, shape, dtype: str):
+        """A dense tensor of `shape` and IR dtype at `offset` bytes into `region` (constant class)."""
+        shape = tuple(shape)
+        return self._view(TORCH_DTYPES[dtype], shape, row_major(shape), (region, 0, offset))
+
+    def workspace(self, numel: int, dtype=torch.float32):
+        """fp32 scratch at the start of the WORKSPACE region (shared by every group)."""
+        numel = max(int(numel), 1)
+        self.shared.workspace = max(self.shared.workspace, numel * torch.empty((), dtype=dtype).element_size())
+        return self._view(dtype, (numel,), (1,), (WORKSPACE, 0, 0))
+
+    def constant(self, t: torch.Tensor):
+        """A placement in the DATA region holding the bytes of the (CPU) tensor t."""
+        t = t.detach().cpu().contiguous()
+        raw = t.reshape(-1).view(torch.uint8).numpy().tobytes()
+        off = self.shared.place(raw)
+        return self._view(t.dtype, tuple(t.shape), tuple(t.stride()), (DATA, 0, off))
 
     def meta(self, t):
         """The meta tensor standing for plan tensor t (a TensorPlan) at self.batch."""
@@ -73,20 +122,25 @@ class _Placements:
         buf = self.plan.buffers[t.buffer]
         fshape = t.feature_shape
         fstr = tuple(t.strides) if t.strides is not None else row_major(fshape)
+        lay = self.layout
         if t.cls == BATCH:
             shape = (self.batch,) + tuple(fshape)
             strides = (buf.size // t.itemsize,) + tuple(fstr)
-            info = (BATCH_ARENA, buf.offset, t.offset)
+            info = (lay.batch_region, buf.offset, t.offset)
         elif t.cls == CONSTANT:
             shape, strides = tuple(fshape), tuple(fstr)
-            info = (CONST_ARENA, 0, buf.offset + t.offset)
+            if t.kind == "param" and t.name[1:] in self.private:
+                info = (lay.const_region, 0, self.private[t.name[1:]])
+            elif self.params is not None and t.kind == "param":
+                if t.name[1:] not in self.params:
+                    raise CodegenError(f"parameter '{t.name[1:]}' of the forward program is not in the training "
+                                       f"program (a layer of another phase?): the library cannot share it")
+                info = (CONST_ARENA, 0, self.params[t.name[1:]])
+            else:
+                info = (lay.const_region, 0, buf.offset + t.offset - lay.const_shift)
         else:
             raise CodegenError(f"tensor '{t.name}' is time-sized; the CUDA target has no recurrent ops yet")
-        if dt not in self.base:
-            self.base[dt] = torch.empty(2 ** 58, dtype=dt, device="meta")
-        k = len(self.regions)
-        self.regions[k] = info
-        m = self.base[dt].as_strided(shape, strides, k << ID_SHIFT)
+        m = self._view(dt, shape, strides, info)
         self.by_tensor[t.id] = m
         return m
 
@@ -105,103 +159,43 @@ class _Placements:
 
 # --------------------------------------------------------------------------- lowering one group
 
-def _slope_act(op):
-    if op.name == "netc.relu":
-        s = float(op.attrs.get("negative_slope", 0.0) or 0.0)
-        return ("leaky_relu", s) if s else ("relu", 0.0)
-    return ({"netc.sigmoid": "sigmoid", "netc.tanh": "tanh"}[op.name], 0.0)
+class _GroupContext(LowerContext):
+    """What a lowering-table entry sees of a group (kernels/lowering.py LowerContext): IR values and
+    parameters as the tensors standing for their placements in `pl`."""
+
+    def __init__(self, members, tensors, pl, pin: dict, tf32: bool):
+        self.tensors, self.pl, self.pin, self.tf32 = tensors, pl, pin, tf32
+        self.batch = pl.batch
+        last = members[-1]
+        self.out = self.value(last.results[0]) if last.results else None
+
+    def value(self, v):
+        return self.pl.meta(self.tensors[_vname(v)])
+
+    def param(self, op, role):
+        return self.pl.meta(self.tensors["@" + op.attrs["params"][role].name])
+
+    def workspace(self, numel: int):
+        return self.pl.workspace(numel)
+
+    def constant(self, t):
+        return self.pl.constant(t)
+
+    def is_scratch(self, t) -> bool:
+        return (t.storage_offset() >> ID_SHIFT) == 0 and t.numel() > 1
 
 
-def _lower_group(members, plan, tensors, pl: _Placements, pin: dict, tf32: bool = False):
-    """(KernelCall, rows_per_sample, block) of a group: the grid's first axis is cdiv(rows_per_sample * b,
-    block) * R, block the value of the constexpr so named, a number, or None (1).
-    tf32: f32 matrix products may use TF32 (the network's netc.precision, from set-dtype)."""
-    K = _kernels()
-    first, last = members[0], members[-1]
-    T = lambda v: pl.meta(tensors[_vname(v)])                       # noqa: E731
-    P = lambda op, role: pl.meta(tensors["@" + op.attrs["params"][role].name])  # noqa: E731
-    out = T(last.results[0])
-    B = pl.batch
-    if first.name in ("netc.conv2d", "netc.inner_product"):
-        kw = dict(activation="none", negative_slope=0.0, allow_tf32=tf32)
-        if first.attrs.get("activation", "none") not in ("none", None):
-            kw["activation"] = first.attrs["activation"]
-        prev = first.results[0]
-        for m in members[1:]:
-            if m.name == "netc.batch_norm":
-                kw["scale"], kw["shift"] = P(m, "scale"), P(m, "shift")
-            elif m.name == "netc.elementwise":
-                other = m.operands[1] if m.operands[0] is prev else m.operands[0]
-                kw["residual"] = T(other)
-                kw["residual_after_act"] = kw["activation"] != "none"
-            else:
-                kw["activation"], kw["negative_slope"] = _slope_act(m)
-            prev = m.results[0]
-        params = first.attrs.get("params") or {}
-        bias = P(first, "bias") if "bias" in params else None
-        x = T(first.operands[0])
-        if first.name == "netc.conv2d":
-            call = K.conv2d(x, P(first, "weight"), bias, strides=first.attrs.get("strides", [1, 1, 1, 1]),
-                            padding=first.attrs.get("padding", "SAME"), out=out, launch=False, **kw, **pin)
-            return call, out.shape[1] * out.shape[2], "BLOCK_M"
-        if kw.get("residual") is not None:
-            kw["residual"] = kw["residual"].reshape(B, -1)
-        call = K.gemm(x.reshape(B, -1), P(first, "weight"), bias, out=out, launch=False, **kw, **pin)
-        return call, 1, "BLOCK_M"
-    if first.name in ("netc.relu", "netc.sigmoid", "netc.tanh", "netc.batch_norm", "netc.elementwise"):
-        ops, prev = [], None
-        x = T(first.operands[0])
-        for m in members:
-            others = [v for v in m.operands if v is not prev] if prev is not None else list(m.operands[1:])
-            if m.name == "netc.batch_norm":
-                ops.append(("scale_shift", P(m, "scale"), P(m, "shift")))
-            elif m.name == "netc.elementwise":
-                name = {"sum": "add", "product": "mul", "max": "max"}[m.attrs.get("operation", "sum")]
-                ops.extend((name, T(v)) for v in others)
-            else:
-                a, s = _slope_act(m)
-                ops.append(("leaky_relu", s) if a == "leaky_relu" else a)
-            prev = m.results[0]
-        call = K.elementwise_chain(x, ops, out=out, launch=False, **pin)
-        return call, x.numel() // B, "BLOCK"
-    op = first
-    if len(members) != 1:
-        raise AssertionError(f"group of {op.name} has {len(members)} members")
-    if op.name in ("netc.maxpool", "netc.avgpool"):
-        fn = K.maxpool if op.name == "netc.maxpool" else K.avgpool
-        call = fn(T(op.operands[0]), op.attrs["ksize"], op.attrs.get("strides", [1, 1, 1, 1]),
-                  op.attrs.get("padding", "VALID"), out=out, launch=False, **pin)
-        return call, out.shape[1] * out.shape[2], "BLOCK_P"
-    if op.name == "netc.lrn":
-        x = T(op.operands[0])
-        call = K.lrn(x, op.attrs.get("local_size", 5), op.attrs.get("alpha", 1e-4), op.attrs.get("beta", 0.75),
-                     op.attrs.get("knorm", 1.0), out=out, launch=False, **pin)
-        return call, x.numel() // B // x.shape[-1], "BLOCK_P"
-    if op.name == "netc.softmax":
-        call = K.softmax(T(op.operands[0]), out=out, launch=False, **pin)
-        return call, 1, None
-    if op.name in ("netc.softmax_loss", "netc.euclidean_loss"):
-        fn = K.softmax_loss if op.name == "netc.softmax_loss" else K.euclidean_loss
-        call = fn(T(op.operands[0]), T(op.operands[1]), out=out, launch=False, **pin)
-        return call, 1, K.ONE_PROGRAM      # one program reduces the whole batch
-    if op.name in COPY_OPS:
-        return _copy_call(T(op.operands[0]), out, pin, pl)
-    raise AssertionError(op.name)
-
-
-def _kernels():
-    # the launchers themselves (the package's lazy names are shadowed once a submodule is imported)
-    from types import SimpleNamespace
-    from ..kernels.conv import conv2d
-    from ..kernels.elementwise import elementwise_chain
-    from ..kernels.gemm import gemm
-    from ..kernels.loss import ONE_PROGRAM, euclidean_loss, softmax_loss
-    from ..kernels.lrn import lrn
-    from ..kernels.pool import avgpool, maxpool
-    from ..kernels.softmax import softmax
-    return SimpleNamespace(conv2d=conv2d, elementwise_chain=elementwise_chain, gemm=gemm, lrn=lrn,
-                           avgpool=avgpool, maxpool=maxpool, softmax=softmax, softmax_loss=softmax_loss,
-                           euclidean_loss=euclidean_loss, ONE_PROGRAM=ONE_PROGRAM)
+def _lower_group(members, plan, tensors, pl: _Placements, pin: dict, tf32: bool = False) -> list:
+    """[(KernelCall, rows_per_sample, block)] of a group, by its anchor's entry in the lowering
+    table (one per kernel, in launch order): the grid's first axis is cdiv(rows_per_sample * b,
+    block) * R, block the value of the constexpr so named, a number, None (1) or FIXED_GRID (a
+    grid that does not depend on the batch). tf32: f32 matrix products may use TF32 (the
+    network's netc.precision, from set-dtype)."""
+    entry = lowering_of(members[0].name)
+    if entry is None or entry.lower is None:
+        raise AssertionError(f"{members[0].name}: no lowering (checked by lower_network)")
+    out = entry.lower(_GroupContext(members, tensors, pl, pin, tf32), members)
+    return [tuple(s) for s in out] if isinstance(out, list) else [tuple(out)]
 
 
 def _vname(v):
@@ -209,34 +203,17 @@ def _vname(v):
     return n if len(v.owner.results) == 1 else f"{n}#{v.index}"
 
 
-def _pin_of(call) -> dict:
-    pin = {PIN_KWARGS[k]: v for k, v in call.constexprs.items() if k in PIN_KWARGS}
-    pin.update({k: v for k, v in call.options.items() if k in PIN_OPTIONS})
+def _pin_of(call, *more) -> dict:
+    """Launcher keywords that reproduce `call`'s tiles (and those of the group's later kernels,
+    where the first does not set them)."""
+    pin = {}
+    for c in (call,) + more:
+        for k, v in c.constexprs.items():
+            if k in PIN_KWARGS:
+                pin.setdefault(PIN_KWARGS[k], v)
+        if c is call:
+            pin.update({k: v for k, v in c.options.items() if k in PIN_OPTIONS})
     return pin
-
-
-def _copy_call(src, dst, pin, pl):
-    """A copy src -> dst (an elementwise chain of no ops): a concat input into its slice, or a
-    dropout/reshape/identity the plan could not alias. Different shapes of the same element count
-    (a reshape) are copied as [batch, features] rows, which needs both dense within a sample."""
-    K = _kernels()
-    if tuple(src.shape) != tuple(dst.shape):
-        src, dst = _as_rows(src, pl.batch), _as_rows(dst, pl.batch)
-    return K.elementwise_chain(src, [], out=dst, launch=False, **pin), src.numel() // pl.batch, "BLOCK"
-
-
-def _as_rows(t, batch):
-    """A meta placement [batch, ...] dense within each sample, viewed as [batch, features] (same storage
-    offset, so it still decodes to its placement)."""
-    f = t.numel() // batch if batch else 0
-    fshape = tuple(t.shape[1:])
-    if not is_dense(fshape, tuple(t.stride()[1:])):
-        raise ValueError(f"a copy between different shapes needs dense tensors, got strides {t.stride()}")
-    return t.as_strided((batch, f), (t.stride(0) if t.dim() else f, 1), t.storage_offset())
-
-
-# constexprs that are tiles (what tuning chooses), not part of what a specialization computes
-TILE_CONSTEXPRS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "BLOCK", "BLOCK_P", "BLOCK_C", "BLOCK_R"}
 
 
 def tuning_key(call) -> str:
@@ -254,54 +231,109 @@ def tuning_key(call) -> str:
     return hashlib.sha256(json.dumps(doc, sort_keys=True, default=str).encode()).hexdigest()[:32]
 
 
-def lower_once(members, plan, tensors, pl, pin: dict, tf32: bool = False, copy=None):
-    """(KernelCall, rows_per_sample, block) of one group (or, with copy=(src, dst, axis, start), one
-    concat-copy) on the placements `pl` with the launcher keywords `pin`. The tuner (tune.py) calls
-    it with placements on a real arena; lower_launch with meta placements."""
+def lower_calls(members, plan, tensors, pl, pin: dict, tf32: bool = False, copy=None) -> list:
+    """[(KernelCall, rows_per_sample, block)] of one group (or, with copy=(src, dst, axis, start),
+    one concat-copy; with copy a callable (placements, pin) -> KernelSpecs: a prologue's kernels)
+    on the placements `pl` with the launcher keywords `pin`."""
+    if callable(copy):
+        return [tuple(k) for k in copy(pl, pin)]
     if copy is not None:
         src, dst, axis, start = copy
         s = pl.meta(src)
         d = pl.meta(dst).narrow(axis, start, s.shape[axis])
-        return _copy_call(s, d, pin, pl)
+        return [tuple(copy_spec(_CopyContext(pl, pin), s, d))]
     return _lower_group(members, plan, tensors, pl, pin, tf32)
 
 
+def lower_once(members, plan, tensors, pl, pin: dict, tf32: bool = False, copy=None):
+    """(KernelCall, rows_per_sample, block) of the first kernel of one group (lower_calls). The tuner
+    (tune.py) calls it with placements on a real arena (it tunes groups of one kernel)."""
+    return lower_calls(members, plan, tensors, pl, pin, tf32, copy)[0]
+
+
+def fold_context(derive, op, mine: dict, need: dict, trained: dict):
+    """A prologue's fn(placements, pin) for lower_launch: `derive` (a lowering-table entry's) on the
+    op's own parameters (`mine`: role -> name, the program's plan tensors) and the training program's
+    tensors it derives them from (`need`: key -> name; `trained`: name -> (offset in the constant
+    arena, shape, dtype))."""
+    def fn(pl, pin):
+        ctx = _CopyContext(pl, pin)
+        tensors = {t.name: t for t in pl.plan.tensors}
+        own = {role: pl.meta(tensors["@" + n]) for role, n in mine.items()}
+        src = {k: pl.at(CONST_ARENA, *trained[n]) for k, n in need.items()}
+        return derive(ctx, op, own, src)
+    return fn
+
+
+class _CopyContext(LowerContext):
+    """The context of a copy or a prologue: no group, the placements' workspace and data."""
+
+    def __init__(self, pl, pin):
+        self.batch, self.pin, self.tf32, self.out = pl.batch, pin, False, None
+        self.pl = pl
+
+    def workspace(self, numel: int):
+        return self.pl.workspace(numel)
+
+    def constant(self, t):
+        return self.pl.constant(t)
+
+
 def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = False, blocks: str = "cuda",
-                 tuning: dict | None = None) -> Launch:
-    """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to a Launch.
-    blocks: "cuda" (the launchers' own tile sizes, what the .so runs) or "large" (large_tiles()).
-    tuning: {tuning key: launcher keywords} (tune.py): a specialization found there is lowered with
-    the tuned tiles, warps and stages instead of the launcher's defaults."""
+                 tuning: dict | None = None, layout: ArenaLayout | None = None,
+                 shared: _Shared | None = None) -> list:
+    """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to its Launches (one
+    per kernel: a group may take several, e.g. a two-stage reduction). blocks: "cuda" (the
+    launchers' own tile sizes, what the .so runs) or "large" (large_tiles()). tuning: {tuning key:
+    launcher keywords} (tune.py): a specialization found there is lowered with the tuned tiles,
+    warps and stages instead of the launcher's defaults. shared: where the group's constant data
+    and workspace go (one per program)."""
     B = plan.batch
     results = []
     pin: dict = {}
     tuned = False
+    shared = shared if shared is not None else _Shared()
     if blocks not in BLOCK_POLICIES:
         raise ValueError(f"unknown block policy {blocks!r} (one of {', '.join(BLOCK_POLICIES)})")
     first_decides = blocks == "large" or bool(tuning)
     sizes = (B, B, B + 1) if first_decides else (B, B + 1)
     for i, b in enumerate(sizes):
-        pl = _Placements(plan, b)
+        pl = _Placements(plan, b, layout, shared)
         try:
-            call, ps, blk = lower_once(members, plan, tensors, pl, pin, tf32, copy)
+            specs = lower_calls(members, plan, tensors, pl, pin, tf32, copy)
         except (ValueError, TypeError) as e:
             layer = members[0].attrs.get("name")
             why = f"cannot lower layer '{layer}' ({members[0].name}) to a kernel: {e}"
             if tuned:
                 why += " (with the tuning file's configuration for it)"
             raise CodegenError(why, members[0].loc) from None
-        results.append((call, ps, blk, pl))
-        pin = _pin_of(call)
+        results.append((specs, pl))
+        pin = _pin_of(*[c for c, _, _ in specs])
         if first_decides and i == 0:
             if blocks == "large":
-                pin.update(large_tiles(call))
+                pin.update(large_tiles(specs[0][0]))
             else:
-                cfg = tuning.get(tuning_key(call))
+                cfg = tuning.get(tuning_key(specs[0][0]))
                 if cfg:
                     pin = dict(cfg)
                     tuned = True
             results.pop()
-    (c0, ps, blk, p0), (c1, ps1, _, p1) = results
+    (s0, p0), (s1, p1) = results
+    if len(s0) != len(s1):
+        raise AssertionError(f"{name}: the number of kernels changed with the batch")
+    out = []
+    for part, ((c0, ps, blk), (c1, _, _)) in enumerate(zip(s0, s1)):
+        out.append(_launch(name if part == 0 else f"{name}+{part}", members, step, c0, c1, ps, blk, p0, p1, B))
+        out[-1].part = part
+        out[-1].tuned = tuned
+        out[-1].source = (members, copy)        # what the tuner re-lowers (tune.py)
+    return out
+
+
+def _launch(name, members, step, c0, c1, ps, blk, p0, p1, B) -> Launch:
+    """One kernel's Launch from its calls at batch B (c0, placements p0) and B + 1 (c1, p1): pointer
+    arguments decoded to their placements, integers affine in the batch, the grid's first axis
+    cdiv(ps * b, block) * R."""
     if c0.constexprs != c1.constexprs or c0.kernel is not c1.kernel:
         raise AssertionError(f"{name}: the specialization changed with the batch")
     args = []
@@ -330,21 +362,12 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
                                                              _ptr_type(v)) for n, a, v in
                                                             zip(c0.kernel.arg_names, args, c0.args)),
            tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())))
-    launch = Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
-    launch.tuned = tuned
-    launch.source = (members, copy)        # what the tuner re-lowers (tune.py)
-    return launch
-
-
-def _p2(n: int, lo: int, hi: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return max(lo, min(hi, p))
+    return Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
 
 
 def large_tiles(call) -> dict:
-    """Launcher keywords pinning large tiles for `call`'s kernel (the "large" block policy).
+    """Launcher keywords pinning large tiles for `call`'s kernel (the "large" block policy; each
+    kernel's rule is its INTERPRETER_TILES entry in kernels/lowering.py).
 
     Triton's interpreter pays a fixed Python cost per program and per loop iteration (about a
     millisecond: every op is a NumPy call, every nested @triton.jit call re-patches builtins),
@@ -353,25 +376,8 @@ def large_tiles(call) -> dict:
     faster than the GPU-sized ones. The kernel code is the same; only its block constexprs differ
     (masks still cover the ragged edges), so this is a specialization a GPU could run too, just
     not a fast one."""
-    a = dict(zip(call.kernel.arg_names, call.args))
-    k = call.constexprs
-    name = call.kernel.__name__
-    if name == "gemm_kernel":
-        return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["N"], 16, 512), block_k=_p2(a["K"], 16, 512))
-    if name == "conv2d_kernel":
-        m = a["NB"] * a["OH"] * a["OW"]
-        kk = k["KH"] * k["KW"] * a["CI"] if k["FLAT_K"] else a["CI"]
-        bn = _p2(a["CO"], 16, 512)
-        bk = _p2(kk, 16, 512)
-        return dict(block_m=_p2(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
-    if name in ("pool2d_kernel", "lrn_kernel"):
-        c = a["C"]
-        p = a["NB"] * a["OH"] * a["OW"] if name == "pool2d_kernel" else a["P"]
-        bc = _p2(c, 1, 1024)
-        return dict(block_c=bc, block_p=_p2(p, 1, max(1, 2 ** 16 // bc)))
-    if name == "elementwise_kernel":
-        return dict(block=_p2(a["NUMEL"], 1, 2 ** 18))
-    return {}
+    rule = INTERPRETER_TILES.get(call.kernel.__name__)
+    return rule(call) if rule is not None else {}
 
 
 def _ptr_type(v):
@@ -466,29 +472,63 @@ def opaque_diagnostics(ops) -> list:
     return out
 
 
-def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None = None) -> Lowered:
+def kernel_diagnostics(body, aliased=frozenset()) -> list:
+    """One error per op that cannot run as a kernel (all of them at once): ops whose lowering-table
+    entry says they have none (kernels/lowering.py no_kernel), unless the plan aliases them (a view,
+    an identity: no kernel runs), and layers whose shape is only a bookkeeping number. A gradient op
+    names the layer it differentiates; every op keeps its layer's source location."""
+    from ..diagnostics import Diagnostic
+    out = []
+    for op in body:
+        why = not_runnable(op)
+        if why:
+            out.append(Diagnostic("error", why, op.loc))
+            continue
+        name = op.attrs.get("name")
+        if name in aliased:
+            continue
+        what = no_kernel(op)
+        if what is None:
+            continue
+        of = op.attrs.get("grad_of")
+        entry = lowering_of(op.name)
+        if entry is not None and entry.missing:
+            msg = f"layer '{name}' ({op.name}, {what}) has no CUDA kernel in netc yet"
+        else:
+            role = (f", the gradient of layer '{of}'" if of else
+                    ", a training op" if getattr(lookup(op.name), "training_only", False) else "")
+            msg = f"layer '{name}' ({op.name}{role}) has no CUDA kernel in netc yet: {what}"
+        # the location is the layer's (a gradient op's: the layer it differentiates)
+        under = of or (name if not getattr(lookup(op.name), "training_only", False) else None)
+        out.append(Diagnostic("error", msg, op.loc, width=len(under) if under else 1))
+    return out
+
+
+def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None = None,
+                  layout: ArenaLayout | None = None, prologue=()) -> Lowered:
     """Every kernel launch of one planned network, in schedule order. blocks: the tile policy
     ("cuda": the .so's; "large": large_tiles(), for Triton's interpreter). tuning: tuned launcher
-    keywords by tuning key (tune.load_tuning), for the "cuda" policy."""
+    keywords by tuning key (tune.load_tuning), for the "cuda" policy. layout: the regions its
+    tensors are addressed from (recipes.ArenaLayout; default: the plan's own arenas). prologue:
+    kernels that run before the schedule, [(name, layer op, fn(placements, pin) -> KernelSpecs)]
+    (a training library's forward: its batch norms folded from the running statistics)."""
     body = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
     tensors = {t.name: t for t in plan.tensors}
     step_of = {n: s.index for s in plan.steps for n in s.layers}
     steps = plan.steps
     tf32 = bool((net.attrs.get("netc.precision") or {}).get("tf32", False))
-    opaque = [op for op in body if op.name == "netc.opaque"]
+    opaque = [op for op in body if getattr(lowering_of(op.name), "opaque", False)]
     if opaque:
         raise CodegenError(opaque_diagnostics(opaque))
-    for op in body:
-        if op.name in NO_KERNEL:
-            raise CodegenError(f"layer '{op.attrs.get('name')}' ({op.name}, {NO_KERNEL[op.name]}) has no CUDA "
-                               f"kernel in netc yet", op.loc)
-        if not_runnable(op):
-            raise CodegenError(not_runnable(op), op.loc)
+    missing = kernel_diagnostics(body, {n for st in steps if st.action == "alias" for n in st.layers})
+    if missing:
+        raise CodegenError(missing)
     groups: dict[str, list] = {}
     for op in body:
         g = op.attrs.get("fusion_group") or f"op:{op.attrs.get('name')}"
         groups.setdefault(g, []).append(op)
     out = Lowered()
+    shared = _Shared()
     final = []
     # A plan made with fusion (plan.fusion) runs each group as one step: its operands live until
     # then and its result may overlap only operands read at the output's index, so there is
@@ -519,6 +559,10 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
             out.splits.append(f"group {g} ({', '.join(m.attrs.get('name') for m in members)}) split before "
                               f"'{members[cut].attrs.get('name')}': {reason}")
             todo.insert(0, (g + "'", members[cut:]))
+    for name, op, fn in prologue:
+        for L in lower_launch(name, [op], plan, tensors, 0, copy=fn, blocks=blocks, layout=layout, shared=shared):
+            L.part = L.part + 1        # not the layer's own kernel: no cost of its own (codegen._launch_costs)
+            out.launches.append(L)
     by_step = {}
     for g, members in final:
         s = max(step_of[m.attrs.get("name")] for m in members)
@@ -530,16 +574,19 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
         op = members[0]
         if st.action == "alias":
             continue
-        if op.name == "netc.concat":
+        if lowering_of(op.name).copies:      # a concatenation: the operands not written in place
             dst = plan.tensors[st.writes[0]]
             axis = (op.attrs.get("dim", -1) % len(dst.shape))
             start = 0
             for v in op.operands:
                 src = tensors[_vname(v)]
                 if src.id in st.copies:
-                    out.launches.append(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index, blocks=blocks,
-                                                     copy=(src, dst, axis, start), tuning=tuning))
+                    out.launches.extend(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index, blocks=blocks,
+                                                     copy=(src, dst, axis, start), tuning=tuning, layout=layout,
+                                                     shared=shared))
                 start += src.shape[axis]
             continue
-        out.launches.append(lower_launch(g, members, plan, tensors, st.index, tf32=tf32, blocks=blocks, tuning=tuning))
+        out.launches.extend(lower_launch(g, members, plan, tensors, st.index, tf32=tf32, blocks=blocks, tuning=tuning,
+                                         layout=layout, shared=shared))
+    out.data, out.workspace_bytes = bytes(shared.data), shared.workspace
     return out

@@ -8,7 +8,8 @@ $NETC_CACHE_DIR/lowerings (default ~/.cache/netc/lowerings), keyed by
 
     sha256(IR of the network as printed, without locations; the memory plan (every tensor,
            buffer, step and arena); arch; the sources of netc/codegen/*.py and netc/kernels/*.py;
-           the installed triton and torch versions)
+           the installed triton and torch versions; the arena layout, where it is not the plan's
+           own: a training library's forward program)
 
 so any change to any of them is a miss. On a hit, compile_module() takes the cubins from the
 kernel cache by their keys (a cubin that has gone missing makes the whole entry a miss) and only
@@ -28,7 +29,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import metadata
 
-FORMAT = 2
+FORMAT = 3
 
 
 @dataclass
@@ -44,12 +45,15 @@ class CachedLaunch:
     cubin_key: str
     kernel_index: int = -1
     tuned: bool = False
+    part: int = 0
 
 
 @dataclass
 class CachedLowering:
     launches: list = field(default_factory=list)
     splits: list = field(default_factory=list)
+    data: bytes = b""
+    workspace_bytes: int = 0
 
 
 def lowering_dir() -> str:
@@ -84,7 +88,7 @@ def _sources_digest() -> str:
     return _SOURCES
 
 
-def key(net, plan, arch: int, tuning: dict | None = None) -> str:
+def key(net, plan, arch: int, tuning: dict | None = None, layout=None) -> str:
     from ..ir.printer import print_ir
     h = hashlib.sha256()
     h.update(f"netc-lowering-{FORMAT}\n".encode())
@@ -95,6 +99,8 @@ def key(net, plan, arch: int, tuning: dict | None = None) -> str:
     from .tuning_file import digest
     h.update(f"\narch={arch} sources={_sources_digest()} triton={_version('triton')} "
              f"torch={_version('torch')} tuning={digest(tuning)}".encode())
+    if layout is not None and layout != type(layout)():    # a training library's forward program
+        h.update(f"\nlayout={layout!r}".encode())
     return h.hexdigest()[:40]
 
 
@@ -106,12 +112,14 @@ def load(k: str) -> CachedLowering | None:
             doc = json.load(f)
         if doc.get("format") != FORMAT:
             return None
-        low = CachedLowering(splits=list(doc["splits"]))
+        low = CachedLowering(splits=list(doc["splits"]), data=bytes.fromhex(doc.get("data", "")),
+                             workspace_bytes=int(doc.get("workspace_bytes", 0)))
         for L in doc["launches"]:
             low.launches.append(CachedLaunch(
                 L["group"], L["layers"], L["step"], [Arg(**a) for a in L["args"]],
                 tuple(tuple(g) if isinstance(g, list) else g for g in L["grid"]), L["spec_key"],
-                L["kernel_name"], L["constexprs"], L["cubin_key"], tuned=bool(L.get("tuned"))))
+                L["kernel_name"], L["constexprs"], L["cubin_key"], tuned=bool(L.get("tuned")),
+                part=int(L.get("part", 0))))
         return low
     except (OSError, ValueError, KeyError, TypeError):
         return None
@@ -128,11 +136,14 @@ def store(k: str, low, cubin_keys: dict) -> None:
             grid=[list(g) if isinstance(g, tuple) else g for g in L.grid], spec_key=spec_text(L.spec_key),
             kernel_name=L.call.kernel.__name__,
             constexprs={c: list(v) if isinstance(v, tuple) else v for c, v in L.call.constexprs.items()},
-            cubin_key=cubin_keys[L.kernel_index], tuned=bool(getattr(L, "tuned", False))))
+            cubin_key=cubin_keys[L.kernel_index], tuned=bool(getattr(L, "tuned", False)),
+            part=int(getattr(L, "part", 0))))
     d = lowering_dir()
     os.makedirs(d, exist_ok=True)
     _atomic_write(os.path.join(d, k + ".json"),
-                  json.dumps(dict(format=FORMAT, launches=launches, splits=list(low.splits))).encode())
+                  json.dumps(dict(format=FORMAT, launches=launches, splits=list(low.splits),
+                                  data=bytes(getattr(low, "data", b"")).hex(),
+                                  workspace_bytes=int(getattr(low, "workspace_bytes", 0)))).encode())
 
 
 def spec_text(spec_key) -> str:

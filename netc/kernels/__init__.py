@@ -29,6 +29,9 @@ Training (the gradient ops of a training program, netc/ops/*.py `training_only`)
     sgd_update, adam_update,        optim.py       one multi-tensor kernel per optimizer over a chunk table;
       rmsprop_update, adagrad_update, global_norm  the global norm (two stages, deterministic)
 
+How each IR op lowers to these launchers (which one, and how its tensors and attributes become the
+launcher's arguments) is one table, lowering.py's LOWERINGS, keyed by IR op name: codegen asks it.
+
 Every launcher takes launch=False to return the resolved KernelCall (kernel, grid, arguments,
 constexprs) instead of running it; the two-stage ones (split reductions, Adam's step counter, the
 global norm) return a list of KernelCalls to run in order (train_common.py). Dropout is the identity
@@ -65,6 +68,7 @@ _EXPORTS = {
     "elementwise_max_grad": "elementwise",
     "sgd_update": "optim", "adam_update": "optim", "rmsprop_update": "optim", "adagrad_update": "optim",
     "global_norm": "optim", "multi_tensor_update": "optim", "chunk_table": "optim",
+    "LOWERINGS": "lowering", "lowering_of": "lowering",
 }
 
 __all__ = sorted(_EXPORTS)

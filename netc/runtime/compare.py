@@ -24,6 +24,15 @@ def network_tolerance(precision: dict) -> float:
     return NETWORK_TOLERANCES[d]
 
 
+def training_tolerance(precision: dict) -> float:
+    """The tolerance of a compiled training step against the float64 reference (netc run --train
+    --target interp --compare), for the loss, the gradients and the parameters and optimizer state
+    after the update alike: the network tolerance of its precision (f32: 1e-4). Gradients are
+    measured against the larger of their own largest entry and 1% of the network's largest
+    (runtime/interp.py _grad_errors)."""
+    return network_tolerance(precision)
+
+
 def relative_error(got, ref) -> float:
     """max |got - ref| / max |ref| (inf for NaN; 0 for empty tensors)."""
     if not ref.numel():

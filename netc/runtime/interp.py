@@ -6,7 +6,8 @@ InterpProgram lowers the network exactly as `netc compile --target cuda` does
 
 * ONE torch uint8 arena on the CPU: the constant region (codegen's _const_region: the constant
   arena rounded up to 256 bytes) and then the batch arena at the requested batch b
-  (plan.arenas[BATCH].size * b bytes), exactly as netc_create lays out the device arena;
+  (plan.arenas[BATCH].size * b bytes), exactly as netc_create lays out the device arena, then the
+  lowering's embedded data (an update's chunk table) and the workspace of two-stage reductions;
 * every pointer argument is base[region] + coeff * b + const (memory/plan.py: a batch buffer
   sits at offset*b, sample s at offset*b + s*size, plus the tensor's offset), passed to the
   kernel as a one-element view of the arena at that address (the interpreter dereferences raw
@@ -17,6 +18,13 @@ InterpProgram lowers the network exactly as `netc compile --target cuda` does
   places before every run and outputs read from theirs. The arena above the parameters is
   poisoned with 0xFF bytes (NaN in f32, f16 and bf16) before every run, so a value the schedule
   never writes shows up as NaN -- activations without a batch axis (a loss) included.
+
+Training (InterpTrainer): a training program (the backward and optimizer passes' IR) is fused and
+planned in training mode and lowered to the kernels `netc compile --train` puts in the .so's
+netc_train_step; each step feeds the data inputs, the learning rate and the dropout seed, runs
+every launch (gradients, optimizer updates writing the parameters and state in place) and returns
+the losses and every parameter's gradient as its update read it. compare_step checks a step
+against the reference executor's from the same state (`netc run --train --target interp --compare`).
 
 Tiles: blocks="cuda" (default) lowers with exactly the .so's tile sizes; blocks="large" pins tiles
 as large as the problem (codegen/lower.py large_tiles): the same kernels, 10-100x faster under the
@@ -40,6 +48,7 @@ import torch
 
 from ..diagnostics import NetcError
 from ..ir.core import Module
+from .train import ReferenceTrainer
 
 _KERNEL_MODULES = ("netc.kernels.common", "netc.kernels.conv", "netc.kernels.gemm", "netc.kernels.pool",
                    "netc.kernels.lrn", "netc.kernels.softmax", "netc.kernels.elementwise")
@@ -124,34 +133,71 @@ def prepare(module: Module, network=None, phase: str = "test", dtype: str | None
     return net, plan_memory(module, net, mode="inference")
 
 
+def prepare_training(module: Module, network=None):
+    """(network op, verified MemoryPlan) of a training program (the backward and optimizer passes
+    have run on `module`), fused and planned in training mode, as `netc compile --train` does."""
+    from ..memory.plan import plan_memory
+    from ..memory.verify import check_plan
+    from ..passes.manager import PassContext, PassManager
+    from .reference import _network
+    ctx = PassContext(phase="train")
+    PassManager(["fuse"]).run(module, ctx)
+    if ctx.diag.has_errors():
+        raise NetcError(ctx.diag.diagnostics[:])
+    net = _network(module, network)
+    if "gradients" not in net.attrs:
+        raise NetcError(f"network '{net.attrs.get('sym_name')}' is not a training program (run the backward pass "
+                        f"first: --train)")
+    plan = plan_memory(module, net, mode="training")
+    check_plan(plan, module, net)
+    return net, plan
+
+
 class InterpProgram:
-    """One network lowered like the .so, runnable on the CPU through Triton's interpreter."""
+    """One network lowered like the .so, runnable on the CPU through Triton's interpreter.
+    training=True: `module` holds a training program (the backward and optimizer passes' IR), which
+    is fused and planned for training and run whole, at the planned batch (InterpTrainer)."""
 
     def __init__(self, module: Module, network=None, batch: int | None = None, params: dict | None = None,
                  seed: int = 0, phase: str = "test", dtype: str | None = None, tf32: bool = False,
-                 blocks: str = "cuda"):
+                 blocks: str = "cuda", training: bool = False):
         ensure_interpreter()
-        from ..codegen import _const_region
+        from ..codegen import _const_region, _network_io, _training_io
         from ..codegen.lower import lower_network
-        from ..memory.plan import BATCH
+        from ..memory.plan import BATCH, CONSTANT, align_up
         from .reference import module_params
         self.module = module
-        self.net, self.plan = prepare(module, network, phase, dtype, tf32)
+        if training:
+            self.net, self.plan = prepare_training(module, network)
+            _training_io(self.net, self.plan)    # what netc_train_step feeds: batch-sized data, scalar lr and seed
+        else:
+            self.net, self.plan = prepare(module, network, phase, dtype, tf32)
+            _network_io(self.net, self.plan)     # what the .so accepts: batch-sized inputs
         plan = self.plan
-        from ..codegen import _network_io
-        _network_io(self.net, plan)      # what the .so accepts: batch-sized inputs
         self.lowered = lower_network(module, self.net, plan, blocks=blocks)
         self.launches = self.lowered.launches
         self.batch = plan.batch if batch is None else int(batch)
         if not 1 <= self.batch <= plan.batch:
             raise NetcError(f"batch {self.batch} is outside 1..{plan.batch} (the planned batch)")
+        if training and self.batch != plan.batch:
+            raise NetcError(f"a training step runs at the planned batch {plan.batch}")
         self.const_bytes = _const_region(plan)
         self.batch_bytes = plan.arenas[BATCH].size * self.batch
-        total = self.const_bytes + self.batch_bytes
+        # as the .so lays it out: the constant region, the batch arena, the lowering's embedded data
+        # (chunk tables), the workspace (two-stage reductions)
+        data = bytes(self.lowered.data)
+        self.data_off = align_up(self.const_bytes + self.batch_bytes, 256)
+        self.ws_off = align_up(self.data_off + len(data), 256)
+        total = self.ws_off + self.lowered.workspace_bytes
         self.arena = torch.empty((total + 7) // 8 * 8, dtype=torch.uint8)
         self.arena.fill_(0xFF)
+        if data:
+            self.arena[self.data_off:self.data_off + len(data)] = torch.frombuffer(bytearray(data), dtype=torch.uint8)
         self._typed = {}
-        self.base = {1: 0, 2: self.const_bytes}   # lower.CONST_ARENA, lower.BATCH_ARENA
+        # lower.CONST_ARENA, BATCH_ARENA, DATA, WORKSPACE (a training library's forward regions are the .so's)
+        self.base = {1: 0, 2: self.const_bytes, 5: self.data_off, 6: self.ws_off}
+        self.fixed = plan.arenas[CONSTANT].fixed
+        self.training = training
         used = {t.name[1:] for t in plan.tensors if t.kind == "param"}
         self.set_params(module_params(self.module, params, seed, torch.float64, names=used))
 
@@ -205,14 +251,21 @@ class InterpProgram:
         assert addr % isz == 0 and 0 <= addr < self.arena.numel(), addr
         return self.typed(v.dtype)[addr // isz: addr // isz + 1]
 
-    def run(self, inputs: dict) -> dict:
-        """Inputs by name ([batch, ...]); returns the network outputs by layer name (fresh tensors)."""
-        from ..memory.plan import CONSTANT
+    def param_views(self) -> dict:
+        """Every parameter and state tensor by name, as a view of the arena (updates show through)."""
+        return {t.name[1:]: self.view(t) for t in self.plan.tensors if t.kind == "param"}
+
+    def run(self, inputs: dict, capture=()) -> dict:
+        """Inputs by name ([batch, ...]); returns the network outputs by layer name (fresh tensors)
+        and, for every plan tensor named in `capture` (a training step's gradients), its value as the
+        last kernel that reads it read it (or as its kernel wrote it, if nothing reads it): the plan
+        reuses a gradient's bytes once its update has run."""
         from .reference import _name, network_inputs, network_outputs
         b = self.batch
         # poison everything but the parameters (activations without a batch axis, such as a loss,
-        # live in the constant region above them): unwritten values read as NaN
-        self.arena[self.plan.arenas[CONSTANT].fixed:].fill_(0xFF)
+        # live in the constant region above them) and the embedded data: unwritten values read as NaN
+        self.arena[self.fixed:self.data_off].fill_(0xFF)
+        self.arena[self.ws_off:].fill_(0xFF)
         for op in network_inputs(self.net):
             name = _name(op)
             if name not in inputs:
@@ -223,8 +276,16 @@ class InterpProgram:
                 raise NetcError(f"input '{name}' has shape {list(x.shape)}, expected {list(v.shape)}")
             v.copy_(x.to(v.dtype))
         cd = lambda p, q: -(-p // q)                        # noqa: E731
+        T = self.plan.tensors
+        wanted = {t.id for t in T if t.name in set(capture)}
+        got: dict = {}
         with one_blas_thread():
             for L in self.launches:
+                st = self.plan.steps[L.step - 1]
+                if L.part == 0:
+                    for i in st.reads:
+                        if i in wanted:
+                            got[T[i].name] = self.view(T[i]).clone()
                 c = L.call
                 args = []
                 for a, v in zip(L.args, c.args):
@@ -237,7 +298,11 @@ class InterpProgram:
                 (rows, block, rep), g1, g2 = L.grid
                 grid = (cd(rows * b, block) * rep, g1, g2)
                 c.kernel[grid](*args, **c.constexprs, **c.options)
-        return {_name(op): self.view(self.plan.tensor(_name(op))).clone() for op in network_outputs(self.net)}
+                for i in st.writes:
+                    if i in wanted:
+                        got[T[i].name] = self.view(T[i]).clone()
+        out = {_name(op): self.view(self.plan.tensor(_name(op))).clone() for op in network_outputs(self.net)}
+        return {**got, **out}
 
     def manifest(self) -> dict:
         from ..memory.plan import BATCH
@@ -253,6 +318,160 @@ class InterpProgram:
                                    constexprs={k: list(v) if isinstance(v, tuple) else v
                                                for k, v in L.call.constexprs.items()}) for L in self.launches],
                     splits=self.lowered.splits)
+
+
+class InterpTrainer(ReferenceTrainer):
+    """ReferenceTrainer's API (feed, step, losses, gradients, params) on the interpreter target: each
+    step runs the compiled training program -- fused, planned for training, lowered to the same
+    kernels, launches and arena as `netc compile --train` -- through Triton's interpreter. Inputs,
+    learning rates, dropout seeds and initial parameters are the reference trainer's (drawn in
+    float64, rounded to the program's dtypes in the arena), so a ReferenceTrainer with the same
+    seed computes the same step in float64 (compare_step). `params` are views of the arena: the
+    updates show through. A step returns the outputs, every parameter's gradient (as its update
+    read it) and the forward values the backward read (`last_feed` holds the step's inputs)."""
+
+    def __init__(self, module: Module, network=None, params: dict | None = None, seed: int = 0,
+                 blocks: str = "cuda"):
+        from ..ir.query import layers
+        from .train import is_forward
+        super().__init__(module, network, params, seed, torch.float64)
+        self.program = InterpProgram(module, self.net.attrs.get("sym_name"), params=self.params, seed=seed,
+                                     blocks=blocks, training=True)
+        self.plan = self.program.plan
+        self.params = self.program.param_views()
+        # what compare_step's local check needs: the forward values that gradient ops read
+        fwd = set()
+        for op in layers(self.net):
+            if not is_forward(op):
+                fwd.update(_vname(v) for v in op.operands
+                           if v.owner.name != "netc.input" and is_forward(v.owner))
+        stored = {t.name for t in self.plan.tensors if not t.fused}
+        self._capture = sorted((self.net.attrs.get("gradients") or {}).values()) + sorted(fwd & stored)
+        self.last_feed = None
+
+    def step(self, inputs: dict | None = None, lr: float | None = None, step_seed: int | None = None) -> dict:
+        self.last_feed = self.feed(inputs, lr, step_seed)
+        named = self.program.run(self.last_feed, capture=self._capture)
+        self.steps += 1
+        return named
+
+
+def _vname(v) -> str:
+    from ..ir.query import layer_name
+    n = layer_name(v.owner)
+    return n if len(v.owner.results) == 1 else f"{n}#{v.index}"
+
+
+def reference_step_from(net, feed: dict, values: dict, params: dict, dtype=torch.float64) -> tuple:
+    """One training step with every op's reference semantics (in `dtype`) from given values: the
+    inputs `feed`, the parameters and state `params` (copied: the updates write the copies), and
+    the forward values `values` by name where given (else computed). Returns (every value the step
+    computes by name, the parameters and state after its updates). With a compiled step's own
+    forward values this checks its gradient and update kernels alone: a forward value that rounding
+    moved across a discontinuity (a max-pool window's argmax, a ReLU at 0) is the same on both sides."""
+    from ..ir.query import layers
+    from ..ops import lookup
+    from .train import is_forward
+    ps = {k: v.detach().to(dtype).clone() if v.is_floating_point() else v.detach().clone() for k, v in params.items()}
+    vals, named = {}, {}
+    for op in layers(net):
+        d = lookup(op.name)
+        refs = {role: ref.name for role, ref in (op.attrs.get("params") or {}).items() if hasattr(ref, "name")}
+        if op.name == "netc.input":
+            ys = [feed[_vname(op.results[0])]]
+        elif is_forward(op) and all(_vname(r) in values for r in op.results):
+            ys = [values[_vname(r)] for r in op.results]
+        else:
+            y = d.reference(d.attrs_of(op), [vals[id(v)] for v in op.operands], {r: ps[n] for r, n in refs.items()})
+            if d.side_effects:
+                for role, t in (y or {}).items():
+                    ps[refs[role]].copy_(t.to(ps[refs[role]].dtype))
+                continue
+            ys = list(y) if len(op.results) > 1 else [y]
+        for r, t in zip(op.results, ys):
+            t = t.to(dtype) if t.is_floating_point() else t
+            vals[id(r)] = named[_vname(r)] = t
+    return named, ps
+
+
+def _grad_errors(got: dict, ref: dict) -> tuple:
+    """(worst relative error, its parameter) of gradients by parameter: max |g - r| over the larger of
+    max |r| and 1% of the network's largest gradient entry (a gradient that is zero in exact
+    arithmetic -- a bias before a batch norm -- is rounding noise on both sides)."""
+    big = max((float(r.double().abs().max()) for r in ref.values() if r.numel()), default=0.0)
+    worst, at = 0.0, None
+    for p, r in ref.items():
+        if not r.numel():
+            continue
+        scale = max(float(r.double().abs().max()), 1e-2 * big, 1e-30)
+        e = float((got[p].double() - r.double()).abs().max()) / scale
+        e = float("inf") if e != e else e
+        if e >= worst:
+            worst, at = e, p
+    return worst, at
+
+
+def _param_errors(got: dict, ref: dict, kinds: dict | None = None) -> tuple:
+    """(worst relative error, its tensor) of parameters and state after an update: max |p - r| over
+    max |r|; a state tensor (kinds: name -> its `state`, e.g. velocity) over at least 1% of the
+    largest entry of its kind (the velocity of a bias before a batch norm is the rounding noise of a
+    gradient that is zero in exact arithmetic)."""
+    kinds = kinds or {}
+    big: dict = {}
+    for n, r in ref.items():
+        k = kinds.get(n)
+        if k is not None and r.numel():
+            big[k] = max(big.get(k, 0.0), float(r.double().abs().max()))
+    worst, at = 0.0, None
+    for n, r in ref.items():
+        if not r.numel():
+            continue
+        scale = max(float(r.double().abs().max()), 1e-2 * big.get(kinds.get(n), 0.0), 1e-30)
+        e = float((got[n].double() - r.double()).abs().max()) / scale
+        e = float("inf") if e != e else e
+        if e >= worst:
+            worst, at = e, n
+    return worst, at
+
+
+def _state_kinds(module) -> dict:
+    return {p.attrs["sym_name"]: p.attrs["state"] for p in module.params() if "state" in p.attrs}
+
+
+def compare_step(trainer: InterpTrainer, ref: ReferenceTrainer, inputs: dict | None, lr: float,
+                 tol: float | None = None) -> dict:
+    """One step of both trainers from the SAME state (the reference is set to the compiled step's
+    parameters and optimizer state first, so each step is compared alone and errors do not compound),
+    with the same inputs, learning rate and dropout seed. Returns the step's losses and the worst
+    relative errors of the loss, the gradients and the parameters and state after the update
+    (compare.training_tolerances), each with the parameter it occurs at; where the gradients or the
+    parameters are beyond the tolerance, also `local_grad`/`local_param`: the errors against the
+    reference's gradient and update ops run on the compiled step's own forward values
+    (reference_step_from)."""
+    from .compare import relative_error
+    before = {k: v.detach().double().clone() for k, v in trainer.params.items()}
+    for k, v in ref.params.items():
+        v.copy_(before[k].reshape(v.shape))
+    got = trainer.step(inputs, lr)
+    want = ref.step(inputs, lr)
+    lg = sum(float(v) for v in trainer.losses(got).values())
+    lw = sum(float(v) for v in ref.losses(want).values())
+    row = dict(step=trainer.steps, lr=lr, loss=lg, ref_loss=lw,
+               loss_err=max((relative_error(got[n], want[n]) for n in trainer.losses(got)), default=0.0))
+    row["grad_err"], row["grad_at"] = _grad_errors(trainer.gradients(got), ref.gradients(want))
+    row["param_err"], row["param_at"] = _param_errors(trainer.params, ref.params, _state_kinds(trainer.module))
+    if tol is not None and (row["grad_err"] > tol or row["param_err"] > tol):
+        row["local_grad"], row["local_param"] = local_check(trainer, got, before)
+    return row
+
+
+def local_check(trainer: InterpTrainer, named: dict, before: dict) -> tuple:
+    """(gradient error, parameter error) of a compiled step against reference_step_from on its own
+    forward values."""
+    local, after = reference_step_from(trainer.net, trainer.last_feed, named, before)
+    g, _ = _grad_errors(trainer.gradients(named), {p: local[v] for p, v in trainer.net.attrs["gradients"].items()})
+    p, _ = _param_errors(trainer.params, after, _state_kinds(trainer.module))
+    return g, p
 
 
 def default_inputs(module: Module, net, seed: int = 0, batch: int | None = None) -> dict:
@@ -296,3 +515,129 @@ def run_interp(module: Module, inputs: dict | None = None, params: dict | None =
     return prog.run(inputs)
 
 
+
+
+class InterpLibrary:
+    """A compiled library replayed on the CPU: the programs and the arena of codegen.plan_library
+    (what `netc compile` puts in the .so: a training library's forward reading the training step's
+    parameters, its batch norms' prologue, the embedded tables, the workspace), run as the C
+    launcher runs them (codegen/launcher.py) through Triton's interpreter. The .so's ABI in Python:
+    set_params / get_params (parameters and optimizer state by name), forward (netc_forward, at any
+    batch up to the compiled one), train_step (netc_train_step: inputs, learning rate, seed ->
+    the loss). How the library is checked without a GPU."""
+
+    def __init__(self, module: Module, plans: dict, train: tuple | None = None, blocks: str = "large"):
+        ensure_interpreter()
+        from ..codegen import plan_library
+        lib = self.lib = plan_library(module, plans, train, cache=False, blocks=blocks)
+        self.batch = lib.plan.batch
+        self.arena = torch.full(((lib.arena_bytes + 7) // 8 * 8,), 0xFF, dtype=torch.uint8)
+        if lib.data:
+            d = lib.data_offsets[0]
+            self.arena[d:d + len(lib.data)] = torch.frombuffer(bytearray(lib.data), dtype=torch.uint8)
+        self.forward_launches = lib.lows[0][0].launches
+        self.train_launches = lib.lows[1][0].launches if train is not None else []
+
+    def _base(self, data: int) -> dict:
+        r = self.lib.regions
+        return {0: 0, 1: 0, 2: r["batch"], 3: r.get("forward_constant", 0), 4: r.get("forward_batch", 0),
+                5: self.lib.data_offsets[data], 6: self.lib.workspace_offset}
+
+    def _bytes(self, at: int, n: int) -> torch.Tensor:
+        return self.arena[at:at + n]
+
+    # ----------------------------------------------------------------------------- parameters
+    def set_params(self, values: dict) -> None:
+        """Every parameter (and optimizer state) by name, at the manifest's offsets."""
+        for p in self.lib.params:
+            if "shares" in p:
+                continue
+            from .params import torch_dtype
+            t = values[p["name"]].detach().to(torch_dtype(p["dtype"])).contiguous().reshape(-1)
+            self._bytes(p["offset"], p["bytes"]).copy_(t.view(torch.uint8))
+
+    def get_params(self) -> dict:
+        from .params import torch_dtype
+        return {p["name"]: self._bytes(p["offset"], p["bytes"]).clone().view(torch_dtype(p["dtype"])).reshape(p["shape"])
+                for p in self.lib.params if "shares" not in p}
+
+    # ----------------------------------------------------------------------------- running
+    def _copy_in(self, io, x: torch.Tensor, b: int, base: dict) -> None:
+        region, batched, coeff, const, width, pitch = io
+        at = base[region] + (coeff * b if batched else 0) + const
+        raw = x.contiguous().reshape(-1).view(torch.uint8).reshape(b if batched else 1, width)
+        for s in range(raw.shape[0]):
+            self._bytes(at + s * pitch, width).copy_(raw[s])
+
+    def _copy_out(self, io, b: int, base: dict, dtype, shape) -> torch.Tensor:
+        region, batched, coeff, const, width, pitch = io
+        at = base[region] + (coeff * b if batched else 0) + const
+        rows = [self._bytes(at + s * pitch, width) for s in range(b if batched else 1)]
+        return torch.cat(rows).view(dtype).reshape(shape).clone()
+
+    def _run(self, launches, b: int, base: dict) -> None:
+        cd = lambda p, q: -(-p // q)                        # noqa: E731
+        typed = {}
+        with one_blas_thread():
+            for L in launches:
+                c = L.call
+                args = []
+                for a, v in zip(L.args, c.args):
+                    if a.kind == "ptr":
+                        if a.region == 0:
+                            args.append(torch.empty(1, dtype=v.dtype))
+                            continue
+                        addr = base[a.region] + a.coeff * b + a.const
+                        isz = v.element_size()
+                        if v.dtype not in typed:
+                            typed[v.dtype] = self.arena.view(v.dtype)
+                        assert addr % isz == 0 and 0 <= addr < self.arena.numel(), (L.group, addr)
+                        args.append(typed[v.dtype][addr // isz: addr // isz + 1])
+                    elif a.kind == "fp32":
+                        args.append(a.fval)
+                    else:
+                        args.append(a.coeff * b + a.const)
+                (rows, block, rep), g1, g2 = L.grid
+                c.kernel[(cd(rows * b, block) * rep, g1, g2)](*args, **c.constexprs, **c.options)
+
+    def forward(self, inputs: dict) -> dict:
+        """netc_forward: inputs by name ([b, ...]) -> outputs by name."""
+        from ..codegen import _io_copy
+        from ..codegen.lower import TORCH_DTYPES
+        from ..memory.plan import BATCH
+        lib = self.lib
+        b = next(iter(inputs.values())).shape[0]
+        base = self._base(0)
+        for t in lib.ins:
+            self._copy_in(_io_copy(lib.plan, t, lib.layout), inputs[t.name].to(TORCH_DTYPES[t.dtype]), b, base)
+        self._run(self.forward_launches, b, base)
+        out = {}
+        for t in lib.outs:
+            shape = (b,) + tuple(t.shape[1:]) if t.cls == BATCH else tuple(t.shape)
+            out[t.name] = self._copy_out(_io_copy(lib.plan, t, lib.layout), b, base, TORCH_DTYPES[t.dtype], shape)
+        return out
+
+    def train_step(self, inputs: dict, lr: float, seed: int = 0) -> float:
+        """netc_train_step at the compiled batch: the data inputs by name, the learning rate and the
+        dropout seed -> the loss (the sum of the program's losses)."""
+        from ..codegen import _io_copy
+        from ..codegen.lower import TORCH_DTYPES
+        lib = self.lib
+        b = self.batch
+        base = self._base(1)
+        for t in lib.tins:
+            self._copy_in(_io_copy(lib.tplan, t), inputs[t.name].to(TORCH_DTYPES[t.dtype]), b, base)
+        if "learning_rate" in lib.troles:
+            d = lib.troles["learning_rate"]
+            self._bytes(d["offset"], 4).copy_(torch.tensor([lr], dtype=torch.float32).view(torch.uint8))
+        if "seed" in lib.troles:
+            d = lib.troles["seed"]
+            s = torch.tensor([seed], dtype=torch.int64 if d["bytes"] == 8 else torch.int32)
+            self._bytes(d["offset"], d["bytes"]).copy_(s.view(torch.uint8))
+        self._run(self.train_launches, b, base)
+        total = 0.0
+        for name in lib.tnet.attrs.get("losses", []):
+            t = lib.tplan.tensor(name)
+            at = lib.tplan.buffers[t.buffer].offset + t.offset
+            total += float(self._bytes(at, 4).view(torch.float32)[0])
+        return total

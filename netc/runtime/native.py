@@ -6,6 +6,13 @@
     net.close()                                     # or `with netc.runtime.load(...) as net:`
     net.profile({"data": x})                         # per launch: median and min ms (CUDA events)
 
+A training library (`netc compile --train`) also trains, in place, on the same parameters:
+
+    with netc.runtime.load("lenet_train.so", seed=0) as net:
+        loss = net.train_step({"data": x, "label": y}, lr=0.01, seed=step)   # one step at the compiled batch
+        probs = net(x, y)["prob"]                   # the forward (inference program) on the updated parameters
+        ckpt = net.get_params()                     # parameters and optimizer state; net.set_params(ckpt) restores
+
 Outputs are [b, ...], except those without a batch axis (TensorSpec.batched False: a loss, the mean
 over the b samples of the call), which have their own shape (a scalar loss: shape []).
 
@@ -125,6 +132,14 @@ def _open(path: str):
     except AttributeError:   # built before parameters could be embedded
         pass
     try:
+        lib.netc_train_step.restype = ctypes.c_int
+        lib.netc_train_step.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_float,
+                                        ctypes.c_longlong, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
+        lib.netc_get_params.restype = ctypes.c_int
+        lib.netc_get_params.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
+    except AttributeError:   # impossible at ABI 3 (checked above); kept for clarity
+        raise NetcRuntimeError(f"'{path}' lacks netc_train_step/netc_get_params: not a complete netc library") from None
+    try:
         lib.netc_profile.restype = ctypes.c_int
         lib.netc_profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
                                      ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(ctypes.c_float)]
@@ -191,6 +206,9 @@ class Net:
         self.outputs = [_spec(d) for d in m["outputs"]]
         self.parameters = [_spec(d) for d in m.get("parameters", [])]
         self.params_embedded: bool = bool(m.get("params_embedded"))
+        # a training library's training step: its data inputs (labels too), at the compiled batch
+        self.training: dict | None = m.get("training")
+        self.train_inputs = [_spec(d) for d in self.training["inputs"]] if self.training else []
         odd = [s.name for s in self.inputs if not s.batched]
         if odd:      # netc compile refuses them; a manifest saying otherwise is not one this netc wrote
             raise NetcRuntimeError(f"'{os.path.basename(self.path)}': input{'s' if len(odd) > 1 else ''} "
@@ -261,8 +279,11 @@ class Net:
         else:
             raise NetcInputError(f"set_params takes a dict of tensors by name, the path of an .npz or .safetensors "
                                  f"file, or None (random); got {type(source).__name__}")
+        # optimizer state and running statistics (a training library's) start at their initial value
+        state = {p["name"]: torch.full(tuple(p["shape"]), float(p.get("init", 0.0)))
+                 for p in self.manifest.get("parameters", []) if "state" in p and p["name"] not in given}
         try:
-            values = P.complete(self.manifest, given, seed, what)
+            values = P.complete(self.manifest, {**state, **given}, seed, what)
         except NetcError as e:
             raise NetcInputError(e.diagnostics) from None
         blob = P.layout(self.manifest, values)
@@ -275,6 +296,76 @@ class Net:
             raise self._error("setting the parameters failed")
         self._values = values
         self._params_set = True
+
+    def get_params(self) -> dict:
+        """Every parameter and, in a training library, the optimizer state as the library holds them
+        now (host tensors by name, aliases included; netc_get_params): a checkpoint that set_params
+        restores. Waits for the work queued on the device."""
+        h = self._handle()
+        if not self._params_set:
+            raise NetcInputError(f"{self.network}: no parameters are set yet (set_params)")
+        import numpy as np
+        blob = np.zeros(int(self.manifest.get("param_bytes", 0)), dtype=np.uint8)
+        with self._lock:
+            if self.device is not None and self.device.type == "cuda":
+                torch.cuda.synchronize(self.device)
+            rc = self._lib.netc_get_params(h, blob.ctypes.data if blob.size else None, blob.size)
+        if rc:
+            raise self._error("reading the parameters failed")
+        return P.unpack(self.manifest, blob)
+
+    def train_step(self, inputs: dict, lr: float, seed: int = 0, *, stream=None, wait: bool = True):
+        """One training step (netc_train_step) on `inputs` by name -- the training program's data
+        inputs, labels included: CUDA tensors [batch, ...] at the COMPILED batch -- with learning rate
+        `lr` and dropout seed `seed` (give each step its own to draw new masks). The parameters and
+        optimizer state are updated in place. Returns the loss (a float; the sum of the program's
+        losses), or None with wait=False (then nothing waits for the step)."""
+        if not self.training:
+            raise NetcInputError(f"'{os.path.basename(self.path)}' was compiled for inference only: compile it with "
+                                 f"`netc compile --train` to train it")
+        h = self._handle()
+        if not self._params_set:
+            raise NetcInputError(f"{self.network}: set the parameters first: net.set_params(a dict, an .npz or "
+                                 f".safetensors file, or seed=N for random ones)")
+        if not isinstance(inputs, dict):
+            raise NetcInputError(f"train_step takes the inputs as a dict by name, got {type(inputs).__name__}")
+        names = [s.name for s in self.train_inputs]
+        for k in inputs:
+            if k not in names:
+                hint = did_you_mean(k, names)
+                raise NetcInputError(f"the training step of '{self.network}' has no input '{k}'"
+                                     + (f"; did you mean '{hint}'?" if hint else "") + f" (inputs: {', '.join(names)})")
+        missing = [n for n in names if n not in inputs]
+        if missing:
+            raise NetcInputError(f"missing input{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))} "
+                                 f"of the training step of '{self.network}'")
+        xs = []
+        for s in self.train_inputs:
+            t = inputs[s.name]
+            if self._check(s, t) != self.batch:
+                raise NetcInputError(f"input '{s.name}' has batch {t.shape[0]}: a training step runs at the compiled "
+                                     f"batch {self.batch}")
+            xs.append(t)
+        handle = 0
+        if stream is not None:
+            if isinstance(stream, torch.cuda.Stream):
+                handle = stream.cuda_stream
+            elif isinstance(stream, int):
+                handle = stream
+            else:
+                raise NetcInputError(f"stream must be a torch.cuda.Stream or a CUstream handle (int), got "
+                                     f"{type(stream).__name__}")
+        elif self.device is not None and self.device.type == "cuda":
+            handle = torch.cuda.current_stream(self.device).cuda_stream
+        loss = ctypes.c_float(float("nan"))
+        ins_c = (ctypes.c_void_p * max(len(xs), 1))(*[t.data_ptr() for t in xs])
+        with self._lock:
+            rc = self._lib.netc_train_step(h, ins_c, float(lr), int(seed), handle or None,
+                                           ctypes.byref(loss) if wait else None)
+        if rc:
+            raise self._error("the training step failed")
+        self._values = None          # params() reads them back now: they changed
+        return float(loss.value) if wait else None
 
     def embedded_params(self) -> dict | None:
         """The parameters embedded in the library (host tensors by name), or None."""
@@ -294,6 +385,8 @@ class Net:
         else the embedded ones."""
         if self._values is not None:
             return P.with_aliases(self.manifest, self._values)
+        if self.training and self._params_set:
+            return self.get_params()
         emb = self.embedded_params()
         if emb is None:
             raise NetcInputError(f"{self.network}: no parameters are set yet (set_params)")

@@ -9,6 +9,9 @@
    NETC_FAKE_MEM=1 it is host memory: cuMemAlloc mallocs, the copies copy, so host pointers (CPU
    tensors) stand for device pointers and a test can read back what the launcher uploaded.
    NETC_FAKE_FAIL_LAUNCH=1 makes cuLaunchKernel fail (CUDA_ERROR_LAUNCH_FAILED, 719).
+   The training ABI's copies (netc_train_step, netc_get_params) log htod_async DST BYTES | dtoh SRC BYTES |
+   dtoh_async SRC BYTES | stream_sync; with NETC_FAKE_MEM=1 they copy. Built with -DNETC_FAKE_NO_TRAIN_COPIES
+   it lacks them (a driver netc_train_step cannot use).
    Events (netc_profile): a fake clock (ms) advances with every copy (0.001 + bytes * 1e-6) and launch
    (0.002 + 0.001 * the grid's blocks); cuEventRecord stamps an event with it, cuEventElapsedTime is
    the difference, so the times are deterministic and say which operations ran between two records.
@@ -83,6 +86,24 @@ int cuMemcpy2DAsync_v2(const memcpy2d* c, void* st) {
       memcpy((char*)c->dstDevice + r * c->dstPitch, (const char*)c->srcDevice + r * c->srcPitch, c->WidthInBytes);
   return 0;
 }
+#ifndef NETC_FAKE_NO_TRAIN_COPIES
+int cuMemcpyHtoDAsync_v2(dptr d, const void* h, size_t n, void* st) {
+  fprintf(logf_(), "htod_async %llu %zu\n", d, n);
+  if (mem()) memcpy((void*)d, h, n);
+  return 0;
+}
+int cuMemcpyDtoHAsync_v2(void* h, dptr s, size_t n, void* st) {
+  fprintf(logf_(), "dtoh_async %llu %zu\n", s, n);
+  if (mem()) memcpy(h, (const void*)s, n);
+  return 0;
+}
+int cuMemcpyDtoH_v2(void* h, dptr s, size_t n) {
+  fprintf(logf_(), "dtoh %llu %zu\n", s, n);
+  if (mem()) memcpy(h, (const void*)s, n);
+  return 0;
+}
+int cuStreamSynchronize(void* st) { fprintf(logf_(), "stream_sync\n"); return 0; }
+#endif
 int cuLaunchKernel(void* f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
                    unsigned shared, void* st, void** params, void** extra) {
   FILE* o = logf_();

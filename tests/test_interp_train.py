@@ -1,0 +1,331 @@
+"""The interpreter target trains: the compiled training step -- the backward and optimizer passes'
+program, fused and planned for training, lowered to the .so's kernels (netc/kernels/lowering.py)
+-- runs on the CPU through Triton's interpreter (runtime/interp.py InterpTrainer) and every step
+equals the float64 reference executor's step from the same parameters and optimizer state, inputs,
+learning rate and dropout seed (compare_step): the loss, every parameter's gradient and every
+parameter and state tensor after the update, f32, max relative error <= 1e-4.
+
+Networks are scaled down as tests/test_interp_corpus.py scales them (small batch, the smallest
+valid spatial size) and run with the "large" tile policy. Paleo corpus files get a softmax loss on
+their output (ctx.options["backward"] = {"loss": "softmax"}, what `--loss softmax` does), and, as
+tests/test_training_corpus.py does, every channel width divisible by 8 divided by 8 (the same
+kernels and schedule, ~64x less work on the interpreter: a full-width VGG-16 step takes minutes).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+# the interpreter mode is fixed when netc.kernels is imported: set it at collection
+os.environ["TRITON_INTERPRET"] = "1"
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from netc.diagnostics import DiagnosticEngine, NetcError  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from test_interp_corpus import BATCH, EXAMPLES, PALEO, _spatial  # noqa: E402
+from test_training_corpus import NARROW, narrow  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+TOL = 1e-4
+# files with several outputs: the one the loss goes on (DenseNet's other output is an Accuracy)
+LOSS_ON = {"densenet.json": "SoftmaxWithLoss1"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _interp(interp_mode):
+    """Every test here runs the kernels under Triton's interpreter (tests/conftest.py)."""
+
+
+def training_module(src, batch=None, spatial=None, optimizer="sgd", loss=None, network=None, freeze=(), loss_on=None,
+                    narrowed=False, **opt):
+    """A file (or .nd text) through the default pipeline, opaque-as-identity, backward, optimizer
+    and fuse, scaled as `netc run --batch B --spatial N` does."""
+    from netc.frontend import load
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.runtime.scale import scale_inputs
+    diag = DiagnosticEngine()
+    if isinstance(src, str) and src.lstrip().startswith("network"):
+        import tempfile
+        with tempfile.NamedTemporaryFile("w", suffix=".nd", delete=False) as f:
+            f.write(src)
+        src = f.name
+    m = load(str(src), diag)
+    if batch or spatial:
+        scale_inputs(m, batch=batch, spatial=spatial)
+    if narrowed:
+        narrow(m, NARROW)
+    ctx = PassContext(diag=diag, phase="train")
+    ctx.options["backward"] = {"freeze": list(freeze), "loss": loss, "loss_on": loss_on,
+                               "networks": [network] if network else None}
+    ctx.options["optimizer"] = {"name": optimizer, **opt}
+    PassManager(DEFAULT_PIPELINE + ["opaque-as-identity", "backward", "optimizer", "fuse"]).run(m, ctx)
+    assert not diag.has_errors(), diag.diagnostics
+    return m
+
+
+def check_steps(m, network=None, steps=1, lr=0.01, seed=0) -> list:
+    """`steps` steps of the compiled program against the reference, each within TOL; the rows."""
+    from netc.runtime.interp import InterpTrainer, compare_step
+    from netc.runtime.train import ReferenceTrainer
+    net = network or next(n.attrs["sym_name"] for n in m.networks() if "gradients" in n.attrs)
+    tr = InterpTrainer(m, net, seed=seed, blocks="large")
+    ref = ReferenceTrainer(m, net, seed=seed, dtype=torch.float64)
+    rows = []
+    for _ in range(steps):
+        r = compare_step(tr, ref, None, lr, TOL)
+        assert r["loss_err"] <= TOL, r
+        # the gradients and parameters, or (a rounding of the forward crossing a max-pool or ReLU
+        # discontinuity) the reference's gradient and update ops on the compiled forward's values
+        if r["grad_err"] > TOL or r["param_err"] > TOL:
+            assert r["local_grad"] <= TOL and r["local_param"] <= TOL, r
+        rows.append(r)
+    return rows
+
+
+def test_lenet_step_matches_the_reference():
+    m = training_module(ROOT / "examples/lenet.nd", batch=2, spatial=16)
+    (r,) = check_steps(m)
+    assert r["grad_err"] < 1e-5 and r["param_err"] < 1e-6 and "local_grad" not in r
+    assert abs(r["loss"] - r["ref_loss"]) <= 1e-6 * abs(r["ref_loss"])
+
+
+@pytest.mark.parametrize("optimizer,opt", [
+    ("sgd", {}), ("momentum", {"weight_decay": 1e-3}), ("nesterov", {}), ("adam", {"clip_norm": 0.5}),
+    ("rmsprop", {}), ("adagrad", {"weight_decay": 1e-2}),
+])
+def test_every_optimizer(optimizer, opt):
+    """Two steps (the second reads the state the first wrote); --clip-norm adds a global norm."""
+    m = training_module(ROOT / "examples/lenet.nd", batch=2, spatial=16, optimizer=optimizer, **opt)
+    rows = check_steps(m, steps=2, lr=1e-3 if optimizer in ("adam", "rmsprop", "adagrad") else 0.01)
+    assert rows[1]["loss"] != rows[0]["loss"]
+
+
+TRAINING_FORMS = """
+network forms {
+  input data: f32[2, 8, 8, 3]
+  input target: f32[2, 10]
+  c1 = Convolution(data) { filter: [3, 3, 3, 8], padding: SAME }
+  bn = BatchNorm(c1)
+  r1 = ReLU(bn)
+  n1 = LRN(r1) { local_size: 3 }
+  a1 = AvgPool(n1) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1] }
+  c2 = Convolution(a1) { filter: [3, 3, 8, 8], padding: SAME, activation: tanh }
+  c3 = Convolution(a1) { filter: [1, 1, 8, 8] }
+  s = Elementwise(c2, c3) { operation: sum }
+  mx = Elementwise(s, c3) { operation: max }
+  cat = Concat(mx, a1)
+  sg = Sigmoid(cat)
+  d = Dropout(sg) { dropout_keep_prob: 0.75 }
+  fc = InnerProduct(d) { num_outputs: 10 }
+  loss = EuclideanLoss(fc, target)
+}
+"""
+
+
+def test_training_forms_and_gradient_kernels():
+    """Batch norm with batch statistics and running statistics, dropout masks from the seed, LRN,
+    average pooling, concatenation, sums and maxima, sigmoid and tanh, the euclidean loss."""
+    m = training_module(TRAINING_FORMS, optimizer="momentum")
+    rows = check_steps(m, steps=2)
+    assert rows[0]["loss"] > 0
+
+
+def _examples():
+    out = []
+    for p in EXAMPLES:
+        text = p.read_text()
+        if "Loss(" not in text:
+            continue
+        nets = ["gan_g", "gan_d"] if p.name == "gan.nd" else [None]
+        out += [pytest.param(p, n, id=p.name + (f"[{n}]" if n else "")) for n in nets]
+    return out
+
+
+@pytest.mark.parametrize("path,network", _examples())
+def test_examples_with_a_loss(path, network):
+    m = training_module(path, batch=BATCH.get(path.name, 1), spatial=_spatial(path, "train"), network=network)
+    check_steps(m, network)
+
+
+@pytest.mark.parametrize("path", [pytest.param(p, id=f"{p.parent.name}/{p.name}") for p in PALEO])
+def test_paleo_corpus_with_a_softmax_loss(path):
+    spatial = _spatial(path, "train")
+    m = training_module(path, batch=BATCH.get(path.name, 1), spatial=spatial, loss="softmax",
+                        loss_on=LOSS_ON.get(path.name), narrowed=bool(spatial and spatial > 16))
+    check_steps(m)
+
+
+def test_frozen_parameters_get_no_gradient_kernels():
+    from netc.runtime.interp import InterpTrainer
+    m = training_module(ROOT / "examples/lenet.nd", batch=2, spatial=16, freeze=["conv1"])
+    tr = InterpTrainer(m, blocks="large")
+    layers = {n for L in tr.program.launches for n in L.layers}
+    assert "conv2.weight.grad" in layers and not any(n.startswith("conv1.") for n in layers)
+    before = {k: v.clone() for k, v in tr.params.items()}
+    tr.step(None, 0.1)
+    assert torch.equal(tr.params["conv1.weight"], before["conv1.weight"])
+    assert not torch.equal(tr.params["conv2.weight"], before["conv2.weight"])
+
+
+def test_local_check_runs_the_reference_on_the_compiled_values():
+    """reference_step_from with the compiled step's own forward values gives its gradients and
+    updates (the check that tells rounding crossing a discontinuity from a wrong kernel)."""
+    from netc.runtime.interp import InterpTrainer, local_check
+    m = training_module(ROOT / "examples/lenet.nd", batch=2, spatial=16, optimizer="adam")
+    tr = InterpTrainer(m, blocks="large")
+    before = {k: v.double().clone() for k, v in tr.params.items()}
+    named = tr.step(None, 1e-3)
+    g, p = local_check(tr, named, before)
+    assert g < 1e-5 and p < 1e-6
+
+
+def test_missing_kernels_are_located_errors(monkeypatch):
+    """An op without a lowering-table entry (here: the max-pool gradient, removed) is a CodegenError
+    naming the op and the layer it differentiates, at that layer's line; all of them at once."""
+    from netc.codegen.lower import CodegenError
+    from netc.kernels import lowering
+    from netc.runtime.interp import InterpTrainer
+    monkeypatch.delitem(lowering.LOWERINGS, "netc.maxpool_grad")
+    m = training_module(ROOT / "examples/lenet.nd", batch=2, spatial=16)
+    with pytest.raises(CodegenError) as e:
+        InterpTrainer(m, blocks="large")
+    msgs = [d.message for d in e.value.diagnostics]
+    assert len(msgs) == 2
+    assert msgs[0].startswith("layer 'conv2.grad' (netc.maxpool_grad, the gradient of layer 'pool2') has no CUDA "
+                              "kernel in netc yet")
+    assert e.value.diagnostics[0].loc.line == 19 and e.value.diagnostics[0].width == len("pool2")
+
+
+def run_main(*args):
+    from netc.cli import main
+    return main([str(a) for a in args])
+
+
+def test_cli_ten_steps_of_lenet(capsys):
+    assert run_main("run", ROOT / "examples/lenet.nd", "--train", "--target", "interp", "--steps", "10", "--compare",
+                    "--batch", "8", "--interp-blocks", "large", "--optimizer", "momentum") == 0
+    out = capsys.readouterr().out.splitlines()
+    rows = [ln.split() for ln in out[1:11]]
+    assert [int(r[0]) for r in rows] == list(range(1, 11))
+    assert all(max(map(float, r[2:5])) <= TOL for r in rows), out
+    assert float(rows[-1][1]) < float(rows[0][1])               # it learns
+    assert out[-1].endswith("on the interpreter target: ok")
+
+
+def test_cli_exit_1_beyond_the_tolerance(capsys, monkeypatch):
+    from netc.runtime import compare
+    monkeypatch.setattr(compare, "NETWORK_TOLERANCES", dict(compare.NETWORK_TOLERANCES, f32=1e-12))
+    assert run_main("run", ROOT / "examples/lenet.nd", "--train", "--target", "interp", "--compare",
+                    "--batch", "2", "--spatial", "16", "--interp-blocks", "large") == 1
+    cap = capsys.readouterr()
+    assert "FAILED" in cap.out and "the compiled training step differs from the reference" in cap.err
+
+
+def test_cli_trains_and_writes_parameters(tmp_path, capsys):
+    """Without --compare: the training loop of the reference executor's `netc run --train`, on the
+    compiled step; -o writes the parameters and the optimizer state."""
+    out = tmp_path / "p.npz"
+    assert run_main("run", ROOT / "examples/lenet.nd", "--train", "--target", "interp", "--steps", "2", "--batch", "2",
+                    "--spatial", "16", "--interp-blocks", "large", "--optimizer", "momentum", "-o", out) == 0
+    text = capsys.readouterr().out
+    assert "trained 2 steps of network 'lenet' (momentum)" in text
+    import numpy as np
+    with np.load(out) as z:
+        assert "conv1.weight.velocity" in z.files and float(np.abs(z["conv1.weight.velocity"]).sum()) > 0
+    with pytest.raises(NetcError, match="--compare needs --target interp"):
+        from netc.cli import build_parser, _run_train
+        _run_train(build_parser().parse_args(["run", str(ROOT / "examples/lenet.nd"), "--train", "--compare"]),
+                   DiagnosticEngine())
+
+
+def test_folded_batch_norm_of_a_training_librarys_forward():
+    """A training library's forward computes a batch norm with the running statistics: its prologue
+    (lowering.fold_batch_norm) folds them into the inference affine on the device, as
+    runtime/train.py inference_params does on the host."""
+    from netc.kernels.lowering import LowerContext, fold_batch_norm
+
+    class Real(LowerContext):       # real CPU tensors: the kernels run under the interpreter
+        batch, pin, tf32, out = 1, {}, False, None
+
+        def workspace(self, n):
+            return torch.empty(n)
+
+        def constant(self, t):
+            return t
+
+    g = torch.Generator().manual_seed(0)
+    gamma, beta, mean = (torch.randn(12, generator=g) for _ in range(3))
+    var = torch.rand(12, generator=g) + 0.1
+    scale, shift = torch.empty(12), torch.empty(12)
+    for spec in fold_batch_norm(Real(), scale, shift, gamma, beta, mean, var, 1e-5):
+        spec.call.launch()
+    want = gamma.double() / torch.sqrt(var.double() + 1e-5)
+    torch.testing.assert_close(scale.double(), want, rtol=1e-6, atol=0)
+    torch.testing.assert_close(shift.double(), beta.double() - mean.double() * want, rtol=1e-6, atol=1e-7)
+
+
+LIBRARY = """
+network lib {
+  input x: f32[4, 6, 6, 3]
+  input label: i32[4]
+  conv = Convolution(x) { filter: [3, 3, 3, 8], padding: SAME }
+  bn = BatchNorm(conv)
+  r = ReLU(bn)
+  pool = Pooling(r) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1] }
+  drop = Dropout(pool) { dropout_keep_prob: 0.75 }
+  fc = InnerProduct(drop) { num_outputs: 10 }
+  prob = Softmax(fc)
+  loss = SoftmaxLoss(fc, label)
+}
+"""
+
+
+def test_training_library_replayed_on_the_cpu():
+    """The .so of `netc compile --train` replayed on the CPU (runtime/interp.py InterpLibrary: its
+    arena, regions, embedded tables and both programs, as the C launcher runs them): its training
+    steps equal the reference's, and its forward -- on the parameters the steps left, batch norm
+    folded from the running statistics by its prologue -- equals the reference inference."""
+    import tempfile
+    from netc.frontend import load
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.runtime.interp import InterpLibrary, _param_errors, _state_kinds
+    from netc.runtime.compare import relative_error
+    from netc.runtime.reference import run_reference
+    from netc.runtime.train import ReferenceTrainer, inference_params
+    with tempfile.NamedTemporaryFile("w", suffix=".nd", delete=False) as f:
+        f.write(LIBRARY)
+
+    def program(train):
+        diag = DiagnosticEngine()
+        m = load(f.name, diag)
+        ctx = PassContext(diag=diag, phase="train" if train else "test")
+        if train:
+            ctx.options["backward"] = {"freeze": [], "loss": None, "loss_on": None, "networks": None}
+            ctx.options["optimizer"] = {"name": "momentum"}
+        PassManager(DEFAULT_PIPELINE + (["backward", "optimizer"] if train else []) + ["fuse", "plan-memory"]).run(m, ctx)
+        return m, ctx.notes["memory_plan"]
+    tm, tp = program(True)
+    fm, fp = program(False)
+    lib = InterpLibrary(fm, fp, (tm, tp))
+    assert [L.group for L in lib.forward_launches[:3]] == ["derive:bn", "derive:bn+1", "derive:bn+2"]
+    ref = ReferenceTrainer(tm)
+    lib.set_params(ref.params)
+    for _ in range(2):
+        feed = ref.feed(None, 0.05)
+        loss = lib.train_step(feed, 0.05, int(feed["seed"]))
+        want = float(ref.step(None, 0.05)["loss"])
+        assert abs(loss - want) <= TOL * abs(want)
+        err, at = _param_errors(lib.get_params(), ref.params, _state_kinds(tm))
+        assert err <= TOL, (at, err)
+    ins = {k: v for k, v in ref.feed(None, 0.05).items() if k in ("x", "label")}
+    got = lib.forward(ins)
+    want = run_reference(fm, ins, inference_params(fm, ref.params))
+    assert set(got) == {"prob", "loss"}
+    for k in got:
+        assert relative_error(got[k], want[k]) <= TOL, k
+    half = lib.forward({k: v[:2] for k, v in ins.items()})      # a forward at a smaller batch
+    assert relative_error(half["prob"], want["prob"][:2]) <= TOL
