@@ -321,3 +321,77 @@ def test_layout_with_malformed_names_or_metadata(tmp_path, capsys, mutate, text)
     rc, err, path = run(tmp_path, capsys, "bad.layout.json", json.dumps(doc, indent=1))
     assert rc == 1 and text in err, err
     assert all(h.startswith(path + ":") for h in err.split("\n") if ": error: " in h and not h.startswith(" "))
+
+
+
+# -- hand-written IR: module-level ops among a network's layers, values of ops that define none ----
+
+IR_NET = """"builtin.module"() ({
+  "netc.network"() ({
+    %data = "netc.input"() {name = "data", dtype = "f32", shape = [2, 4]} : () -> tensor<2x4xf32>
+LINE
+    "netc.output"(%r) : (tensor<2x4xf32>) -> ()
+  }) {sym_name = "n"} : () -> ()
+}) : () -> ()
+"""
+
+IR_COMMANDS = (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fuse"), ("export", "--format", "singa"),
+               ("export", "--format", "layout"))
+
+
+@pytest.mark.parametrize("line, at, text", [
+    # a parameter declaration as a layer: the memory plan looked its value up (KeyError)
+    ('    %r = "netc.param"(%data) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4,
+     "netc.param belongs at the top level of the module"),
+    # a network nested in a network: exported as a SINGA net with no input ("netc: error: ...")
+    ('    %r = "netc.relu"(%data) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>\n'
+     '    "netc.network"() ({\n    }) {sym_name = "m"} : () -> ()', 5, "netc.network belongs at the top level"),
+    # an output statement that defines a value, read by a layer
+    ('    %o = "netc.output"(%data) : (tensor<2x4xf32>) -> tensor<2x4xf32>\n'
+     '    %r = "netc.relu"(%o) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "netc.output defines no value"),
+    # a layer with two results (shape inference set the first, the memory plan read both)
+    ('    %r, %s = "netc.relu"(%data) {name = "r"} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)', 4,
+     "a layer defines one value"),
+    # params that are not a dictionary (AttributeError: 'float' object has no attribute 'items')
+    ('    %r = "netc.relu"(%data) {name = "r", params = 0.5} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4,
+     "'params' of 'r' must be a dictionary"),
+    ('    %r = "netc.inner_product"(%data) {name = "r", num_outputs = 4, params = {weight = 1}} : '
+     '(tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "parameter 'weight' of 'r' must be @param or a dictionary"),
+    # params on an op without parameters, or a role the op does not have: specs no pass binds, read
+    # as bound ones by explain (AttributeError: 'dict' object has no attribute 'name')
+    ('    %r = "netc.lrn"(%data) {name = "r", params = {weight = {name = "w"}}} : (tensor<2x4xf32>) -> '
+     'tensor<2x4xf32>', 4, "'r' (netc.lrn) has no parameters to bind"),
+    ('    %r = "netc.inner_product"(%data) {name = "r", num_outputs = 4, params = {kernel = {name = "k"}}} : '
+     '(tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "'r' (netc.inner_product) has no parameter 'kernel'"),
+])
+def test_ir_ops_out_of_place_are_located(tmp_path, capsys, line, at, text):
+    ir = IR_NET.replace("LINE", line)
+    for command in IR_COMMANDS:
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, at, 5, text)
+
+
+@pytest.mark.parametrize("lc, text", [
+    ("16:2147483648", "got 2147483648"),            # a caret 2^31 columns to the right: a hang
+    ("16:99999999999999999999999999", "got 9999"),  # OverflowError drawing the caret
+    ("0:3", "got 0"),                                # line 0 is "no line": the error named no line
+])
+def test_ir_loc_line_and_column_are_bounded(tmp_path, capsys, lc, text):
+    ir = _ir().replace("strides = [1, 1, 1, 1]} : () -> tensor<*xf32>",
+                       f'strides = [1, 1, 1, 1]}} : () -> tensor<*xf32> loc("net.nd":{lc})', 1)
+    for command in (("check",), ("export", "--format", "paleo")):
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, 4, None, f"a line or column in loc(...) must be from 1 to 2147483647, {text}")
+
+
+def test_a_column_past_the_end_of_the_line_is_drawn_at_its_end():
+    """A diagnostic may point past its line (IR text's loc(...) into a file edited since): the
+    caret goes just after the line, not 2^31 spaces to the right."""
+    from netc.diagnostics import Diagnostic, Loc, SourceManager, render
+    sources = SourceManager()
+    sources.add("f.nd", "abc\n")
+    out = render(Diagnostic("warning", "w", Loc("f.nd", 1, 2 ** 31 - 1)), sources)
+    assert out.split("\n")[1:3] == ["abc", "   ^"]
+
