@@ -395,3 +395,13 @@ def test_a_column_past_the_end_of_the_line_is_drawn_at_its_end():
     out = render(Diagnostic("warning", "w", Loc("f.nd", 1, 2 ** 31 - 1)), sources)
     assert out.split("\n")[1:3] == ["abc", "   ^"]
 
+
+# -- .nd: a layout section's errors are located even when the section is empty ------------------
+
+def test_nd_empty_layout_section_is_located(tmp_path, capsys):
+    text = "network n {\n  input data: f32[2, 4]\n  r = ReLU(data)\n  layout { }\n}\n"
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "layout")):
+        rc, err, path = run(tmp_path, capsys, "n.nd", text, *command)
+        assert rc == 1
+        located_error(err, path, 4, 3, "layout $.sizes")
+
