@@ -405,3 +405,105 @@ def test_nd_empty_layout_section_is_located(tmp_path, capsys):
         assert rc == 1
         located_error(err, path, 4, 3, "layout $.sizes")
 
+
+# -- SINGA: absurd partition counts, layers reading a data layer's records ------------------------
+
+SINGA_V01 = """name: "p"
+train_steps: 10
+train_one_batch { alg: kBP }
+updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }
+neuralnet {
+  layer {
+    name: "data"
+    type: kShardData
+    sharddata_conf { path: "examples/mnist/mnist_train_shard" batchsize: 64 }
+  }
+  layer {
+    name: "mnist"
+    type: kMnist
+    srclayers: "data"
+    mnist_conf { norm_a: 255 norm_b: 0 }
+  }
+  layer {
+    name: "ip"
+    type: kInnerProduct
+    srclayers: "SRC"
+    innerproduct_conf { num_output: 10 }
+    param { name: "w" init { type: kUniform } }
+    param { name: "b" init { type: kUniform } }
+  }
+}
+cluster {
+  nworker_groups: 1
+  nserver_groups: 1
+  nworkers_per_group: WORKERS
+  workspace: "examples/mnist"
+}
+"""
+
+
+def test_singa_v01_sample_reads(tmp_path, capsys):
+    rc, err, _ = run(tmp_path, capsys, "p.conf", SINGA_V01.replace("SRC", "mnist").replace("WORKERS", "2"))
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("workers", ["2147483647", "33"])
+def test_singa_partition_count_is_bounded(tmp_path, capsys, workers):
+    """K nodes per partitioned layer, and K x K connections: 2^31 workers was a hang."""
+    text = SINGA_V01.replace("SRC", "mnist").replace("WORKERS", workers)
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "layout")):
+        rc, err, path = run(tmp_path, capsys, "p.conf", text, *command)
+        assert rc == 1
+        located_error(err, path, 29, None, "the number of partitions must be at most 32")
+
+
+SINGA_UNROLLED = """name: "u"
+train_steps: 10
+train_one_batch { alg: kBPTT }
+updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }
+neuralnet {
+  unroll_len: UNROLL
+  layer {
+    name: "data"
+    type: kRecordInput
+    store_conf { backend: "kvfile" path: "train.bin" batchsize: 64 shape: 8 }
+  }
+  layer {
+    name: "ip"
+    type: kInnerProduct
+    srclayers: "data"
+    innerproduct_conf { num_output: 64 }
+    param { name: "w" }
+    param { name: "b" }
+  }
+}
+cluster { nworkers_per_group: WORKERS }
+"""
+
+
+@pytest.mark.parametrize("unroll, workers, text", [
+    ("512", "1", None),
+    ("2147483647", "1", "unroll_len of layer 'data' is 2147483647; netc unrolls a layer into one copy per step and "
+                        "allows at most 512"),
+    ("512", "32", "this net unrolls into 1024 layers, 32768 nodes with its 32 partitions"),
+])
+def test_singa_unrolling_is_bounded(tmp_path, capsys, unroll, workers, text):
+    """One copy of every layer per step: unroll_len 2^31 was a hang."""
+    doc = SINGA_UNROLLED.replace("UNROLL", unroll).replace("WORKERS", workers)
+    rc, err, path = run(tmp_path, capsys, "u.conf", doc, "check")
+    if text is None:
+        assert rc == 0, err
+        return
+    assert rc == 1
+    located_error(err, path, 6, 3, text)
+    assert err.count("error:") == 1, err  # once, not once per layer inheriting the net's unroll_len
+
+
+def test_singa_layer_reading_a_data_layers_records(tmp_path, capsys):
+    """kShardData's output is records (shape []): only a parser layer reads them (IndexError)."""
+    text = SINGA_V01.replace("SRC", "data").replace("WORKERS", "1")
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "paleo")):
+        rc, err, path = run(tmp_path, capsys, "p.conf", text, *command)
+        assert rc == 1
+        located_error(err, path, 18, None, "kInnerProduct needs an input with a batch dimension")
+
