@@ -507,3 +507,34 @@ def test_singa_layer_reading_a_data_layers_records(tmp_path, capsys):
         assert rc == 1
         located_error(err, path, 18, None, "kInnerProduct needs an input with a batch dimension")
 
+
+# -- Brainstorm: values of the wrong JSON type ----------------------------------------------------
+
+def _brainstorm(over=None) -> str:
+    arch = {
+        "Input": {"@type": "Input", "out_shapes": {"default": ["T", "B", 4], "targets": ["T", "B", 1]},
+                  "@outgoing_connections": {"default": ["Hid.default"], "targets": ["Output.targets"]}},
+        "Hid": {"@type": "FullyConnected", "activation": "rel", "size": 2,
+                "@outgoing_connections": {"default": ["Output.default"]}},
+        "Output": {"@type": "SoftmaxCE", "@outgoing_connections": {}}}
+    for (layer, key), v in (over or {}).items():
+        arch[layer][key] = v
+    return json.dumps({"architecture": arch}, indent=1)
+
+
+def test_brainstorm_sample_reads(tmp_path, capsys):
+    rc, err, _ = run(tmp_path, capsys, "b.json", _brainstorm(), "explain", "--memory", "--brief")
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("over, key, text", [
+    ({("Hid", "activation"): [[1]]}, '"activation"', "activation [[1]] of 'Hid' is not one netc knows"),
+    ({("Input", "out_shapes"): 1e308}, '"out_shapes"', "Input layer 'Input' needs \"out_shapes\""),
+])
+def test_brainstorm_values_of_the_wrong_type(tmp_path, capsys, over, key, text):
+    doc = _brainstorm(over)
+    line = next(i for i, ln in enumerate(doc.split("\n"), 1) if key in ln)
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "singa")):
+        rc, err, path = run(tmp_path, capsys, "b.json", doc, *command)
+        assert rc == 1
+        located_error(err, path, line, None, text)
