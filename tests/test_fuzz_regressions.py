@@ -538,3 +538,49 @@ def test_brainstorm_values_of_the_wrong_type(tmp_path, capsys, over, key, text):
         rc, err, path = run(tmp_path, capsys, "b.json", doc, *command)
         assert rc == 1
         located_error(err, path, line, None, text)
+
+
+# -- the attributes every layer may carry: checked in Paleo files and hand-written IR too --------
+
+def test_paleo_layer_splits_must_be_a_count(tmp_path, capsys):
+    """A layer's own "splits" (its filters split across workers) reached co // splits as a string."""
+    conv = {"parents": ["data"], "type": "Convolution", "filter": [1, 1, 3, 4], "strides": [1, 1, 1, 1],
+            "padding": "SAME", "splits": "relu"}
+    doc = json.dumps({"layers": {"data": {"parents": [], "type": "Input", "tensor": [2, 8, 8, 3]}, "c": conv}},
+                     indent=1)
+    line = next(i for i, ln in enumerate(doc.split("\n"), 1) if '"splits"' in ln)
+    for command in (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fuse")):
+        rc, err, path = run(tmp_path, capsys, "n.json", doc, *command)
+        assert rc == 1
+        located_error(err, path, line, 14, "'splits' must be an integer from 1 to 4096, got 'relu'")
+
+
+@pytest.mark.parametrize("attr, text", [
+    ('splits = "relu"', "'splits' must be an integer from 1 to 4096"),         # TypeError in conv_geometry
+    ("splits = 2147483648", "'splits' must be an integer from 1 to 4096"),
+    ('split_index = "x"', "'split_index' must be an integer"),
+    ("include = 5", "'include' must be a list of phases"),                      # TypeError in select-phase
+    ('exclude = "train"', "'exclude' must be a list of phases"),
+    ('partition_dim = "x"', "'partition_dim' must be -1, 0 or 1"),
+    ("location = -1", "'location' must be a worker index >= 0"),
+])
+def test_ir_common_layer_attributes_are_checked(tmp_path, capsys, attr, text):
+    ir = _ir().replace('{name = "c", filter', f'{{name = "c", {attr}, filter')
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "layout")):
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, 4, 5, text)
+
+
+def test_ir_layer_reading_one_left_out_of_the_phase(tmp_path, capsys):
+    """Resolved IR (operands, not parents names): select-phase dropped 'c' under the relu that reads
+    it, and the verifier failed after the pass (an internal error)."""
+    ir = IR_NET.replace("LINE", '    %c = "netc.relu"(%data) {name = "c", exclude = ["train"]} : (tensor<2x4xf32>) -> '
+                                'tensor<2x4xf32>\n'
+                                '    %r = "netc.relu"(%c) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>')
+    for command in (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fuse")):
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, 5, 5, "'r' reads 'c', which is not in phase train")
+    rc, err, _ = run(tmp_path, capsys, "n.mlir", ir, "check", "--phase", "test")
+    assert rc == 0, err
