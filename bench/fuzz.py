@@ -36,7 +36,9 @@ whatever the number of jobs. Every unlocated, internal and hang finding is a net
 --keep inputs of each (outcome, command, exception type or message) are minimized by delta
 debugging, over lines and then characters, keeping the outcome and its signature, and written to
 --out with a .json sidecar (command, outcome, message, the seed, the mutations, and for internal
-errors the traceback). A table per front end and command goes to stdout, the figures to
+errors the traceback). Each kept finding is also appended, unminimized, to --out/findings.jsonl
+the moment it is found, and a run that fails late (or is interrupted) still reports and writes
+the figures it has. A table per front end and command goes to stdout, the figures to
 bench/results/fuzz.json (machine, date, versions). Exit status 1 when anything was found.
 
     python bench/fuzz.py [--seed 0] [--inputs 1000] [--jobs J] [--timeout 10] [--out DIR]
