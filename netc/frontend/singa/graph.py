@@ -402,8 +402,8 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
             lays.append(lay)
         copies[name] = cl
     if len(lays) * K > MAX_LAYER_COPIES:
-        ctx.error(f"this net unrolls into {len(lays)} layers, {len(lays) * K} nodes with its {K} partitions; netc builds "
-                  f"at most {MAX_LAYER_COPIES} (fewer steps in unroll_len, or fewer partitions)",
+        ctx.error(f"this net unrolls into {len(lays)} layers, {len(lays) * K} nodes with its {K} partitions; "
+                  f"netc builds at most {MAX_LAYER_COPIES} (fewer steps in unroll_len, or fewer partitions)",
                   net.at("unroll_len") or job.at("neuralnet"))
     ctx.check()
     for L in kept:
