@@ -36,7 +36,9 @@ whatever the number of jobs. Every unlocated, internal and hang finding is a net
 --keep inputs of each (outcome, command, exception type or message) are minimized by delta
 debugging, over lines and then characters, keeping the outcome and its signature, and written to
 --out with a .json sidecar (command, outcome, message, the seed, the mutations, and for internal
-errors the traceback). A table per front end and command goes to stdout, the figures to
+errors the traceback). Each kept finding is also appended, unminimized, to --out/findings.jsonl
+the moment it is found, and a run that fails late (or is interrupted) still reports and writes
+the figures it has. A table per front end and command goes to stdout, the figures to
 bench/results/fuzz.json (machine, date, versions). Exit status 1 when anything was found.
 
     python bench/fuzz.py [--seed 0] [--inputs 1000] [--jobs J] [--timeout 10] [--out DIR]
@@ -611,7 +613,12 @@ class Runner:
                     break
                 w = idle.pop()
                 w["task"], w["key"], w["since"] = task, key, time.monotonic()
-                w["conn"].send(task)
+                try:
+                    w["conn"].send(task)
+                except (OSError, ValueError):  # the worker died while idle: a new one takes the task
+                    self._restart(w)
+                    w["task"], w["key"], w["since"] = task, key, time.monotonic()
+                    w["conn"].send(task)
                 busy[w["i"]] = w
             if not busy:
                 break
@@ -619,6 +626,7 @@ class Runner:
             now = time.monotonic()
             for w in list(busy.values()):
                 res = None
+                key, task = w["key"], w["task"]  # (a restart below replaces the worker's record)
                 if w["conn"] in ready:
                     try:
                         res = w["conn"].recv()
@@ -631,10 +639,11 @@ class Runner:
                     res = {"rc": "hang", "escaped": None, "stdout": "", "stderr": "", "seconds": now - w["since"]}
                     self._restart(w)
                 if res is not None:
-                    res.setdefault("path", str(self.workdir / f"w{w['i']}" / "in" / w["task"][0]))
+                    res.setdefault("path", str(self.workdir / f"w{w['i']}" / "in" / task[0]))
+                    w["task"], w["key"] = None, None
                     del busy[w["i"]]
                     idle.append(w)
-                    yield w["key"], res
+                    yield key, res
 
     def run(self, task):
         return next(iter(self.imap([(0, task)])))[1]
@@ -704,6 +713,7 @@ class Report:
     signatures: collections.Counter = field(default_factory=collections.Counter)
     strategies: collections.Counter = field(default_factory=collections.Counter)
     restarts: int = 0
+    error: str | None = None                        # what stopped the run early (the figures are partial)
 
     def total(self, outcome=None, frontend=None, command=None) -> int:
         n = 0
@@ -723,8 +733,12 @@ def commands_of(case: Case) -> list[str]:
 
 def fuzz(seed: int = 0, inputs: int = 1000, jobs: int | None = None, timeout: float = 10.0,
          workdir: Path | None = None, corpus: Path | None = DEFAULT_CORPUS, max_seed_bytes: int | None = None,
-         exclude=(), frontends=None, keep: int = 3, progress=None) -> tuple[Report, list[Seed], Runner]:
-    """Run `inputs` mutated inputs; returns the report, the seeds and the (open) runner."""
+         exclude=(), frontends=None, keep: int = 3, progress=None,
+         findings_log: Path | None = None) -> tuple[Report, list[Seed], Runner]:
+    """Run `inputs` mutated inputs; returns the report, the seeds and the (open) runner. Each kept
+    finding is appended, as it is found, to findings_log (JSON lines, unminimized) when given. An
+    exception in the loop (or ^C) ends the run early, not the report: what was counted so far is
+    returned, with the reason in rep.error."""
     jobs = (os.cpu_count() or 1) if jobs is None else jobs
     workdir = Path(workdir or tempfile.mkdtemp(prefix="netc-fuzz-"))
     seeds = collect_seeds(workdir, corpus, max_seed_bytes, exclude)
@@ -749,9 +763,25 @@ def fuzz(seed: int = 0, inputs: int = 1000, jobs: int | None = None, timeout: fl
             for c in cmds:
                 yield (i, c), (case.seed.name, case.text, c, False, case.seed.companions)
 
+    if findings_log is not None:
+        findings_log.parent.mkdir(parents=True, exist_ok=True)
+        findings_log.write_text("")
     t0 = time.monotonic()
+    try:
+        _fuzz_loop(rep, runner, tasks(), cases, remaining, inputs, keep, progress, findings_log, t0)
+    except BaseException as e:  # noqa: BLE001 - the figures so far are still worth writing
+        rep.error = "".join(traceback.format_exception(e))
+        if progress:
+            progress(f"fuzz: the run stopped early after {rep.inputs} inputs: {type(e).__name__}: {e}")
+    rep.elapsed_s = time.monotonic() - t0
+    rep.restarts = runner.restarts
+    return rep, seeds, runner
+
+
+def _fuzz_loop(rep: Report, runner: Runner, tasks, cases: dict, remaining: dict, inputs: int, keep: int,
+               progress, findings_log: Path | None, t0: float):
     last = t0
-    for (i, command), res in runner.imap(tasks()):
+    for (i, command), res in runner.imap(tasks):
         case = cases[i]
         outcome, sig, msg = classify(res, res["path"], case.text, case.seed.frontend, case.seed.companions)
         key = (case.seed.frontend, command)
@@ -766,6 +796,10 @@ def fuzz(seed: int = 0, inputs: int = 1000, jobs: int | None = None, timeout: fl
                                      "index": i, "command": command, "outcome": outcome, "signature": sig,
                                      "message": msg, "mutations": list(case.mutations), "text": case.text,
                                      "companions": case.seed.companions})
+                if findings_log is not None:
+                    with open(findings_log, "a", encoding="utf-8", errors="surrogateescape") as fh:
+                        fh.write(json.dumps({k: v for k, v in rep.findings[-1].items() if k != "companions"})
+                                 + "\n")
         remaining[i] -= 1
         if remaining[i] == 0:
             del remaining[i], cases[i]
@@ -776,9 +810,6 @@ def fuzz(seed: int = 0, inputs: int = 1000, jobs: int | None = None, timeout: fl
             progress(f"  {rep.inputs}/{inputs} inputs, {rep.runs} runs, {rep.inputs / (now - t0):.1f} inputs/s, "
                      f"{rep.bad} bad ({rep.total('internal')} internal, {rep.total('hang')} hangs, "
                      f"{rep.total('unlocated')} unlocated)")
-    rep.elapsed_s = time.monotonic() - t0
-    rep.restarts = runner.restarts
-    return rep, seeds, runner
 
 
 def table(rep: Report) -> str:
@@ -820,21 +851,28 @@ def write_findings(rep: Report, runner: Runner, out: Path, minimize_them: bool =
     written = []
     for n, f in enumerate(rep.findings):
         t0 = time.monotonic()
-        small = minimize(runner, f) if minimize_them else f["text"]
         base = f"{n:03d}-{f['outcome']}-{f['name']}"
         stem, ext = os.path.splitext(base)
         if f["name"].endswith(".layout.json"):
             stem, ext = base[:-len(".layout.json")], ".layout.json"
-        write_input(str(out / base), small)
-        write_input(str(out / f"{stem}.orig{ext}"), f["text"])
         side = {k: f[k] for k in ("frontend", "seed", "command", "outcome", "signature", "message", "mutations")}
         side["argv"] = ["netc", *argv_of(f["command"], base)]
         side["occurrences"] = rep.signatures[(f["outcome"], f["command"], f["signature"])]
-        side["bytes"], side["original_bytes"] = len(small.encode("utf-8", "surrogateescape")), len(
-            f["text"].encode("utf-8", "surrogateescape"))
-        if f["outcome"] == "internal":
-            res = runner.run((f["name"], small, f["command"], True, f["companions"]))
-            side["traceback"] = (res["stderr"] + res["stdout"])[-6000:]
+        side["original_bytes"] = len(f["text"].encode("utf-8", "surrogateescape"))
+        # the original first, so that a minimization that goes wrong still leaves the finding
+        write_input(str(out / base), f["text"])
+        write_input(str(out / f"{stem}.orig{ext}"), f["text"])
+        small = f["text"]
+        try:
+            if minimize_them:
+                small = minimize(runner, f)
+                write_input(str(out / base), small)
+            if f["outcome"] == "internal":
+                res = runner.run((f["name"], small, f["command"], True, f["companions"]))
+                side["traceback"] = (res["stderr"] + res["stdout"])[-6000:]
+        except Exception as e:  # noqa: BLE001 - keep the finding, say why it is not minimized
+            side["minimize_error"] = f"{type(e).__name__}: {e}"
+        side["bytes"] = len(small.encode("utf-8", "surrogateescape"))
         with open(out / f"{base}.json", "w") as fh:
             json.dump(side, fh, indent=1)
         log(f"  {base}: {f['outcome']} in `netc {f['command']}`: {f['message'][:150]} "
@@ -868,6 +906,7 @@ def document(rep: Report, seeds, args: dict, findings: list[dict]) -> dict:
         "located_errors_pct": round(100 * rep.total("user") / max(1, rep.total("user") + rep.total("unlocated")), 3),
         "per_frontend": per_frontend, "table": rows,
         "worker_restarts": rep.restarts,
+        "stopped_early": rep.error,
         "seeds": {f: sorted(s.label for s in seeds if s.frontend == f) for f in FRONTENDS},
         "mutations": dict(sorted(rep.strategies.items())),
         "signatures": [{"outcome": o, "command": c, "signature": s, "count": k}
@@ -897,28 +936,33 @@ def main(argv=None) -> int:
     a = ap.parse_args(argv)
     log = lambda s: print(s, file=sys.stderr, flush=True)  # noqa: E731
     workdir = Path(a.workdir) if a.workdir else Path(tempfile.mkdtemp(prefix="netc-fuzz-"))
+    out = Path(a.out)
     rep, seeds, runner = fuzz(a.seed, a.inputs, a.jobs, a.timeout, workdir, Path(a.corpus), a.max_seed_bytes,
-                              a.exclude, a.frontends.split(",") if a.frontends else None, a.keep, progress=log)
+                              a.exclude, a.frontends.split(",") if a.frontends else None, a.keep, progress=log,
+                              findings_log=out / "findings.jsonl")
+    findings = []
     try:
+        if rep.error:
+            print(f"netc fuzz: the run stopped early; the figures below are partial:\n{rep.error}")
         print(f"netc fuzz: seed {a.seed}, {rep.inputs} inputs ({rep.runs} runs) from {len(seeds)} seeds in "
               f"{rep.elapsed_s:.0f} s on {a.jobs or 1} job(s): {rep.inputs / max(rep.elapsed_s, 1e-9):.1f} inputs/s")
         print(table(rep))
         n_err = rep.total("user") + rep.total("unlocated")
         print(f"internal errors {rep.total('internal')}, hangs {rep.total('hang')}, unlocated {rep.total('unlocated')}; "
               f"errors located: {100 * rep.total('user') / max(n_err, 1):.3f}% of {n_err}")
-        findings = []
         if rep.findings:
-            print(f"{len(rep.signatures)} distinct finding(s), {len(rep.findings)} kept; minimizing into {a.out}")
-            findings = write_findings(rep, runner, Path(a.out), not a.no_minimize, log=print)
+            print(f"{len(rep.signatures)} distinct finding(s), {len(rep.findings)} kept "
+                  f"(unminimized in {out / 'findings.jsonl'}); minimizing into {out}")
+            findings = write_findings(rep, runner, out, not a.no_minimize, log=print)
     finally:
         runner.close()
         if not a.workdir:
             shutil.rmtree(workdir, ignore_errors=True)
-    if a.results != "-":
-        cfg = {"seed": a.seed, "inputs": a.inputs, "jobs": a.jobs, "timeout_s": a.timeout,
-               "max_seed_bytes": a.max_seed_bytes, "exclude": a.exclude, "frontends": a.frontends}
-        results_file.write(a.results, document(rep, seeds, cfg, findings), str(ROOT))
-    return 1 if rep.bad else 0
+        if a.results != "-":  # written whatever happened above: the figures are counted already
+            cfg = {"seed": a.seed, "inputs": a.inputs, "jobs": a.jobs, "timeout_s": a.timeout,
+                   "max_seed_bytes": a.max_seed_bytes, "exclude": a.exclude, "frontends": a.frontends}
+            results_file.write(a.results, document(rep, seeds, cfg, findings), str(ROOT))
+    return 1 if rep.bad or rep.error else 0
 
 
 if __name__ == "__main__":

@@ -145,7 +145,7 @@ def _render_one(severity: str, message: str, loc: Loc | None, sources: SourceMan
         text = sources.line(loc.file, loc.line)
         if text is not None:
             text = text.rstrip("\r").replace("\t", " ")
-            col = max(loc.col, 1)
+            col = min(max(loc.col, 1), len(text) + 1)  # a column past the end: the caret just after the line
             if len(text) > _MAX_SHOWN:  # a very long line: show a window around the caret
                 start = max(0, min(col - 1 - _MAX_SHOWN // 2, len(text) - _MAX_SHOWN))
                 pre, post = ("..." if start else ""), ("..." if start + _MAX_SHOWN < len(text) else "")

@@ -96,3 +96,33 @@ def test_minimizer_keeps_the_outcome(tmp_path):
     assert fuzz.ddmin(items, lambda xs: 7 in xs and 31 in xs, [1000]) == [7, 31]
     doc = json.dumps({"a": 1})
     assert fuzz.ddmin(list(doc), lambda cs: "1" in cs, [1000]) == ["1"]
+
+
+def test_runner_survives_replaced_and_dead_workers(tmp_path, monkeypatch):
+    """A worker killed after a hang is replaced and the run goes on (it used to read the task of
+    the replacement, None, and end a 100k run with a TypeError); so is one that died while idle."""
+    import multiprocessing
+    import time
+    if "fork" not in multiprocessing.get_all_start_methods():
+        import pytest
+        pytest.skip("the fake worker body is inherited through fork")
+    fuzz = _fuzz_module()
+
+    def fake_run_once(path, command, timeout, debug=False):  # a hang SIGALRM cannot interrupt
+        if open(path).read() == "hang":
+            time.sleep(60)
+        return {"rc": 0, "escaped": None, "stdout": "", "stderr": "", "seconds": 0.0}
+
+    monkeypatch.setattr(fuzz, "run_once", fake_run_once)
+    monkeypatch.setattr(fuzz, "GRACE_S", 0.5)
+    runner = fuzz.Runner(1, 0.5, tmp_path / "run")
+    try:
+        tasks = [(i, ("x.nd", t, "check", False, {})) for i, t in enumerate(["ok", "hang", "ok"])]
+        got = dict(runner.imap(tasks))
+        assert [got[i]["rc"] for i in range(3)] == [0, "hang", 0] and runner.restarts == 1
+        assert got[1]["path"].endswith("x.nd")
+        runner.workers[0]["proc"].kill()  # dies while idle
+        runner.workers[0]["proc"].join(5)
+        assert runner.run(("x.nd", "ok", "check", False, {}))["rc"] == 0 and runner.restarts == 2
+    finally:
+        runner.close()

@@ -321,3 +321,266 @@ def test_layout_with_malformed_names_or_metadata(tmp_path, capsys, mutate, text)
     rc, err, path = run(tmp_path, capsys, "bad.layout.json", json.dumps(doc, indent=1))
     assert rc == 1 and text in err, err
     assert all(h.startswith(path + ":") for h in err.split("\n") if ": error: " in h and not h.startswith(" "))
+
+
+
+# -- hand-written IR: module-level ops among a network's layers, values of ops that define none ----
+
+IR_NET = """"builtin.module"() ({
+  "netc.network"() ({
+    %data = "netc.input"() {name = "data", dtype = "f32", shape = [2, 4]} : () -> tensor<2x4xf32>
+LINE
+    "netc.output"(%r) : (tensor<2x4xf32>) -> ()
+  }) {sym_name = "n"} : () -> ()
+}) : () -> ()
+"""
+
+IR_COMMANDS = (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fuse"), ("export", "--format", "singa"),
+               ("export", "--format", "layout"))
+
+
+@pytest.mark.parametrize("line, at, text", [
+    # a parameter declaration as a layer: the memory plan looked its value up (KeyError)
+    ('    %r = "netc.param"(%data) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4,
+     "netc.param belongs at the top level of the module"),
+    # a network nested in a network: exported as a SINGA net with no input ("netc: error: ...")
+    ('    %r = "netc.relu"(%data) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>\n'
+     '    "netc.network"() ({\n    }) {sym_name = "m"} : () -> ()', 5, "netc.network belongs at the top level"),
+    # an output statement that defines a value, read by a layer
+    ('    %o = "netc.output"(%data) : (tensor<2x4xf32>) -> tensor<2x4xf32>\n'
+     '    %r = "netc.relu"(%o) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "netc.output defines no value"),
+    # a layer with two results (shape inference set the first, the memory plan read both)
+    ('    %r, %s = "netc.relu"(%data) {name = "r"} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)', 4,
+     "a layer defines one value"),
+    # params that are not a dictionary (AttributeError: 'float' object has no attribute 'items')
+    ('    %r = "netc.relu"(%data) {name = "r", params = 0.5} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4,
+     "'params' of 'r' must be a dictionary"),
+    ('    %r = "netc.inner_product"(%data) {name = "r", num_outputs = 4, params = {weight = 1}} : '
+     '(tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "parameter 'weight' of 'r' must be @param or a dictionary"),
+    # params on an op without parameters, or a role the op does not have: specs no pass binds, read
+    # as bound ones by explain (AttributeError: 'dict' object has no attribute 'name')
+    ('    %r = "netc.lrn"(%data) {name = "r", params = {weight = {name = "w"}}} : (tensor<2x4xf32>) -> '
+     'tensor<2x4xf32>', 4, "'r' (netc.lrn) has no parameters to bind"),
+    ('    %r = "netc.inner_product"(%data) {name = "r", num_outputs = 4, params = {kernel = {name = "k"}}} : '
+     '(tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "'r' (netc.inner_product) has no parameter 'kernel'"),
+])
+def test_ir_ops_out_of_place_are_located(tmp_path, capsys, line, at, text):
+    ir = IR_NET.replace("LINE", line)
+    for command in IR_COMMANDS:
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, at, 5, text)
+
+
+@pytest.mark.parametrize("lc, text", [
+    ("16:2147483648", "got 2147483648"),            # a caret 2^31 columns to the right: a hang
+    ("16:99999999999999999999999999", "got 9999"),  # OverflowError drawing the caret
+    ("0:3", "got 0"),                                # line 0 is "no line": the error named no line
+])
+def test_ir_loc_line_and_column_are_bounded(tmp_path, capsys, lc, text):
+    ir = _ir().replace("strides = [1, 1, 1, 1]} : () -> tensor<*xf32>",
+                       f'strides = [1, 1, 1, 1]}} : () -> tensor<*xf32> loc("net.nd":{lc})', 1)
+    for command in (("check",), ("export", "--format", "paleo")):
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, 4, None, f"a line or column in loc(...) must be from 1 to 2147483647, {text}")
+
+
+def test_a_column_past_the_end_of_the_line_is_drawn_at_its_end():
+    """A diagnostic may point past its line (IR text's loc(...) into a file edited since): the
+    caret goes just after the line, not 2^31 spaces to the right."""
+    from netc.diagnostics import Diagnostic, Loc, SourceManager, render
+    sources = SourceManager()
+    sources.add("f.nd", "abc\n")
+    out = render(Diagnostic("warning", "w", Loc("f.nd", 1, 2 ** 31 - 1)), sources)
+    assert out.split("\n")[1:3] == ["abc", "   ^"]
+
+
+# -- .nd: a layout section's errors are located even when the section is empty ------------------
+
+def test_nd_empty_layout_section_is_located(tmp_path, capsys):
+    text = "network n {\n  input data: f32[2, 4]\n  r = ReLU(data)\n  layout { }\n}\n"
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "layout")):
+        rc, err, path = run(tmp_path, capsys, "n.nd", text, *command)
+        assert rc == 1
+        located_error(err, path, 4, 3, "layout $.sizes")
+
+
+# -- SINGA: absurd partition counts, layers reading a data layer's records ------------------------
+
+SINGA_V01 = """name: "p"
+train_steps: 10
+train_one_batch { alg: kBP }
+updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }
+neuralnet {
+  layer {
+    name: "data"
+    type: kShardData
+    sharddata_conf { path: "examples/mnist/mnist_train_shard" batchsize: 64 }
+  }
+  layer {
+    name: "mnist"
+    type: kMnist
+    srclayers: "data"
+    mnist_conf { norm_a: 255 norm_b: 0 }
+  }
+  layer {
+    name: "ip"
+    type: kInnerProduct
+    srclayers: "SRC"
+    innerproduct_conf { num_output: 10 }
+    param { name: "w" init { type: kUniform } }
+    param { name: "b" init { type: kUniform } }
+  }
+}
+cluster {
+  nworker_groups: 1
+  nserver_groups: 1
+  nworkers_per_group: WORKERS
+  workspace: "examples/mnist"
+}
+"""
+
+
+def test_singa_v01_sample_reads(tmp_path, capsys):
+    rc, err, _ = run(tmp_path, capsys, "p.conf", SINGA_V01.replace("SRC", "mnist").replace("WORKERS", "2"))
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("workers", ["2147483647", "33"])
+def test_singa_partition_count_is_bounded(tmp_path, capsys, workers):
+    """K nodes per partitioned layer, and K x K connections: 2^31 workers was a hang."""
+    text = SINGA_V01.replace("SRC", "mnist").replace("WORKERS", workers)
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "layout")):
+        rc, err, path = run(tmp_path, capsys, "p.conf", text, *command)
+        assert rc == 1
+        located_error(err, path, 29, None, "the number of partitions must be at most 32")
+
+
+SINGA_UNROLLED = """name: "u"
+train_steps: 10
+train_one_batch { alg: kBPTT }
+updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }
+neuralnet {
+  unroll_len: UNROLL
+  layer {
+    name: "data"
+    type: kRecordInput
+    store_conf { backend: "kvfile" path: "train.bin" batchsize: 64 shape: 8 }
+  }
+  layer {
+    name: "ip"
+    type: kInnerProduct
+    srclayers: "data"
+    innerproduct_conf { num_output: 64 }
+    param { name: "w" }
+    param { name: "b" }
+  }
+}
+cluster { nworkers_per_group: WORKERS }
+"""
+
+
+@pytest.mark.parametrize("unroll, workers, text", [
+    ("512", "1", None),
+    ("2147483647", "1", "unroll_len of layer 'data' is 2147483647; netc unrolls a layer into one copy per step and "
+                        "allows at most 512"),
+    ("512", "32", "this net unrolls into 1024 layers, 32768 nodes with its 32 partitions"),
+])
+def test_singa_unrolling_is_bounded(tmp_path, capsys, unroll, workers, text):
+    """One copy of every layer per step: unroll_len 2^31 was a hang."""
+    doc = SINGA_UNROLLED.replace("UNROLL", unroll).replace("WORKERS", workers)
+    rc, err, path = run(tmp_path, capsys, "u.conf", doc, "check")
+    if text is None:
+        assert rc == 0, err
+        return
+    assert rc == 1
+    located_error(err, path, 6, 3, text)
+    assert err.count("error:") == 1, err  # once, not once per layer inheriting the net's unroll_len
+
+
+def test_singa_layer_reading_a_data_layers_records(tmp_path, capsys):
+    """kShardData's output is records (shape []): only a parser layer reads them (IndexError)."""
+    text = SINGA_V01.replace("SRC", "data").replace("WORKERS", "1")
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "paleo")):
+        rc, err, path = run(tmp_path, capsys, "p.conf", text, *command)
+        assert rc == 1
+        located_error(err, path, 18, None, "kInnerProduct needs an input with a batch dimension")
+
+
+# -- Brainstorm: values of the wrong JSON type ----------------------------------------------------
+
+def _brainstorm(over=None) -> str:
+    arch = {
+        "Input": {"@type": "Input", "out_shapes": {"default": ["T", "B", 4], "targets": ["T", "B", 1]},
+                  "@outgoing_connections": {"default": ["Hid.default"], "targets": ["Output.targets"]}},
+        "Hid": {"@type": "FullyConnected", "activation": "rel", "size": 2,
+                "@outgoing_connections": {"default": ["Output.default"]}},
+        "Output": {"@type": "SoftmaxCE", "@outgoing_connections": {}}}
+    for (layer, key), v in (over or {}).items():
+        arch[layer][key] = v
+    return json.dumps({"architecture": arch}, indent=1)
+
+
+def test_brainstorm_sample_reads(tmp_path, capsys):
+    rc, err, _ = run(tmp_path, capsys, "b.json", _brainstorm(), "explain", "--memory", "--brief")
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("over, key, text", [
+    ({("Hid", "activation"): [[1]]}, '"activation"', "activation [[1]] of 'Hid' is not one netc knows"),
+    ({("Input", "out_shapes"): 1e308}, '"out_shapes"', "Input layer 'Input' needs \"out_shapes\""),
+])
+def test_brainstorm_values_of_the_wrong_type(tmp_path, capsys, over, key, text):
+    doc = _brainstorm(over)
+    line = next(i for i, ln in enumerate(doc.split("\n"), 1) if key in ln)
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "singa")):
+        rc, err, path = run(tmp_path, capsys, "b.json", doc, *command)
+        assert rc == 1
+        located_error(err, path, line, None, text)
+
+
+# -- the attributes every layer may carry: checked in Paleo files and hand-written IR too --------
+
+def test_paleo_layer_splits_must_be_a_count(tmp_path, capsys):
+    """A layer's own "splits" (its filters split across workers) reached co // splits as a string."""
+    conv = {"parents": ["data"], "type": "Convolution", "filter": [1, 1, 3, 4], "strides": [1, 1, 1, 1],
+            "padding": "SAME", "splits": "relu"}
+    doc = json.dumps({"layers": {"data": {"parents": [], "type": "Input", "tensor": [2, 8, 8, 3]}, "c": conv}},
+                     indent=1)
+    line = next(i for i, ln in enumerate(doc.split("\n"), 1) if '"splits"' in ln)
+    for command in (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fuse")):
+        rc, err, path = run(tmp_path, capsys, "n.json", doc, *command)
+        assert rc == 1
+        located_error(err, path, line, 14, "'splits' must be an integer from 1 to 4096, got 'relu'")
+
+
+@pytest.mark.parametrize("attr, text", [
+    ('splits = "relu"', "'splits' must be an integer from 1 to 4096"),         # TypeError in conv_geometry
+    ("splits = 2147483648", "'splits' must be an integer from 1 to 4096"),
+    ('split_index = "x"', "'split_index' must be an integer"),
+    ("include = 5", "'include' must be a list of phases"),                      # TypeError in select-phase
+    ('exclude = "train"', "'exclude' must be a list of phases"),
+    ('partition_dim = "x"', "'partition_dim' must be -1, 0 or 1"),
+    ("location = -1", "'location' must be a worker index >= 0"),
+])
+def test_ir_common_layer_attributes_are_checked(tmp_path, capsys, attr, text):
+    ir = _ir().replace('{name = "c", filter', f'{{name = "c", {attr}, filter')
+    for command in (("check",), ("explain", "--memory", "--brief"), ("export", "--format", "layout")):
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, 4, 5, text)
+
+
+def test_ir_layer_reading_one_left_out_of_the_phase(tmp_path, capsys):
+    """Resolved IR (operands, not parents names): select-phase dropped 'c' under the relu that reads
+    it, and the verifier failed after the pass (an internal error)."""
+    ir = IR_NET.replace("LINE", '    %c = "netc.relu"(%data) {name = "c", exclude = ["train"]} : (tensor<2x4xf32>) -> '
+                                'tensor<2x4xf32>\n'
+                                '    %r = "netc.relu"(%c) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>')
+    for command in (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fuse")):
+        rc, err, path = run(tmp_path, capsys, "n.mlir", ir, *command)
+        assert rc == 1
+        located_error(err, path, 5, 5, "'r' reads 'c', which is not in phase train")
+    rc, err, _ = run(tmp_path, capsys, "n.mlir", ir, "check", "--phase", "test")
+    assert rc == 0, err

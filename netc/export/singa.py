@@ -377,7 +377,7 @@ def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
     if len(inputs) != 1:
         _err(f"SINGA nets read one data layer; this network has {len(inputs)} inputs that are not labels"
              + (f" ({', '.join(op.attrs['name'] for op in inputs[:4])}{', ...' if len(inputs) > 4 else ''})"
-                if inputs else ""), inputs[1] if len(inputs) > 1 else None)
+                if inputs else ""), inputs[1] if len(inputs) > 1 else ops[0])
     data = inputs[0]
     for op in ops:
         if op.name == "netc.input" and id(op) in label_inputs and len(op.attrs["shape"]) > 2:

@@ -74,13 +74,14 @@ def _attr_problems(module) -> list[tuple]:
     as inf). Attributes a schema does not declare are the passes' own (fusion groups, ...): left
     alone. The .nd and Paleo frontends check the same schemas as they read."""
     from ..ops import lookup
+    from ..ops.registry import COMMON_ATTRS
     out = []
     for op in module.walk():
         opdef = lookup(op.name)
         if opdef is None:
             continue
         for key, msg, _hint in opdef.check_attrs(dict(op.attrs)):
-            if key is None or key in opdef.attrs:
+            if key is None or key in opdef.attrs or key in COMMON_ATTRS:
                 out.append((msg, op))
         if len(out) > 20:
             break

@@ -250,7 +250,8 @@ class _Importer:
     def layer(self, lname, t, spec, p, sinks, outputs, outs):
         ops: list = []
         if t == "Input":
-            for out, shape in (spec.get("out_shapes") or {}).items():
+            osh = spec.get("out_shapes")
+            for out, shape in (osh.items() if isinstance(osh, dict) else ()):  # (else reported in module())
                 sp = path_join(path_join(p, "out_shapes"), out)
                 feat = _feature_shape(shape)
                 if feat is None:
@@ -285,7 +286,7 @@ class _Importer:
                            sp if "size" in spec else p)
                 return ops
             act = spec.get("activation", "rel")
-            if act not in ACTIVATIONS:
+            if not isinstance(act, str) or act not in ACTIVATIONS:
                 self.error(f"activation {act!r} of '{lname}' is not one netc knows ({', '.join(ACTIVATIONS)})",
                            path_join(p, "activation"))
                 return ops
@@ -309,7 +310,7 @@ class _Importer:
             ops.append(self._op("netc.softmax_loss", f"{lname}.loss", ins, {}, p))
         elif t == "Elementwise":
             act = spec.get("activation", "rel")
-            if act not in ACTIVATIONS:
+            if not isinstance(act, str) or act not in ACTIVATIONS:
                 self.error(f"activation {act!r} of '{lname}' is not one netc knows ({', '.join(ACTIVATIONS)})",
                            path_join(p, "activation"))
                 return ops

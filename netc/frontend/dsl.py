@@ -283,9 +283,8 @@ class _Builder(Transformer):
         return op
 
     def layout_stmt(self, c):
-        d = c[0]
-        first = next(iter(d.locs.values()), None)
-        loc = first or Loc(self.file)
+        d = c[1]
+        loc = _loc(self.file, c[0])  # the keyword: where the section starts, even an empty one
         op = Operation("netc.layout", attrs={"layout": dict(d)}, loc=loc)
         op.attr_locs = dict(d.locs)
         # check the section is a well-formed Brainstorm layout (W1-W4 of the layout spec)

@@ -76,6 +76,9 @@ class _SyntaxError(Exception):
         self.message, self.index, self.offset, self.width = message, index, offset, width
 
 
+MAX_LOC_NUMBER = 2 ** 31 - 1  # lines and columns of loc(...), as MLIR's (unsigned 32-bit, kept positive here)
+
+
 def _describe(tok: str) -> str:
     if tok == _EOF:
         return "end of file"
@@ -546,6 +549,15 @@ class _Parser:
         self.error(f"unknown operation '{opname}'", index, offset=1, width=len(opname),
                    notes=[(f"did you mean '{hint}'?", None)] if hint else [])
 
+    def loc_number(self, digits: str, index: int) -> int:
+        """A line or column of loc("file":line:col): from 1 (netc's line 0 means "no line", and a
+        location without one is written loc("file")) to MAX_LOC_NUMBER."""
+        n = int(digits) if len(digits) <= 10 else MAX_LOC_NUMBER + 1
+        if not 1 <= n <= MAX_LOC_NUMBER:
+            self.fail(f"a line or column in loc(...) must be from 1 to {MAX_LOC_NUMBER}, got {digits[:20]}"
+                      f"{'...' if len(digits) > 20 else ''} (write loc(\"file\") for a file without a line)", index)
+        return n
+
     def loc(self, i):
         toks = self.toks
         t = toks[i]
@@ -556,7 +568,7 @@ class _Parser:
                 return Loc(self.string(t[4:-1], i)), i + 1
             f, line, col = t[4:-1].rsplit(":", 2)
             file = self.strings.get(f) or self.string(f, i)
-            return Loc(file, int(line), int(col)), i + 1
+            return Loc(file, self.loc_number(line, i), self.loc_number(col, i)), i + 1
         if t != "loc":
             self.expect("loc(...) or the next operation", i)
         if toks[i + 1] != "(":
@@ -576,7 +588,7 @@ class _Parser:
                     self.expect("':' and a column number", i + 2)
                 if not col.isdigit():
                     self.expect("a column number", i + 3)
-                loc = Loc(file, int(line), int(col))
+                loc = Loc(file, self.loc_number(line, i + 1), self.loc_number(col, i + 3))
                 i += 4
             else:
                 loc = Loc(file)

@@ -74,6 +74,8 @@ def _structure_problems(module: Module) -> list[tuple]:
     from .core import TensorType
     out = []
     for op in module.body:
+        if op.name in STRUCTURAL_OPS and op.results:
+            out.append((f"{op.name} defines no value: write it without '%... =' and with '-> ()'", op))
         if op.name == "netc.network":
             if not isinstance(op.attrs.get("sym_name"), str):
                 out.append(("a network needs a name: sym_name = \"...\"", op))
@@ -94,9 +96,18 @@ def _structure_problems(module: Module) -> list[tuple]:
 
 def _layer_structure(op) -> list[tuple]:
     out = []
+    if op.name in ("netc.network", "netc.param", "builtin.module"):  # the passes take every other op for a layer
+        return [(f"{op.name} belongs at the top level of the module, not among a network's layers", op)]
+    if op.name in STRUCTURAL_OPS and op.results:  # only layers define values
+        out.append((f"{op.name} defines no value: write it without '%... =' and with '-> ()'", op))
     if op.name in ("netc.block", "netc.parallel") or (op.name not in STRUCTURAL_OPS and registered_op(op.name)):
         if not isinstance(op.attrs.get("name"), str):
             out.append((f"{op.name} needs a name: name = \"...\"", op))
+    if "params" in op.attrs and op.name not in STRUCTURAL_OPS:
+        out += _params_problems(op)
+    if op.name not in STRUCTURAL_OPS and registered_op(op.name) and len(op.results) != 1:
+        out.append((f"a layer defines one value ('%x = {op.name}(...) ... -> tensor<...>'), this one defines "
+                    f"{len(op.results)}", op))
     if op.name in ("netc.block", "netc.parallel"):
         if len(op.regions) != 1:
             out.append((f"{op.name} has one region (its layers), this one has {len(op.regions)}", op))
@@ -108,4 +119,35 @@ def _layer_structure(op) -> list[tuple]:
                             f"{MAX_SPLITS}, got {n!r}", op))
         for o in op.regions[0].ops:
             out += _layer_structure(o)
+    return out
+
+
+def _params_problems(op) -> list[tuple]:
+    """A layer's `params`: its parameters by role, either all bound to module parameters
+    ({weight = @w, bias = @b}, what materialize-params writes) or all still specs
+    ({weight = {name = "w", init = "gaussian"}}, what the frontends write)."""
+    ps, name = op.attrs["params"], op.attrs.get("name")
+    shape = "{role = @param, ...} or {role = {name = \"...\", ...}, ...}"
+    if not isinstance(ps, dict):
+        return [(f"'params' of '{name}' must be a dictionary {shape}, got {type(ps).__name__}", op)]
+    bound = [isinstance(v, SymbolRef) for v in ps.values()]
+    if any(bound) and not all(bound):
+        return [(f"'params' of '{name}' mixes bound parameters (@...) and specs ({{...}}): bind all or none", op)]
+    roles = getattr(registered_op(op.name), "param_roles", None)
+    if roles is not None and ps and not roles:  # (an unknown op is reported as such)
+        return [(f"'{name}' ({op.name}) has no parameters to bind, but its 'params' names {', '.join(ps)}", op)]
+    out = []
+    for role, v in ps.items():
+        if roles is not None and role not in roles:
+            out.append((f"'{name}' ({op.name}) has no parameter '{role}'; its parameters are: {', '.join(roles)}", op))
+            continue
+        if isinstance(v, SymbolRef):
+            continue
+        if not isinstance(v, dict):
+            out.append((f"parameter '{role}' of '{name}' must be @param or a dictionary {{name = \"...\", ...}}, "
+                        f"got {type(v).__name__}", op))
+            continue
+        for key in ("name", "share_from"):
+            if key in v and not isinstance(v[key], str):
+                out.append((f"'{key}' of parameter '{role}' of '{name}' must be a string", op))
     return out

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 
 from ..diagnostics import did_you_mean
 from ..ir.core import register_op
+from ..ir.query import MAX_SPLITS
 from ..ir.core import DTYPES
 
 REQUIRED = object()
@@ -34,6 +35,30 @@ COMMON_ATTRS = {"name", "parents", "include", "exclude", "partition_dim", "locat
                 "splits", "split_index", "type", "num_partitions"}
 
 PHASES = ("train", "val", "test")
+
+
+def _is_int(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def common_attr_problem(key: str, v, attrs: dict) -> str | None:
+    """What is wrong with the value of a common attribute the passes read as they find it, or None
+    (the .nd frontend checks these as it reads; Paleo's layer "splits" and hand-written IR come
+    here): a split count, a split's index, phases, a partition dimension, a worker."""
+    if key == "splits" and not (_is_int(v) and 1 <= v <= MAX_SPLITS):
+        return f"'splits' must be an integer from 1 to {MAX_SPLITS}, got {v!r}"
+    if key == "split_index":
+        n = attrs.get("splits")
+        if not (_is_int(v) and 0 <= v < (n if _is_int(n) else MAX_SPLITS)):
+            return f"'split_index' must be an integer from 0 to the splits less one, got {v!r}"
+    if key in ("include", "exclude") and not (isinstance(v, list) and
+                                              all(isinstance(p, str) and p in PHASES for p in v)):
+        return f"'{key}' must be a list of phases ({', '.join(PHASES)}), got {v!r}"
+    if key == "partition_dim" and not (_is_int(v) and v in (-1, 0, 1)):
+        return f"'partition_dim' must be -1, 0 or 1, got {v!r}"
+    if key == "location" and not (_is_int(v) and v >= 0):
+        return f"'location' must be a worker index >= 0, got {v!r}"
+    return None
 
 
 class ShapeError(Exception):
@@ -229,6 +254,9 @@ class OpDef:
         """Yield (key, message, hint) for every schema violation."""
         for k, v in list(attrs.items()):
             if k in COMMON_ATTRS:
+                problem = common_attr_problem(k, v, attrs)
+                if problem:
+                    yield k, problem, None
                 continue
             spec = self.attrs.get(k)
             if spec is None:

@@ -16,9 +16,19 @@ class SelectPhase(Pass):
     def run(self, module, ctx):
         dropped = ctx.notes.setdefault("dropped_by_phase", {})
         for net in module.networks():
-            self._filter(net.regions[0].block, ctx.phase, dropped, net.attrs["sym_name"])
+            gone: dict = {}
+            self._filter(net.regions[0].block, ctx.phase, dropped, net.attrs["sym_name"], gone)
+            if gone:  # IR with resolved operands: a kept layer may read one left out (names are resolve-names')
+                for op in net.walk():
+                    for v in op.operands:
+                        src = gone.get(id(v.owner))
+                        if src is not None:
+                            ctx.diag.error(f"'{op.attrs.get('name', op.name)}' reads '{src.attrs.get('name')}', "
+                                           f"which is not in phase {ctx.phase} (its include/exclude)", op.loc).note(
+                                "left out here", src.loc)
+                            break
 
-    def _filter(self, block, phase, dropped, net):
+    def _filter(self, block, phase, dropped, net, gone):
         keep = []
         for op in block.ops:
             inc, exc = op.attrs.pop("include", None), op.attrs.pop("exclude", None)
@@ -26,8 +36,10 @@ class SelectPhase(Pass):
                 name = op.attrs.get("name")
                 if name is not None:
                     dropped.setdefault((net, name), []).append((inc, exc, op.loc))
+                for o in op.walk():
+                    gone[id(o)] = o
                 continue
             for r in op.regions:
-                self._filter(r.block, phase, dropped, net)
+                self._filter(r.block, phase, dropped, net, gone)
             keep.append(op)
         block.set_ops(keep)

@@ -31,7 +31,7 @@ from .. import prototext as pt
 
 from .reader import _Reader, _detect
 from .schema import PHASES, Msg, Schema, _looks_like_path, _read_text, load_extension_proto, load_schema
-from .graph import SingaNet, _Ctx, _build_v1, _build_v2, _sort
+from .graph import MAX_PARTITIONS, SingaNet, _Ctx, _build_v1, _build_v2, _sort
 from .setup import _finish, _setup_all
 # the package's public names (__all__), wherever they are defined
 from .graph import RNNLM_PLUGIN, SingaNode, SingaParam, UserLayerRule  # noqa: F401,E402
@@ -208,6 +208,10 @@ def build_singa(path_or_text, phase: str = "train", version: str | None = None, 
         K = job.job.get("cluster").get("nworkers_per_group") if ph == "kTrain" else 1
     if not isinstance(K, int) or K < 1:
         raise NetcError(f"the number of partitions must be at least 1, got {K}",
+                        job.job.get("cluster").at("nworkers_per_group"))
+    if K > MAX_PARTITIONS:
+        raise NetcError(f"the number of partitions must be at most {MAX_PARTITIONS} (netc builds one node per "
+                        f"partition of every partitioned layer, and K x K connections between them), got {K}",
                         job.job.get("cluster").at("nworkers_per_group"))
     if not job.job.has("neuralnet"):
         raise NetcError("the job has no 'neuralnet'", Loc(job.file, 1, 1))

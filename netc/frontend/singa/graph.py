@@ -159,6 +159,14 @@ _REGISTERED_V2 = {"kRecordInput", "kCSVInput", "kImagePreprocess", "kRecordOutpu
                   "kSoftmaxLoss", "kSTanh", "kSoftmax", "kGRU", "kLMDBData", "kCudnnConv", "kCudnnPool",
                   "kCudnnLRN", "kCudnnSoftmax", "kCudnnActivation", "kCudnnSoftmaxLoss",
                   "kActivation", "kBM", "kCudnnBM"}  # the last three: v0.3 only (not in v0.2's enum)
+# netc builds SINGA's graph explicitly: K nodes per partitioned layer (and up to K x K connections
+# between two of them), one copy per step of an unrolled layer. Past these sizes the graph and its
+# memory plan take minutes and gigabytes (K = 64 on the CIFAR-10 hybrid job: ~2 minutes; 1,000 steps
+# of char-rnn: ~1 minute), so they are the user's error, at the value that asks for them.
+MAX_PARTITIONS = 32     # cluster.nworkers_per_group (SINGA's examples use 1 to 4)
+MAX_UNROLL = 512        # unroll_len (char-rnn unrolls 50 steps)
+MAX_LAYER_COPIES = 16384  # unrolled layers x partitions
+
 _TERMINAL = {"kSoftmaxLoss", "kEuclideanLoss", "kCudnnSoftmaxLoss", "kAccuracy", "kArgSort", "kCSVOutput",
              "kRecordOutput", "kCharRNNOutput", "kSoftmax", "kCudnnSoftmax"}
 _BASE = {"kCConvolution": "kConvolution", "kCudnnConv": "kConvolution", "kCPooling": "kPooling",
@@ -373,12 +381,17 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
     # 5.1 / 5.3 unrolling
     copies: dict[str, list[_Lay]] = {}
     lays: list[_Lay] = []
+    bad_unroll: set = set()
     for L in kept:
         name = L.get("name")
         n = L.get("unroll_len") if L.has("unroll_len") else net.get("unroll_len")
-        if n < 1:
-            ctx.error(f"unroll_len of layer '{name}' is {n}; it must be at least 1",
-                      L.at("unroll_len") if L.has("unroll_len") else net.at("unroll_len"))
+        if n < 1 or n > MAX_UNROLL:
+            where = L.at("unroll_len") if L.has("unroll_len") else net.at("unroll_len")
+            if where not in bad_unroll:  # the net's own unroll_len: once, not once per layer inheriting it
+                bad_unroll.add(where)
+                ctx.error(f"unroll_len of layer '{name}' is {n}; it must be at least 1" if n < 1 else
+                          f"unroll_len of layer '{name}' is {n}; netc unrolls a layer into one copy per step and "
+                          f"allows at most {MAX_UNROLL}", where)
             n = 1
         pd = L.get("partition_dim") if L.has("partition_dim") else net.get("partition_dim")
         cl = []
@@ -392,6 +405,10 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
             cl.append(lay)
             lays.append(lay)
         copies[name] = cl
+    if len(lays) * K > MAX_LAYER_COPIES:
+        ctx.error(f"this net unrolls into {len(lays)} layers, {len(lays) * K} nodes with its {K} partitions; "
+                  f"netc builds at most {MAX_LAYER_COPIES} (fewer steps in unroll_len, or fewer partitions)",
+                  net.at("unroll_len") or job.at("neuralnet"))
     ctx.check()
     for L in kept:
         name = L.get("name")

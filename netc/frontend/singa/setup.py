@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .schema import Msg
-from .graph import SingaNode, SingaParam, _BASE, _Ctx, _Node, _P, _SetupError, _TERMINAL
+from .graph import MAX_UNROLL, SingaNode, SingaParam, _BASE, _Ctx, _Node, _P, _SetupError, _TERMINAL
 
 # ------------------------------------------------------------------------------------------
 # Setup: output and parameter shapes (spec 7)
@@ -26,6 +26,18 @@ def _chw(shape, what="input"):
     if len(shape) == 3:
         return 1, shape[-2], shape[-1]
     raise _SetupError(f"needs a 3-D or 4-D {what}, got {shape}")
+
+
+def _batch(n, s, t):
+    """The batch (first) dimension of a source shape; a 0-d source (a data layer's records, a loss)
+    has none, which SINGA would read past."""
+    if not s:
+        src = n.srcs[0]
+        why = (" (a data layer's records: a parser layer such as kMnist, kRGBImage or kLabel reads them)"
+               if src.batchsize is not None else "")
+        raise _SetupError(f"{t} needs an input with a batch dimension, but its source '{src.lay.origin}' "
+                          f"({src.lay.type}) has shape []{why}")
+    return s[0]
 
 
 def _nsrc(ss, k, t):
@@ -255,7 +267,7 @@ def _setup(ctx: _Ctx, n: _Node):
         if lay.pdim > 0:
             h = _div(ctx, n, h, "num_output")
         vdim = _count(s)
-        n.shape = [s[0], h]
+        n.shape = [_batch(n, s, t), h]
         _params(ctx, n, [[vdim, h] if ic.get("transpose") else [h, vdim], [h]], 2,
                 " (kInnerProduct always reads param 0 and 1)")
         conf.update(num_output=h, transpose=ic.get("transpose"), bias=True)
@@ -265,7 +277,7 @@ def _setup(ctx: _Ctx, n: _Node):
             conf.update(topk=L.get("softmaxloss_conf").get("topk"), scale=L.get("softmaxloss_conf").get("scale"))
         else:
             _nsrc(ss, 1, t)
-        n.shape = [ss[0][0], _count(ss[0])]
+        n.shape = [_batch(n, ss[0], t), _count(ss[0])]
     elif t == "kSoftmaxLoss":
         _nsrc(ss, 2, t)
         n.shape = list(ss[0])
@@ -277,7 +289,7 @@ def _setup(ctx: _Ctx, n: _Node):
     elif t in ("kArgSort", "kAccuracy"):
         _nsrc(ss, 2 if t == "kAccuracy" else 1, t)
         topk = L.get("argsort_conf").get("topk")
-        n.shape = [ss[0][0], topk]
+        n.shape = [_batch(n, ss[0], t), topk]
         conf["topk"] = topk
     elif t == "kRBMVis":
         _nsrc(ss, 2, t)
@@ -293,7 +305,7 @@ def _setup(ctx: _Ctx, n: _Node):
         _nsrc(ss, 1, t)
         hdim = L.get("rbm_conf").get("hdim")
         vdim = _count(ss[0])
-        n.shape = [ss[0][0], hdim]
+        n.shape = [_batch(n, ss[0], t), hdim]
         _params(ctx, n, [[hdim, vdim], [hdim]], 2)
         conf.update(hdim=hdim, gaussian=L.get("rbm_conf").get("gaussian"))
     elif base == "kBM":
@@ -312,7 +324,7 @@ def _setup(ctx: _Ctx, n: _Node):
             raise _SetupError(f"kGRU needs 6 param entries (z_hx, r_hx, c_hx, z_hh, r_hh, c_hh) or 9 (plus z_b, r_b, "
                               f"c_b), found {len(lay.params)}")
         shapes = [[h, vdim]] * 3 + [[h, h]] * 3 + ([[h]] * 3 if len(lay.params) > 6 else [])
-        n.shape = [ss[0][0], h]
+        n.shape = [_batch(n, ss[0], t), h]
         _params(ctx, n, shapes, 6)
         conf.update(dim_hidden=h, bias=len(shapes) == 9)
     elif t in ("kEmbedding", "kOneHot", "kRNNLabel"):
@@ -337,6 +349,9 @@ def _setup(ctx: _Ctx, n: _Node):
     elif t == "kCharRNN":
         cc = L.get("char_rnn_conf")
         _batchsize(cc, "char_rnn_conf")
+        if cc.get("unroll_len") > MAX_UNROLL:  # one blob per step (and the next character)
+            raise _SetupError(f"char_rnn_conf.unroll_len is {cc.get('unroll_len')}; netc allows at most {MAX_UNROLL} "
+                              f"steps", cc.vat("unroll_len") or cc.loc)
         n.blobs = [[cc.get("batchsize")] for _ in range(cc.get("unroll_len") + 1)]
         n.shape = []
         conf.update(batchsize=cc.get("batchsize"), unroll_len=cc.get("unroll_len"), path=cc.get("path"),
