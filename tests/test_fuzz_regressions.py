@@ -351,7 +351,7 @@ IR_COMMANDS = (("check",), ("explain", "--memory", "--brief"), ("opt", "-p", "fu
      '    %r = "netc.relu"(%o) {name = "r"} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4, "netc.output defines no value"),
     # a layer with two results (shape inference set the first, the memory plan read both)
     ('    %r, %s = "netc.relu"(%data) {name = "r"} : (tensor<2x4xf32>) -> (tensor<2x4xf32>, tensor<2x4xf32>)', 4,
-     "a layer defines one value"),
+     "defines one value"),
     # params that are not a dictionary (AttributeError: 'float' object has no attribute 'items')
     ('    %r = "netc.relu"(%data) {name = "r", params = 0.5} : (tensor<2x4xf32>) -> tensor<2x4xf32>', 4,
      "'params' of 'r' must be a dictionary"),

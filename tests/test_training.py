@@ -366,3 +366,22 @@ def test_eager_training_baseline_equals_the_reference(opt):
         assert got == pytest.approx(ref, rel=1e-10)
     for k, t in et.params.items():
         torch.testing.assert_close(t.detach(), tr.params[k], rtol=1e-9, atol=1e-12)
+
+
+def test_a_printed_training_program_checks_and_trains_as_its_source(tmp_path, capsys):
+    """`netc opt --train -o prog.mlir` gives IR text that `netc check` accepts and `netc run
+    --train` runs as it is (no second backward or optimizer pass), with the same losses."""
+    prog = tmp_path / "lenet_train.mlir"
+    rc, out, err = run_cli(["opt", str(EXAMPLES / "lenet.nd"), "--train", "--optimizer", "adam", "-o", str(prog)],
+                           capsys)
+    assert rc == 0, err
+    rc, out, err = run_cli(["check", str(prog)], capsys)
+    assert rc == 0 and not err, err
+    losses = []
+    for src in (str(EXAMPLES / "lenet.nd"), str(prog)):
+        rc, out, err = run_cli(["run", src, "--train", "--optimizer", "adam", "--lr", "0.001", "--steps", "3"]
+                               if src.endswith(".nd") else ["run", src, "--train", "--lr", "0.001", "--steps", "3"],
+                               capsys)
+        assert rc == 0, err
+        losses.append([ln.split("loss ")[1] for ln in out.splitlines() if ln.startswith("step ")])
+    assert losses[0] == losses[1] and len(losses[0]) == 3

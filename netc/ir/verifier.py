@@ -105,9 +105,10 @@ def _layer_structure(op) -> list[tuple]:
             out.append((f"{op.name} needs a name: name = \"...\"", op))
     if "params" in op.attrs and op.name not in STRUCTURAL_OPS:
         out += _params_problems(op)
-    if op.name not in STRUCTURAL_OPS and registered_op(op.name) and len(op.results) != 1:
-        out.append((f"a layer defines one value ('%x = {op.name}(...) ... -> tensor<...>'), this one defines "
-                    f"{len(op.results)}", op))
+    want = getattr(registered_op(op.name), "num_results", 1) if op.name not in STRUCTURAL_OPS else None
+    if op.name not in STRUCTURAL_OPS and registered_op(op.name) and len(op.results) != want:
+        what = {0: "no value (an update: '\"netc.x\"(...) ... -> ()')", 1: "one value ('%x = \"netc.x\"(...) ... -> tensor<...>')"}
+        out.append((f"{op.name} defines {what.get(want, f'{want} values')}, this one defines {len(op.results)}", op))
     if op.name in ("netc.block", "netc.parallel"):
         if len(op.regions) != 1:
             out.append((f"{op.name} has one region (its layers), this one has {len(op.regions)}", op))
@@ -133,7 +134,13 @@ def _params_problems(op) -> list[tuple]:
     bound = [isinstance(v, SymbolRef) for v in ps.values()]
     if any(bound) and not all(bound):
         return [(f"'params' of '{name}' mixes bound parameters (@...) and specs ({{...}}): bind all or none", op)]
-    roles = getattr(registered_op(op.name), "param_roles", None)
+    d = registered_op(op.name)
+    roles = getattr(d, "param_roles", None)
+    if d is not None:
+        try:   # (state an update writes depends on its attributes; malformed ones are reported elsewhere)
+            roles = d.bindable_roles(d.attrs_of(op))
+        except (TypeError, ValueError, KeyError):
+            pass
     if roles is not None and ps and not roles:  # (an unknown op is reported as such)
         return [(f"'{name}' ({op.name}) has no parameters to bind, but its 'params' names {', '.join(ps)}", op)]
     out = []

@@ -135,6 +135,7 @@ def _channel_vectors(ins, first: int, c: int):
 @register
 class BatchStats(OpDef):
     name = "batch_stats"
+    num_results = 2
     training_only = True
     unbatched = True
     arity = (1, 1)
@@ -159,6 +160,7 @@ class BatchStats(OpDef):
 @register
 class RunningStatsUpdate(OpDef):
     name = "running_stats_update"
+    num_results = 0
     training_only = True
     side_effects = True
     arity = (2, 2)

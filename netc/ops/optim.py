@@ -174,12 +174,16 @@ class _Update(OpDef):
     """What every update op shares: operands, checks, the gradient's preparation, costs."""
     training_only = True
     side_effects = True
+    num_results = 0
     arity = (2, 3)
     param_roles = ("param",)
     flops_per_element = 2
 
     def state_roles(self, a) -> tuple:
         return ()
+
+    def bindable_roles(self, a) -> tuple:
+        return tuple(self.param_roles) + tuple(self.state_roles(a))
 
     def state_shapes(self, a, shape) -> dict:
         return {role: tuple(shape) for role in self.state_roles(a)}

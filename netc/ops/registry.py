@@ -206,6 +206,7 @@ class OpDef:
                                          # indices); a path through it is pruned, never an error
     unbatched: bool = False              # its result has no batch axis even when its operands have
                                          # one (parameter gradients): the memory plan's constant class
+    num_results: int = 1                 # the values it defines (0: an update; 2: batch statistics)
     side_effects: bool = False           # writes its `params` symbols in place (optimizer updates,
                                          # running statistics); no results, never dead code
     # The gradient protocol. `gradient(g, op, dy)` emits the ops that compute the gradients of
@@ -243,6 +244,11 @@ class OpDef:
         result is not of their first operand's type (an input, a dropout mask drawn from an
         integer seed) say so here."""
         return operand_dtypes[0] if operand_dtypes else "f32"
+
+    def bindable_roles(self, a: dict) -> tuple:
+        """The roles an op with attributes `a` may bind in `params`: its parameters, and the state
+        an optimizer update writes (ops/optim.py). The IR verifier checks bindings against these."""
+        return tuple(self.param_roles)
 
     def attrs_of(self, op) -> dict:
         """The op's attributes with schema defaults filled in."""

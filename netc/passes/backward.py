@@ -154,6 +154,9 @@ class Backward(Pass):
             nets = [n for n in nets if n.attrs["sym_name"] in wanted]
         done = 0
         for net in nets:
+            if "gradients" in net.attrs:   # already a training program (IR text printed after backward)
+                done += 1
+                continue
             if opts.get("loss"):
                 append_loss(net, opts["loss"], ctx.diag, opts.get("loss_on"))
             losses = _losses(net, opts.get("outputs"), ctx.diag)

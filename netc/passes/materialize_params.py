@@ -105,8 +105,10 @@ class MaterializeParams(Pass):
                 diag.error(f"parameter '{name}' ({list(p.attrs['type'].shape)}) cannot share the storage of "
                            f"'{owner.name}' ({list(o.attrs['type'].shape)}): element counts differ", loc,
                            width=width).note(f"'{owner.name}' is defined here", o.loc)
+        bound = {ref.name for net in module.networks() for op in net.regions[0].ops
+                 for ref in (op.attrs.get("params") or {}).values() if isinstance(ref, SymbolRef)}
         for name, p in declared.items():
-            if name not in used_by and not any(q.attrs.get("share_from") == SymbolRef(name) for q in params.values()):
+            if name not in used_by and name not in bound and not any(q.attrs.get("share_from") == SymbolRef(name) for q in params.values()):
                 diag.warning(f"parameter '{name}' is declared but no layer uses it", p.loc, width=len(name))
             elif "type" not in p.attrs:
                 pass

@@ -69,4 +69,7 @@ class ShapeInference(Pass):
                          f"shape; netc counts with it (and so do the layers after it) but will not run this layer",
                          op.loc, width=len(op.attrs.get("name", "x")))
         dtype = result_dtype(opdef, a, [v.type.dtype for v in op.operands])
-        op.results[0].type = TensorType(out, dtype)
+        # (an update defines no value; batch statistics two: infer gives their shapes)
+        shapes = [out] if opdef.num_results == 1 else list(out)[:opdef.num_results]
+        for r, shape in zip(op.results, shapes):
+            r.type = TensorType(shape, dtype)

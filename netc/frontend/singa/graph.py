@@ -405,6 +405,7 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
             cl.append(lay)
             lays.append(lay)
         copies[name] = cl
+    K = ctx.workers   # the partitions the partition pass will make of every layer
     if len(lays) * K > MAX_LAYER_COPIES:
         ctx.error(f"this net unrolls into {len(lays)} layers, {len(lays) * K} nodes with its {K} partitions; "
                   f"netc builds at most {MAX_LAYER_COPIES} (fewer steps in unroll_len, or fewer partitions)",
