@@ -27,7 +27,8 @@ from netc.diagnostics import DiagnosticEngine, NetcError  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from test_interp_corpus import BATCH, EXAMPLES, PALEO, _spatial  # noqa: E402
-from test_training_corpus import NARROW, narrow  # noqa: E402
+from scaling import narrow  # noqa: E402
+from test_training_corpus import NARROW  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 TOL = 1e-4

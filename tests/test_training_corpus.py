@@ -24,6 +24,8 @@ import pytest
 
 from netc.diagnostics import DiagnosticEngine, NetcError
 
+from scaling import narrow  # noqa: E402  (tests/scaling.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
 EXAMPLES = sorted((ROOT / "examples").glob("*.nd"))
@@ -45,19 +47,6 @@ LOSS_ON = {"densenet.json": "SoftmaxWithLoss1"}   # two outputs (Generic Accurac
 
 
 NARROW = 8   # the width divisor of the image networks (those with a spatial size in SPATIAL)
-
-
-def narrow(module, div: int):
-    """Every convolution output width, inner-product width and class count divisible by `div`
-    divided by it; convolutions infer their input channels (-1). Before shape inference."""
-    for op in module.walk():
-        f = op.attrs.get("filter")
-        if op.name == "netc.conv2d" and isinstance(f, list) and len(f) == 4:
-            op.attrs["filter"] = [f[0], f[1], -1, f[3] // div if f[3] % div == 0 else f[3]]
-        for k in ("num_outputs", "num_classes", "dim_hidden"):
-            v = op.attrs.get(k)
-            if isinstance(v, int) and not isinstance(v, bool) and v > 0 and v % div == 0:
-                op.attrs[k] = v // div
 
 
 def _load(path: Path, batch, spatial, loss=None, phase="train", narrowed=True):
