@@ -219,9 +219,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(batch=None)   # NET.so: the compiled batch; sources: the file's (--batch B rescales them)
     p.add_argument("--reference", action="store_true",
                    help="run the torch reference executor (the oracle); same as --target reference")
-    p.add_argument("--target", choices=("reference", "interp"), default=None,
+    p.add_argument("--target", choices=("reference", "interp", "cuda"), default=None,
                    help="reference: the torch reference executor; interp: the compiled kernels, schedule and "
-                        "memory plan on the CPU through Triton's interpreter (f32)")
+                        "memory plan on the CPU through Triton's interpreter (f32); cuda (with --workers K): each "
+                        "rank's program compiled to a library and run on a GPU")
     p.add_argument("--compare", action="store_true",
                    help="with --target interp or a NET.so: also print the max relative error against the reference "
                         "(exit 1 beyond the precision's tolerance)")
@@ -310,6 +311,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "in the tuning file and compile with them")
     p.add_argument("--emit", nargs=2, action="append", default=[], metavar=("WHAT", "DIR"),
                    help="also write intermediate code: `--emit triton DIR` writes the Triton source of every kernel")
+    p.add_argument("--workers", dest="partition_workers", type=int, default=None, metavar="K",
+                   help="partition the network over K workers and compile each rank's program (forward, or with "
+                        "--train its training step) to its own library, NET.rank<r>.so beside NET.so: its schedule in "
+                        "segments between its communication ops (netc_run_segment; docs/partitioning.md)")
     _training(p)
     for a in p._actions:
         if a.dest == "train":
@@ -769,6 +774,9 @@ def cmd_run(args, diag):
     target = args.target or ("reference" if args.reference or args.partition_workers else None)
     if target is None:
         raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
+    if target == "cuda":
+        raise NetcError("--target cuda runs the ranks of --workers K; a single network runs on the GPU compiled: "
+                        "netc compile FILE -o NET.so, then netc run NET.so")
     if args.reference and target != "reference":
         raise NetcError("--reference and --target interp contradict each other; give one")
     if args.compare and target != "interp":
@@ -819,12 +827,26 @@ def _run_workers(args, diag):
     from .runtime import distributed as D
     K = args.partition_workers
     target = args.target or "reference"
-    if target != "reference":
-        raise NetcError("--workers K runs each rank's program on the reference executor (--target reference); the "
-                        "interpreter target and the .so do not run partitioned programs yet")
-    for flag in ("compare", "profile", "interp_blocks", "check_grads"):
+    if args.reference and target != "reference":
+        raise NetcError(f"--reference and --target {target} contradict each other; give one")
+    if target == "interp":
+        # before anything imports netc.kernels: the interpreter mode is fixed at import
+        from .runtime.interp import ensure_interpreter
+        ensure_interpreter()
+    for flag in ("compare", "profile", "check_grads"):
         if getattr(args, flag):
             raise NetcError(f"--{flag.replace('_', '-')} does not apply to --workers K")
+    if args.interp_blocks and target != "interp":
+        raise NetcError("--interp-blocks needs --target interp")
+    if target != "reference":
+        if args.dtype is not None or args.tf32:
+            raise NetcError(f"--target {target} runs each rank's program compiled in f32: drop --dtype/--tf32 (the "
+                            f"reference run to compare with: --workers 1 --dtype f64)")
+        if target == "cuda" and args.grads:
+            raise NetcError("--grads with --target cuda: a rank library keeps no gradients (use --target interp)")
+        if target == "cuda" and not torch.cuda.is_available():
+            raise NetcError("--target cuda runs each rank's program compiled on a GPU, and torch sees none here "
+                            "(--target interp runs the same programs on the CPU)")
     for flag in ("data", "eval", "epochs", "plot"):
         if getattr(args, flag, None):
             raise NetcError(f"--{flag} with --workers K is not supported yet (train from --inputs or random inputs, "
@@ -835,7 +857,9 @@ def _run_workers(args, diag):
     if timeout <= 0:
         raise NetcError(f"--timeout must be positive, got {timeout:g}")
     ref_dtype, _ = _run_dtypes(args, "reference")
-    if args.train:
+    if target != "reference":
+        dtype = torch.float64      # values drawn as the f64 reference draws them, rounded to the arena's f32
+    elif args.train:
         dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
     else:
         dtype = torch.float32 if ref_dtype == "f32" else torch.float64
@@ -857,16 +881,29 @@ def _run_workers(args, diag):
         if os.environ.get("NETC_LAUNCH", "fork") == "spawn" or not hasattr(os, "fork"):
             return launch.launch(args.argv, K, timeout, env={"NETC_LAUNCHED": "1"})
         # forked ranks start at once with the program compiled here (no second import of torch)
-        return launch.launch_forked(lambda r: _worker(args, diag, module, r, K, timeout, dtype), K, timeout)
+        return launch.launch_forked(lambda r: _worker(args, diag, module, r, K, timeout, dtype, target), K, timeout)
     rank, world = er
     if world != K:
         raise NetcError(f"--workers {K}, but this process is one of WORLD_SIZE={world}")
     if os.environ.get("NETC_LAUNCHED") or rank != 0:   # the launcher (or rank 0) reported them
         diag.diagnostics[:] = [d for d in diag.diagnostics if d.severity == "error"]
-    return _worker(args, diag, module, rank, world, timeout, dtype)
+    return _worker(args, diag, module, rank, world, timeout, dtype, target)
 
 
-def _worker(args, diag, module, rank, world, timeout, dtype):
+def _rank_library(module, args, rank, world):
+    """--target cuda: this rank's program compiled to a library in a temporary directory (its path)."""
+    import tempfile
+
+    from .codegen import compile_rank
+    from .runtime import distributed as D
+    net = D.rank_network(module, rank, args.network)
+    d = tempfile.mkdtemp(prefix=f"netc-rank{rank}-")
+    path = D.rank_library_path(d, net)
+    compile_rank(module, net.attrs["sym_name"], path, source=_source_record(args))
+    return path
+
+
+def _worker(args, diag, module, rank, world, timeout, dtype, target="reference"):
     """One rank of `netc run --workers K` (see _run_workers)."""
     import json
 
@@ -876,9 +913,10 @@ def _worker(args, diag, module, rank, world, timeout, dtype):
     inputs.update(io.parse_input_specs(args.input))
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
+    library = _rank_library(module, args, rank, world) if target == "cuda" else None
     try:
         worker = D.Worker(module, rank, world, network=args.network, timeout=timeout, dtype=dtype, seed=args.seed,
-                          params=params)
+                          params=params, target=target, blocks=args.interp_blocks or "cuda", library=library)
         if args.train:
             from .ops.optim import learning_rate
             net = worker.net
@@ -1284,6 +1322,8 @@ def cmd_compile(args, diag):
     from .codegen import compile_module
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     precision = _precision_options(args)   # a bad --dtype fails before any work
+    if args.partition_workers is not None and args.partition_workers > 1:
+        return _compile_workers(args, diag, precision)
     if args.target == "interp":
         if args.train:
             raise NetcError("--train with --target interp: the interpreter runs the training step directly "
@@ -1336,6 +1376,46 @@ def cmd_compile(args, diag):
     sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: {what}, {r.kernels} kernels "
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s"
                      + (f"; {r.tuned} of {r.tunable} kernels tuned" if tuning is not None else "") + "\n")
+    return 0
+
+
+def _compile_workers(args, diag, precision):
+    """`netc compile FILE --workers K -o NET.so`: partition the network, split it into one program per rank
+    (forward, or with --train the training step) and compile each to NET.rank<r>.so (+ .h): a rank library,
+    its schedule in segments between its communication ops (codegen.compile_rank)."""
+    from .codegen import compile_rank
+    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    given = [f for f, v in (("--target interp", args.target == "interp"), ("--dtype/--tf32", precision is not None),
+                            ("--params", args.params), ("--embed-params", args.embed_params),
+                            ("--tuning", args.tuning), ("--autotune", args.autotune), ("--emit", args.emit)) if v]
+    if given:
+        raise NetcError(f"{', '.join(given)} with --workers K is not supported: a rank library is compiled in f32 "
+                        f"with the default tiles, its parameters set at run time (netc run --workers K runs them)")
+    os.environ.pop("TRITON_INTERPRET", None)   # AOT compilation needs real @triton.jit kernels
+    module = _load(args, diag)
+    ctx = _ctx(args, diag)
+    if args.train:
+        ctx.phase = "train"
+    passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else []) + \
+        training_passes(args, ctx) + ["split-workers", "fuse"]
+    if args.train and (ctx.options.get("optimizer") or {}).get("clip_norm"):
+        raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
+    PassManager(passes).run(module, ctx)
+    ranks = sorted((n for n in module.networks() if "rank" in n.attrs), key=lambda n: n.attrs["rank"])
+    if not ranks:
+        raise NetcError(f"--workers {args.partition_workers}: the network says nothing about how to distribute it "
+                        f"(partition_dim, location, parallel splits): nothing to split")
+    stem, ext = os.path.splitext(args.output)
+    for net in ranks:
+        out = f"{stem}.rank{net.attrs['rank']}{ext or '.so'}"
+        r = compile_rank(module, net.attrs["sym_name"], out, arch=args.arch, source=_source_record(args))
+        seg = r.manifest["segmented"]
+        ns, nc = len(seg["segments"]), len(seg["comms"])
+        shape = (f"in {ns} segments between {nc} communication op{'s' * (nc != 1)}" if nc
+                 else "in one segment (no communication)")
+        sys.stderr.write(f"wrote {r.so_path} and {r.header_path}: rank {net.attrs['rank']} of {net.attrs['world']}, "
+                         f"{r.launches} launches {shape}, {r.kernels} kernels ({r.cached} from the cache), "
+                         f"{r.seconds['total']:.1f}s\n")
     return 0
 
 

@@ -17,7 +17,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 ABI = ["netc_abi_version", "netc_create", "netc_destroy", "netc_set_params", "netc_set_params_file",
        "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest", "netc_embedded_params",
-       "netc_profile", "netc_num_launches", "netc_train_step", "netc_get_params", "netc_num_train_launches"]
+       "netc_profile", "netc_num_launches", "netc_train_step", "netc_get_params", "netc_num_train_launches",
+       "netc_num_segments", "netc_run_segment", "netc_arena"]
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 
@@ -71,7 +72,7 @@ def test_artifacts_and_symbols(alexnet):
 def test_manifest_matches_plan(alexnet):
     from netc.codegen.launcher import ABI_VERSION
     lib = load(alexnet / "alexnet.so")
-    assert lib.netc_abi_version() == ABI_VERSION == 3      # 2: outputs without a batch axis; 3: training
+    assert lib.netc_abi_version() == ABI_VERSION == 4      # 2: outputs without a batch axis; 3: training; 4: segments
     m = json.loads(lib.netc_manifest())
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd

@@ -170,8 +170,10 @@ def test_torchrun(tmp_path):
 
 
 def test_workers_flags():
-    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--target", "interp")
-    assert r.returncode == 1 and "runs each rank's program on the reference executor" in r.stderr
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--target", "interp", "--dtype", "f64")
+    assert r.returncode == 1 and "runs each rank's program compiled in f32" in r.stderr
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--interp-blocks", "large")
+    assert r.returncode == 1 and "--interp-blocks needs --target interp" in r.stderr
     r = netc("run", EX / "partition_batch.nd", "--timeout", 3, "--reference")
     assert r.returncode == 1 and "--timeout applies to a run on several workers" in r.stderr
     r = netc("run", EX / "partition_location.nd", "--workers", 2)

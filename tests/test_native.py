@@ -463,7 +463,7 @@ def test_load_errors(built, fake, tmp_path, monkeypatch):
     c = tmp_path / "abi.c"
     c.write_text('int netc_abi_version(void) { return 99; }\nconst char* netc_manifest(void) { return "{}"; }\n')
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "abi.so"), str(c)], check=True)
-    with pytest.raises(N.NetcRuntimeError, match="implements netc ABI version 99, but this netc reads version 3"):
+    with pytest.raises(N.NetcRuntimeError, match="implements netc ABI version 99, but this netc reads version 4"):
         N.load(tmp_path / "abi.so")
     c.write_text("int something(void) { return 1; }\n")
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(tmp_path / "other.so"), str(c)], check=True)
@@ -819,7 +819,7 @@ def test_training_library_exports_the_training_abi(trained):
         (trained / "lenet.h").read_text()
     m = N.read_manifest(trained / "lenet.so")
     t = m["training"]
-    assert m["abi_version"] == ABI_VERSION == 3 and t["optimizer"]["name"] == "adam"
+    assert m["abi_version"] == ABI_VERSION == 4 and t["optimizer"]["name"] == "adam"
     assert [i["name"] for i in t["inputs"]] == ["data", "label"] and t["inputs"][1]["classes"] == 10
     assert t["learning_rate"]["dtype"] == "f32" and t["seed"] is None and [x["name"] for x in t["losses"]] == ["loss"]
     # parameters, then the optimizer state, in one region (netc_set_params/netc_get_params: a checkpoint)

@@ -14,6 +14,14 @@ step (the backward and optimizer passes' program, planned in training mode) and 
 inference program of the same source), whose parameters are the training step's (recipes.ArenaLayout:
 its lowering addresses them at the training plan's offsets; parameters it derives, a batch norm's
 folded affine, get its own storage and a prologue of kernels). launcher.py has the ABI.
+
+A rank library (network=, one rank's program of a split-workers module, forward or training step)
+holds that one program, compiled for its compiled batch only, its schedule cut into segments at its
+communication ops (lower.py: CommPoint; the manifest's `segmented` section, segment_manifest: the
+segments and, between them, each communication op with the arena places of its operands and
+results; `rank`: rank, world, the program's learning-rate and seed inputs, losses, gradients).
+plan_program plans it so that its communication ops keep the program's order (docs/partitioning.md,
+"compiled ranks").
 """
 from __future__ import annotations
 
@@ -25,8 +33,87 @@ import time
 from dataclasses import dataclass, field
 
 from ..diagnostics import NetcError
+from .recipes import is_comm, is_rank_program  # noqa: F401  (codegen's API)
 
 ARCHS = {"sm_90": 90, "sm_80": 80}
+
+
+def comm_order_problem(net, plan) -> str | None:
+    """Why `plan`'s schedule cannot run rank program `net` in segments, or None. Its communication ops
+    must run in the program's order -- every rank's program is a subsequence of one global order, in
+    which blocking receives and collectives cannot deadlock and every group sees the same sequence --
+    and a gradient bucket's all-reduces one right after the other (the runtime runs them as one)."""
+    from ..ir.query import layers
+    ops = {op.attrs.get("name"): op for op in layers(net)}
+    prog = [n for n, op in ops.items() if is_comm(op)]
+    names = set(prog)
+    sched = [(st.index, st.layers[0]) for st in plan.steps if st.layers and st.layers[0] in names]
+    if [n for _, n in sched] != prog:
+        first = next(i for i, (a, (_, b)) in enumerate(zip(prog, sched)) if a != b)
+        return (f"its schedule runs the communication op '{sched[first][1]}' where the program runs "
+                f"'{prog[first]}'")
+    for (i, a), (j, b) in zip(sched, sched[1:]):
+        ba, bb = ops[a].attrs.get("bucket"), ops[b].attrs.get("bucket")
+        if ba is not None and ba == bb and ops[a].name == ops[b].name and j != i + 1:
+            return f"its schedule runs other ops between the all-reduces '{a}' and '{b}' of one gradient bucket"
+    return None
+
+
+def plan_program(module, net, mode: str | None = None):
+    """The memory plan codegen compiles network `net` with: plan_memory's (the best of its schedules);
+    for a rank's program (split-workers), the best schedule that keeps its communication ops in the
+    program's order (comm_order_problem), else the program's own order."""
+    from ..memory.plan import plan_memory
+    plan = plan_memory(module, net, mode=mode)
+    if is_rank_program(net) and comm_order_problem(net, plan):
+        plan = plan_memory(module, net, mode=mode, schedule="original")
+    return plan
+
+
+def compile_rank(module, network, out_path: str, **kw) -> "CompileResult":
+    """The library of one rank's program (`netc compile FILE --workers K`, `netc run --workers K --target
+    cuda`): the split-workers module fused, the rank's network planned by plan_program (for training
+    when it is a training program) and compiled alone (compile_module's keywords `kw`)."""
+    from ..memory.verify import check_plan
+    from ..passes.manager import PassContext, PassManager
+    net = _named_network(module, network)
+    training = "gradients" in net.attrs
+    ctx = PassContext(phase="train" if training else "test")
+    PassManager(["fuse"]).run(module, ctx)
+    if ctx.diag.has_errors():
+        raise NetcError(ctx.diag.diagnostics[:])
+    plan = plan_program(module, net, mode="training" if training else "inference")
+    check_plan(plan, module, net)
+    return compile_module(module, {plan.network: plan}, out_path, network=net.attrs.get("sym_name"), **kw)
+
+
+def segment_manifest(low, batch: int, program: str = "forward") -> dict:
+    """The manifest's `segmented` section of a program lowered to `low` (lower.Lowered) and run at
+    `batch`: its segments ({index, first, launches}: launches [first, first + launches) of the
+    program's schedule), its communication ops (`comms`: comm k runs between segment k and k + 1;
+    its kind, layer name, attributes, wire and message bytes, and a place per operand and result),
+    and a rank program's outputs (`outputs`: places). A place is {name, region (the manifest's
+    `regions` names), offset (bytes from the region's start at this batch), shape, strides (elements),
+    dtype}. The interpreter target builds the same section (runtime/interp.py), so the distributed
+    runtime runs both from it."""
+    from .recipes import REGION_NAMES
+
+    def place(p):
+        return dict(name=p.name, region=REGION_NAMES[p.region], offset=p.coeff * batch + p.const,
+                    shape=list(p.shape), strides=list(p.strides), dtype=p.dtype)
+    comms = getattr(low, "comms", [])
+    return dict(
+        program=program, batch=batch, fixed_batch=bool(getattr(low, "fixed_batch", False)),
+        segments=[dict(index=k, first=a, launches=n) for k, (a, n) in enumerate(_segments_of(low))],
+        comms=[dict(index=k, op=c.op, kind=c.op.split(".", 1)[1], name=c.name, step=c.step, attrs=dict(c.attrs),
+                    bytes=c.bytes, message_bytes=c.message_bytes, operands=[place(p) for p in c.operands],
+                    results=[place(p) for p in c.results]) for k, c in enumerate(comms)],
+        outputs=[place(p) for p in getattr(low, "outputs", [])])
+
+
+def _segments_of(low) -> list:
+    cuts = [0] + [c.at for c in getattr(low, "comms", [])] + [len(low.launches)]
+    return [(a, b - a) for a, b in zip(cuts, cuts[1:])]
 
 
 @dataclass
@@ -52,7 +139,7 @@ def parse_arch(arch) -> int:
 
 def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_triton: str | None = None,
                    progress_stream=None, embed=None, source: dict | None = None,
-                   tuning: dict | None = None, train: tuple | None = None) -> CompileResult:
+                   tuning: dict | None = None, train: tuple | None = None, network=None) -> CompileResult:
     """Build out_path (a shared library) and its header from a fused, planned module.
 
     embed: a function (the parameters' layout {"parameters", "param_bytes"}) -> the packed bytes to
@@ -64,13 +151,15 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     `train`: (training module, its plans) -- the backward and optimizer passes' program of the same
     source, fused and planned in training mode -- makes a training library: `module` is then its
     forward (inference) program, compiled to read the parameters where the training step keeps
-    them (launcher.py: one arena, two programs; the manifest's `training` section)."""
+    them (launcher.py: one arena, two programs; the manifest's `training` section). `network` (a
+    name): the network of a module of several to compile -- a rank's program of a split-workers module
+    makes a rank library (its plan from plan_program; the manifest's `rank` and `segmented`)."""
     from ..memory.plan import BATCH, CONSTANT
     from .launcher import ABI_VERSION, build_shared_library, generate_c, write_header
 
     arch_n = parse_arch(arch)
     t0 = time.perf_counter()
-    lib = plan_library(module, plans, train, arch_n=arch_n, tuning=tuning, cache=not emit_triton)
+    lib = plan_library(module, plans, train, arch_n=arch_n, tuning=tuning, cache=not emit_triton, network=network)
     net, plan, ins, outs, layout = lib.net, lib.plan, lib.ins, lib.outs, lib.layout
     tnet, tplan, lows, regions, arena_bytes = lib.tnet, lib.tplan, lib.lows, lib.regions, lib.arena_bytes
     params, param_bytes = lib.params, lib.param_bytes
@@ -123,6 +212,18 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
         splits=low.splits,
         params_embedded=pblob is not None,
     )
+    rank = is_rank_program(net)
+    seg_low = lows[1][0] if train is not None else low
+    manifest["segmented"] = segment_manifest(seg_low, (tplan or plan).batch,
+                                             "training" if train is not None or "gradients" in net.attrs
+                                             else "forward")
+    seg_c = dict(bounds=[a for a, _ in _segments_of(seg_low)] + [len(seg_low.launches)], train=train is not None)
+    if rank:
+        manifest["rank"] = _rank_manifest(net, plan, lib.troles)
+        troles = lib.troles
+        seg_c.update(rank=(net.attrs["rank"], net.attrs["world"], net.attrs.get("of", plan.network)),
+                     lr=troles["learning_rate"]["offset"] if "learning_rate" in troles else None,
+                     seed=(troles["seed"]["offset"], troles["seed"]["bytes"]) if "seed" in troles else None)
     train_c = None
     if train is not None:
         tlow = lows[1][0]
@@ -149,7 +250,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
         inputs=[_io_copy(plan, t, layout) for t in ins], outputs=[_io_copy(plan, t, layout) for t in outs],
         manifest=mtext, params_embedded=pblob is not None, arena_bytes=arena_bytes,
         fwd_regions=(fc, fb) if train is not None else None, train=train_c,
-        data=(data_offs[0], data_offs[1], blob), workspace_offset=ws_off)
+        data=(data_offs[0], data_offs[1], blob), workspace_offset=ws_off, segments=seg_c)
     out_dir = os.path.dirname(os.path.abspath(out_path))
     os.makedirs(out_dir, exist_ok=True)
     build_shared_library(c_src, out_path, [c.cubin for c in cubins], params_blob=pblob, data=blob)
@@ -193,18 +294,30 @@ class Library:
 
 
 def plan_library(module, plans: dict, train: tuple | None = None, *, arch_n: int = 90, tuning: dict | None = None,
-                 cache: bool = True, blocks: str = "cuda") -> Library:
-    """Lower a library's programs (compile_module's `module`/`plans`/`train`) and lay out its arena:
-    the constant region, the batch arena or (a training library) the training step's batch arena
+                 cache: bool = True, blocks: str = "cuda", network=None) -> Library:
+    """Lower a library's programs (compile_module's `module`/`plans`/`train`/`network`) and lay out its
+    arena: the constant region, the batch arena or (a training library) the training step's batch arena
     overlaid by the forward's own regions, then each program's embedded data, then the workspace.
-    cache: use the lowering cache (cuda tiles only); blocks: the tile policy (lower.BLOCK_POLICIES)."""
+    cache: use the lowering cache (cuda tiles only); blocks: the tile policy (lower.BLOCK_POLICIES).
+    A rank's program (`network`) is one program: its data inputs in `ins`, its learning rate and seed
+    inputs in `troles`."""
     from ..memory.plan import BATCH, CONSTANT, align_up
     from .recipes import FWD_BATCH, FWD_CONST, ArenaLayout
-    net = _one_network(module)
+    net = _one_network(module) if network is None else _named_network(module, network)
     plan = plans[net.attrs.get("sym_name", "network")]
-    ins, outs = _network_io(net, plan)     # checked before the (slow) lowering
     tnet = tplan = None
     tins, troles = [], {}
+    if is_rank_program(net):
+        if train is not None:
+            raise NetcError("a rank's program compiles alone: its training step is the program (no train=)")
+        problem = comm_order_problem(net, plan)
+        if problem:
+            raise NetcError(f"the memory plan of '{net.attrs.get('sym_name')}' cannot run in segments: {problem} "
+                            f"(plan it with codegen.plan_program)")
+        ins, troles = _rank_io(net, plan)
+        outs = _network_io(net, plan, any_class=True)[1]
+    else:
+        ins, outs = _network_io(net, plan)     # checked before the (slow) lowering
     layout = ArenaLayout()
     derived = []
     if train is not None:
@@ -254,6 +367,57 @@ def _one_network(module):
     if len(nets) != 1:
         raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
     return nets[0]
+
+
+def _named_network(module, name):
+    if not isinstance(name, str):
+        return name
+    for n in module.networks():
+        if n.attrs.get("sym_name") == name:
+            return n
+    raise NetcError(f"no network '{name}' in the module")
+
+
+def _rank_io(net, plan) -> tuple:
+    """(plan tensors of a rank program's data inputs, in plan order, of any class: batch-sized or
+    not; {role: {name, offset, bytes, dtype}} of its learning-rate and seed inputs, as _training_io)."""
+    from ..ir.query import layer_name, network_inputs
+    from ..memory.plan import CONSTANT
+    roles, data = {}, set()
+    for op in network_inputs(net):
+        t = plan.tensor(layer_name(op))
+        role = op.attrs.get("role")
+        if role is None:
+            data.add(t.name)
+            continue
+        if role not in ("learning_rate", "seed"):
+            raise NetcError(f"input '{t.name}' has the role '{role}', which netc_run_segment does not feed", op.loc)
+        want = {"learning_rate": ("f32",), "seed": ("i64", "i32")}[role]
+        if t.dtype not in want or t.cls != CONSTANT or t.shape:
+            raise NetcError(f"the {role.replace('_', ' ')} input '{t.name}' is {t.dtype}{_shape(t.shape)}: a compiled "
+                            f"rank feeds a scalar {' or '.join(want)} (train in f32)", op.loc)
+        roles[role] = dict(name=t.name, offset=plan.buffers[t.buffer].offset + t.offset, bytes=t.size, dtype=t.dtype)
+    ins = [plan.tensors[i] for i in plan.inputs if plan.tensors[i].name in data]
+    for t in ins:
+        if t.strides is not None:
+            raise AssertionError(f"network input '{t.name}' is strided")
+    return ins, roles
+
+
+def _rank_manifest(net, plan, roles: dict) -> dict:
+    """The manifest's `rank` section: which rank's program of which network, and what a training
+    program's netc_run_segment feeds (learning rate, seed) and computes (losses, gradients)."""
+    from ..memory.plan import CONSTANT
+    losses = []
+    for name in net.attrs.get("losses", []):
+        t = plan.tensor(name)
+        if t.cls != CONSTANT or t.shape:
+            raise NetcError(f"loss '{name}' is {t.dtype}{_shape(t.shape)}: a compiled rank returns scalar losses")
+        losses.append(dict(name=name, offset=plan.buffers[t.buffer].offset + t.offset, dtype=t.dtype))
+    return dict(rank=net.attrs["rank"], world=net.attrs["world"], of=net.attrs.get("of"),
+                program="training" if "gradients" in net.attrs else "forward",
+                learning_rate=roles.get("learning_rate"), seed=roles.get("seed"), losses=losses,
+                gradients=dict(net.attrs.get("gradients") or {}), optimizer=net.attrs.get("optimizer"))
 
 
 def _derived_params(net, plan, tplan, start: int) -> tuple:
@@ -460,9 +624,10 @@ def _launch_costs(net, plan, launches) -> list[dict]:
     return out
 
 
-def _network_io(net, plan) -> tuple[list, list]:
+def _network_io(net, plan, any_class: bool = False) -> tuple[list, list]:
     """The plan tensors of the network's inputs (in plan order) and outputs (in the order the source
-    lists them). Inputs must be batch-sized; an output may have no batch axis (a loss)."""
+    lists them). Inputs must be batch-sized (any_class: or not, a rank's program, which runs at its
+    compiled batch only); an output may have no batch axis (a loss)."""
     from ..ir.query import layer_name, network_inputs, network_outputs
     from ..memory.plan import BATCH, CONSTANT
     ins = [plan.tensors[i] for i in plan.inputs]
@@ -470,7 +635,7 @@ def _network_io(net, plan) -> tuple[list, list]:
     outs = sorted((t for t in plan.tensors if t.output), key=lambda t: order.get(t.name, len(order)))
     in_ops = {layer_name(op): op for op in network_inputs(net)}
     for t in ins:
-        if t.cls != BATCH:
+        if t.cls != BATCH and not any_class:
             op = in_ops.get(t.name)
             raise NetcError(f"input '{t.name}' has shape {_shape(t.shape)}, without the batch axis of the network's "
                             f"other inputs ({plan.batch}): compiled networks (the .so and --target interp) take batch-sized inputs only "

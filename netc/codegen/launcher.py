@@ -37,11 +37,28 @@ back and waits for the stream. netc_get_params reads parameters and optimizer st
 checkpoint that netc_set_params restores). A library compiled for inference exports the same
 functions; netc_train_step fails there with a message.
 
+Segments (ABI 4). Every library has one *segmented program* -- the training step of a training
+library, else the forward -- whose schedule is cut at its communication ops: segment k is the
+launches between communication op k-1 and k (the manifest's `segmented` section: `segments`, each
+{index, first, launches}, and `comms`, each op's kind, attributes, bytes and the arena places of its
+operands and results). netc_run_segment(net, k, inputs, lr, seed, stream) launches segment k at the
+compiled batch; segment 0 first copies the program's inputs (as netc_train_step or, at the compiled
+batch, netc_forward does) and writes the learning rate and the dropout seed where the program has
+them. Between segments the caller runs the communication op on the arena's bytes: netc_arena(net,
+region) is the device address of a region (recipes.py's numbering: 1 the constant region, which is
+the arena's start, 2 batch, 3/4 a training library's forward regions, 5 data, 6 workspace), and a
+place is that address plus its `offset`. A library without communication ops has one segment. A
+*rank library* (`netc compile FILE --workers K`: one rank's program of split-workers, forward or
+training step; the manifest's `rank` section) is compiled for its compiled batch only and runs only
+in segments: netc_forward, netc_profile and netc_train_step refuse it.
+
 ABI versions: 1, every input and output is [batch, ...]; 2, an output may have no batch axis: its
 manifest entry says "batched": false and its buffer is dense in its own shape (netc_profile and
-netc_num_launches were added to version 2 without a new version); 3 (this one), netc_train_step and
+netc_num_launches were added to version 2 without a new version); 3, netc_train_step and
 netc_get_params, a manifest `training` section and `regions`, each input and output entry names its
-region. Libraries of an older version are refused by netc.runtime with a request to recompile.
+region; 4 (this one), netc_num_segments, netc_run_segment and netc_arena, the manifest's `segmented`
+section, rank libraries (`rank`; their inputs may lack the batch axis: "batched": false). Libraries
+of an older version are refused by netc.runtime with a request to recompile.
 """
 from __future__ import annotations
 
@@ -49,7 +66,7 @@ import os
 import subprocess
 import tempfile
 
-ABI_VERSION = 3
+ABI_VERSION = 4
 PARAMS_FILE = "params.bin"
 DATA_FILE = "data.bin"
 # .rodata is reached PC-relative (+-2 GiB) from the launcher's code: keep embedded blobs well below
@@ -111,6 +128,23 @@ int netc_train_step(void* net, const void* const* inputs, float lr, long long se
 int netc_get_params(void* net, void* host_ptr, size_t bytes);
 /* The number of kernel launches of one training step (0 without training). */
 int netc_num_train_launches(void);
+/* Segments (ABI 4): the library's segmented program -- a rank library's program, else the training step of
+   a training library, else the forward -- cut at its communication ops (the manifest's "segmented" section:
+   "segments" and, between segment k and k + 1, "comms"[k] with the arena places of its operands and
+   results). The number of segments (communication ops + 1). */
+int netc_num_segments(void);
+/* Launch segment k (0 <= k < netc_num_segments()) at the compiled batch, asynchronously on `stream`.
+   Segment 0 first copies `inputs` (device pointers in the order of the segmented program's inputs: the
+   manifest's "inputs", or "training"."inputs" for a training step; dense, [batch, ...] or, where an
+   entry says "batched": false, in its own shape) and writes the learning rate `lr` and the dropout seed
+   `seed` where the program reads them (as netc_train_step); later segments ignore them (pass NULL). The
+   caller runs communication op k between segment k and k + 1 on the arena (netc_arena). */
+int netc_run_segment(void* net, int k, const void* const* inputs, float lr, long long seed, void* stream);
+/* The device address of arena region `region` (1 constant: the arena's start; 2 batch; 3, 4 a training
+   library's forward constant and batch regions; 5 the segmented program's embedded data; 6 workspace),
+   0 on error. A place of the manifest (region name, offset) is at the address of its region, whose byte
+   offset from the arena's start is the manifest's "regions"[name], plus its offset. */
+unsigned long long netc_arena(void* net, int region);
 /* The last error of `net` ("" if none); with NULL, the last netc_create failure of this thread. */
 const char* netc_last_error(void* net);
 const char* netc_last_create_error(void);
@@ -298,6 +332,7 @@ API const void* netc_embedded_params(size_t* bytes) {
 API const char* netc_manifest(void) { return netc_manifest_json; }
 API int netc_num_launches(void) { return NETC_NLAUNCHES; }
 API int netc_num_train_launches(void) { return NETC_NTRAIN_LAUNCHES; }
+API int netc_num_segments(void) { return NETC_NSEGMENTS; }
 API const char* netc_last_create_error(void) { return g_create_err; }
 API const char* netc_last_error(void* h) { return h ? ((netc_net*)h)->err : g_create_err; }
 
@@ -482,6 +517,11 @@ static int launch_range(netc_net* n, const char* who, int first, int count, long
 #define MARK(i) do { if (ev) CU(n, n->d.cuEventRecord(ev[i], s), "netc_profile: cuEventRecord"); } while (0)
 static int netc_run(netc_net* n, const char* who, const netc_prog* P, const void* const* inputs, void* const* outputs,
                     int batch, void* stream, CUevent* ev) {
+#if NETC_RANK_PROGRAM
+  (void)P; (void)inputs; (void)outputs; (void)batch; (void)stream; (void)ev;
+  set_err(n->err, "%s: " NETC_RANK_WHAT, who);
+  return -10;
+#endif
   if (batch < 1 || batch > NETC_BATCH) {
     set_err(n->err, "%s: batch %d is outside 1..%d (the compiled batch)", who, batch, NETC_BATCH);
     return -2;
@@ -555,6 +595,10 @@ API int netc_profile(void* h, const void* const* inputs, void* const* outputs, i
 API int netc_train_step(void* h, const void* const* inputs, float lr, long long seed, void* stream, float* loss_out) {
   netc_net* n = (netc_net*)h;
   if (!n) return -1;
+#if NETC_RANK_PROGRAM
+  set_err(n->err, "netc_train_step: " NETC_RANK_WHAT);
+  return -10;
+#endif
 #if NETC_TRAINING
   static const netc_prog train = {NETC_NLAUNCHES, NETC_NTRAIN_LAUNCHES, netc_train_inputs, NETC_NTRAIN_INPUTS, NULL, 0};
   if (n->d.copy_missing) {
@@ -607,6 +651,70 @@ API int netc_train_step(void* h, const void* const* inputs, float lr, long long 
 #endif
 }
 
+API int netc_run_segment(void* h, int k, const void* const* inputs, float lr, long long seed, void* stream) {
+  netc_net* n = (netc_net*)h;
+  if (!n) return -1;
+  if (k < 0 || k >= NETC_NSEGMENTS) {
+    set_err(n->err, "netc_run_segment: segment %d is outside 0..%d", k, NETC_NSEGMENTS - 1);
+    return -2;
+  }
+  if (!n->params_set && NETC_PARAM_BYTES) {
+    set_err(n->err, "netc_run_segment: call netc_set_params first");
+    return -3;
+  }
+  CUstream s = (CUstream)stream;
+  CU(n, n->d.cuCtxSetCurrent(n->ctx), "cuCtxSetCurrent");
+  CUdeviceptr base[7];
+  bases(n, base, NETC_SEG_DATA_OFF);
+  long long b = NETC_BATCH;
+  if (k == 0) {
+    if (NETC_SEG_NINPUTS && !inputs) { set_err(n->err, "netc_run_segment: inputs is NULL"); return -4; }
+    for (int i = 0; i < NETC_SEG_NINPUTS; i++) {
+      const netc_io* io = &NETC_SEG_INPUTS[i];
+      if (copy_rows(n, io_at(io, base, b), io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width,
+                    io->batched ? b : 1, s))
+        return -5;
+    }
+    if (NETC_LR_OFF >= 0 || NETC_SEED_OFF >= 0) {
+      if (n->d.copy_missing) {
+        set_err(n->err, "netc_run_segment: the CUDA driver has no %s", n->d.copy_missing);
+        return -8;
+      }
+      /* pageable host memory: each copy has read its source when the call returns */
+      n->lr_host = lr;
+      if (NETC_LR_OFF >= 0)
+        CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_LR_OFF, &n->lr_host, 4, s), "cuMemcpyHtoDAsync (lr)");
+      n->seed_host = seed;
+      if (NETC_SEED_OFF >= 0) {
+        int32_t s32 = (int32_t)seed;
+        const void* src = NETC_SEED_BYTES == 4 ? (const void*)&s32 : (const void*)&n->seed_host;
+        CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_SEED_OFF, src, NETC_SEED_BYTES, s),
+           "cuMemcpyHtoDAsync (seed)");
+      }
+    }
+  } else {
+    (void)inputs; (void)lr; (void)seed;
+  }
+  int first = netc_segment_bounds[k], count = netc_segment_bounds[k + 1] - netc_segment_bounds[k];
+  int rc = launch_range(n, "netc_run_segment", NETC_SEG_FIRST + first, count, b, s, base, NULL);
+  if (rc) return rc;
+  n->err[0] = 0;
+  return 0;
+}
+
+API unsigned long long netc_arena(void* h, int region) {
+  netc_net* n = (netc_net*)h;
+  if (!n) return 0;
+  if (region < 1 || region > 6) {
+    set_err(n->err, "netc_arena: region %d is outside 1..6", region);
+    return 0;
+  }
+  CUdeviceptr base[7];
+  bases(n, base, NETC_SEG_DATA_OFF);
+  n->err[0] = 0;
+  return (unsigned long long)base[region];
+}
+
 API int netc_get_params(void* h, void* host, size_t bytes) {
   netc_net* n = (netc_net*)h;
   if (!n) return -1;
@@ -637,6 +745,10 @@ def _c_string(s: str) -> str:
     return "\n".join(out) or '""'
 
 
+def _c_literal(s: str) -> str:
+    return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _incbin(name: str, file: str) -> str:
     """Embed `file` with the assembler's .incbin (decimal C arrays of megabytes of cubins or
     parameters take cc seconds and gigabytes); build_shared_library writes it beside the C source."""
@@ -648,7 +760,8 @@ def _incbin(name: str, file: str) -> str:
 def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, param_bytes: int,
                kernels: list, launches: list, inputs: list, outputs: list, manifest: str,
                params_embedded: bool = False, arena_bytes: int | None = None, fwd_regions: tuple | None = None,
-               train: dict | None = None, data: tuple = (0, 0, b""), workspace_offset: int | None = None) -> str:
+               train: dict | None = None, data: tuple = (0, 0, b""), workspace_offset: int | None = None,
+               segments: dict | None = None) -> str:
     """kernels: [(entry, cubin, shared, threads)]; launches: the forward's [(kernel, grid, args, layer)]
     with grid ((rows, block, rep), g1, g2) and args lowered Arg; inputs/outputs: [(region, batched,
     coeff, const, width, pitch)]: batched, b rows at base[region] + coeff * b + const; else width
@@ -659,7 +772,11 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     and train: {"launches": [...] as launches, "inputs": [...] as inputs, "lr": byte offset or None,
     "seed": (byte offset, bytes) or None, "losses": [byte offsets of f32 losses]} (constant region).
     data: (forward data offset, training data offset, the bytes uploaded at the first: DATA_FILE);
-    workspace_offset: the WORKSPACE region's (default: the end of the arena)."""
+    workspace_offset: the WORKSPACE region's (default: the end of the arena).
+    segments: the segmented program (netc_run_segment): {"bounds": [first launch of each segment ...,
+    the program's launch count] (the program's own numbering), "train": whether it is the training
+    step (else the forward), "rank": (rank, world, network) of a rank library or None, "lr", "seed":
+    as train's, for a rank library's training program}; default: the forward, one segment."""
     train_launches = train["launches"] if train else []
     every = list(launches) + list(train_launches)
     nargs = max([len(a) for _, _, a, _ in every] or [0])
@@ -667,8 +784,16 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     if arena_bytes is None:
         arena_bytes = const_bytes + batch_bytes * batch
     fc, fb = fwd_regions if fwd_regions is not None else (0, const_bytes)
-    seed = train.get("seed") if train else None
-    lr = train.get("lr") if train else None
+    seg = segments or {}
+    seg_train = bool(seg.get("train"))
+    if seg_train and train is None:
+        raise ValueError("the segmented program is the training step, but the library has none")
+    bounds = list(seg.get("bounds") or [0, len(train_launches) if seg_train else len(launches)])
+    if bounds[-1] != (len(train_launches) if seg_train else len(launches)) or bounds != sorted(bounds):
+        raise ValueError(f"segment bounds {bounds} do not cut the program's launches")
+    rank = seg.get("rank")
+    seed = train.get("seed") if train else seg.get("seed")
+    lr = train.get("lr") if train else seg.get("lr")
     losses = train["losses"] if train else []
     p = [f"#define NETC_ABI {ABI_VERSION}", f"#define NETC_ARCH {arch}", f"#define NETC_BATCH {batch}",
          f"#define NETC_CONST_BYTES {const_bytes}ULL", f"#define NETC_BATCH_BYTES {batch_bytes}ULL",
@@ -687,7 +812,18 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
          f"#define NETC_NLOSSES {len(losses)}",
          f"#define NETC_FWD_DATA_OFF {data[0]}ULL", f"#define NETC_TRAIN_DATA_OFF {data[1]}ULL",
          f"#define NETC_DATA_BYTES {len(data[2])}ULL",
-         f"#define NETC_WS_OFF {arena_bytes if workspace_offset is None else workspace_offset}ULL"]
+         f"#define NETC_WS_OFF {arena_bytes if workspace_offset is None else workspace_offset}ULL",
+         f"#define NETC_NSEGMENTS {len(bounds) - 1}",
+         f"#define NETC_SEG_FIRST {len(launches) if seg_train else 0}",
+         f"#define NETC_SEG_INPUTS {'netc_train_inputs' if seg_train else 'netc_inputs'}",
+         f"#define NETC_SEG_NINPUTS {'NETC_NTRAIN_INPUTS' if seg_train else 'NETC_NINPUTS'}",
+         f"#define NETC_SEG_DATA_OFF {'NETC_TRAIN_DATA_OFF' if seg_train else 'NETC_FWD_DATA_OFF'}",
+         f"#define NETC_RANK_PROGRAM {int(rank is not None)}"]
+    if rank is not None:
+        r, w, name = rank
+        what = (f"this library is rank {r} of {w} of the partitioned network '{name}': it runs in segments "
+                f"(netc_run_segment), with the communication ops between them")
+        p.append(f"#define NETC_RANK_WHAT {_c_literal(what.replace('%', '%%'))}")
     body = []
     for i in range(len(kernels)):
         body.append(_incbin(f"netc_cubin_{i}", f"cubin_{i}.bin"))
@@ -717,6 +853,7 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     if train is not None:
         offs = ", ".join(f"{o}ULL" for o in losses) or "0"
         body.append(f"static const unsigned long long netc_loss_offsets[] = {{{offs}}};\n")
+    body.append("static const int netc_segment_bounds[] = {" + ", ".join(str(int(x)) for x in bounds) + "};\n")
     body.append(f"static const char netc_manifest_json[] =\n{_c_string(manifest)};\n")
     assert total == first
     # the prelude needs the tables' sizes; the tables need the prelude's types

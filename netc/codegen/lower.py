@@ -36,14 +36,15 @@ from __future__ import annotations
 import torch
 
 from ..diagnostics import NetcError
-from ..ir.core import STRUCTURAL_OPS
+from ..ir.core import DTYPES, STRUCTURAL_OPS
 from ..kernels.lowering import (FIXED_GRID, INTERPRETER_TILES, PIN_KWARGS, PIN_OPTIONS, TILE_CONSTEXPRS,  # noqa: F401
                                LowerContext, copy_spec, lowering_of, no_kernel)
 from ..memory.plan import BATCH, CONSTANT, output_aligned_members, row_major
 from ..ops import lookup
 from ..ops.registry import not_runnable
 
-from .recipes import BATCH_ARENA, CONST_ARENA, DATA, NULL, WORKSPACE, Arg, ArenaLayout, Launch, Lowered  # noqa: F401
+from .recipes import (BATCH_ARENA, CONST_ARENA, DATA, NULL, WORKSPACE, Arg, ArenaLayout,  # noqa: F401
+                      CommPoint, Launch, Lowered, Place, is_comm, is_rank_program)
 ID_SHIFT = 36
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16,
                 "i32": torch.int32, "i64": torch.int64, "i8": torch.int8}   # integers: labels
@@ -281,13 +282,15 @@ class _CopyContext(LowerContext):
 
 def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = False, blocks: str = "cuda",
                  tuning: dict | None = None, layout: ArenaLayout | None = None,
-                 shared: _Shared | None = None) -> list:
+                 shared: _Shared | None = None, fixed: bool = False) -> list:
     """Lower one group (or, with copy=(src, dst, axis, start), one concat-copy) to its Launches (one
     per kernel: a group may take several, e.g. a two-stage reduction). blocks: "cuda" (the
     launchers' own tile sizes, what the .so runs) or "large" (large_tiles()). tuning: {tuning key:
     launcher keywords} (tune.py): a specialization found there is lowered with the tuned tiles,
     warps and stages instead of the launcher's defaults. shared: where the group's constant data
-    and workspace go (one per program)."""
+    and workspace go (one per program). fixed: the launch runs at the compiled batch only (a rank's
+    program: its shapes are the partition's, some batch-sized, some not), so it is lowered at that
+    batch alone and its integers carry no per-sample coefficient."""
     B = plan.batch
     results = []
     pin: dict = {}
@@ -296,7 +299,8 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
     if blocks not in BLOCK_POLICIES:
         raise ValueError(f"unknown block policy {blocks!r} (one of {', '.join(BLOCK_POLICIES)})")
     first_decides = blocks == "large" or bool(tuning)
-    sizes = (B, B, B + 1) if first_decides else (B, B + 1)
+    last = B if fixed else B + 1
+    sizes = (B, B, last) if first_decides else (B, last)
     for i, b in enumerate(sizes):
         pl = _Placements(plan, b, layout, shared)
         try:
@@ -323,6 +327,8 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
         raise AssertionError(f"{name}: the number of kernels changed with the batch")
     out = []
     for part, ((c0, ps, blk), (c1, _, _)) in enumerate(zip(s0, s1)):
+        if fixed:     # the grid as it is at the compiled batch: cdiv(1 * B, FIXED_GRID) * grid[0]
+            ps, blk = 1, FIXED_GRID
         out.append(_launch(name if part == 0 else f"{name}+{part}", members, step, c0, c1, ps, blk, p0, p1, B))
         out[-1].part = part
         out[-1].tuned = tuned
@@ -511,8 +517,18 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
     keywords by tuning key (tune.load_tuning), for the "cuda" policy. layout: the regions its
     tensors are addressed from (recipes.ArenaLayout; default: the plan's own arenas). prologue:
     kernels that run before the schedule, [(name, layer op, fn(placements, pin) -> KernelSpecs)]
-    (a training library's forward: its batch norms folded from the running statistics)."""
-    body = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+    (a training library's forward: its batch norms folded from the running statistics).
+
+    A rank's program (split-workers) is lowered at its compiled batch only (fixed_batch), and its
+    communication ops get no kernel: each is a CommPoint between the launches before and after it
+    (the segments, Lowered.segments()), with the places of its operands and results, and the
+    network's outputs get their places too (Lowered.outputs): what the runtime reads and writes
+    between segments. The plan must keep the program's order of communication ops
+    (codegen.check_comm_order; codegen.plan_program plans so)."""
+    every = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+    comms = [op for op in every if is_comm(op)]
+    body = [op for op in every if not is_comm(op)]
+    fixed = is_rank_program(net)
     tensors = {t.name: t for t in plan.tensors}
     step_of = {n: s.index for s in plan.steps for n in s.layers}
     steps = plan.steps
@@ -559,15 +575,22 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
             out.splits.append(f"group {g} ({', '.join(m.attrs.get('name') for m in members)}) split before "
                               f"'{members[cut].attrs.get('name')}': {reason}")
             todo.insert(0, (g + "'", members[cut:]))
+    out.fixed_batch = fixed
     for name, op, fn in prologue:
-        for L in lower_launch(name, [op], plan, tensors, 0, copy=fn, blocks=blocks, layout=layout, shared=shared):
+        for L in lower_launch(name, [op], plan, tensors, 0, copy=fn, blocks=blocks, layout=layout, shared=shared,
+                              fixed=fixed):
             L.part = L.part + 1        # not the layer's own kernel: no cost of its own (codegen._launch_costs)
             out.launches.append(L)
     by_step = {}
     for g, members in final:
         s = max(step_of[m.attrs.get("name")] for m in members)
         by_step[s] = (g, members)
+    comm_at = {step_of[op.attrs.get("name")]: op for op in comms}
+    places = _Placements(plan, plan.batch, layout, shared) if comms or fixed else None
     for st in steps:
+        if st.index in comm_at:
+            out.comms.append(_comm_point(comm_at[st.index], st.index, len(out.launches), places, tensors))
+            continue
         if st.index not in by_step:
             continue
         g, members = by_step[st.index]
@@ -583,10 +606,37 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
                 if src.id in st.copies:
                     out.launches.extend(lower_launch(f"{g}:{src.name}", members, plan, tensors, st.index, blocks=blocks,
                                                      copy=(src, dst, axis, start), tuning=tuning, layout=layout,
-                                                     shared=shared))
+                                                     shared=shared, fixed=fixed))
                 start += src.shape[axis]
             continue
         out.launches.extend(lower_launch(g, members, plan, tensors, st.index, tf32=tf32, blocks=blocks, tuning=tuning,
-                                         layout=layout, shared=shared))
+                                         layout=layout, shared=shared, fixed=fixed))
+    if fixed:
+        out.outputs = [_place(places, tensors[t.name]) for t in plan.tensors if t.output]
     out.data, out.workspace_bytes = bytes(shared.data), shared.workspace
     return out
+
+
+def _place(pl: _Placements, t) -> Place:
+    """The Place of plan tensor t (at pl's batch)."""
+    m = pl.meta(t)
+    region, coeff, const = pl.decode(m)
+    return Place(t.name, region, coeff, const, tuple(m.shape), tuple(m.stride()), t.dtype)
+
+
+def _comm_point(op, step: int, at: int, pl: _Placements, tensors) -> CommPoint:
+    """A communication op of a rank's program as the runtime needs it: its attributes (what the
+    registry declares, JSON values), the places of its operands and results, its bytes."""
+    d = lookup(op.name)
+    a = d.attrs_of(op)
+    keep = {k: a[k] for k in ("peer", "ranks", "root", "dim", "index", "op", "bucket") if k in a and a[k] is not None}
+    if "ranks" in keep:
+        keep["ranks"] = [int(r) for r in keep["ranks"]]
+    ins = [tuple(v.type.shape) for v in op.operands]
+    out = tuple(op.results[0].type.shape)
+    item = DTYPES[op.results[0].type.dtype]
+    return CommPoint(at, step, op.name, op.attrs.get("name") or op.name, keep,
+                     [_place(pl, tensors[_vname(v)]) for v in op.operands],
+                     [_place(pl, tensors[_vname(r)]) for r in op.results],
+                     int(d.comm_bytes(a, ins, out, item)), int(d.message_bytes(a, ins, out, item)))
+

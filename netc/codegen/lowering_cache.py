@@ -18,7 +18,8 @@ only appear in error messages, and lowering a network that raised an error is ne
 
 What a hit returns stands in for Lowered: CachedLaunch has every field compile_module reads
 (group, layers, step, args, grid, spec_key, kernel_index) and, instead of the KernelCall, the
-kernel's name and constexprs (for the manifest) and the cubin key.
+kernel's name and constexprs (for the manifest) and the cubin key; a rank program's communication
+ops (CommPoint), outputs (Place) and fixed batch come back as they were lowered.
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ import os
 from dataclasses import dataclass, field
 from importlib import metadata
 
-FORMAT = 3
+FORMAT = 4
 
 
 @dataclass
@@ -54,6 +55,9 @@ class CachedLowering:
     splits: list = field(default_factory=list)
     data: bytes = b""
     workspace_bytes: int = 0
+    comms: list = field(default_factory=list)      # recipes.CommPoint
+    fixed_batch: bool = False
+    outputs: list = field(default_factory=list)    # recipes.Place
 
 
 def lowering_dir() -> str:
@@ -105,15 +109,24 @@ def key(net, plan, arch: int, tuning: dict | None = None, layout=None) -> str:
 
 
 def load(k: str) -> CachedLowering | None:
-    from .recipes import Arg
+    from .recipes import Arg, CommPoint, Place
     path = os.path.join(lowering_dir(), k + ".json")
     try:
         with open(path) as f:
             doc = json.load(f)
         if doc.get("format") != FORMAT:
             return None
+        def place(d):
+            return Place(d["name"], d["region"], d["coeff"], d["const"], tuple(d["shape"]), tuple(d["strides"]),
+                         d["dtype"])
         low = CachedLowering(splits=list(doc["splits"]), data=bytes.fromhex(doc.get("data", "")),
-                             workspace_bytes=int(doc.get("workspace_bytes", 0)))
+                             workspace_bytes=int(doc.get("workspace_bytes", 0)),
+                             fixed_batch=bool(doc.get("fixed_batch")),
+                             outputs=[place(d) for d in doc.get("outputs", [])])
+        for c in doc.get("comms", []):
+            low.comms.append(CommPoint(c["at"], c["step"], c["op"], c["name"], c["attrs"],
+                                       [place(d) for d in c["operands"]], [place(d) for d in c["results"]],
+                                       c["bytes"], c["message_bytes"]))
         for L in doc["launches"]:
             low.launches.append(CachedLaunch(
                 L["group"], L["layers"], L["step"], [Arg(**a) for a in L["args"]],
@@ -143,7 +156,10 @@ def store(k: str, low, cubin_keys: dict) -> None:
     _atomic_write(os.path.join(d, k + ".json"),
                   json.dumps(dict(format=FORMAT, launches=launches, splits=list(low.splits),
                                   data=bytes(getattr(low, "data", b"")).hex(),
-                                  workspace_bytes=int(getattr(low, "workspace_bytes", 0)))).encode())
+                                  workspace_bytes=int(getattr(low, "workspace_bytes", 0)),
+                                  comms=[dataclasses.asdict(c) for c in getattr(low, "comms", [])],
+                                  fixed_batch=bool(getattr(low, "fixed_batch", False)),
+                                  outputs=[dataclasses.asdict(p) for p in getattr(low, "outputs", [])])).encode())
 
 
 def spec_text(spec_key) -> str:

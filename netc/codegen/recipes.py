@@ -1,8 +1,12 @@
 """What lowering produces (lower.py) and codegen consumes: launch recipes, in plain data (no torch),
-so the lowering cache (lowering_cache.py) can rebuild them without importing torch or Triton."""
+so the lowering cache (lowering_cache.py) can rebuild them without importing torch or Triton; and
+a rank program's communication ops between its segments (CommPoint, Place), with the registry's
+two facts that decide them (is_comm, is_rank_program)."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+
+from ..ops import lookup
 
 # argument regions: where a pointer argument's address starts (the launcher's base[region])
 #   CONST_ARENA  the constant arena: parameters (and optimizer state) at its bottom, then constant-class
@@ -59,9 +63,65 @@ class ArenaLayout:
         return dict(self.params) if self.params is not None else None
 
 
+# the manifest's names of the argument regions (its `regions` gives each one's byte offset in the arena)
+# (a plan tensor lies in one of these: never in the DATA or WORKSPACE regions)
+REGION_NAMES = {CONST_ARENA: "constant", BATCH_ARENA: "batch", FWD_CONST: "forward_constant",
+                FWD_BATCH: "forward_batch"}
+
+
+@dataclass
+class Place:
+    """Where a plan tensor lies, as a pointer argument does (region, coeff bytes per sample, const
+    bytes), with its shape and element strides at the compiled batch and its IR dtype."""
+    name: str
+    region: int
+    coeff: int
+    const: int
+    shape: tuple
+    strides: tuple
+    dtype: str
+
+
+@dataclass
+class CommPoint:
+    """A communication op of a rank's program (split-workers): no kernel, a cut of the schedule. It
+    runs after the launches before it (`at` of them: segment k is launches [comms[k-1].at, comms[k].at))
+    on the operands' and results' places in the arena, with torch.distributed (runtime/distributed.py)."""
+    at: int                   # launches before it
+    step: int                 # its memory-plan step
+    op: str                   # IR op name (netc.send, netc.all_gather, ...)
+    name: str                 # its layer name
+    attrs: dict               # peer | ranks, root, dim, index, op, bucket (JSON values)
+    operands: list            # Place per operand (a rank's own contribution; none for a recv)
+    results: list             # Place per result (a send's: the message, which nothing reads)
+    bytes: int = 0            # what this member puts on the wire (OpDef.comm_bytes)
+    message_bytes: int = 0    # the logical tensor (OpDef.message_bytes)
+
+
 @dataclass
 class Lowered:
     launches: list = field(default_factory=list)
     splits: list = field(default_factory=list)   # groups split to respect the plan: text notes
     data: bytes = b""                            # the DATA region's bytes
     workspace_bytes: int = 0                     # the WORKSPACE region's size
+    comms: list = field(default_factory=list)    # CommPoint per communication op, in schedule order
+    fixed_batch: bool = False                    # lowered for the compiled batch only (a rank's program)
+    outputs: list = field(default_factory=list)  # Place per network output (a rank program's)
+
+    def segments(self) -> list:
+        """[(first launch, count)] of each segment: the launches between consecutive communication ops
+        (one segment, the whole schedule, without any)."""
+        cuts = [0] + [c.at for c in self.comms] + [len(self.launches)]
+        return [(a, b - a) for a, b in zip(cuts, cuts[1:])]
+
+
+def is_comm(op) -> bool:
+    """Whether the registry says `op` is a communication op (run by the distributed runtime: no kernel,
+    a cut between segments)."""
+    return bool(getattr(lookup(op.name), "comm", False))
+
+
+def is_rank_program(net) -> bool:
+    """A network of a split-workers module (one rank's program): it runs at its compiled batch only,
+    in segments."""
+    return "rank" in net.attrs

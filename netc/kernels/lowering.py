@@ -186,7 +186,9 @@ def copy_spec(ctx, src, dst) -> KernelSpec:
     reshape) are copied as [batch, features] rows, which needs both dense within a sample."""
     from .elementwise import elementwise_chain
     if tuple(src.shape) != tuple(dst.shape):
-        src, dst = as_rows(src, ctx.batch), as_rows(dst, ctx.batch)
+        # rows of the common leading dimension (the batch, in a rank's program maybe another)
+        n = src.shape[0] if src.dim() and dst.dim() and src.shape[0] == dst.shape[0] else ctx.batch
+        src, dst = as_rows(src, n), as_rows(dst, n)
     return KernelSpec(elementwise_chain(src, [], out=dst, launch=False, **ctx.pin), src.numel() // ctx.batch, "BLOCK")
 
 
@@ -225,11 +227,13 @@ def _lower_conv2d(ctx, members) -> KernelSpec:
 
 def _lower_inner_product(ctx, members) -> KernelSpec:
     from .gemm import gemm
-    first, B = members[0], ctx.batch
+    first = members[0]
+    x = ctx.value(first.operands[0])
+    B = x.shape[0] if x.dim() else ctx.batch      # the batch (a rank's program may gather several shards)
     kw = _gemm_epilogue(ctx, members)
     if kw.get("residual") is not None:
         kw["residual"] = kw["residual"].reshape(B, -1)
-    call = gemm(ctx.value(first.operands[0]).reshape(B, -1), ctx.param(first, "weight"), _bias(ctx, first),
+    call = gemm(x.reshape(B, -1), ctx.param(first, "weight"), _bias(ctx, first),
                 out=ctx.out, launch=False, **kw, **ctx.pin)
     return KernelSpec(call, 1, "BLOCK_M")
 
@@ -282,6 +286,11 @@ ELEMENTWISE_CHAIN_OPS = {"sum": "add", "product": "mul", "max": "max"}
 def _chain_elementwise(ctx, op, others):
     name = ELEMENTWISE_CHAIN_OPS[op.attrs.get("operation", "sum")]
     return [(name, ctx.value(v)) for v in others]
+
+
+def _chain_scale(ctx, op, others):
+    """x * factor (split-workers' 1/K of a partitioned loss's gradient)."""
+    return [("mul", float(_attrs(op)["factor"]))]
 
 
 # --------------------------------------------------------------------------- single-op groups
@@ -713,6 +722,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.elementwise_max_grad": Lowering(lower=_lower_elementwise_max_grad),
     "netc.narrow": Lowering(lower=_lower_narrow),
     "netc.pad_dim": Lowering(lower=_lower_pad_dim),
+    "netc.scale": Lowering(lower=_lower_chain, chain=_chain_scale),
     # optimizer updates (kernels/optim.py: one multi-tensor kernel per optimizer) and clipping
     "netc.sgd_update": Lowering(lower=_update("sgd")),
     "netc.adam_update": Lowering(lower=_update("adam")),

@@ -1,5 +1,6 @@
 """K workers on torch.distributed: each process runs its rank's program (split-workers) with the
-reference executor, and the communication ops as plain torch.distributed calls (docs/partitioning.md).
+reference executor, or compiled (the interpreter target, or a rank library on a GPU), and the
+communication ops as plain torch.distributed calls (docs/partitioning.md).
 
 Processes follow torchrun's protocol: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK in the
 environment (`netc run FILE --workers K` starts them itself, netc/runtime/launch.py; `torchrun
@@ -31,6 +32,17 @@ this rank, the op and its peer. `run_worker` turns them into a message and exit 
 Test hook: NETC_FAULT="RANK:N:exit|hang" makes rank RANK exit (status 17) or hang before its N-th
 communication op (0-based), "RANK:bN:..." before its N-th barrier, to check that the others exit
 cleanly and name it.
+
+Compiled ranks (Worker target "interp" or "cuda"): the rank's program is compiled as `netc compile
+--workers K` compiles it -- its schedule cut into segments at its communication ops, each op a
+manifest entry with the arena places of its operands and results (codegen.segment_manifest) -- and
+CompiledRank runs segment 0 (which feeds the inputs), communication op 0 on views of the arena,
+segment 1, and so on. Only two things differ between the targets: how a segment runs and how the
+arena is obtained. The interpreter's InterpProgram runs its launches through Triton's interpreter
+on a CPU arena; a rank library (SegmentLibrary over native.Net) calls netc_run_segment and wraps
+the device arena (netc_arena) as a torch tensor. Everything else -- the inputs, parameters and their
+broadcast, the communication ops and their bucketing, reading the outputs -- is this module's, for
+both. With gloo and a device arena, the communication ops stage their tensors through host memory.
 """
 from __future__ import annotations
 
@@ -49,6 +61,7 @@ from ..ir.core import DTYPES, SymbolRef
 from ..ir.query import layer_name, layers, network_inputs, param_roles
 from ..ops import lookup
 from ..ops.comm import COMM_OPS
+from .params import torch_dtype
 from .reference import INT_DTYPES, _feed, _generator, _label_classes, random_float_input, random_labels, random_param
 
 DEFAULT_TIMEOUT = 120.0
@@ -433,19 +446,184 @@ def _outputs(net) -> list:
     return [v.owner for op in net.regions[0].ops if op.name == "netc.output" for v in op.operands]
 
 
+# -- compiled ranks -------------------------------------------------------------------------------
+
+class _Type:
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = tuple(shape), dtype
+
+
+class _Value:
+    def __init__(self, place):
+        self.type = _Type(place["shape"], place["dtype"])
+
+
+class CommEntry:
+    """A manifest's communication op (codegen.segment_manifest's `comms`) seen as the IR op Comm runs:
+    its op name, attributes (with its layer name) and results' types."""
+
+    def __init__(self, e: dict):
+        self.entry = e
+        self.name = e["op"]
+        self.attrs = dict(e["attrs"], name=e["name"])
+        self.results = [_Value(r) for r in e["results"]]
+        self.operands = [_Value(o) for o in e["operands"]]
+
+
+class CompiledRank:
+    """One rank's compiled program run in segments, its communication ops between them on views of
+    the arena. `program` (InterpProgram, or SegmentLibrary for a rank library) gives `segmented` (the
+    manifest section), `arena` (a uint8 tensor), `regions` (region -> byte offset) and
+    run_segment(k, feed, capture) -> captured values; the rest is shared."""
+
+    def __init__(self, program, comm: Comm, backend: str = "gloo"):
+        self.program, self.comm = program, comm
+        seg = program.segmented
+        self.comms = seg["comms"]
+        self.ops = [CommEntry(e) for e in self.comms]
+        self.nseg = len(seg["segments"])
+        self.empty = [s["launches"] == 0 for s in seg["segments"]]
+        self.arena, self.regions = program.arena, program.regions
+        # gloo runs on host memory: a device arena's tensors go through it
+        self.stage = self.arena.device.type != "cpu" and backend == "gloo"
+        self._typed: dict = {}
+
+    def view(self, place: dict) -> torch.Tensor:
+        """The arena's tensor at a manifest place: a view (shape, element strides, dtype)."""
+        dt = torch_dtype(place["dtype"])
+        if dt not in self._typed:
+            isz = torch.empty((), dtype=dt).element_size()
+            self._typed[dt] = self.arena[:self.arena.numel() // isz * isz].view(dt)
+        typed = self._typed[dt]
+        isz = typed.element_size()
+        addr = self.regions[place["region"]] + place["offset"]
+        if addr % isz:
+            raise AssertionError(f"'{place['name']}' at byte {addr} is not aligned for {place['dtype']}")
+        return typed.as_strided(tuple(place["shape"]), tuple(place["strides"]), addr // isz)
+
+    def _bucket(self, k: int) -> list:
+        """Communication ops k, k+1, ... that run as one: consecutive all-reduces of one gradient bucket
+        over one group with nothing between them (as execute_rank runs them)."""
+        e = self.comms[k]
+        group = [k]
+        if e["kind"] != "all_reduce" or e["attrs"].get("bucket") is None:
+            return group
+        while group[-1] + 1 < len(self.comms):
+            j = group[-1] + 1
+            f = self.comms[j]
+            if not (self.empty[j] and f["kind"] == "all_reduce" and f["attrs"].get("bucket") == e["attrs"]["bucket"]
+                    and f["attrs"].get("ranks") == e["attrs"].get("ranks")):
+                break
+            group.append(j)
+        return group
+
+    def _communicate(self, group: list, named: dict) -> None:
+        ops = [self.ops[j] for j in group]
+        e = self.comms[group[0]]
+        dtype = torch_dtype(e["results"][0]["dtype"]) if e["results"] else torch.float32
+        if len(group) > 1:
+            xs = [self.view(self.comms[j]["operands"][0]) for j in group]
+        else:
+            xs = [self.view(p) for p in e["operands"]]
+        if self.stage:
+            xs = [x.cpu() for x in xs]
+        elif e["kind"] == "send":
+            xs = [x.clone() for x in xs]      # isend reads it later; the arena's bytes are the plan's again
+        ys = self.comm.run(ops[0], xs, dtype, bucket_ops=ops) if len(group) > 1 else \
+            [self.comm.run(ops[0], xs, dtype)]
+        for j, y in zip(group, ys):
+            f = self.comms[j]
+            if f["kind"] != "send":           # a send's result is the message: nothing reads it
+                self.view(f["results"][0]).copy_(y)
+            named[f["name"]] = y
+
+    def run(self, feed: dict, capture=()) -> dict:
+        """Segment 0 (fed `feed`: every input by name, the learning rate and seed included), then each
+        communication op and the segment after it. Returns the outputs (copies), every communication
+        op's result, and the values of `capture` (the interpreter's: see InterpProgram.run)."""
+        named: dict = {}
+        k = 0
+        while True:
+            named.update(self.program.run_segment(k, feed if k == 0 else None, capture) or {})
+            if k == len(self.comms):
+                break
+            group = self._bucket(k)
+            self._communicate(group, named)
+            for j in group[1:]:
+                named.update(self.program.run_segment(j, None, capture) or {})
+            k = group[-1] + 1
+        for p in self.program.segmented["outputs"]:
+            named[p["name"]] = self.view(p).clone()
+        self.comm.finish()
+        return named
+
+
+class SegmentLibrary:
+    """A rank library (native.Net of `netc compile --workers K`'s .so) as CompiledRank runs it: a segment is
+    netc_run_segment, the arena the device memory netc_arena gives."""
+
+    def __init__(self, net):
+        self.net = net
+        self.segmented = net.manifest["segmented"]
+        self.regions = {k: v for k, v in net.manifest["regions"].items() if k != "arena_bytes"}
+        self.arena = net.arena()
+        rank = net.manifest.get("rank") or {}
+        self.lr = (rank.get("learning_rate") or {}).get("name")
+        self.seed = (rank.get("seed") or {}).get("name")
+
+    def run_segment(self, k: int, feed: dict | None = None, capture=()) -> dict:
+        if capture:
+            raise NetcError("a rank library returns no intermediate values (--grads needs --target interp)")
+        if k != 0:
+            self.net.run_segment(k)
+            return {}
+        dev = self.net.device
+        xs = [torch.as_tensor(feed[s.name]).to(dtype=s.dtype, device=dev).contiguous() for s in self.net.inputs]
+        lr = float(feed[self.lr]) if self.lr else 0.0
+        seed = int(feed[self.seed]) if self.seed else 0
+        self.net.run_segment(0, xs, lr, seed)
+        return {}
+
+    def set_params(self, values: dict) -> None:
+        names = {p["name"] for p in self.net.manifest["parameters"] if "shares" not in p}
+        self.net.set_params({k: v for k, v in values.items() if k in names})
+
+    def param_views(self) -> dict:
+        return self.net.get_params()
+
+
+def rank_library_path(directory: str, net) -> str:
+    """Where a rank's library lies: `<directory>/<network>.so` (network: `<net>.rank<r>`)."""
+    return os.path.join(directory, f"{net.attrs['sym_name']}.so")
+
+
 class Worker:
     """One rank of a K-worker run: its process group, program, parameters and communication."""
 
     def __init__(self, module, rank: int, world: int, network=None, timeout: float = DEFAULT_TIMEOUT,
-                 dtype=torch.float64, seed: int = 0, params: dict | None = None, backend: str | None = None):
+                 dtype=torch.float64, seed: int = 0, params: dict | None = None, backend: str | None = None,
+                 target: str = "reference", blocks: str = "cuda", library: str | None = None):
+        """target: "reference" (the reference executor in `dtype`), "interp" (the compiled program on
+        the interpreter target, tiles `blocks`; parameters and inputs drawn in `dtype`, run in f32) or
+        "cuda" (the rank library at `library`, on device LOCAL_RANK modulo the devices)."""
         self.module, self.rank, self.world, self.dtype, self.seed = module, rank, world, dtype, seed
         self.timeout = timeout
+        self.target = target
         self.net = rank_network(module, rank, network)
         if self.net.attrs.get("world") != world:
             raise NetcError(f"the program was split for {self.net.attrs.get('world')} workers, but {world} processes "
                             f"run it (WORLD_SIZE)")
+        if target not in ("reference", "interp", "cuda"):
+            raise NetcError(f"unknown target '{target}' for a rank (reference, interp, cuda)")
+        device = None
+        if target == "cuda":
+            if not torch.cuda.is_available():
+                raise NetcError("--target cuda runs each rank's library on a GPU, and torch sees none here")
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", rank)) % torch.cuda.device_count())
+            torch.cuda.set_device(device)
         backend = backend or ("nccl" if torch.cuda.is_available() and os.environ.get("NETC_BACKEND") == "nccl"
                               else "gloo")
+        self.backend = backend
         if not dist.is_initialized():
             dist.init_process_group(backend, rank=rank, world_size=world,
                                     timeout=datetime.timedelta(seconds=timeout))
@@ -466,6 +644,19 @@ class Worker:
         self.params = rank_params(module, used, seed, dtype, params)
         self.broadcast_replicas()
         self.steps = 0
+        self.executor = None
+        if target != "reference":
+            training = "gradients" in self.net.attrs
+            if target == "interp":
+                from .interp import InterpProgram
+                program = InterpProgram(module, self.net.attrs["sym_name"], params=self.params, seed=seed,
+                                        blocks=blocks, training=training)
+            else:
+                from .native import load
+                program = SegmentLibrary(load(library, device=device))
+                program.set_params(self.params)
+            self.executor = CompiledRank(program, self.comm, backend)
+            self.params = program.param_views()
 
     def holder_groups(self) -> dict:
         """parameter -> the ranks whose programs use it (those held by several are broadcast)."""
@@ -492,18 +683,37 @@ class Worker:
             t = self.params[p]
             g = self.comm.group(rs)
             try:
+                if self.backend == "nccl":      # NCCL moves device memory
+                    d = t.cuda()
+                    dist.broadcast(d, rs[0], group=g)
+                    t.copy_(d.cpu())
+                    continue
                 dist.broadcast(t, rs[0], group=g)
             except Exception as e:  # noqa: BLE001
                 raise CommError(f"rank {self.rank}: broadcast of parameter '{p}' from rank {rs[0]} failed: "
                                 f"{str(e).strip()[:300]}") from None
 
+    def _execute(self, feed: dict, capture=()) -> dict:
+        if self.executor is not None:
+            return self.executor.run(feed, capture)
+        return execute_rank(self.net, feed, self.params, self.comm, self.dtype)
+
+    def current_params(self) -> dict:
+        """The parameters and state tensors as the rank holds them now (a compiled rank's: copies of its
+        arena's, which a pickle would otherwise carry whole)."""
+        if self.target == "cuda":
+            return self.executor.program.param_views()
+        if self.executor is not None:
+            return {k: v.clone() for k, v in self.params.items()}
+        return self.params
+
     def forward(self, inputs: dict | None = None) -> list:
         feed = rank_inputs(self.net, self.seed, self.dtype, inputs)
-        named = execute_rank(self.net, feed, self.params, self.comm, self.dtype)
+        named = self._execute(feed)
         self.comm.barrier("after the forward pass")
         return [(layer_name(op), named[layer_name(op)], op.attrs.get("partition")) for op in _outputs(self.net)]
 
-    def step(self, inputs: dict | None, lr: float) -> dict:
+    def step(self, inputs: dict | None, lr: float, capture=()) -> dict:
         feed = rank_inputs(self.net, self.seed, self.dtype, inputs)
         for op in network_inputs(self.net):
             role = op.attrs.get("role")
@@ -515,7 +725,7 @@ class Worker:
                 raise NetcError(f"input '{layer_name(op)}' has the role '{role}', which the distributed runtime "
                                 f"does not feed")
         self.comm.barrier(f"before step {self.steps + 1}")
-        named = execute_rank(self.net, feed, self.params, self.comm, self.dtype)
+        named = self._execute(feed, capture)
         self.comm.barrier(f"after step {self.steps + 1}")
         self.steps += 1
         return named
@@ -553,7 +763,9 @@ def run_training(worker: Worker, steps: int, lr_at, inputs: dict | None = None, 
     net = worker.net
     for k in range(steps):
         lr = lr_at(k)
-        named = worker.step(inputs, lr)
+        # a compiled rank's gradients: captured as their updates read them (the plan reuses their bytes)
+        capture = sorted((net.attrs.get("gradients") or {}).values()) if want_grads and k == 0 else ()
+        named = worker.step(inputs, lr, capture)
         mine = [(n, named[n], _partition_of(net, n)) for n in net.attrs.get("losses", [])]
         if want_grads and k == 0:
             g = {p: named[v] for p, v in (net.attrs.get("gradients") or {}).items()}
@@ -575,7 +787,7 @@ def run_training(worker: Worker, steps: int, lr_at, inputs: dict | None = None, 
 
 def gather_params(worker: Worker) -> dict | None:
     """Every parameter and state tensor by its logical name, on rank 0 (replicas once, slices joined)."""
-    every = worker.gather(logical_param_parts(worker.module, worker.params))
+    every = worker.gather(logical_param_parts(worker.module, worker.current_params()))
     return assemble([p for ps in every for p in ps]) if worker.rank == 0 else None
 
 

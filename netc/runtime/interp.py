@@ -153,21 +153,56 @@ def prepare_training(module: Module, network=None):
     return net, plan
 
 
+def prepare_rank(module: Module, network, training: bool = False):
+    """(network op, verified MemoryPlan) of one rank's program of a split-workers module (forward, or
+    a training step), fused and planned as `netc compile --workers` plans it (codegen.plan_program:
+    its communication ops in the program's order)."""
+    from ..codegen import plan_program
+    from ..memory.verify import check_plan
+    from ..passes.manager import PassContext, PassManager
+    from .reference import _network
+    ctx = PassContext(phase="train" if training else "test")
+    PassManager(["fuse"]).run(module, ctx)
+    if ctx.diag.has_errors():
+        raise NetcError(ctx.diag.diagnostics[:])
+    net = _network(module, network)
+    if training and "gradients" not in net.attrs:
+        raise NetcError(f"network '{net.attrs.get('sym_name')}' is not a training program")
+    plan = plan_program(module, net, mode="training" if training else "inference")
+    check_plan(plan, module, net)
+    return net, plan
+
+
 class InterpProgram:
     """One network lowered like the .so, runnable on the CPU through Triton's interpreter.
     training=True: `module` holds a training program (the backward and optimizer passes' IR), which
-    is fused and planned for training and run whole, at the planned batch (InterpTrainer)."""
+    is fused and planned for training and run whole, at the planned batch (InterpTrainer).
+
+    A rank's program (a network of a split-workers module, forward or training step) is planned and
+    lowered as `netc compile --workers` does (prepare_rank), at its compiled batch only, and runs in
+    segments: run_segment(k) launches the kernels between communication op k-1 and k (segment 0
+    first feeds the inputs), and the distributed runtime runs each communication op on views of the
+    arena between them (`segmented`: codegen.segment_manifest, the .so's manifest section; `arena`
+    and `regions`: the uint8 arena and its regions' byte offsets, as the .so lays them out)."""
 
     def __init__(self, module: Module, network=None, batch: int | None = None, params: dict | None = None,
                  seed: int = 0, phase: str = "test", dtype: str | None = None, tf32: bool = False,
                  blocks: str = "cuda", training: bool = False):
         ensure_interpreter()
-        from ..codegen import _const_region, _network_io, _training_io
+        from ..codegen import _const_region, _network_io, _rank_io, _training_io, is_rank_program, segment_manifest
         from ..codegen.lower import lower_network
         from ..memory.plan import BATCH, CONSTANT, align_up
-        from .reference import module_params
+        from .reference import _network, module_params
         self.module = module
-        if training:
+        self.rank_program = is_rank_program(_network(module, network))
+        if self.rank_program:
+            if dtype is not None or tf32:
+                raise NetcError("a rank's program runs in f32 on the interpreter target: drop --dtype/--tf32")
+            self.net, self.plan = prepare_rank(module, network, training)
+            _rank_io(self.net, self.plan)        # its learning rate and seed are scalars
+            if batch is not None and batch != self.plan.batch:
+                raise NetcError(f"a rank's program runs at its compiled batch {self.plan.batch}")
+        elif training:
             self.net, self.plan = prepare_training(module, network)
             _training_io(self.net, self.plan)    # what netc_train_step feeds: batch-sized data, scalar lr and seed
         else:
@@ -188,6 +223,9 @@ class InterpProgram:
         data = bytes(self.lowered.data)
         self.data_off = align_up(self.const_bytes + self.batch_bytes, 256)
         self.ws_off = align_up(self.data_off + len(data), 256)
+        self.regions = dict(constant=0, batch=self.const_bytes)     # the places' regions (the .so's `regions`)
+        self.segmented = segment_manifest(self.lowered, self.batch, "training" if training else "forward")
+        self.segments = [(s["first"], s["launches"]) for s in self.segmented["segments"]]
         total = self.ws_off + self.lowered.workspace_bytes
         self.arena = torch.empty((total + 7) // 8 * 8, dtype=torch.uint8)
         self.arena.fill_(0xFF)
@@ -260,8 +298,31 @@ class InterpProgram:
         and, for every plan tensor named in `capture` (a training step's gradients), its value as the
         last kernel that reads it read it (or as its kernel wrote it, if nothing reads it): the plan
         reuses a gradient's bytes once its update has run."""
-        from .reference import _name, network_inputs, network_outputs
-        b = self.batch
+        from .reference import _name, network_outputs
+        if self.lowered.comms:
+            raise NetcError(f"'{self.plan.network}' has communication ops: it runs in segments (run_segment), with "
+                            f"torch.distributed between them (netc run --workers K --target interp)")
+        self._feed(inputs)
+        got = self._launch(0, len(self.launches), capture)
+        out = {_name(op): self.view(self.plan.tensor(_name(op))).clone() for op in network_outputs(self.net)}
+        return {**got, **out}
+
+    def run_segment(self, k: int, inputs: dict | None = None, capture=()) -> dict:
+        """Segment k of the schedule (the launches between communication op k-1 and k); segment 0 first
+        copies the inputs (by name, every network input: the learning rate and seed included) as run()
+        does. Returns the values of `capture` this segment's kernels read or wrote (see run)."""
+        if not 0 <= k < len(self.segments):
+            raise NetcError(f"segment {k} is outside 0..{len(self.segments) - 1}")
+        if k == 0:
+            if inputs is None:
+                raise NetcError("segment 0 takes the inputs")
+            self._feed(inputs)
+        first, n = self.segments[k]
+        return self._launch(first, n, capture)
+
+    def _feed(self, inputs: dict) -> None:
+        """Poison the arena above the parameters and copy the inputs to their places."""
+        from .reference import _name, network_inputs
         # poison everything but the parameters (activations without a batch axis, such as a loss,
         # live in the constant region above them) and the embedded data: unwritten values read as NaN
         self.arena[self.fixed:self.data_off].fill_(0xFF)
@@ -275,12 +336,16 @@ class InterpProgram:
             if tuple(x.shape) != tuple(v.shape):
                 raise NetcError(f"input '{name}' has shape {list(x.shape)}, expected {list(v.shape)}")
             v.copy_(x.to(v.dtype))
+
+    def _launch(self, first: int, count: int, capture=()) -> dict:
+        """Launches [first, first + count) of the schedule; the values of `capture` (see run)."""
+        b = self.batch
         cd = lambda p, q: -(-p // q)                        # noqa: E731
         T = self.plan.tensors
         wanted = {t.id for t in T if t.name in set(capture)}
         got: dict = {}
         with one_blas_thread():
-            for L in self.launches:
+            for L in self.launches[first:first + count]:
                 st = self.plan.steps[L.step - 1]
                 if L.part == 0:
                     for i in st.reads:
@@ -301,8 +366,7 @@ class InterpProgram:
                 for i in st.writes:
                     if i in wanted:
                         got[T[i].name] = self.view(T[i]).clone()
-        out = {_name(op): self.view(self.plan.tensor(_name(op))).clone() for op in network_outputs(self.net)}
-        return {**got, **out}
+        return got
 
     def manifest(self) -> dict:
         from ..memory.plan import BATCH

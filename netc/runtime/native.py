@@ -16,6 +16,14 @@ A training library (`netc compile --train`) also trains, in place, on the same p
 Outputs are [b, ...], except those without a batch axis (TensorSpec.batched False: a loss, the mean
 over the b samples of the call), which have their own shape (a scalar loss: shape []).
 
+Segments (ABI 4): net.run_segment(k, inputs, lr, seed) launches segment k of the library's segmented
+program (the launches between its communication ops; the manifest's `segmented` section) and
+net.arena() is the library's arena as a torch uint8 tensor on its device (not a copy: the launches'
+memory), so a communication op's operands and results are views of it (at the manifest's `regions`
+offset of their region plus their offset). A rank library (`netc compile --workers K`: one rank's
+program of a partitioned network) runs only so; netc.runtime.distributed runs it with
+torch.distributed between the segments (docs/partitioning.md, "compiled ranks").
+
 The library is opened with ctypes; its C ABI is in the header `netc compile` writes beside it
 (codegen/launcher.py). netc_create runs in torch's CUDA context (torch's primary context of the
 device, made current first), so device pointers of torch tensors are valid for the launcher, and a
@@ -86,6 +94,13 @@ def _dt(t) -> str:
     return str(t).replace("torch.", "")
 
 
+class _DeviceBytes:
+    """`n` bytes of device memory at `ptr`, for torch.as_tensor (the CUDA array interface)."""
+
+    def __init__(self, ptr: int, n: int):
+        self.__cuda_array_interface__ = dict(shape=(n,), typestr="|u1", data=(ptr, False), strides=None, version=2)
+
+
 # ----------------------------------------------------------------------------------- the library
 
 def _open(path: str):
@@ -139,6 +154,13 @@ def _open(path: str):
         lib.netc_get_params.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t]
     except AttributeError:   # impossible at ABI 3 (checked above); kept for clarity
         raise NetcRuntimeError(f"'{path}' lacks netc_train_step/netc_get_params: not a complete netc library") from None
+    lib.netc_num_segments.restype = ctypes.c_int          # ABI 4 (checked above)
+    lib.netc_num_segments.argtypes = []
+    lib.netc_run_segment.restype = ctypes.c_int
+    lib.netc_run_segment.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_void_p), ctypes.c_float,
+                                     ctypes.c_longlong, ctypes.c_void_p]
+    lib.netc_arena.restype = ctypes.c_ulonglong
+    lib.netc_arena.argtypes = [ctypes.c_void_p, ctypes.c_int]
     try:
         lib.netc_profile.restype = ctypes.c_int
         lib.netc_profile.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_void_p), ctypes.POINTER(ctypes.c_void_p),
@@ -209,8 +231,11 @@ class Net:
         # a training library's training step: its data inputs (labels too), at the compiled batch
         self.training: dict | None = m.get("training")
         self.train_inputs = [_spec(d) for d in self.training["inputs"]] if self.training else []
+        # a rank library (one rank's program of a partitioned network): it runs in segments only
+        self.rank: dict | None = m.get("rank")
+        self.segmented: dict = m.get("segmented") or {}
         odd = [s.name for s in self.inputs if not s.batched]
-        if odd:      # netc compile refuses them; a manifest saying otherwise is not one this netc wrote
+        if odd and not self.rank:   # netc compile refuses them; a manifest saying otherwise is not one this netc wrote
             raise NetcRuntimeError(f"'{os.path.basename(self.path)}': input{'s' if len(odd) > 1 else ''} "
                                    f"{', '.join(odd)} without a batch axis: this netc feeds batch-sized inputs only")
         self._lock = threading.Lock()
@@ -320,6 +345,7 @@ class Net:
         `lr` and dropout seed `seed` (give each step its own to draw new masks). The parameters and
         optimizer state are updated in place. Returns the loss (a float; the sum of the program's
         losses), or None with wait=False (then nothing waits for the step)."""
+        self._not_a_rank("train_step")
         if not self.training:
             raise NetcInputError(f"'{os.path.basename(self.path)}' was compiled for inference only: compile it with "
                                  f"`netc compile --train` to train it")
@@ -366,6 +392,71 @@ class Net:
             raise self._error("the training step failed")
         self._values = None          # params() reads them back now: they changed
         return float(loss.value) if wait else None
+
+    # --------------------------------------------------------------------------- segments
+    def run_segment(self, k: int, inputs=None, lr: float = 0.0, seed: int = 0, *, stream=None) -> None:
+        """netc_run_segment: segment k of the segmented program (manifest `segmented`), asynchronously on
+        `stream` (default torch's current stream). Segment 0 takes the program's inputs (a dict by name,
+        or a list in manifest order: tensors on the device in the inputs' dtypes, at the compiled batch),
+        the learning rate and the dropout seed (a rank's training program, or a training library's step);
+        the others take none."""
+        h = self._handle()
+        if not self._params_set:
+            raise NetcInputError(f"{self.network}: set the parameters first (set_params)")
+        n = self._lib.netc_num_segments()
+        if not 0 <= k < n:
+            raise NetcInputError(f"{self.network}: segment {k} is outside 0..{n - 1}")
+        specs = self.train_inputs if self.segmented.get("program") == "training" and self.training else self.inputs
+        xs = []
+        if k == 0:
+            if isinstance(inputs, dict):
+                missing = [s.name for s in specs if s.name not in inputs]
+                if missing:
+                    raise NetcInputError(f"missing input{'s' if len(missing) > 1 else ''} "
+                                         f"{', '.join(map(repr, missing))} of '{self.network}'")
+                inputs = [inputs[s.name] for s in specs]
+            inputs = list(inputs or [])
+            if len(inputs) != len(specs):
+                raise NetcInputError(f"segment 0 of '{self.network}' takes {len(specs)} inputs, got {len(inputs)}")
+            for s, t in zip(specs, inputs):
+                if not torch.is_tensor(t) or t.dtype != s.dtype or tuple(t.shape) != tuple(s.shape) \
+                        or not t.is_contiguous() or (self.device is not None and t.device != self.device):
+                    raise NetcInputError(f"input '{s.name}' must be a contiguous {_dt(s.dtype)} tensor "
+                                         f"{_shape(s.shape)} on {self.device}")
+                xs.append(t)
+        handle = 0
+        if isinstance(stream, torch.cuda.Stream):
+            handle = stream.cuda_stream
+        elif isinstance(stream, int):
+            handle = stream
+        elif self.device is not None and self.device.type == "cuda":
+            handle = torch.cuda.current_stream(self.device).cuda_stream
+        ins_c = (ctypes.c_void_p * max(len(xs), 1))(*[t.data_ptr() for t in xs])
+        with self._lock:
+            rc = self._lib.netc_run_segment(h, int(k), ins_c if xs else None, float(lr), int(seed), handle or None)
+        if rc:
+            raise self._error(f"segment {k} failed")
+        if self.segmented.get("program") == "training":
+            self._values = None          # params() reads them back now: the updates change them
+
+    def arena_address(self, region: int) -> int:
+        """netc_arena: the device address of an arena region (1 constant, the arena's start; 2 batch; ...)."""
+        addr = self._lib.netc_arena(self._handle(), int(region))
+        if not addr:
+            raise self._error(f"no address of arena region {region}")
+        return int(addr)
+
+    def arena(self) -> torch.Tensor:
+        """The whole arena (the manifest's regions' arena_bytes) as a uint8 tensor on the network's device:
+        the library's own memory, not a copy (valid while the net is open). Views of it at a place of
+        the manifest (its region's offset in `regions` plus its offset) are a communication op's operands
+        and results."""
+        n = int(self.manifest["regions"]["arena_bytes"])
+        ptr = self.arena_address(1)
+        if self.device is not None and self.device.type == "cuda":
+            return torch.as_tensor(_DeviceBytes(ptr, n), device=self.device)
+        # no CUDA in torch (tests against a fake driver with host memory): host bytes
+        return torch.frombuffer((ctypes.c_uint8 * n).from_address(ptr), dtype=torch.uint8)
 
     def embedded_params(self) -> dict | None:
         """The parameters embedded in the library (host tensors by name), or None."""
@@ -470,8 +561,16 @@ class Net:
                                  + ", ".join(f"{s.name} {b}" for s, b in zip(self.inputs, batches)))
         return xs, batches[0] if batches else 1
 
+    def _not_a_rank(self, what: str) -> None:
+        if self.rank:
+            r = self.rank
+            raise NetcInputError(f"{what}: '{os.path.basename(self.path)}' is rank {r['rank']} of {r['world']} of the "
+                                 f"partitioned network '{r.get('of')}': it runs in segments (run_segment), with the "
+                                 f"communication between them (netc run FILE --workers K --target cuda)")
+
     def forward(self, *args, stream=None, **kwargs) -> list:
         """Run on inputs given by position (manifest order) or name; the outputs as a list."""
+        self._not_a_rank("forward")
         xs, b = self._inputs(args, kwargs)
         return self._run(xs, b, stream)
 
@@ -525,6 +624,7 @@ class Net:
         if getattr(self._lib, "netc_profile", None) is None:
             raise NetcRuntimeError(f"'{so}' was built by an older netc without netc_profile (per-launch timing): "
                                    f"recompile it with this netc (`netc compile`) to profile it")
+        self._not_a_rank("profile")
         for what, v, lo in (("repeat", repeat, 1), ("warmup", warmup, 0)):
             if isinstance(v, bool) or not isinstance(v, int) or v < lo:
                 raise NetcInputError(f"profile: {what} must be an integer >= {lo}, got {v!r}")
