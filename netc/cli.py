@@ -406,7 +406,12 @@ def cmd_opt(args, diag):
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes is not None else DEFAULT_PIPELINE
     after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
     ctx = _ctx(args, diag)
-    names = list(names) + [n for n in training_passes(args, ctx, listed=names) if n not in names]
+    # --train's passes run on the default pipeline's program, before what -p adds after it (fuse,
+    # plan-memory, rematerialize, ...), so those see the training program
+    extra = [n for n in training_passes(args, ctx, listed=names) if n not in names]
+    at = next((i for i, n in enumerate(names) if n not in DEFAULT_PIPELINE and n not in ("backward", "optimizer")),
+              len(names))
+    names = list(names[:at]) + extra + list(names[at:])
     if "split-workers" in names or "partition" in names:
         # partition the forward program, train it, then one program per rank from the whole
         split = "split-workers" in names
@@ -1356,6 +1361,8 @@ def cmd_compile(args, diag):
     else:
         training_passes(args, _ctx(args, diag))      # the training flags need --train
     module = _load(args, diag)
+    if train is not None:
+        _forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
     ctx = _ctx(args, diag)
     ctx.options["plan_memory"] = {"mode": "inference"}
     if precision is not None:
@@ -1377,6 +1384,21 @@ def cmd_compile(args, diag):
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s"
                      + (f"; {r.tuned} of {r.tunable} kernels tuned" if tuning is not None else "") + "\n")
     return 0
+
+
+def _forward_at_training_batch(module, batch: int, phase, diag):
+    """A training library's forward shares the training step's arena and compiled batch: where the
+    forward's phase declares another batch (SINGA's test phase reading 100 records, the training
+    phase 64), its inputs get the training batch, and a warning says so."""
+    from .runtime.scale import scale_inputs
+    other = [op for n in module.networks() for op in n.regions[0].ops
+             if op.name == "netc.input" and op.attrs.get("shape") and int(op.attrs["shape"][0]) != batch]
+    if other:
+        old = int(other[0].attrs["shape"][0])
+        scale_inputs(module, batch=batch)
+        diag.warning(f"the library's forward (phase '{phase}') declares batch {old} but the training step runs at "
+                     f"{batch}: the forward is compiled at the training batch (netc_forward takes up to {batch} "
+                     f"samples; compile without --train for a forward at {old})", other[0].loc)
 
 
 def _compile_workers(args, diag, precision):

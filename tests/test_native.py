@@ -798,9 +798,11 @@ def trained(tmp_path_factory):
     (d / "trainy.nd").write_text(TRAINY)
     runs = [netc_start("compile", d / "trainy.nd", "--train", "--optimizer", "momentum", "--freeze", "conv.bias",
                        "-o", d / "trainy.so"),
-            netc_start("compile", ROOT / "examples/lenet.nd", "--train", "--optimizer", "adam", "-o", d / "lenet.so")]
+            netc_start("compile", ROOT / "examples/lenet.nd", "--train", "--optimizer", "adam", "-o", d / "lenet.so"),
+            netc_start("compile", ROOT / "examples/cifar10_phases.nd", "--train", "-o", d / "phases.so")]
     for r in [netc_wait(p) for p in runs]:
         assert r.returncode == 0, r.stderr
+    (d / "phases.stderr").write_text(r.stderr)
     return d
 
 
@@ -831,6 +833,24 @@ def test_training_library_exports_the_training_abi(trained):
     ops = {e["op"] for e in t["schedule"]}
     assert {"netc.conv2d_grad_filter", "netc.maxpool_grad", "netc.adam_update", "netc.softmax_loss_grad"} <= ops
     assert len(m["schedule"]) == 8 and m["inputs"][0]["region"] == "forward_batch"
+
+
+def test_activation_gradients_run_in_the_gradient_gemms_prologues(trained):
+    """ip1's ReLU gradient is never a launch of its own: each of ip1's gradient GEMMs computes it."""
+    t = N.read_manifest(trained / "lenet.so")["training"]
+    groups = [set(e["layers"]) for e in t["schedule"]]
+    assert {"ip1.act_grad", "pool2.grad"} in groups and {"ip1.act_grad.p1", "ip1.weight.grad"} in groups
+    assert {"ip1.act_grad.p2", "ip1.bias.grad"} in groups and {"ip1.act_grad"} not in groups
+
+
+def test_a_training_library_of_a_file_with_phases(trained):
+    """cifar10_phases.nd: the test phase (the library's forward) declares batch 100, the training
+    phase 64: the forward is compiled at 64 (a warning says so), and its ip1, whose parameters are
+    declared share_from the training ones, reads the training parameters' storage."""
+    assert "declares batch 100 but the training step runs at 64" in (trained / "phases.stderr").read_text()
+    m = N.read_manifest(trained / "phases.so")
+    assert m["inputs"][0]["shape"] == [64, 32, 32, 3] and m["training"]["inputs"][0]["shape"] == [64, 32, 32, 3]
+    assert "w4_test" not in {p["name"] for p in m["parameters"]}
 
 
 def test_frozen_parameters_cost_no_gradient_kernels(trained):

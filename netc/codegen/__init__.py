@@ -331,9 +331,14 @@ def plan_library(module, plans: dict, train: tuple | None = None, *, arch_n: int
         fixed = plan.arenas[CONSTANT].fixed
         own, derived, own_bytes = _derived_params(net, plan, tplan, align_up(plan.arenas[CONSTANT].size - fixed, 256))
         fb = fc + align_up(plan.arenas[CONSTANT].size - fixed, 256) + own_bytes
-        layout = ArenaLayout(FWD_CONST, FWD_BATCH, tuple(sorted(
-            (t.name[1:], tplan.buffers[t.buffer].offset + t.offset) for t in tplan.tensors if t.kind == "param")),
-            fixed, tuple(sorted(own.items())))
+        at = {t.name[1:]: tplan.buffers[t.buffer].offset + t.offset for t in tplan.tensors if t.kind == "param"}
+        # a forward parameter declared `share_from` a training one (SINGA's test-phase copies) is its storage
+        for p in module.params():
+            src = p.attrs.get("share_from")
+            src = getattr(src, "name", src)
+            if src is not None and p.attrs["sym_name"] not in at and src in at:
+                at[p.attrs["sym_name"]] = at[src]
+        layout = ArenaLayout(FWD_CONST, FWD_BATCH, tuple(sorted(at.items())), fixed, tuple(sorted(own.items())))
     progs = [(module, net, plan, layout, derived)]
     if train is not None:
         progs.append((tmodule, tnet, tplan, ArenaLayout(), []))

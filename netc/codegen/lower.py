@@ -164,13 +164,20 @@ class _GroupContext(LowerContext):
     """What a lowering-table entry sees of a group (kernels/lowering.py LowerContext): IR values and
     parameters as the tensors standing for their placements in `pl`."""
 
-    def __init__(self, members, tensors, pl, pin: dict, tf32: bool):
+    def __init__(self, members, tensors, pl, pin: dict, tf32: bool, prologue=None):
         self.tensors, self.pl, self.pin, self.tf32 = tensors, pl, pin, tf32
         self.batch = pl.batch
+        self.prologue, self.instead = {}, {}
+        if prologue is not None:
+            entry, op = prologue
+            kw, v = entry.prologue(self, op)
+            self.prologue = kw
+            self.instead[id(op.results[0])] = v
         last = members[-1]
         self.out = self.value(last.results[0]) if last.results else None
 
     def value(self, v):
+        v = self.instead.get(id(v), v)      # a prologue's result: the anchor reads its input instead
         return self.pl.meta(self.tensors[_vname(v)])
 
     def param(self, op, role):
@@ -192,10 +199,14 @@ def _lower_group(members, plan, tensors, pl: _Placements, pin: dict, tf32: bool 
     block) * R, block the value of the constexpr so named, a number, None (1) or FIXED_GRID (a
     grid that does not depend on the batch). tf32: f32 matrix products may use TF32 (the
     network's netc.precision, from set-dtype)."""
+    prologue = None
+    first = lowering_of(members[0].name)
+    if len(members) > 1 and first is not None and first.prologue is not None:
+        prologue, members = (first, members[0]), members[1:]     # the fuse pass's prologue group
     entry = lowering_of(members[0].name)
     if entry is None or entry.lower is None:
         raise AssertionError(f"{members[0].name}: no lowering (checked by lower_network)")
-    out = entry.lower(_GroupContext(members, tensors, pl, pin, tf32), members)
+    out = entry.lower(_GroupContext(members, tensors, pl, pin, tf32, prologue), members)
     return [tuple(s) for s in out] if isinstance(out, list) else [tuple(out)]
 
 

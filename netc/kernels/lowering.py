@@ -5,7 +5,11 @@ looks at an op's name: it asks this table. The group's first op, its *anchor*, h
 `lower` builds the group's KernelCall by calling one launcher of this package with launch=False;
 the group's other members are folded in by their own entries: `epilogue` folds a member into a
 GEMM anchor's fused epilogue (a folded batch norm, a residual add, an activation), `chain` turns
-a member into steps of an elementwise chain. So adding a kernel-backed op is its OpDef
+a member into steps of an elementwise chain. A group may also start with a *prologue*: a member
+before the anchor whose entry has `prologue` (an activation gradient before a gradient GEMM, the
+fuse pass's prologue groups): its result is never stored, the anchor reads the prologue's input
+in its place (ctx.value of the prologue's result gives that input's tensor) and passes
+ctx.prologue, the prologue's launcher keywords, to its launcher. So adding a kernel-backed op is its OpDef
 (netc/ops/), its kernel and launcher (here, in netc/kernels/) and one entry below.
 
 An entry's functions see the group through a LowerContext (codegen implements it):
@@ -21,6 +25,8 @@ An entry's functions see the group through a LowerContext (codegen implements it
     ctx.constant(t)     the tensor standing for a copy of CPU tensor t embedded in the library
                         (a multi-tensor update's chunk table)
     ctx.is_scratch(t)   whether t is a tensor the launcher allocated itself (no placement)
+    ctx.prologue        launcher keywords of the group's prologue ({} without one): an anchor
+                        entry that takes a prologue passes them on (**ctx.prologue)
 
 and returns a KernelSpec (or a list of them, one per kernel, launched in order): the KernelCall,
 and how its grid's first axis grows with the batch b, cdiv(rows_per_sample * b, block) * R, `block` the name of the constexpr holding the block size, a
@@ -71,6 +77,8 @@ class Lowering:
     lower: Callable | None = None        # (ctx, members) -> KernelSpec: a group anchored by this op
     epilogue: Callable | None = None     # (ctx, op, prev, kw): fold op into a GEMM anchor's epilogue keywords
     chain: Callable | None = None        # (ctx, op, others) -> [chain ops]: op as steps of an elementwise chain
+    prologue: Callable | None = None     # (ctx, op) -> (launcher keywords, IR value): op as the prologue of the
+    #                                      group's anchor, which reads the value where it read op's result
     copies: bool = False                 # a concatenation: copies of the operands not written in place
     labels: int | None = None            # operand index read as class labels
     missing: str = ""                    # no kernel: what the op is (for the error)
@@ -90,6 +98,7 @@ class LowerContext:
     pin: dict
     tf32: bool
     out: object
+    prologue: dict = {}
 
     def value(self, v):
         raise NotImplementedError
@@ -360,7 +369,7 @@ def _lower_conv2d_grad_data(ctx, members) -> KernelSpec:
     op = _single(members)
     call = conv2d_grad_data(ctx.value(op.operands[0]), ctx.param(op, "weight"), tuple(ctx.out.shape),
                             op.attrs.get("strides", [1, 1, 1, 1]), op.attrs.get("padding", "SAME"), out=ctx.out,
-                            allow_tf32=ctx.tf32, launch=False, **pinned(conv2d_grad_data, ctx))
+                            allow_tf32=ctx.tf32, launch=False, **ctx.prologue, **pinned(conv2d_grad_data, ctx))
     a = dict(zip(call.kernel.arg_names, call.args))
     return KernelSpec(call, a["HJ"] * a["WJ"], "BLOCK_M")
 
@@ -371,14 +380,14 @@ def _lower_conv2d_grad_filter(ctx, members) -> list:
     calls = with_workspace(ctx, conv2d_grad_filter, ctx.value(op.operands[0]), ctx.value(op.operands[1]),
                            tuple(op.attrs["filter"][:2]),      # (kh, kw): channels come from x and dz
                            op.attrs.get("strides", [1, 1, 1, 1]), op.attrs.get("padding", "SAME"),
-                           out=ctx.out, allow_tf32=ctx.tf32)
+                           out=ctx.out, allow_tf32=ctx.tf32, **ctx.prologue)
     return _fixed(calls)
 
 
 def _lower_bias_grad(ctx, members) -> list:
     from .conv_grad import bias_grad
     op = _single(members)
-    return _fixed(with_workspace(ctx, bias_grad, ctx.value(op.operands[0]), out=ctx.out))
+    return _fixed(with_workspace(ctx, bias_grad, ctx.value(op.operands[0]), out=ctx.out, **ctx.prologue))
 
 
 def _lower_inner_product_grad_data(ctx, members) -> KernelSpec:
@@ -386,8 +395,11 @@ def _lower_inner_product_grad_data(ctx, members) -> KernelSpec:
     from .conv_grad import inner_product_grad_data
     op = _single(members)
     call = inner_product_grad_data(ctx.value(op.operands[0]), ctx.param(op, "weight"), tuple(ctx.out.shape),
-                                   out=ctx.out, allow_tf32=ctx.tf32, launch=False,
+                                   out=ctx.out, allow_tf32=ctx.tf32, launch=False, **ctx.prologue,
                                    **pinned(inner_product_grad_data, ctx))
+    if ctx.prologue:     # through conv2d_grad_data on 1x1 views: its grid's rows are the batch's
+        a = dict(zip(call.kernel.arg_names, call.args))
+        return KernelSpec(call, a["HJ"] * a["WJ"], "BLOCK_M")
     return KernelSpec(call, 1, "BLOCK_M")
 
 
@@ -396,7 +408,7 @@ def _lower_inner_product_grad_filter(ctx, members) -> list:
     from .conv_grad import inner_product_grad_filter
     op = _single(members)
     return _fixed(with_workspace(ctx, inner_product_grad_filter, ctx.value(op.operands[0]),
-                                 ctx.value(op.operands[1]), out=ctx.out, allow_tf32=ctx.tf32))
+                                 ctx.value(op.operands[1]), out=ctx.out, allow_tf32=ctx.tf32, **ctx.prologue))
 
 
 def _lower_activation_grad(ctx, members) -> KernelSpec:
@@ -407,6 +419,14 @@ def _lower_activation_grad(ctx, members) -> KernelSpec:
     call = activation_grad(ctx.value(op.operands[0]), dy, a["activation"], float(a["negative_slope"] or 0.0),
                            out=ctx.out, launch=False, **pinned(activation_grad, ctx))
     return KernelSpec(call, dy.numel() // ctx.batch, "BLOCK")
+
+
+def _prologue_activation_grad(ctx, op):
+    """An activation gradient as a gradient GEMM's prologue: the kernel reads dy (operand 1) and y
+    (operand 0, the activation's output) and computes dz = activation_grad(y, dy) itself."""
+    a = _attrs(op)
+    return (dict(activation=a["activation"], negative_slope=float(a["negative_slope"] or 0.0),
+                 y=ctx.value(op.operands[0])), op.operands[1])
 
 
 def _pool_grad(is_max):
@@ -709,7 +729,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.bias_grad": Lowering(lower=_lower_bias_grad),
     "netc.inner_product_grad_data": Lowering(lower=_lower_inner_product_grad_data),
     "netc.inner_product_grad_filter": Lowering(lower=_lower_inner_product_grad_filter),
-    "netc.activation_grad": Lowering(lower=_lower_activation_grad),
+    "netc.activation_grad": Lowering(lower=_lower_activation_grad, prologue=_prologue_activation_grad),
     "netc.maxpool_grad": Lowering(lower=_pool_grad(True)),
     "netc.avgpool_grad": Lowering(lower=_pool_grad(False)),
     "netc.upsample2d_grad": Lowering(lower=_lower_upsample2d_grad),
