@@ -5,6 +5,7 @@ bench/results/gpu-<device>-<date>.json (machine, date, versions, settings, resul
 
     python bench/gpu.py [NET ...] [--precision bf16,tf32] [--iters 50] [--warmup 10]
                         [--compile-mode max-autotune] [--tuning FILE] [--no-torch-compile]
+    python bench/gpu.py --train [NET ...] [--optimizer momentum] [--lr 1e-4] ...
 
 NET: alex_v2, vgg16, inception_v3, resnet50, densenet (default: all five) or a path to any .nd /
 Paleo .json. The named ones are Paleo's corpus files (../shared/corpus/paleo and paleo-generated,
@@ -32,6 +33,19 @@ run), the FLOP/s of the convolution kernels alone from netc's per-launch profile
 inputs and outputs) against eager's and torch.compile's torch.cuda.max_memory_allocated over a
 forward (their parameters and inputs included). Without a CUDA GPU it says so and exits 0.
 A benchmark, not a test.
+
+--train: a training step instead of a forward -- forward, backward and the optimizer's update
+(--optimizer, default momentum; --lr, default 1e-4: the steps timed keep training) -- in f32 (the
+precision of netc's training libraries), a softmax loss appended where the network has none (as
+`--loss softmax` does). netc: `netc compile --train` and Net.train_step (not waiting for the loss);
+eager: netc.runtime.eager.EagerTrainer (the same network as functional torch, torch.autograd and
+torch.optim from the same parameters); compile: EagerTrainer with its forward and loss under
+torch.compile (backward through AOTAutograd, the torch.optim step eager). Before timing, one step of
+each from the same parameters and inputs: the losses and the updated parameters are compared
+(max |diff| / max |eager|). FLOP/s count the forward and both backward passes (Paleo's
+backward-data and backward-filter FLOPs); memory: netc's training arena plus the inputs against
+the peak allocated over an eager (and compiled) step, parameters, gradients and optimizer state
+included. Results go to bench/results/gpu-train-<device>-<date>.json.
 """
 from __future__ import annotations
 
@@ -55,6 +69,9 @@ NAMED = {"alex_v2": ("paleo", "alexnet.nd"), "vgg16": ("paleo", "vgg16.nd"),
          "inception_v3": ("paleo", "inception_v3.nd"), "resnet50": ("paleo-generated", None),
          "densenet": ("paleo-generated", None)}
 OPAQUE_AS_IDENTITY = {"densenet"}
+# --train: the layer the softmax loss goes on where a network has several outputs (DenseNet's Caffe
+# Accuracy and SoftmaxWithLoss layers, identities here: the classifier's output)
+LOSS_ON = {"densenet": "SoftmaxWithLoss1"}
 # precision -> (netc compile flags, torch dtype name, TF32 in torch)
 PRECISIONS = {"bf16": (("--dtype", "bf16"), "bfloat16", False), "fp16": (("--dtype", "fp16"), "float16", False),
               "tf32": (("--tf32",), "float32", True), "f32": ((), "float32", False)}
@@ -281,6 +298,120 @@ def bench_one(name: str, precision: str, a, arch: str) -> dict:
     return row
 
 
+def training_inputs(net, seed: int) -> dict:
+    """The training step's inputs at the compiled batch (data as the reference draws it, class labels)."""
+    import torch
+    from netc.runtime.reference import random_float_input, random_labels
+    out = {}
+    for s in net.train_inputs:
+        if s.classes is not None:
+            x = random_labels(s.name, s.shape, s.classes, seed, s.dtype)
+        else:
+            x = random_float_input(s.name, s.shape, seed, torch.float64).to(s.dtype)
+        out[s.name] = x.to(net.device)
+    return out
+
+
+def kept_bytes(trainer) -> int:
+    """What an eager trainer holds between steps: its parameters and the optimizer's state (the
+    gradients are freed by zero_grad(set_to_none=True) and counted in the step's peak)."""
+    import torch
+    state = [v for st in trainer.optimizer.state.values() for v in st.values() if torch.is_tensor(v)]
+    return nbytes(trainer.params.values()) + nbytes(state)
+
+
+def eager_training_module(src: str, opaque: bool, loss_on: str | None = None):
+    """The network as an inference module with the loss `netc compile --train --loss softmax` trains."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load as load_source
+    from netc.passes.backward import append_loss
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    module = load_source(src, diag)
+    ctx = PassContext(diag=diag, phase="train")
+    PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if opaque else [])).run(module, ctx)
+    for net in module.networks():
+        append_loss(net, "softmax", diag, on=loss_on)
+    PassManager(["shape-inference"]).run(module, ctx)
+    return module
+
+
+def bench_train(name: str, a, arch: str) -> dict:
+    import torch
+    from netc.explain import layer_rows
+    from netc.runtime import load
+    from netc.runtime.eager import EagerTrainer
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    src = source_of(name)
+    opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
+    loss_on = LOSS_ON.get(name)
+    flags = (["--train", "--loss", "softmax", "--optimizer", a.optimizer] + (["--opaque-as-identity"] if opaque else [])
+             + (["--loss-on", loss_on] if loss_on else []))
+    with tempfile.TemporaryDirectory(prefix="netc-gpu-bench-") as d:
+        so = os.path.join(d, "net.so")
+        comp = compile_so(src, so, arch, flags)
+        net = load(so, seed=a.seed)
+    with net:
+        b = net.batch
+        module = eager_training_module(src, opaque, loss_on)
+        rows = layer_rows(module)
+        flops = sum(r["flops_fwd"] + r["flops_bwd_data"] + r["flops_bwd_filter"] for r in rows)
+        t = net.manifest["training"]
+        state = set(t.get("state") or []) | {p["name"] for p in net.manifest["parameters"] if "state" in p}
+        start = {k: v for k, v in net.get_params().items() if k not in state}
+        xs = training_inputs(net, a.seed)
+        row = dict(network=net.network, precision="f32", mode="train", optimizer=t["optimizer"], lr=a.lr,
+                   file=os.path.relpath(src, ROOT), batch=b, flops_step=flops, netc_compile=comp)
+
+        def trainer():
+            return EagerTrainer(module, net.network, {k: v.to("cuda") for k, v in start.items()}, t["optimizer"],
+                                device="cuda", dtype=torch.float32, frozen=t.get("frozen") or ())
+
+        eager = trainer()
+        row["eager_fallback_layers"] = eager.net.fallbacks
+        # one step each from the same parameters and inputs: the losses and the updated parameters
+        loss_netc = net.train_step(xs, a.lr, seed=a.seed)
+        loss_eager = float(eager.step(xs, a.lr))
+        after = net.get_params()
+        row["agree"] = dict(loss=abs(loss_netc - loss_eager) / max(abs(loss_eager), 1e-30),
+                            params=rel_err({k: after[k].to("cuda") for k in eager.params},
+                                           {k: v.detach() for k, v in eager.params.items()}))
+        row["netc"] = time_cuda(lambda: net.train_step(xs, a.lr, seed=a.seed, wait=False), a.warmup, a.iters)
+        row["eager"] = time_cuda(lambda: eager.step(xs, a.lr), a.warmup, a.iters)
+        resident = nbytes(xs.values())
+        row["memory"] = dict(netc_arena_bytes=t["memory"]["arena_bytes"],
+                             netc_bytes=t["memory"]["arena_bytes"] + resident,
+                             eager_bytes=peak_memory(lambda: eager.step(xs, a.lr), resident + kept_bytes(eager)))
+        del eager
+        if not a.no_torch_compile:
+            torch._dynamo.reset()
+            comp_tr = trainer()
+            comp_tr.loss = torch.compile(comp_tr.loss, mode=a.compile_mode)
+            t0 = time.perf_counter()
+            loss_c = float(comp_tr.step(xs, a.lr))
+            torch.cuda.synchronize()
+            first = time.perf_counter() - t0
+            row["agree"]["compile_loss"] = abs(loss_c - loss_eager) / max(abs(loss_eager), 1e-30)
+            row["torch_compile"] = dict(mode=a.compile_mode, first_call_s=round(first, 2),
+                                        **time_cuda(lambda: comp_tr.step(xs, a.lr), a.warmup, a.iters))
+            row["memory"]["torch_compile_bytes"] = peak_memory(lambda: comp_tr.step(xs, a.lr),
+                                                               resident + kept_bytes(comp_tr))
+            del comp_tr
+        m = row["memory"]
+        m["netc_over_eager"] = round(m["netc_bytes"] / m["eager_bytes"], 3)
+        for k in ("netc", "eager", "torch_compile"):
+            if "median_ms" in row.get(k, {}):
+                row[k]["tflops"] = round(flops / (row[k]["median_ms"] / 1e3) / 1e12, 2)
+        for k in ("eager", "torch_compile"):
+            if k in row:
+                row[f"netc_over_{k}"] = round(row["netc"]["median_ms"] / row[k]["median_ms"], 3)
+        row["images_per_s"] = {k: round(b / (row[k]["median_ms"] / 1e3), 1)
+                               for k in ("netc", "eager", "torch_compile") if "median_ms" in row.get(k, {})}
+    torch.cuda.empty_cache()
+    return row
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("nets", nargs="*", default=list(NAMED), help=", ".join(NAMED) + ", or files")
@@ -293,8 +424,13 @@ def main(argv=None) -> int:
     ap.add_argument("--tuning", metavar="FILE", help="netc autotuning results for `netc compile --tuning`")
     ap.add_argument("--opaque-as-identity", action="store_true", help="for files given by path")
     ap.add_argument("--out", metavar="FILE.json", help="default: bench/results/gpu-<device>-<date>.json")
+    ap.add_argument("--train", action="store_true", help="time a training step (f32) instead of a forward")
+    ap.add_argument("--optimizer", default="momentum", help="with --train: sgd, momentum, nesterov, adam, rmsprop")
+    ap.add_argument("--lr", type=float, default=1e-4, help="with --train: the learning rate of every step")
     a = ap.parse_args(argv)
     precisions = [p.strip() for p in a.precision.split(",") if p.strip()]
+    if a.train:
+        precisions = ["f32"]      # netc's training libraries compute in f32
     bad = [p for p in precisions if p not in PRECISIONS]
     if bad or a.iters < 50:
         raise SystemExit(f"bench/gpu.py: unknown precision {bad} (known: {', '.join(PRECISIONS)})" if bad
@@ -318,6 +454,22 @@ def main(argv=None) -> int:
     results = []
     for precision in precisions:
         for name in a.nets:
+            if a.train:
+                row = bench_train(name, a, arch)
+                tc = row.get("torch_compile")
+                print(f"{name} train step (batch {row['batch']}, {a.optimizer}): netc {row['netc']['median_ms']:.3f} ms"
+                      f", eager {row['eager']['median_ms']:.3f}"
+                      + (f", torch.compile {tc['median_ms']:.3f}" if tc else "")
+                      + (f"; netc/torch.compile {row['netc_over_torch_compile']:.2f}" if tc else "")
+                      + f"; netc/eager {row['netc_over_eager']:.2f}"
+                      + f"; memory netc/eager {row['memory']['netc_over_eager']:.2f}"
+                      + f"; agree loss {row['agree']['loss']:.1e} params {row['agree']['params']:.1e}", flush=True)
+                if peaks:
+                    for k in ("netc", "eager", "torch_compile"):
+                        if "tflops" in row.get(k, {}):
+                            row[k]["of_peak"] = round(row[k]["tflops"] * 1e12 / peaks["f32"], 4)
+                results.append(row)
+                continue
             row = bench_one(name, precision, a, arch)
             if peaks:
                 for k in ("netc", "netc_graph", "eager", "torch_compile"):
@@ -346,10 +498,18 @@ def main(argv=None) -> int:
                versions=dict(netc=__version__, torch=torch.__version__, triton=triton.__version__,
                              cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version()),
                settings=dict(iters=a.iters, warmup=a.warmup, seed=a.seed, precisions=precisions, arch=arch,
+                             train=a.train, optimizer=a.optimizer if a.train else None, lr=a.lr if a.train else None,
                              compile_mode=None if a.no_torch_compile else a.compile_mode, tuning=a.tuning,
                              cudnn_benchmark=True),
                peaks_flops=dict(datasheet=peaks, measured_matmul_8192=measured),
-               note="median of CUDA-event times per forward (inputs already on the GPU, outputs allocated by "
+               note=("median of CUDA-event times per training step (forward, backward, update; inputs on the GPU; "
+                     "netc does not wait for its loss); eager = netc.runtime.eager.EagerTrainer (autograd, torch.optim), "
+                     "torch_compile = its forward and loss compiled; netc_over_X = netc's median / X's; tflops = "
+                     "Paleo's forward + backward FLOPs / median time; memory: netc = training arena + inputs, "
+                     "eager/torch_compile = peak allocated over a step plus parameters and optimizer state; agree = "
+                     "after one step from the same parameters: loss and parameters, max |diff| / max |eager|")
+                    if a.train else
+                    "median of CUDA-event times per forward (inputs already on the GPU, outputs allocated by "
                     "each call); netc_graph: the .so's forward captured in a CUDA graph; eager = "
                     "netc.runtime.eager (the IR as functional torch, channels_last) in the precision's dtype; "
                     "netc_over_X = netc's best (plain or graph) median / X's median (below 1: netc is faster); "
@@ -358,7 +518,8 @@ def main(argv=None) -> int:
                     "agree = max |diff| / max |eager output|",
                results=results)
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    path = a.out or os.path.join(ROOT, "bench", "results", f"gpu-{slug}-{datetime.datetime.now():%Y%m%d-%H%M}.json")
+    kind = "gpu-train" if a.train else "gpu"
+    path = a.out or os.path.join(ROOT, "bench", "results", f"{kind}-{slug}-{datetime.datetime.now():%Y%m%d-%H%M}.json")
     results_file.write(path, doc, ROOT)
     return 0
 

@@ -42,12 +42,14 @@ from .train_common import (activation_derivative, check_prologue, column_sums, d
 
 
 @triton.jit
-def conv2d_grad_data_kernel(dz_ptr, w_ptr, out_ptr, y_ptr,
+def conv2d_grad_data_kernel(dz_ptr, w_ptr, out_ptr, y_ptr, yo_ptr,
                             NB, H, W, CI, OH, OW, CO, PH, PW, HJ, WJ, OFF_H, OFF_W,
                             stride_zn, stride_zh, stride_zw, stride_yn, stride_yh, stride_yw,
-                            stride_wk, stride_on, stride_oh, stride_ow, slope, out_slope,
+                            stride_won, stride_woh, stride_wow,
+                            stride_wk, stride_on, stride_oh, stride_ow, slope, out_slope, grad_slope,
                             KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
-                            PROLOGUE: tl.constexpr, ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr,
+                            PROLOGUE: tl.constexpr, ACTIVATION: tl.constexpr, EPILOGUE_GRAD: tl.constexpr,
+                            ALLOW_TF32: tl.constexpr,
                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                             GROUP_M: tl.constexpr):
     MJ = NB * HJ * WJ
@@ -109,6 +111,14 @@ def conv2d_grad_data_kernel(dz_ptr, w_ptr, out_ptr, y_ptr,
                 acc = mma(a, b, acc, ALLOW_TF32)
 
     acc = activate(acc, ACTIVATION, out_slope)
+    if EPILOGUE_GRAD != 0:
+        # dx is the gradient at the output of an activation below: store dx * act'(y) instead
+        # (rounded to dx's dtype first, as the unfused activation gradient would read it)
+        acc = acc.to(out_ptr.dtype.element_ty).to(tl.float32)
+        yo = tl.load(yo_ptr + img.to(tl.int64)[:, None] * stride_won + ih[:, None] * stride_woh
+                     + iw[:, None] * stride_wow + offs_n[None, :], mask=mask_m[:, None] & mask_n[None, :],
+                     other=0.0).to(tl.float32)
+        acc = activation_derivative(acc, yo, EPILOGUE_GRAD, grad_slope)
     o_ptrs = (out_ptr + img.to(tl.int64)[:, None] * stride_on + ih[:, None] * stride_oh + iw[:, None] * stride_ow
               + offs_n[None, :])
     tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
@@ -246,7 +256,8 @@ def _y_strides(y, code):
 
 def conv2d_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, strides=(1, 1, 1, 1), padding="SAME", *,
                      activation="none", y=None, negative_slope=0.0, epilogue_activation="none",
-                     epilogue_slope=0.0, out=None, out_channel_offset=0, out_dtype=None, allow_tf32=False,
+                     epilogue_slope=0.0, grad_activation="none", grad_y=None, grad_slope=0.0,
+                     out=None, out_channel_offset=0, out_dtype=None, allow_tf32=False,
                      block_m=None, block_n=None, block_k=None, group_m=None, num_warps=None, num_stages=None,
                      launch=True):
     """netc.conv2d_grad_data: dz [N, OH, OW, C_out] (any strides, channels contiguous), w HWIO
@@ -254,6 +265,9 @@ def conv2d_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, strides=(1,
     conv2d's (filter comes from w). Prologue: activation (+ negative_slope) and y, the fused
     activation's output: dz is then the gradient after that activation (see the module doc).
     epilogue_activation: act(dx) (a deconv2d's fused activation: deconv2d is this op).
+    grad_activation (+ grad_slope) and grad_y [N, H, W, C_in] (any strides, channels contiguous): the
+    epilogue of an activation gradient below: stores activation_grad(grad_y, dx), dx rounded to the
+    output's dtype first (the fuse pass folds that netc.activation_grad into this op's group).
 
     Writes every element of channels [out_channel_offset, +C_in) of `out` [N, H, W, C_total] when
     given (any pixel strides), else of a new tensor of `out_dtype` (default dz's). Returns that view."""
@@ -273,6 +287,8 @@ def conv2d_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, strides=(1,
     code = check_prologue(activation, y, dz, negative_slope)
     syn, syh, syw = _y_strides(y, code)
     o = channel_slice(out, (nb, h, wd, ci), out_channel_offset, out_dtype or dz.dtype, dz.device)
+    gcode = check_prologue(grad_activation, grad_y, o, grad_slope)
+    gyn, gyh, gyw = _y_strides(grad_y, gcode)
     if ci > 1 and o.stride(3) != 1:
         raise ValueError(f"out needs contiguous channels, got strides {o.stride()}")
     w2 = w.reshape(kh * kw * ci, co)
@@ -290,11 +306,13 @@ def conv2d_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, strides=(1,
     z = dummy(dz.device)
     grid = (triton.cdiv(nb * hj * wj, block_m) * triton.cdiv(ci, block_n), sh * sw)
     return finish(KernelCall(conv2d_grad_data_kernel, grid, (
-        dz, w2, o, y if code else z,
+        dz, w2, o, y if code else z, grad_y if gcode else z,
         nb, h, wd, ci, oh, ow, co, ph, pw, hj, wj, off_h, off_w,
-        dz.stride(0), dz.stride(1), dz.stride(2), syn, syh, syw,
-        w2.stride(0), o.stride(0), o.stride(1), o.stride(2), float(negative_slope), float(epilogue_slope)), dict(
+        dz.stride(0), dz.stride(1), dz.stride(2), syn, syh, syw, gyn, gyh, gyw,
+        w2.stride(0), o.stride(0), o.stride(1), o.stride(2), float(negative_slope), float(epilogue_slope),
+        float(grad_slope)), dict(
         KH=kh, KW=kw, SH=sh, SW=sw, PROLOGUE=code, ACTIVATION=activation_code(epilogue_activation),
+        EPILOGUE_GRAD=gcode,
         ALLOW_TF32=bool(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
         dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), o), launch)
 
@@ -403,10 +421,12 @@ def _rows_view(t: torch.Tensor, what: str) -> torch.Tensor:
 
 
 def inner_product_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, *, activation="none", y=None,
-                            negative_slope=0.0, out=None, out_dtype=None, allow_tf32=False, launch=True, **blocks):
+                            negative_slope=0.0, grad_activation="none", grad_y=None, grad_slope=0.0, out=None,
+                            out_dtype=None, allow_tf32=False, launch=True, **blocks):
     """netc.inner_product_grad_data: dx = dz [N, M] @ w[K, M]^T in input_shape [N, ...] (K = prod(...)),
     gemm with w's transposed view (no copy). With an activation prologue (dz = activation_grad(y, dy),
-    dz given as dy) it runs conv2d_grad_data on the 1x1 views instead. `out` must be viewable as [N, K]."""
+    dz given as dy) or epilogue (grad_activation, grad_y in input_shape: activation_grad(grad_y, dx)
+    stored) it runs conv2d_grad_data on the 1x1 views instead. `out` must be viewable as [N, K]."""
     n = int(input_shape[0])
     k = 1
     for s in input_shape[1:]:
@@ -420,12 +440,20 @@ def inner_product_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, *, a
         raise ValueError(f"out must be {list(input_shape)}, got {list(out.shape)}")
     o2 = _rows_view(out, "out")
     m = dz.shape[1]
-    if grad_prologue(activation, negative_slope):
+    epilogue = grad_prologue(grad_activation, grad_slope)
+    if grad_prologue(activation, negative_slope) or epilogue:
         if m > 1 and dz.stride(1) != 1:
             raise ValueError(f"dz needs contiguous features for the prologue path, got strides {dz.stride()}")
+        gy = None
+        if epilogue and grad_y is not None:
+            if tuple(grad_y.shape) != tuple(out.shape):
+                raise ValueError(f"grad_y {list(grad_y.shape)} must have the input's shape {list(out.shape)}")
+            gy = _rows_view(grad_y, "grad_y").view(n, 1, 1, k)
         call = conv2d_grad_data(dz.view(n, 1, 1, m), w.view(1, 1, k, m), (n, 1, 1, k), padding="VALID",
-                                activation=activation, y=y.view(n, 1, 1, m) if y is not None else None, negative_slope=negative_slope,
-                                out=o2.view(n, 1, 1, k), allow_tf32=allow_tf32, launch=False, **blocks)
+                                activation=activation, y=y.view(n, 1, 1, m) if y is not None else None,
+                                negative_slope=negative_slope, grad_activation=grad_activation, grad_y=gy,
+                                grad_slope=grad_slope, out=o2.view(n, 1, 1, k), allow_tf32=allow_tf32, launch=False,
+                                **blocks)
     else:
         call = gemm(dz, w.t(), out=o2, allow_tf32=allow_tf32, launch=False, **blocks)
     call.out = out

@@ -5,7 +5,8 @@ looks at an op's name: it asks this table. The group's first op, its *anchor*, h
 `lower` builds the group's KernelCall by calling one launcher of this package with launch=False;
 the group's other members are folded in by their own entries: `epilogue` folds a member into a
 GEMM anchor's fused epilogue (a folded batch norm, a residual add, an activation), `chain` turns
-a member into steps of an elementwise chain. A group may also start with a *prologue*: a member
+a member into steps of an elementwise chain (and, after a data gradient, an activation gradient of
+the layer below into that kernel's store). A group may also start with a *prologue*: a member
 before the anchor whose entry has `prologue` (an activation gradient before a gradient GEMM, the
 fuse pass's prologue groups): its result is never stored, the anchor reads the prologue's input
 in its place (ctx.value of the prologue's result gives that input's tensor) and passes
@@ -364,12 +365,36 @@ def _lower_dropout(ctx, members) -> KernelSpec:
 
 # --------------------------------------------------------------------------- training: gradients
 
+def _grad_epilogue(ctx, members) -> dict:
+    """The launcher keywords of a data-gradient anchor's epilogue: what each following member's
+    `epilogue` adds (an activation gradient of the layer below: grad_activation, grad_y)."""
+    kw = {}
+    prev = members[0].results[0]
+    for m in members[1:]:
+        entry = LOWERINGS.get(m.name)
+        if entry is None or entry.epilogue is None:
+            raise ValueError(f"{m.name} cannot be fused into the epilogue of {members[0].name}")
+        entry.epilogue(ctx, m, prev, kw)
+        prev = m.results[0]
+    return kw
+
+
+def _epilogue_activation_grad(ctx, op, prev, kw):
+    """An activation gradient whose dy (operand 1) is a data gradient's result: applied before the store."""
+    if op.operands[1] is not prev or op.operands[0] is prev:
+        raise ValueError(f"{op.attrs.get('name')}: only the gradient it differentiates can come from the anchor")
+    a = _attrs(op)
+    kw.update(grad_activation=a["activation"], grad_slope=float(a["negative_slope"] or 0.0),
+              grad_y=ctx.value(op.operands[0]))
+
+
 def _lower_conv2d_grad_data(ctx, members) -> KernelSpec:
     from .conv_grad import conv2d_grad_data
-    op = _single(members)
+    op = members[0]
     call = conv2d_grad_data(ctx.value(op.operands[0]), ctx.param(op, "weight"), tuple(ctx.out.shape),
                             op.attrs.get("strides", [1, 1, 1, 1]), op.attrs.get("padding", "SAME"), out=ctx.out,
-                            allow_tf32=ctx.tf32, launch=False, **ctx.prologue, **pinned(conv2d_grad_data, ctx))
+                            allow_tf32=ctx.tf32, launch=False, **ctx.prologue, **_grad_epilogue(ctx, members),
+                            **pinned(conv2d_grad_data, ctx))
     a = dict(zip(call.kernel.arg_names, call.args))
     return KernelSpec(call, a["HJ"] * a["WJ"], "BLOCK_M")
 
@@ -393,11 +418,12 @@ def _lower_bias_grad(ctx, members) -> list:
 def _lower_inner_product_grad_data(ctx, members) -> KernelSpec:
     """dx = dy @ W^T: dy [b, N], W [K, N] read transposed (a view), dx [b, K] in x's shape."""
     from .conv_grad import inner_product_grad_data
-    op = _single(members)
+    op = members[0]
+    epi = _grad_epilogue(ctx, members)
     call = inner_product_grad_data(ctx.value(op.operands[0]), ctx.param(op, "weight"), tuple(ctx.out.shape),
-                                   out=ctx.out, allow_tf32=ctx.tf32, launch=False, **ctx.prologue,
+                                   out=ctx.out, allow_tf32=ctx.tf32, launch=False, **ctx.prologue, **epi,
                                    **pinned(inner_product_grad_data, ctx))
-    if ctx.prologue:     # through conv2d_grad_data on 1x1 views: its grid's rows are the batch's
+    if ctx.prologue or epi:     # through conv2d_grad_data on 1x1 views: its grid's rows are the batch's
         a = dict(zip(call.kernel.arg_names, call.args))
         return KernelSpec(call, a["HJ"] * a["WJ"], "BLOCK_M")
     return KernelSpec(call, 1, "BLOCK_M")
@@ -729,7 +755,8 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.bias_grad": Lowering(lower=_lower_bias_grad),
     "netc.inner_product_grad_data": Lowering(lower=_lower_inner_product_grad_data),
     "netc.inner_product_grad_filter": Lowering(lower=_lower_inner_product_grad_filter),
-    "netc.activation_grad": Lowering(lower=_lower_activation_grad, prologue=_prologue_activation_grad),
+    "netc.activation_grad": Lowering(lower=_lower_activation_grad, prologue=_prologue_activation_grad,
+                                     epilogue=_epilogue_activation_grad),
     "netc.maxpool_grad": Lowering(lower=_pool_grad(True)),
     "netc.avgpool_grad": Lowering(lower=_pool_grad(False)),
     "netc.upsample2d_grad": Lowering(lower=_lower_upsample2d_grad),

@@ -137,6 +137,38 @@ def test_conv_gradients_with_activation_prologue(device, rng, act, slope):
     R.check(CG.bias_grad(dy, **kw, out=poisoned((co,), torch.float32, device), split=2, block_r=8), R.bias_grad(dz))
 
 
+@pytest.mark.parametrize("act,slope", [("relu", 0.0), ("relu", 0.1), ("sigmoid", 0.0), ("tanh", 0.0)])
+def test_data_gradients_with_activation_gradient_epilogue(device, rng, act, slope):
+    """dx of a convolution (strided, a channel slice of a wider output) and of an inner product, with
+    the activation gradient of the layer below applied before the store: activation_grad(y, dx), y
+    that activation's output; with a prologue of the layer above at the same time."""
+    n, h, w, ci, co = 2, 7, 6, 5, 6
+    wt = randn(rng, 3, 3, ci, co, device=device)
+    dz = randn(rng, n, 4, 3, co, device=device)
+    ybelow = R.activation(randn(rng, n, h, w, ci, device=device), act if not slope else "leaky_relu", slope).float()
+    want = R.activation_grad(ybelow, R.conv2d_grad_data(dz, wt, (n, h, w, ci), [1, 2, 2, 1], "SAME"), act, slope)
+    wide = poisoned((n, h, w, ci + 3), torch.float32, device)
+    dx = CG.conv2d_grad_data(dz, wt, (n, h, w, ci), [1, 2, 2, 1], "SAME", grad_activation=act, grad_y=ybelow,
+                             grad_slope=slope, out=wide, out_channel_offset=2, block_m=32, block_n=16, block_k=16)
+    R.check(dx, want)
+    assert torch.isnan(wide[..., :2]).all() and torch.isnan(wide[..., 2 + ci:]).all()
+    # and a prologue too: dz = tanh'(yabove) * dy
+    yabove = torch.tanh(randn(rng, n, 4, 3, co, device=device))
+    dx = CG.conv2d_grad_data(dz, wt, (n, h, w, ci), [1, 2, 2, 1], "SAME", activation="tanh", y=yabove,
+                             grad_activation=act, grad_y=ybelow, grad_slope=slope,
+                             out=poisoned((n, h, w, ci), torch.float32, device), block_m=32, block_n=16, block_k=16)
+    R.check(dx, R.activation_grad(ybelow, R.conv2d_grad_data(R.activation_grad(yabove, dz, "tanh"), wt,
+                                                             (n, h, w, ci), [1, 2, 2, 1], "SAME"), act, slope))
+    # the inner product's data gradient, in the input's [N, H, W, C] shape
+    wi = randn(rng, 2 * 3 * 7, 9, device=device)
+    dzi = randn(rng, 5, 9, device=device)
+    yi = R.activation(randn(rng, 5, 2, 3, 7, device=device), act if not slope else "leaky_relu", slope).float()
+    dx = CG.inner_product_grad_data(dzi, wi, (5, 2, 3, 7), grad_activation=act, grad_y=yi, grad_slope=slope,
+                                    out=poisoned((5, 2, 3, 7), torch.float32, device), block_m=16, block_n=16,
+                                    block_k=16)
+    R.check(dx, R.activation_grad(yi, R.inner_product_grad_data(dzi, wi, (5, 2, 3, 7)), act, slope))
+
+
 @pytest.mark.parametrize("dtype", HALF, ids=["bf16", "f16"])
 def test_conv_gradients_half_precision(device, rng, dtype):
     n, h, w, ci, co = 2, 7, 6, 5, 6
