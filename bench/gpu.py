@@ -112,6 +112,16 @@ def compile_so(src: str, out: str, arch: str, flags: list) -> dict:
                 tuned=f"{tuned.group(1)}/{tuned.group(2)}" if tuned else None)
 
 
+def compile_and_load(src: str, arch: str, flags: list, seed: int):
+    """`netc compile` (a fresh process: its time is the compile time) and netc.runtime.load of the
+    library with random parameters (seed), from a temporary directory."""
+    from netc.runtime import load
+    with tempfile.TemporaryDirectory(prefix="netc-gpu-bench-") as d:
+        so = os.path.join(d, "net.so")
+        comp = compile_so(src, so, arch, flags)
+        return comp, load(so, seed=seed)
+
+
 def time_cuda(fn, warmup: int, iters: int) -> dict:
     """CUDA events around each call on the current stream, after `warmup` untimed calls."""
     import torch
@@ -217,7 +227,6 @@ def bench_one(name: str, precision: str, a, arch: str) -> dict:
     from netc.explain import layer_rows
     from netc.frontend import load as load_source
     from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
-    from netc.runtime import load
     from netc.runtime.eager import EagerNet
     flags, dtype_name, tf32 = PRECISIONS[precision]
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -226,10 +235,7 @@ def bench_one(name: str, precision: str, a, arch: str) -> dict:
     src = source_of(name)
     opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
     flags = list(flags) + (["--opaque-as-identity"] if opaque else []) + (["--tuning", a.tuning] if a.tuning else [])
-    with tempfile.TemporaryDirectory(prefix="netc-gpu-bench-") as d:
-        so = os.path.join(d, "net.so")
-        comp = compile_so(src, so, arch, flags)
-        net = load(so, seed=a.seed)
+    comp, net = compile_and_load(src, arch, flags, a.seed)
     with net:
         b = net.batch
         xs = net.random_inputs(seed=a.seed)                      # the corpus batch
@@ -339,7 +345,6 @@ def eager_training_module(src: str, opaque: bool, loss_on: str | None = None):
 def bench_train(name: str, a, arch: str) -> dict:
     import torch
     from netc.explain import layer_rows
-    from netc.runtime import load
     from netc.runtime.eager import EagerTrainer
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -348,10 +353,7 @@ def bench_train(name: str, a, arch: str) -> dict:
     loss_on = LOSS_ON.get(name)
     flags = (["--train", "--loss", "softmax", "--optimizer", a.optimizer] + (["--opaque-as-identity"] if opaque else [])
              + (["--loss-on", loss_on] if loss_on else []))
-    with tempfile.TemporaryDirectory(prefix="netc-gpu-bench-") as d:
-        so = os.path.join(d, "net.so")
-        comp = compile_so(src, so, arch, flags)
-        net = load(so, seed=a.seed)
+    comp, net = compile_and_load(src, arch, flags, a.seed)
     with net:
         b = net.batch
         module = eager_training_module(src, opaque, loss_on)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -56,3 +58,15 @@ def nvidia_toolchain():
             pytest.skip(f"no executable ptxas for sm_{arch} (Triton looked for {path!r})")
         return path
     return check
+
+
+@pytest.fixture(scope="module")
+def fake(tmp_path_factory):
+    """tests/data/fake_libcuda.c built: a CUDA driver that records what a library asks of it
+    (NETC_LIBCUDA points a library at it)."""
+    if shutil.which("cc") is None:
+        pytest.skip("needs a C compiler")
+    f = tmp_path_factory.mktemp("fake") / "libcuda_fake.so"
+    src = Path(__file__).resolve().parent / "data" / "fake_libcuda.c"
+    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(f), str(src)], check=True)
+    return f

@@ -12,15 +12,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from netc.cli import main
+
+from workers import baseline, run_netc  # noqa: E402  (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -33,20 +33,7 @@ corpus = pytest.mark.skipif(not SINGA.is_dir(), reason="the shared corpus is not
 
 
 def netc(*args, env=None, timeout=120, cmd=None):
-    t0 = time.monotonic()
-    r = subprocess.run(cmd or [sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True,
-                       cwd=ROOT, env=dict(ENV, **(env or {})), timeout=timeout)
-    r.seconds = time.monotonic() - t0
-    return r
-
-
-def baseline(capsys, *args):
-    """The single-process run (--workers 1) in this process."""
-    capsys.readouterr()
-    rc = main([*map(str, args), "--workers", "1"])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return out.out
+    return run_netc(args, dict(ENV, **(env or {})), timeout, cmd)
 
 
 def same(a, b, rtol=1e-10):

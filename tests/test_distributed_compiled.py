@@ -18,7 +18,6 @@ import os
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 # the interpreter mode is fixed when netc.kernels is imported: set it at collection
@@ -30,6 +29,8 @@ import torch  # noqa: E402
 
 from netc.cli import main  # noqa: E402
 
+from workers import baseline, run_netc  # noqa: E402  (tests/workers.py)
+
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
 PALEO = ROOT.parent / "shared" / "corpus" / "paleo"
@@ -40,20 +41,7 @@ TOL = 1e-4
 
 
 def netc(*args, env=None, timeout=300):
-    t0 = time.monotonic()
-    r = subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                       env=dict(ENV, **(env or {})), timeout=timeout)
-    r.seconds = time.monotonic() - t0
-    return r
-
-
-def baseline(capsys, *args):
-    """The single-process reference run (--workers 1, float64) in this process."""
-    capsys.readouterr()
-    rc = main([*map(str, args), "--workers", "1"])
-    out = capsys.readouterr()
-    assert rc == 0, out.err
-    return out.out
+    return run_netc(args, dict(ENV, **(env or {})), timeout)
 
 
 def same(a, b, rtol=TOL):
@@ -173,15 +161,6 @@ def test_segments_and_comms_cover_the_schedule_once_in_order(src, K, train, inte
 
 
 # ------------------------------------------------------------------------------------------- rank libraries
-
-@pytest.fixture(scope="module")
-def fake(tmp_path_factory):
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler")
-    f = tmp_path_factory.mktemp("fake") / "libcuda_fake.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(f), str(ROOT / "tests/data/fake_libcuda.c")], check=True)
-    return f
-
 
 @pytest.fixture(scope="module")
 def rank_libs(tmp_path_factory):

@@ -255,15 +255,6 @@ def test_parameter_problems_are_all_reported(tiny_manifest):
 # ------------------------------------------------------------------------------------------- the library
 
 @pytest.fixture(scope="module")
-def fake(tmp_path_factory):
-    if shutil.which("cc") is None:
-        pytest.skip("needs a C compiler")
-    f = tmp_path_factory.mktemp("fake") / "libcuda_fake.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-o", str(f), str(ROOT / "tests/data/fake_libcuda.c")], check=True)
-    return f
-
-
-@pytest.fixture(scope="module")
 def built(tiny_src, tmp_path_factory):
     """tiny.so (parameters at run time), tiny_emb.so (embedded, random seed 3), tiny_file.so
     (embedded from a .safetensors file holding the seed-9 values), and the result of a compile

@@ -17,7 +17,7 @@ import pytest
 import torch
 
 from netc.runtime import native as N
-from test_native import ROOT, fake, fakegpu, module_of, netc, run_main  # noqa: F401  (fixtures)
+from test_native import ROOT, fakegpu, module_of, netc, run_main  # noqa: F401  (fixtures; `fake`: conftest.py)
 
 pytestmark = pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
 

@@ -383,11 +383,24 @@ def _named_network(module, name):
     raise NetcError(f"no network '{name}' in the module")
 
 
+
+def _scalar_role(plan, t, role: str, op, fn: str, who: str) -> dict:
+    """Where the program reads its learning rate or dropout seed (an input with that role): checked
+    to be a scalar that `fn` can write."""
+    from ..memory.plan import CONSTANT
+    if role not in ("learning_rate", "seed"):
+        raise NetcError(f"input '{t.name}' has the role '{role}', which {fn} does not feed", op.loc)
+    want = {"learning_rate": ("f32",), "seed": ("i64", "i32")}[role]
+    if t.dtype not in want or t.cls != CONSTANT or t.shape:
+        raise NetcError(f"the {role.replace('_', ' ')} input '{t.name}' is {t.dtype}{_shape(t.shape)}: {who} feeds a "
+                        f"scalar {' or '.join(want)} (train in f32)", op.loc)
+    return dict(name=t.name, offset=plan.buffers[t.buffer].offset + t.offset, bytes=t.size, dtype=t.dtype)
+
+
 def _rank_io(net, plan) -> tuple:
     """(plan tensors of a rank program's data inputs, in plan order, of any class: batch-sized or
     not; {role: {name, offset, bytes, dtype}} of its learning-rate and seed inputs, as _training_io)."""
     from ..ir.query import layer_name, network_inputs
-    from ..memory.plan import CONSTANT
     roles, data = {}, set()
     for op in network_inputs(net):
         t = plan.tensor(layer_name(op))
@@ -395,13 +408,7 @@ def _rank_io(net, plan) -> tuple:
         if role is None:
             data.add(t.name)
             continue
-        if role not in ("learning_rate", "seed"):
-            raise NetcError(f"input '{t.name}' has the role '{role}', which netc_run_segment does not feed", op.loc)
-        want = {"learning_rate": ("f32",), "seed": ("i64", "i32")}[role]
-        if t.dtype not in want or t.cls != CONSTANT or t.shape:
-            raise NetcError(f"the {role.replace('_', ' ')} input '{t.name}' is {t.dtype}{_shape(t.shape)}: a compiled "
-                            f"rank feeds a scalar {' or '.join(want)} (train in f32)", op.loc)
-        roles[role] = dict(name=t.name, offset=plan.buffers[t.buffer].offset + t.offset, bytes=t.size, dtype=t.dtype)
+        roles[role] = _scalar_role(plan, t, role, op, "netc_run_segment", "a compiled rank")
     ins = [plan.tensors[i] for i in plan.inputs if plan.tensors[i].name in data]
     for t in ins:
         if t.strides is not None:
@@ -547,7 +554,7 @@ def _training_io(net, plan) -> tuple:
     scalar inputs: the learning rate and the dropout seed). Data inputs are batch-sized; the
     learning rate must be f32 (netc_train_step takes a float)."""
     from ..ir.query import layer_name, network_inputs
-    from ..memory.plan import BATCH, CONSTANT
+    from ..memory.plan import BATCH
     data, roles = [], {}
     for op in network_inputs(net):
         t = plan.tensor(layer_name(op))
@@ -558,13 +565,7 @@ def _training_io(net, plan) -> tuple:
                                 f"other inputs ({plan.batch}): a training library takes batch-sized inputs only", op.loc)
             data.append(t)
             continue
-        if role not in ("learning_rate", "seed"):
-            raise NetcError(f"input '{t.name}' has the role '{role}', which netc_train_step does not feed", op.loc)
-        want = {"learning_rate": ("f32",), "seed": ("i64", "i32")}[role]
-        if t.dtype not in want or t.cls != CONSTANT or t.shape:
-            raise NetcError(f"the {role.replace('_', ' ')} input '{t.name}' is {t.dtype}{_shape(t.shape)}: a training "
-                            f"library feeds a scalar {' or '.join(want)} (train in f32)", op.loc)
-        roles[role] = dict(name=t.name, offset=plan.buffers[t.buffer].offset + t.offset, bytes=t.size, dtype=t.dtype)
+        roles[role] = _scalar_role(plan, t, role, op, "netc_train_step", "a training library")
     order = [plan.tensors[i].name for i in plan.inputs]
     data.sort(key=lambda t: order.index(t.name))
     return data, roles

@@ -592,6 +592,30 @@ API int netc_profile(void* h, const void* const* inputs, void* const* outputs, i
   return 0;
 }
 
+/* The first thing a training step (or segment 0) does: copy its inputs into the arena, then write the
+   learning rate and the dropout seed where the program reads them (pageable host memory: each copy
+   has read its source when the call returns). */
+static int stage_inputs(netc_net* n, CUdeviceptr* base, long long b, const netc_io* ios, int nin,
+                        const void* const* inputs, float lr, long long seed, CUstream s) {
+  for (int i = 0; i < nin; i++) {
+    const netc_io* io = &ios[i];
+    if (copy_rows(n, io_at(io, base, b), io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width,
+                  io->batched ? b : 1, s))
+      return -5;
+  }
+  n->lr_host = lr;
+  if (NETC_LR_OFF >= 0)
+    CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_LR_OFF, &n->lr_host, 4, s), "cuMemcpyHtoDAsync (lr)");
+  n->seed_host = seed;
+  if (NETC_SEED_OFF >= 0) {
+    int32_t s32 = (int32_t)seed;
+    const void* src = NETC_SEED_BYTES == 4 ? (const void*)&s32 : (const void*)&n->seed_host;
+    CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_SEED_OFF, src, NETC_SEED_BYTES, s),
+       "cuMemcpyHtoDAsync (seed)");
+  }
+  return 0;
+}
+
 API int netc_train_step(void* h, const void* const* inputs, float lr, long long seed, void* stream, float* loss_out) {
   netc_net* n = (netc_net*)h;
   if (!n) return -1;
@@ -613,24 +637,9 @@ API int netc_train_step(void* h, const void* const* inputs, float lr, long long 
   CUdeviceptr base[7];
   bases(n, base, NETC_TRAIN_DATA_OFF);
   long long b = NETC_BATCH;
-  for (int i = 0; i < NETC_NTRAIN_INPUTS; i++) {
-    const netc_io* io = &netc_train_inputs[i];
-    if (copy_rows(n, io_at(io, base, b), io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width,
-                  io->batched ? b : 1, s))
-      return -5;
-  }
-  /* pageable host memory: each copy has read its source when the call returns */
-  n->lr_host = lr;
-  if (NETC_LR_OFF >= 0)
-    CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_LR_OFF, &n->lr_host, 4, s), "cuMemcpyHtoDAsync (lr)");
-  n->seed_host = seed;
-  if (NETC_SEED_OFF >= 0) {
-    int32_t s32 = (int32_t)seed;
-    const void* src = NETC_SEED_BYTES == 4 ? (const void*)&s32 : (const void*)&n->seed_host;
-    CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_SEED_OFF, src, NETC_SEED_BYTES, s),
-       "cuMemcpyHtoDAsync (seed)");
-  }
-  int rc = launch_range(n, "netc_train_step", train.first, train.n, b, s, base, NULL);
+  int rc = stage_inputs(n, base, b, netc_train_inputs, NETC_NTRAIN_INPUTS, inputs, lr, seed, s);
+  if (rc) return rc;
+  rc = launch_range(n, "netc_train_step", train.first, train.n, b, s, base, NULL);
   if (rc) return rc;
   if (loss_out) {
     float total = 0.0f;
@@ -669,29 +678,12 @@ API int netc_run_segment(void* h, int k, const void* const* inputs, float lr, lo
   long long b = NETC_BATCH;
   if (k == 0) {
     if (NETC_SEG_NINPUTS && !inputs) { set_err(n->err, "netc_run_segment: inputs is NULL"); return -4; }
-    for (int i = 0; i < NETC_SEG_NINPUTS; i++) {
-      const netc_io* io = &NETC_SEG_INPUTS[i];
-      if (copy_rows(n, io_at(io, base, b), io->pitch, (CUdeviceptr)(uintptr_t)inputs[i], io->width, io->width,
-                    io->batched ? b : 1, s))
-        return -5;
+    if ((NETC_LR_OFF >= 0 || NETC_SEED_OFF >= 0) && n->d.copy_missing) {
+      set_err(n->err, "netc_run_segment: the CUDA driver has no %s", n->d.copy_missing);
+      return -8;
     }
-    if (NETC_LR_OFF >= 0 || NETC_SEED_OFF >= 0) {
-      if (n->d.copy_missing) {
-        set_err(n->err, "netc_run_segment: the CUDA driver has no %s", n->d.copy_missing);
-        return -8;
-      }
-      /* pageable host memory: each copy has read its source when the call returns */
-      n->lr_host = lr;
-      if (NETC_LR_OFF >= 0)
-        CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_LR_OFF, &n->lr_host, 4, s), "cuMemcpyHtoDAsync (lr)");
-      n->seed_host = seed;
-      if (NETC_SEED_OFF >= 0) {
-        int32_t s32 = (int32_t)seed;
-        const void* src = NETC_SEED_BYTES == 4 ? (const void*)&s32 : (const void*)&n->seed_host;
-        CU(n, n->d.cuMemcpyHtoDAsync(base[1] + (CUdeviceptr)NETC_SEED_OFF, src, NETC_SEED_BYTES, s),
-           "cuMemcpyHtoDAsync (seed)");
-      }
-    }
+    int rc = stage_inputs(n, base, b, NETC_SEG_INPUTS, NETC_SEG_NINPUTS, inputs, lr, seed, s);
+    if (rc) return rc;
   } else {
     (void)inputs; (void)lr; (void)seed;
   }

@@ -211,11 +211,16 @@ def _gemm_epilogue(ctx, members) -> dict:
     kw = dict(activation="none", negative_slope=0.0, allow_tf32=ctx.tf32)
     if first.attrs.get("activation", "none") not in ("none", None):
         kw["activation"] = first.attrs["activation"]
-    prev = first.results[0]
+    return _fold_epilogue(ctx, members, kw)
+
+
+def _fold_epilogue(ctx, members, kw: dict) -> dict:
+    """kw with what each member after the anchor (members[0]) adds by its entry's `epilogue`."""
+    prev = members[0].results[0]
     for m in members[1:]:
         entry = LOWERINGS.get(m.name)
         if entry is None or entry.epilogue is None:
-            raise ValueError(f"{m.name} cannot be fused into the epilogue of {first.name}")
+            raise ValueError(f"{m.name} cannot be fused into the epilogue of {members[0].name}")
         entry.epilogue(ctx, m, prev, kw)
         prev = m.results[0]
     return kw
@@ -366,17 +371,9 @@ def _lower_dropout(ctx, members) -> KernelSpec:
 # --------------------------------------------------------------------------- training: gradients
 
 def _grad_epilogue(ctx, members) -> dict:
-    """The launcher keywords of a data-gradient anchor's epilogue: what each following member's
-    `epilogue` adds (an activation gradient of the layer below: grad_activation, grad_y)."""
-    kw = {}
-    prev = members[0].results[0]
-    for m in members[1:]:
-        entry = LOWERINGS.get(m.name)
-        if entry is None or entry.epilogue is None:
-            raise ValueError(f"{m.name} cannot be fused into the epilogue of {members[0].name}")
-        entry.epilogue(ctx, m, prev, kw)
-        prev = m.results[0]
-    return kw
+    """The launcher keywords of a data-gradient anchor's epilogue (an activation gradient of the
+    layer below: grad_activation, grad_y, grad_slope)."""
+    return _fold_epilogue(ctx, members, {})
 
 
 def _epilogue_activation_grad(ctx, op, prev, kw):
