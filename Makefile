@@ -40,9 +40,14 @@ bench: install
 # README.md, "On the GPU machine", says how to use them there. Of netc's dependencies its image has
 # torch, triton, numpy, networkx, safetensors, matplotlib, pytest, hypothesis, pytest-xdist: only lark
 # is missing. Add any new dependency the image lacks here.
+# The GPU machine (Python 3.12, torch, triton, numpy, networkx, pytest, no package index) lacks these:
+# netc's lark and safetensors, and the tests' pytest-xdist and hypothesis (with what they need).
+# matplotlib and scikit-learn stay behind: their tests skip without them.
+GPU_WHEELS = "lark>=1.1.9" "safetensors>=0.4" "pytest-xdist>=3" execnet "hypothesis>=6" attrs sortedcontainers
+
 gpu-wheels: install
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-	    --platform any -d .whl "lark>=1.1.9"
+	    --platform manylinux2014_x86_64 --platform any -d .whl $(GPU_WHEELS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

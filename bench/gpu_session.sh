@@ -11,6 +11,7 @@
 #   tune       netc compile --autotune for the benchmark nets (bf16 and TF32): the tuning file
 #   bench      bench/gpu.py: .so vs eager vs torch.compile (max-autotune), bf16 and TF32
 #   bench-quick bench/gpu.py without torch.compile
+#   bench-train bench/gpu.py --train: a training step (f32) of the .so vs eager vs torch.compile
 # Environment: NETC_CORPUS (default ./shared/corpus, else ../shared/corpus), TUNING (a tuning file
 # for the bench stage), BENCH_NETS (default: the five), BENCH_ARGS (more bench/gpu.py flags).
 set -u
@@ -75,6 +76,10 @@ for stage in "$@"; do
       timeout 400 python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} --no-torch-compile \
         ${TUNING:+--tuning $TUNING} ${BENCH_ARGS:-} --out "$LOG/bench_quick.json" >"$LOG/bench_quick.log" 2>&1
       echo "bench exit $?"; grep -vE "^\s*$" "$LOG/bench_quick.log" | tail -14 ;;
+    bench-train)
+      timeout 580 python3 bench/gpu.py --train $NETS ${BENCH_ARGS:-} --out "$LOG/bench_train.json" \
+        >"$LOG/bench_train.log" 2>&1; echo "bench-train exit $?"
+      grep -vE "^\s*$" "$LOG/bench_train.log" | tail -8 ;;
     *) echo "gpu_session: unknown stage '$stage'" ;;
   esac
 done
