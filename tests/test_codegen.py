@@ -344,3 +344,19 @@ def test_group_split_where_the_plan_reuses_bytes(tmp_path):
     assert fused.fusion and fused.tensor("s").fused and fused.tensor("r").buffer != fused.tensor("c0").buffer
     low = lower_network(mod, mod.networks()[0], fused)
     assert [L.layers for L in low.launches] == [["c0"], ["c1", "s", "r"], ["out"]] and low.splits == []
+
+
+def test_kernels_compile_in_parallel_as_in_one_process(tmp_path):
+    """The cache misses compile in forked processes (NETC_COMPILE_JOBS, default the CPUs): the same
+    cubins, the same library, as one process compiling them in turn."""
+    libs = {}
+    for jobs in ("2", "1"):
+        env = dict(os.environ, NETC_CACHE_DIR=str(tmp_path / f"cache{jobs}"), NETC_COMPILE_JOBS=jobs)
+        r, _ = compile_cli("examples/lenet.nd", tmp_path / f"l{jobs}.so", "--train", env=env)
+        assert r.returncode == 0, r.stderr
+        assert "(0 from the cache)" in r.stderr
+        libs[jobs] = {p.name: p.read_bytes() for p in (tmp_path / f"cache{jobs}").glob("*.cubin")}
+    assert libs["1"] == libs["2"] and len(libs["1"]) == 27
+    env = dict(os.environ, NETC_COMPILE_JOBS="many")
+    r, _ = compile_cli("examples/lenet.nd", tmp_path / "x.so", env=env)
+    assert r.returncode == 1 and "NETC_COMPILE_JOBS must be a whole number" in r.stderr

@@ -490,8 +490,8 @@ _CUBINS: dict = {}   # cubins read from the kernel cache by this process, by key
 def _kernels_of(lows: list, arch_n: int, progress_stream) -> tuple:
     """(cubins, first launch of each) of the distinct specializations of every program's launches,
     numbering them (kernel_index) in order of first use; cubins from the lowering cache's keys or
-    compiled (cache.compile_cached)."""
-    from .cache import Progress, compile_cached
+    compiled (cache.compile_many: the cache misses in parallel)."""
+    from .cache import Progress, compile_many
     from .lowering_cache import spec_text
     distinct: dict = {}
     firsts = {}
@@ -501,14 +501,10 @@ def _kernels_of(lows: list, arch_n: int, progress_stream) -> tuple:
         firsts.setdefault(L.kernel_index, L)
     todo = [i for i in range(len(firsts)) if not hasattr(firsts[i], "cubin_key")]
     prog = Progress(len(todo), "compiling kernels", progress_stream) if todo else None
-    cubins = []
-    for i in range(len(firsts)):
-        L = firsts[i]
-        if hasattr(L, "cubin_key"):
-            cubins.append(_CUBINS[L.cubin_key])
-        else:
-            prog.step(f"{L.call.kernel.__name__} ({L.layers[0]})")
-            cubins.append(compile_cached(L.call, arch_n))
+    made = compile_many([firsts[i].call for i in todo], arch_n, prog,
+                        [f"{firsts[i].call.kernel.__name__} ({firsts[i].layers[0]})" for i in todo])
+    made = dict(zip(todo, made))
+    cubins = [made[i] if i in made else _CUBINS[firsts[i].cubin_key] for i in range(len(firsts))]
     if prog:
         prog.close()
     for L in every:

@@ -91,6 +91,66 @@ def compile_cached(call, arch: int) -> Cubin:
     return Cubin(k.name, k.cubin, k.num_warps, k.shared, k.n_params, k.params, False, time.perf_counter() - t0, key)
 
 
+_BATCH: list = []     # the calls of compile_many, inherited by its forked workers
+
+
+def _compile_index(args) -> Cubin:
+    i, arch = args
+    return compile_cached(_BATCH[i], arch)
+
+
+def compile_jobs() -> int:
+    """How many processes compile kernels at once: $NETC_COMPILE_JOBS, else the CPUs this process
+    may use (1: in this process)."""
+    v = os.environ.get("NETC_COMPILE_JOBS")
+    if v:
+        try:
+            return max(1, int(v))
+        except ValueError:
+            from ..diagnostics import NetcError
+            raise NetcError(f"NETC_COMPILE_JOBS must be a whole number (processes compiling kernels), got {v!r}") \
+                from None
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
+
+
+def compile_many(calls: list, arch: int, progress=None, labels=None) -> list:
+    """compile_cached of every call, the cache misses in parallel (compile_jobs() forked processes,
+    each compiling one specialization at a time; Triton's compiler holds the GIL for most of its
+    work, so threads would not help). Returns the Cubins in the calls' order."""
+    out: list = [None] * len(calls)
+    todo = []
+    for i, c in enumerate(calls):
+        hit = load_cached(cache_key(c, arch))
+        if hit is not None:
+            out[i] = hit
+            if progress:
+                progress.step(labels[i] if labels else c.kernel.__name__)
+        else:
+            todo.append(i)
+    jobs = min(compile_jobs(), len(todo))
+    if jobs > 1 and hasattr(os, "fork"):
+        import multiprocessing
+        global _BATCH
+        _BATCH = calls
+        try:
+            with multiprocessing.get_context("fork").Pool(jobs) as pool:
+                for i, cub in zip(todo, pool.imap(_compile_index, [(i, arch) for i in todo])):
+                    out[i] = cub
+                    if progress:
+                        progress.step(labels[i] if labels else calls[i].kernel.__name__)
+        finally:
+            _BATCH = []
+        return out
+    for i in todo:
+        if progress:
+            progress.step(labels[i] if labels else calls[i].kernel.__name__)
+        out[i] = compile_cached(calls[i], arch)
+    return out
+
+
 def _atomic_write(path: str, data: bytes):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     with os.fdopen(fd, "wb") as f:
