@@ -49,11 +49,13 @@ def pool_grad_kernel(x_ptr, dy_ptr, out_ptr,
     ow_last = (iw + PW + OFF_W) // SW - OFF_W // SW
 
     acc = tl.zeros((BLOCK_P, BLOCK_C), dtype=tl.float32)
-    for a in tl.static_range((KH + SH - 1) // SH):
+    # loops, not unrolled (tl.static_range): a 7x7 max pool at stride 1 would unroll 49 windows x 49
+    # recomputed loads -- minutes of Triton compile for ResNet-50's last pool, 0.6 s as loops
+    for a in range((KH + SH - 1) // SH):
         oh = oh_last - a
         top = oh * SH - PH                        # the window's first row
         ok_h = mask_p & (oh >= 0) & (oh < OH) & (ih - top < KH)
-        for b in tl.static_range((KW + SW - 1) // SW):
+        for b in range((KW + SW - 1) // SW):
             ow = ow_last - b
             left = ow * SW - PW
             ok = ok_h & (ow >= 0) & (ow < OW) & (iw - left < KW)
@@ -62,10 +64,10 @@ def pool_grad_kernel(x_ptr, dy_ptr, out_ptr,
                 # the window's first maximum, recomputed: is it this element?
                 best = tl.full((BLOCK_P, BLOCK_C), float("-inf"), dtype=tl.float32)
                 arg = tl.full((BLOCK_P, BLOCK_C), -1, dtype=tl.int32)
-                for dh in tl.static_range(KH):
+                for dh in range(KH):
                     hh = top + dh
                     ok_hh = ok & (hh >= 0) & (hh < H)
-                    for dw in tl.static_range(KW):
+                    for dw in range(KW):
                         ww = left + dw
                         inb = ok_hh & (ww >= 0) & (ww < W)
                         v = tl.load((x_ptr + img64 * stride_xn + hh * stride_xh + ww * stride_xw)[:, None]

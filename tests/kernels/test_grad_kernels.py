@@ -254,6 +254,7 @@ POOL_CASES = [
     (1, 6, 9, 4, 3, 1, [1, 1]),      # stride 1: up to 9 windows per element
     (1, 5, 5, 3, 2, 1, [2, 2]),      # windows with no in-bounds element
     (1, 6, 5, 4, 3, 3, "SAME"),
+    (1, 9, 8, 5, 7, 1, "SAME"),      # 7x7 at stride 1 (ResNet-50's last pool is 7x7): 49 windows per element
 ]
 
 
