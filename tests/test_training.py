@@ -29,6 +29,7 @@ from netc.runtime.reference import run_reference
 from netc.runtime.scale import scale_inputs
 from netc.runtime.train import ReferenceTrainer, check_grads
 
+
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
@@ -385,3 +386,44 @@ def test_a_printed_training_program_checks_and_trains_as_its_source(tmp_path, ca
         assert rc == 0, err
         losses.append([ln.split("loss ")[1] for ln in out.splitlines() if ln.startswith("step ")])
     assert losses[0] == losses[1] and len(losses[0]) == 3
+
+
+def test_alexnet_gradients_equal_finite_differences():
+    """AlexNet (examples/alexnet.nd at batch 2, 195x195, widths / 8, a softmax loss appended):
+    --grads against central differences of the loss, a few entries of every parameter. The loss
+    is the training program's own forward at learning rate 0 with the step's dropout seed fixed, so
+    both sides see the same masks; the gradients come from the generated gradient ops."""
+    from scaling import narrow
+    m = load(str(EXAMPLES / "alexnet.nd"))
+    scale_inputs(m, batch=2, spatial=195)
+    narrow(m, 8)
+    ctx = PassContext()
+    ctx.options["backward"] = {"loss": "softmax"}
+    PassManager(DEFAULT_PIPELINE + ["backward"]).run(m, ctx)
+    tr = ReferenceTrainer(m, seed=1)
+    feed = {k: v for k, v in tr.feed(None, lr=0.0).items() if k in ("data", "label")}
+    # inputs drawn here (seed 5): at the seed-1 inputs of `netc run` the loss has a kink (a max-pool
+    # near-tie or a ReLU at zero): conv1's and conv2's central differences there differ from the
+    # gradient -- which equals autograd's to 1e-15 -- by up to 2.4% at every h from 1e-5 to 1e-7,
+    # the signature of a difference quotient straddling two one-sided slopes
+    feed["data"] = torch.randn(feed["data"].shape, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    base = {k: v.clone() for k, v in tr.params.items()}
+    grads = tr.gradients(tr.step(feed, lr=0.0, step_seed=7))
+    assert any(op.name == "netc.dropout" for op in m.networks()[0].regions[0].ops)
+
+    def loss_at(params):
+        tr.params = params
+        return float(sum(tr.losses(tr.step(feed, lr=0.0, step_seed=7)).values()))
+
+    rng = np.random.default_rng(0)
+    h = 1e-6
+    assert len(grads) == 16
+    for name, g in grads.items():
+        for _ in range(2):
+            idx = tuple(int(rng.integers(0, s)) for s in g.shape)
+            plus = {k: v.clone() for k, v in base.items()}
+            minus = {k: v.clone() for k, v in base.items()}
+            plus[name][idx] += h
+            minus[name][idx] -= h
+            fd = (loss_at(plus) - loss_at(minus)) / (2 * h)
+            assert abs(fd - float(g[idx])) <= 1e-6 * max(1.0, abs(fd)), (name, idx, fd, float(g[idx]))
