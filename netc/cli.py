@@ -370,6 +370,16 @@ def _load(args, diag):
                 options={"singa_version": getattr(args, "singa_version", None)})
 
 
+def _load_network(args, diag):
+    """_load for `netc run`: a file that defines no network (only comments, or cut before its first
+    `network`) is an error, not a silent success."""
+    module = _load(args, diag)
+    if not module.networks() and not diag.has_errors():
+        from .diagnostics import Loc
+        raise NetcError(f"'{args.file}' defines no network to run", Loc(args.file, 1, 1))
+    return module
+
+
 def _ctx(args, diag):
     from .passes.manager import PassContext
     ctx = PassContext(diag=diag, phase=args.phase)
@@ -793,7 +803,7 @@ def cmd_run(args, diag):
         # before anything imports netc.kernels: the interpreter mode is fixed at import
         from .runtime.interp import ensure_interpreter
         ensure_interpreter()
-    module = _load(args, diag)
+    module = _load_network(args, diag)
     scaled = _scale(module, args)
     try:
         PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])).run(
@@ -841,6 +851,8 @@ def _run_workers(args, diag):
     for flag in ("compare", "profile", "check_grads"):
         if getattr(args, flag):
             raise NetcError(f"--{flag.replace('_', '-')} does not apply to --workers K")
+    if args.steps is not None and args.steps < 1:
+        raise NetcError(f"--steps takes a positive number, got {args.steps}")
     if args.interp_blocks and target != "interp":
         raise NetcError("--interp-blocks needs --target interp")
     if target != "reference":
@@ -869,7 +881,7 @@ def _run_workers(args, diag):
     else:
         dtype = torch.float32 if ref_dtype == "f32" else torch.float64
     er = D.env_rank()
-    module = _load(args, diag)
+    module = _load_network(args, diag)
     _scale(module, args) if er is None or er[0] == 0 else _scale_quietly(module, args)
     ctx = _ctx(args, diag)
     passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else []) + \
@@ -1028,7 +1040,7 @@ def _run_train(args, diag):
     ref_dtype, _ = _run_dtypes(args, "reference") if target == "reference" else ("f32", None)
     # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
     dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
-    module = _load(args, diag)
+    module = _load_network(args, diag)
     _scale(module, args)
     ctx = _ctx(args, diag)
     passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])

@@ -161,6 +161,17 @@ def test_workers_flags():
     assert r.returncode == 1 and "runs each rank's program compiled in f32" in r.stderr
     r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--interp-blocks", "large")
     assert r.returncode == 1 and "--interp-blocks needs --target interp" in r.stderr
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--train", "--steps", 0)
+    assert r.returncode == 1 and "--steps takes a positive number, got 0" in r.stderr
+
+
+def test_a_file_without_a_network(tmp_path):
+    """A file cut before its first network is an error at line 1, on one worker or several."""
+    f = tmp_path / "cut.nd"
+    f.write_text("# only a comment\n")
+    for extra in (["--reference"], ["--workers", 2], ["--workers", 2, "--target", "interp"], ["--train", "--reference"]):
+        r = netc("run", f, *extra)
+        assert r.returncode == 1 and "cut.nd:1:1: error: " in r.stderr and "defines no network to run" in r.stderr
     r = netc("run", EX / "partition_batch.nd", "--timeout", 3, "--reference")
     assert r.returncode == 1 and "--timeout applies to a run on several workers" in r.stderr
     r = netc("run", EX / "partition_location.nd", "--workers", 2)

@@ -3,6 +3,7 @@ layer names and parameter roles (no torch here, so a warm `netc compile` never i
 from __future__ import annotations
 
 import re
+from collections import deque
 
 from ..diagnostics import NetcError
 from .core import STRUCTURAL_OPS, Module, Operation, SymbolRef
@@ -71,3 +72,31 @@ def split_ref_problem(ref: str) -> str | None:
         return (f"'{ref}': the split after '@' must be 'self', 'all' or an index (0, 1, ...), "
                 f"got '{suffix}'")
     return None
+
+
+def singa_sort(nodes: list) -> list:
+    """SINGA's Graph::Sort (spec 5.8) over nodes with `srcs` and `dsts` lists: breadth first from the
+    nodes without sources, a node ready once its sources are visited -- but a node in a
+    bidirectional pair (an RBM's hidden and visible layers source each other) once its first source
+    is. The order stops short of `nodes` where they hold a cycle (the callers say so)."""
+    queue = deque(n for n in nodes if not n.srcs)
+    queued, visited, order = set(queue), set(), []
+    stalls = 0
+    while queue:
+        n = queue.popleft()
+        bi = any(n in s.srcs for s in n.srcs)
+        ready = (n.srcs[0] in visited) if (bi and len(n.srcs) > 1) else all(s in visited for s in n.srcs)
+        if ready:
+            order.append(n)
+            visited.add(n)
+            stalls = 0
+            for d in n.dsts:
+                if d not in queued:
+                    queued.add(d)
+                    queue.append(d)
+        else:
+            queue.append(n)
+            stalls += 1
+            if stalls > len(queue):
+                break
+    return order

@@ -48,11 +48,10 @@ connection layers of one name), B3 (v0.1 never bridges), B6 (partition_dim -1 be
 from __future__ import annotations
 
 import re
-from collections import deque
 
 from ..diagnostics import NetcError
 from ..ir.core import STRUCTURAL_OPS, Operation, SymbolRef, TensorType, copy_attr
-from ..ir.query import network_outputs
+from ..ir.query import network_outputs, singa_sort
 from ..ops import lookup, prod
 from ..ops.registry import ShapeError, result_dtype
 from .registry import Pass, register_pass
@@ -661,27 +660,8 @@ class _SingaLowering:
 
 
 def _sort(nodes):
-    """SINGA's Graph::Sort (spec 5.8)."""
-    queue = deque(n for n in nodes if not n.srcs)
-    queued, visited, order = set(queue), set(), []
-    stalls = 0
-    while queue:
-        n = queue.popleft()
-        bi = any(n in s.srcs for s in n.srcs)
-        ready = (n.srcs[0] in visited) if (bi and len(n.srcs) > 1) else all(s in visited for s in n.srcs)
-        if ready:
-            order.append(n)
-            visited.add(n)
-            stalls = 0
-            for d in n.dsts:
-                if d not in queued:
-                    queued.add(d)
-                    queue.append(d)
-        else:
-            queue.append(n)
-            stalls += 1
-            if stalls > len(queue):
-                break
+    """SINGA's Graph::Sort (spec 5.8) of the partitioned graph."""
+    order = singa_sort(nodes)
     if len(order) != len(nodes):
         raise NetcError(f"{len(nodes) - len(order)} node(s) of the partitioned graph cannot be ordered")
     return order

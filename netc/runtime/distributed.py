@@ -62,7 +62,8 @@ from ..ir.query import layer_name, layers, network_inputs, param_roles
 from ..ops import lookup
 from ..ops.comm import COMM_OPS
 from .params import torch_dtype
-from .reference import INT_DTYPES, _feed, _generator, _label_classes, random_float_input, random_labels, random_param
+from .reference import (INT_DTYPES, _feed, _generator, _label_classes, random_float_input, random_labels,
+                        random_param, run_op)
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -421,23 +422,7 @@ def execute_rank(net, feed: dict, ptensors: dict, comm: Comm, dtype=torch.float6
             y = comm.run(op, xs, dtype)
             values[id(op.results[0])] = named[layer_name(op)] = y
             continue
-        opdef = lookup(op.name)
-        refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
-        ps = {role: ptensors[ref.name] for role, ref in refs.items()}
-        y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
-        if opdef.side_effects:
-            for role, t in (y or {}).items():
-                dst = ptensors[refs[role].name]
-                dst.copy_(t.to(dst.dtype))
-            continue
-        ys = list(y) if len(op.results) > 1 else [y]
-        for k, (r, t) in enumerate(zip(op.results, ys)):
-            if t.is_floating_point():
-                t = t.to(dtype)
-            values[id(r)] = t
-            if len(op.results) > 1:
-                named[f"{layer_name(op)}#{k}"] = t
-        named[layer_name(op)] = values[id(op.results[0])]
+        run_op(op, values, named, ptensors, dtype)
     comm.finish()
     return named
 

@@ -215,27 +215,34 @@ def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, onl
             y = feed[_name(op)]
             values[id(op.results[0])] = named[_name(op)] = y
             continue
-        opdef = lookup(op.name)
-        refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
-        ps = {role: ptensors[ref.name] for role, ref in refs.items()}
-        y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
-        if opdef.side_effects:
-            for role, t in (y or {}).items():   # the new values of the symbols it writes
-                dst = ptensors[refs[role].name]
-                dst.copy_(t.to(dst.dtype))
-            continue
-        ys = list(y) if len(op.results) > 1 else [y]
-        for k, (r, t) in enumerate(zip(op.results, ys)):
-            if t.is_floating_point():
-                t = t.to(dtype)
-            # a mismatch is a bug in an op's reference, not the user's
-            assert tuple(t.shape) == tuple(r.type.shape), (
-                f"{op.name} '{_name(op)}': reference gives {list(t.shape)}, shape rule {list(r.type.shape)}")
-            values[id(r)] = t
-            if len(op.results) > 1:
-                named[f"{_name(op)}#{k}"] = t
-        named[_name(op)] = values[id(op.results[0])]
+        run_op(op, values, named, ptensors, dtype)
     return named
+
+
+def run_op(op, values: dict, named: dict, ptensors: dict, dtype) -> None:
+    """One compute op with its reference semantics: operands from `values` (by id of the IR value),
+    parameters from `ptensors` (an op with side effects writes its symbols' new values there, in
+    place), results into `values` and by layer name into `named` ('name#i' too for several)."""
+    opdef = lookup(op.name)
+    refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
+    ps = {role: ptensors[ref.name] for role, ref in refs.items()}
+    y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
+    if opdef.side_effects:
+        for role, t in (y or {}).items():   # the new values of the symbols it writes
+            dst = ptensors[refs[role].name]
+            dst.copy_(t.to(dst.dtype))
+        return
+    ys = list(y) if len(op.results) > 1 else [y]
+    for k, (r, t) in enumerate(zip(op.results, ys)):
+        if t.is_floating_point():
+            t = t.to(dtype)
+        # a mismatch is a bug in an op's reference, not the user's
+        assert tuple(t.shape) == tuple(r.type.shape), (
+            f"{op.name} '{_name(op)}': reference gives {list(t.shape)}, shape rule {list(r.type.shape)}")
+        values[id(r)] = t
+        if len(op.results) > 1:
+            named[f"{_name(op)}#{k}"] = t
+    named[_name(op)] = values[id(op.results[0])]
 
 
 def run_module(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,

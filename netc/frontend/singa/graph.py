@@ -6,10 +6,10 @@ spec 5.6-5.8) is the `partition` pass's (netc/passes/partition.py), which reads 
 and K the IR records; here only v0.1's inability to bridge (B3) is diagnosed, from the config."""
 from __future__ import annotations
 
-from collections import deque
 from dataclasses import dataclass, field
 
 from ...diagnostics import Diagnostic, Loc, NetcError, did_you_mean
+from ...ir.query import singa_sort
 
 from .schema import _V_LABEL, Msg
 
@@ -703,33 +703,9 @@ def _v1_partitionable(ctx: _Ctx, kept, lays):
 # Graph::Sort (spec 5.8)
 
 def _sort(ctx: _Ctx, nodes: list[_Node]) -> list[_Node]:
-    queue = deque(n for n in nodes if not n.srcs)
-    queued = set(queue)
-    visited = set()
-    order = []
-    stalls = 0
-    while queue:
-        n = queue.popleft()
-        srcs = n.srcs
-        bi = any(n in s.srcs for s in srcs)
-        if bi and len(srcs) > 1:
-            ready = srcs[0] in visited
-        else:
-            ready = all(s in visited for s in srcs)
-        if ready:
-            order.append(n)
-            visited.add(n)
-            stalls = 0
-            for d in n.dsts:
-                if d not in queued:
-                    queued.add(d)
-                    queue.append(d)
-        else:
-            queue.append(n)
-            stalls += 1
-            if stalls > len(queue):
-                break
+    order = singa_sort(nodes)
     if len(order) != len(nodes):
+        visited = set(order)
         _cycle_error(ctx, [n for n in nodes if n not in visited])
     return order
 
