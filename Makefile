@@ -37,13 +37,11 @@ bench: install
 	$(PY) bench/frontend.py
 
 # The wheels a GPU machine without network access lacks, for CPython 3.12, into .whl/ (git-ignored);
-# README.md, "On the GPU machine", says how to use them there. Of netc's dependencies its image has
-# torch, triton, numpy, networkx, safetensors, matplotlib, pytest, hypothesis, pytest-xdist: only lark
-# is missing. Add any new dependency the image lacks here.
-# The GPU machine (Python 3.12, torch, triton, numpy, networkx, pytest, no package index) lacks these:
-# netc's lark and safetensors, and the tests' pytest-xdist and hypothesis (with what they need).
-# matplotlib and scikit-learn stay behind: their tests skip without them.
-GPU_WHEELS = "lark>=1.1.9" "safetensors>=0.4" "pytest-xdist>=3" execnet "hypothesis>=6" attrs sortedcontainers
+# README.md, "On the GPU machine", says how to use them there. Its image (the device tool's KINDS.md,
+# read 2026-11-17) has torch, triton, numpy, networkx, safetensors, matplotlib, scikit-learn, pytest,
+# hypothesis and pytest-xdist (with execnet): of netc's dependencies and the tests' only lark is
+# missing. Add here any new dependency the image lacks (a carried copy of one it has would shadow it).
+GPU_WHEELS = "lark>=1.1.9"
 
 gpu-wheels: install
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

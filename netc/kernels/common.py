@@ -39,6 +39,35 @@ FLOAT_DTYPES = tuple(POINTER_TYPES)
 INTERPRETING = tl.constexpr(bool(triton.knobs.runtime.interpret))
 
 
+def _squeeze_interpreter_index():
+    """Triton 3.6's interpreter converts a scalar to a Python int (a loop bound: `range(0, n)` over a
+    runtime argument) with int(handle.data), and its scalars are 1-element 1-D arrays, which NumPy 2.4
+    and later refuse ('only 0-dimensional arrays can be converted to Python scalars'): every kernel with
+    such a loop failed. Later Triton squeezes the array first; this makes 3.6 do the same (the GPU
+    machine's image pairs Triton 3.6 with NumPy 2.5). It wraps the interpreter's per-launch patching of
+    tl.tensor, so the scope it records still restores everything after the launch."""
+    import inspect
+
+    from triton.runtime import interpreter
+    patch = getattr(interpreter, "_patch_lang_tensor", None)
+    if patch is None or getattr(patch, "netc_squeezes_index", False):
+        return
+    if list(inspect.signature(patch).parameters) != ["tensor", "scope"]:
+        return   # another interpreter layout than Triton 3.6-3.9's: leave it as it is
+
+    def patch_lang_tensor(tensor, scope):
+        patch(tensor, scope)
+        scope.set_attr(tensor, "__index__", lambda self: int(self.handle.data.reshape(-1)[0])
+                       if self.handle.data.size == 1 else int(self.handle.data))
+
+    patch_lang_tensor.netc_squeezes_index = True
+    interpreter._patch_lang_tensor = patch_lang_tensor
+
+
+if INTERPRETING:
+    _squeeze_interpreter_index()
+
+
 @triton.jit
 def activate(x, ACTIVATION: tl.constexpr, slope):
     """Apply activation ACTIVATION to an fp32 block; `slope` is leaky ReLU's negative slope."""
