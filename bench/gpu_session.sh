@@ -6,7 +6,8 @@
 # Stages (each logs to $OUT/<stage>.log, or ./gpu-logs/ when OUT is unset, and goes on if it fails):
 #   setup      install the carried wheels (.whl/, `make gpu-wheels`), print the machine and versions
 #   tests      pytest -m gpu tests/gpu (every example and Paleo net in f32, TF32, bf16, fp16), 16 workers
-#   sanitize   compute-sanitizer memcheck over one inference of AlexNet (f32 and bf16)
+#   tests-train pytest -m gpu tests/gpu/test_gpu_train.py: every training library against the reference
+#   sanitize   compute-sanitizer memcheck over one inference of AlexNet (f32 and bf16) and two training steps
 #   carried    run .so files built on a CPU-only machine (carried/*.so) with --compare
 #   tune       netc compile --autotune for the benchmark nets (bf16 and TF32): the tuning file
 #   bench      bench/gpu.py: .so vs eager vs torch.compile (max-autotune), bf16 and TF32
@@ -39,18 +40,24 @@ for stage in "$@"; do
       { nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,clocks.max.sm --format=csv
         python3 -c "import torch, triton, sys; print(sys.version.split()[0], torch.__version__, torch.version.cuda, triton.__version__, torch.cuda.get_device_name())"
         which cc gcc compute-sanitizer nvcc; nproc; } 2>&1 | tee "$LOG/setup.log" ;;
-    tests)
-      timeout 420 python3 -m pytest -q -m gpu tests/gpu -n 16 -rfEs --durations=15 -o console_output_style=classic \
-        >"$LOG/tests.log" 2>&1; echo "pytest exit $?"
-      grep -E "passed|failed|error" "$LOG/tests.log" | tail -3
-      grep -E "^(FAILED|ERROR)" "$LOG/tests.log" | head -40 ;;
+    tests|tests-train)
+      files=$([ "$stage" = tests ] && echo "tests/gpu/test_gpu.py tests/gpu/test_profile_gpu.py" \
+              || echo "tests/gpu/test_gpu_train.py")
+      timeout 480 python3 -m pytest -q -m gpu $files -n 16 -rfEs --durations=15 -o console_output_style=classic \
+        >"$LOG/$stage.log" 2>&1; echo "pytest exit $?"
+      grep -E "passed|failed|error" "$LOG/$stage.log" | tail -3
+      grep -E "^(FAILED|ERROR)" "$LOG/$stage.log" | head -40 ;;
     sanitize)
       for dt in f32 bf16; do
         python3 -m netc compile examples/alexnet.nd -o /tmp/san_$dt.so --dtype $dt 2>&1 | tail -1
         timeout 240 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
           python3 -m netc run /tmp/san_$dt.so --batch 16 >"$LOG/sanitize_$dt.log" 2>&1
         echo "memcheck alexnet $dt: exit $?"; grep -E "ERROR SUMMARY|LEAK SUMMARY" "$LOG/sanitize_$dt.log"
-      done ;;
+      done
+      python3 -m netc compile examples/alexnet.nd --train --batch 16 -o /tmp/san_train.so 2>&1 | tail -1
+      timeout 300 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
+        python3 -m netc run /tmp/san_train.so --train --steps 2 >"$LOG/sanitize_train.log" 2>&1
+      echo "memcheck alexnet training step: exit $?"; grep -E "ERROR SUMMARY|LEAK SUMMARY" "$LOG/sanitize_train.log" ;;
     carried)
       for so in carried/*.so; do
         [ -e "$so" ] || continue

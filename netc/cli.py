@@ -285,7 +285,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="where to write (default: stdout)")
     p = sub.add_parser("compile", help="compile a network to a shared library (fused Triton kernels + C launcher)")
     _common(p)
-    p.set_defaults(phase="test")
+    p.set_defaults(phase="test", batch=None)   # a Brainstorm file's B (default 1); other formats: rescaled to B
+    for a in p._actions:
+        if a.dest == "batch":
+            a.help = ("compile at batch B: every input's first axis becomes B (a Brainstorm file's B, default 1); "
+                      "default: the file's batch")
     p.add_argument("-o", "--output", required=True, metavar="NET.so",
                    help="the shared library to write (and NET.h); --target interp: a manifest .json or a directory")
     p.add_argument("--target", choices=("cuda", "interp"), default="cuda")
@@ -494,8 +498,8 @@ def _calibrated(timing, args, diag):
 
 
 def _rescale(module, args):
-    """explain --batch B: every input's batch becomes B (a Brainstorm file is read at B already)."""
-    if args.batch is None:
+    """explain/compile --batch B: every input's batch becomes B (a Brainstorm file is read at B already)."""
+    if args.batch is None or not module.networks():
         return
     from .runtime.scale import scale_inputs
     scale_inputs(module, batch=args.batch)
@@ -937,9 +941,7 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
         if args.train:
             from .ops.optim import learning_rate
             net = worker.net
-            schedule = dict(net.attrs.get("optimizer", {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
-            if args.lr is not None:
-                schedule = {"type": "fixed", "base_lr": args.lr}
+            schedule = _schedule(net.attrs.get("optimizer"), args.lr)
 
             def log(row):
                 extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
@@ -1002,12 +1004,10 @@ def _no_training_flags(args):
 def _run_train(args, diag):
     """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
     executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
-    import json
-
     import torch
     from .passes.manager import DEFAULT_PIPELINE, PassManager
     from .runtime import io
-    from .runtime.train import Dataset, ReferenceTrainer, check_grads, evaluate, fit, plot_history
+    from .runtime.train import Dataset, ReferenceTrainer, check_grads, evaluate
     target = args.target or "reference"
     if args.reference and target != "reference":
         raise NetcError("--reference and --target interp contradict each other; give one")
@@ -1080,10 +1080,7 @@ def _run_train(args, diag):
         if worst > 1e-8:
             raise NetcError(f"generated gradients differ from torch.autograd: worst relative error {worst:.3e} > 1e-8")
         return 0
-    from .ops.optim import learning_rate
-    schedule = dict(net.attrs.get("optimizer", {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
-    if args.lr is not None:
-        schedule = {"type": "fixed", "base_lr": args.lr}
+    schedule = _schedule(net.attrs.get("optimizer"), args.lr)
     if args.compare and (args.data or args.eval or args.grads or args.history or args.plot or args.output):
         raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
                         "errors; --data/--eval/--grads/--history/--plot/-o go with a training run without --compare")
@@ -1092,28 +1089,14 @@ def _run_train(args, diag):
         trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
                                 blocks=args.interp_blocks or "cuda")
         if args.compare:
-            return _compare_training(args, trainer, module, net, params, inputs or None, schedule)
+            ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
+            return _compare_training(args, trainer, ref, net, inputs or None, schedule, "on the interpreter target")
     else:
         trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
     data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
     grads = {} if args.grads else None
-    every = 1
-    if data is not None:
-        per_epoch = data.size // data.check(net)
-        total = args.steps or per_epoch * (args.epochs or 1)
-        every = max(1, total // 50)   # about 50 lines for a long run
-
-    def log(row):
-        if row["step"] % every == 0 or row["step"] == 1:
-            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
-            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
-                  flush=True)
-
-    history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
-                  inputs=inputs or None, log=log, grads_out=grads)
-    last = history[-1]
-    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{net.attrs['sym_name']}' "
-          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}): loss {history[0]['loss']:.6f} -> {last['loss']:.6f}")
+    history = _fit_and_report(args, trainer, schedule, inputs or None, data, grads, net.attrs["sym_name"],
+                              net.attrs.get("optimizer", {}).get("name", "sgd"))
     if args.eval:
         inference = _load(args, diag)
         _scale(inference, args)
@@ -1126,6 +1109,47 @@ def _run_train(args, diag):
     if args.grads:
         io.save_npz(args.grads, {k: v for k, v in grads.items()})
         sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
+    _write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
+    return 0
+
+
+def _schedule(optimizer: dict | None, lr: float | None) -> dict:
+    """The learning-rate schedule of a training run: --lr (fixed), else the file's, else 0.01 fixed."""
+    if lr is not None:
+        return {"type": "fixed", "base_lr": lr}
+    return dict((optimizer or {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
+
+
+def _fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer):
+    """Train (runtime.train.fit: --steps, or --epochs over --data) and print a line per step (about
+    50 for a long run) and the summary; returns the history."""
+    from .ops.optim import learning_rate
+    from .runtime.train import fit
+    every = 1
+    if data is not None:
+        per_epoch = data.size // trainer.data_batch(data)
+        total = args.steps or per_epoch * (args.epochs or 1)
+        every = max(1, total // 50)   # about 50 lines for a long run
+
+    def log(row):
+        if row["step"] % every == 0 or row["step"] == 1:
+            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
+            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
+                  flush=True)
+
+    history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
+                  inputs=inputs, log=log, grads_out=grads)
+    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{name}' ({optimizer}): "
+          f"loss {history[0]['loss']:.6f} -> {history[-1]['loss']:.6f}")
+    return history
+
+
+def _write_training(args, history, trainer, given, name):
+    """--history, --plot and -o of a training run: -o writes what the file gave and this program does
+    not train (another network's parameters and state), then everything the trainer holds, updated."""
+    import json
+    from .runtime import io
+    from .runtime.train import plot_history
     if args.history:
         try:
             with open(args.history, "w") as f:
@@ -1134,33 +1158,27 @@ def _run_train(args, diag):
             raise NetcError(f"cannot write '{args.history}': {e.strerror}") from None
         sys.stderr.write(f"wrote {args.history}\n")
     if args.plot:
-        _plot(args.plot, lambda path: plot_history(history, path, f"training {net.attrs['sym_name']}"))
+        _plot(args.plot, lambda path: plot_history(history, path, f"training {name}"))
     if args.output:
-        # what the file gave and this program does not train (the other network's parameters and
-        # state), then everything this program holds, updated
-        given = {**carried, **(params or {})}
         written = {**given, **{k: v for k, v in trainer.params.items()}}
         io.save_npz(args.output, written)
         sys.stderr.write(f"wrote {args.output} ({len(written)} parameters and state tensors)\n")
-    return 0
 
 
-def _compare_training(args, trainer, module, net, params, inputs, schedule):
-    """`netc run --train --target interp --compare`: every step of the compiled training program
-    (InterpTrainer) beside the float64 reference executor's step from the same parameters and state,
-    inputs, learning rate and dropout seed (runtime/interp.py compare_step): per step the max
-    relative error of the loss, of the gradients and of the parameters and state after the update;
-    exit 1 beyond the precision's tolerance. Where the gradients or parameters are beyond it but the
-    reference's gradient and update ops run on the compiled step's own forward values agree, the
-    difference is rounding of the forward crossing a discontinuity (a max-pool argmax, a ReLU at 0)
-    or Adam's eps amplifying a gradient's rounding: a warning, not a failure."""
-    import torch
+def _compare_training(args, trainer, ref, net, inputs, schedule, where):
+    """`netc run --train --compare`: every step of a compiled training program (InterpTrainer on the
+    interpreter target, or a training library's LibraryTrainer on the GPU) beside the float64
+    reference executor's step `ref` from the same parameters and state, inputs, learning rate and
+    dropout seed (runtime/interp.py compare_step): per step the max relative error of the loss, of
+    the gradients (where the trainer returns them: not a library's) and of the parameters and state
+    after the update; exit 1 beyond the precision's tolerance. Where the gradients or parameters are
+    beyond it but the reference's gradient and update ops run on the compiled step's own forward
+    values agree, the difference is rounding of the forward crossing a discontinuity (a max-pool
+    argmax, a ReLU at 0) or Adam's eps amplifying a gradient's rounding: a warning, not a failure."""
     from .ops.optim import learning_rate
     from .passes.set_dtype import precision_of
     from .runtime.compare import training_tolerance
     from .runtime.interp import compare_step
-    from .runtime.train import ReferenceTrainer
-    ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
     tol = training_tolerance(precision_of(net))
     steps = args.steps or 1
     print(f"{'step':>4s}  {'loss':>12s}  {'loss err':>9s}  {'grad err':>9s}  {'param err':>9s}  (max relative errors "
@@ -1170,13 +1188,14 @@ def _compare_training(args, trainer, module, net, params, inputs, schedule):
         row = compare_step(trainer, ref, inputs, learning_rate(schedule, k), tol)
         flag = ""
         bad = [w for w, e in (("loss", row["loss_err"]), ("gradients", row["grad_err"]), ("parameters", row["param_err"]))
-               if e > tol]
+               if e is not None and e > tol]
         if bad:
             local_ok = ("local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol
                         and row["loss_err"] <= tol)
             flag = "  rounding (see below)" if local_ok else "  FAILED"
-            msg = (f"step {row['step']}: {', '.join(bad)} beyond {tol:.0e} (gradient of '{row['grad_at']}' "
-                   f"{row['grad_err']:.3e}, '{row['param_at']}' {row['param_err']:.3e} after the update)")
+            grad = f"gradient of '{row['grad_at']}' {row['grad_err']:.3e}, " if row["grad_err"] is not None else ""
+            msg = (f"step {row['step']}: {', '.join(bad)} beyond {tol:.0e} ({grad}'{row['param_at']}' "
+                   f"{row['param_err']:.3e} after the update)")
             if local_ok:
                 notes.append(msg + f"; the reference's gradient and update ops on the compiled forward's own values "
                                    f"agree ({row['local_grad']:.1e}, {row['local_param']:.1e}): f32 rounding of the "
@@ -1184,12 +1203,13 @@ def _compare_training(args, trainer, module, net, params, inputs, schedule):
                                    f"amplified a gradient's rounding")
             else:
                 failed.append(msg)
-        print(f"{row['step']:4d}  {row['loss']:12.6f}  {row['loss_err']:9.2e}  {row['grad_err']:9.2e}  "
+        grad = f"{row['grad_err']:9.2e}" if row["grad_err"] is not None else f"{'-':>9s}"
+        print(f"{row['step']:4d}  {row['loss']:12.6f}  {row['loss_err']:9.2e}  {grad}  "
               f"{row['param_err']:9.2e}{flag}", flush=True)
     for n in notes:
         sys.stderr.write(f"netc: warning: {n}\n")
     print(f"compared {steps} training step{'s' if steps != 1 else ''} of network '{net.attrs['sym_name']}' "
-          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}) on the interpreter target: "
+          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}) {where}: "
           + ("ok" if not failed else f"{len(failed)} beyond the tolerance"))
     if failed:
         raise NetcError("the compiled training step differs from the reference: " + "; ".join(failed))
@@ -1247,7 +1267,13 @@ def _print_outputs(args, outs, failed):
 
 def _run_compiled(args):
     """`netc run NET.so`: the compiled network on the GPU (runtime.native.run_cli); with --profile,
-    its launches timed beside the cost model (netc.profile)."""
+    its launches timed beside the cost model (netc.profile); with --train, a training library's steps."""
+    if args.train:
+        return _train_compiled(args)
+    if args.check_grads:
+        raise NetcError("--check-grads checks the generated gradient ops of a network source against autograd "
+                        "(netc run FILE --check-grads); a compiled library's steps are checked by --train --compare")
+    _no_training_flags(args)
     if args.profile:
         if args.compare:
             raise NetcError("--profile times the network and --compare checks its outputs: run them separately")
@@ -1259,6 +1285,84 @@ def _run_compiled(args):
     from .runtime.native import run_cli
     outs, failed = run_cli(args)
     return _print_outputs(args, outs, failed)
+
+
+_FIXED_IN_A_LIBRARY = ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze", "loss", "loss_on",
+                       "train_network")
+
+
+def _train_compiled(args):
+    """`netc run NET.so --train`: training steps of a training library (`netc compile --train`) on
+    the GPU -- --steps N, or --epochs over --data; the learning rate of --lr or the file's schedule;
+    parameters from --params, the embedded ones or --seed -- printed as `netc run FILE --train` prints
+    them; -o writes the trained parameters and optimizer state. With --compare each step is checked
+    against the float64 reference executor's on the library's source (runtime/library_train.py)."""
+    import torch
+    from .runtime import io
+    from .runtime.library_train import LibraryTrainer, training_reference
+    from .runtime.native import load
+    from .runtime.params import read_params
+    from .runtime.train import Dataset, ReferenceTrainer
+    fixed = [f"--{f.replace('_', '-')}" for f in _FIXED_IN_A_LIBRARY if getattr(args, f, None) not in (None, [], False)]
+    if fixed:
+        raise NetcError(f"{', '.join(fixed)} {'are' if len(fixed) > 1 else 'is'} fixed when a training library is "
+                        f"compiled (netc compile --train {' '.join(fixed)}), not when it runs")
+    for flag, why in (("check_grads", "checks a network source's gradient ops (netc run FILE --check-grads)"),
+                      ("grads", "writes the gradients the reference executor computes; a library does not return "
+                                "its gradients (they show in the parameters after the update)"),
+                      ("eval", "evaluates with the reference executor on a network source; run the trained "
+                               "parameters (-o) with `netc run NET.so --params`"),
+                      ("profile", "times a forward (netc run NET.so --profile)"),
+                      ("batch", "is fixed when a library is compiled: a training step runs at the compiled batch")):
+        if getattr(args, flag, None) not in (None, False):
+            raise NetcError(f"--{flag.replace('_', '-')} does not apply to a training library's --train: it {why}")
+    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "singa_version")
+                if getattr(args, f, None)]
+    if not_here:
+        raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
+                        f"'{args.file}': a compiled network runs as it was compiled (on the GPU)")
+    for flag in ("steps", "epochs"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise NetcError(f"--{flag} takes a positive number, got {v}")
+    if args.epochs is not None and not args.data:
+        raise NetcError("--epochs counts passes over --data; without --data give --steps")
+    if args.data and (args.inputs or args.input):
+        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
+    if args.compare and (args.data or args.history or args.plot or args.output):
+        raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
+                        "errors; --data/--history/--plot/-o go with a training run without --compare")
+    if getattr(args, "source", None) and not args.compare:
+        raise NetcError("--source names the network source for --compare; give --compare too")
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
+    for k, v in io.parse_input_specs(args.input).items():
+        if k in inputs:
+            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
+        inputs[k] = v
+    given = read_params(args.params, "--params") if args.params else None
+    data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
+    with load(args.file) as net:
+        trainer = LibraryTrainer(net, seed=args.seed)
+        if given is not None:
+            net.set_params(given, seed=args.seed)      # parameters the file lacks are random (--seed)
+        elif not net.params_embedded:
+            net.set_params(seed=args.seed)
+        schedule = _schedule(trainer.optimizer, args.lr)
+        optimizer = trainer.optimizer.get("name", "sgd")
+        if args.compare:
+            module, irnet = training_reference(net, getattr(args, "source", None))
+            on = net.device if net.device is not None and net.device.type == "cuda" else "cpu"
+            ref = ReferenceTrainer(module, irnet, None, seed=args.seed, dtype=torch.float64, device=on)
+            if not inputs:   # the reference's random inputs, fed to both
+                inputs = {k: v for k, v in ref.feed(None, 0.0).items() if k in trainer.input_shapes}
+            where = f"of '{os.path.basename(args.file)}'" + (" on the GPU" if net.device is not None and
+                                                               net.device.type == "cuda" else "")
+            return _compare_training(args, trainer, ref, irnet, inputs, schedule, where)
+        history = _fit_and_report(args, trainer, schedule, inputs or None, data, None, trainer.name, optimizer)
+        _write_training(args, history, trainer, dict(given or {}), trainer.name)
+    return 0
 
 
 def _check_profile_flags(args):
@@ -1365,14 +1469,19 @@ def cmd_compile(args, diag):
         if precision is not None and (precision.get("dtype") not in (None, "f32") or precision.get("tf32")):
             raise NetcError("a training library computes in f32 for now: drop --dtype/--tf32 with --train")
         tmodule = _load(args, diag)
+        _rescale(tmodule, args)
         tctx = PassContext(diag=diag, phase="train")
         tctx.options["plan_memory"] = {"mode": "training"}
         PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
                     + training_passes(args, tctx) + ["fuse", "plan-memory"]).run(tmodule, tctx)
         train = (tmodule, tctx.notes["memory_plan"])
+        # what `netc run NET.so --train --compare` rebuilds the reference's training program with
+        train_options = dict(backward=tctx.options["backward"], optimizer=tctx.options["optimizer"],
+                             opaque_as_identity=bool(args.opaque_as_identity))
     else:
         training_passes(args, _ctx(args, diag))      # the training flags need --train
     module = _load(args, diag)
+    _rescale(module, args)
     if train is not None:
         _forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
     ctx = _ctx(args, diag)
@@ -1387,7 +1496,8 @@ def cmd_compile(args, diag):
     if packer is not None and train is not None:
         packer = _with_state_init(packer)
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
-                       embed=packer, source=_source_record(args), tuning=tuning, train=train)
+                       embed=packer, source=_source_record(args, train_options if train is not None else None),
+                       tuning=tuning, train=train)
     what = f"{r.launches} launches"
     if train is not None:
         nt = len(r.manifest["training"]["schedule"])
@@ -1427,6 +1537,7 @@ def _compile_workers(args, diag, precision):
                         f"with the default tiles, its parameters set at run time (netc run --workers K runs them)")
     os.environ.pop("TRITON_INTERPRET", None)   # AOT compilation needs real @triton.jit kernels
     module = _load(args, diag)
+    _rescale(module, args)
     ctx = _ctx(args, diag)
     if args.train:
         ctx.phase = "train"
@@ -1534,13 +1645,19 @@ def _embedded_params(args):
     return {} if args.embed_params else None
 
 
-def _source_record(args) -> dict:
-    """What `netc run NET.so --compare` needs to rebuild the reference: the source and load options."""
+def _source_record(args, training: dict | None = None) -> dict:
+    """What `netc run NET.so --compare` needs to rebuild the reference: the source and load options
+    (and a training library's backward and optimizer options)."""
     import hashlib
     with open(args.file, "rb") as f:
         digest = hashlib.sha256(f.read()).hexdigest()
-    return dict(path=os.path.abspath(args.file), sha256=digest, phase=args.phase, batch=getattr(args, "batch", None),
-                singa_version=getattr(args, "singa_version", None))
+    # batch: the load batch (a Brainstorm file's B); rescaled_batch: compile --batch B rescaled every input
+    b = getattr(args, "batch", None)
+    rec = dict(path=os.path.abspath(args.file), sha256=digest, phase=args.phase, batch=b,
+               singa_version=getattr(args, "singa_version", None), rescaled_batch=b)
+    if training is not None:
+        rec["training"] = training
+    return rec
 
 
 def _compile_interp(args, diag, precision):
@@ -1550,6 +1667,7 @@ def _compile_interp(args, diag, precision):
     from .runtime.interp import InterpProgram, ensure_interpreter
     ensure_interpreter()
     module = _load(args, diag)
+    _rescale(module, args)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])
     nets = module.networks()

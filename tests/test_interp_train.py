@@ -293,7 +293,8 @@ def test_training_library_replayed_on_the_cpu():
     import tempfile
     from netc.frontend import load
     from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
-    from netc.runtime.interp import InterpLibrary, _param_errors, _state_kinds
+    from netc.runtime.compare import param_errors, state_kinds
+    from netc.runtime.interp import InterpLibrary
     from netc.runtime.compare import relative_error
     from netc.runtime.reference import run_reference
     from netc.runtime.train import ReferenceTrainer, inference_params
@@ -320,7 +321,7 @@ def test_training_library_replayed_on_the_cpu():
         loss = lib.train_step(feed, 0.05, int(feed["seed"]))
         want = float(ref.step(None, 0.05)["loss"])
         assert abs(loss - want) <= TOL * abs(want)
-        err, at = _param_errors(lib.get_params(), ref.params, _state_kinds(tm))
+        err, at = param_errors(lib.get_params(), ref.params, state_kinds(tm))
         assert err <= TOL, (at, err)
     ins = {k: v for k, v in ref.feed(None, 0.05).items() if k in ("x", "label")}
     got = lib.forward(ins)

@@ -940,3 +940,116 @@ def test_train_step_errors_come_from_the_library(trained, built, fake, fakegpu, 
     with N.load(trained / "trainy.so", seed=0) as net:
         with pytest.raises(N.NetcRuntimeError, match="the CUDA driver has no cuMemcpyHtoDAsync_v2"):
             net.train_step({"x": torch.zeros(4, 6, 6, 3), "label": torch.zeros(4, dtype=torch.int32)}, lr=0.1)
+
+
+# ------------------------------------------------------------------------------- netc run NET.so --train
+
+def test_cli_trains_a_library(trained, fakegpu, capsys, tmp_path):
+    """`netc run NET.so --train`: --steps steps of netc_train_step with the learning rate and each
+    step's seed, printed as the reference's training is; -o writes parameters and optimizer state,
+    --history the steps. (The fake driver computes nothing: the losses are its fill pattern.)"""
+    so = trained / "trainy.so"
+    m = N.read_manifest(so)
+    t = m["training"]
+    assert m["source"]["training"] == {"backward": {"freeze": ["conv.bias"], "loss": None, "loss_on": None,
+                                                    "networks": None},
+                                       "optimizer": {"name": "momentum"}, "opaque_as_identity": False}
+    n0 = len(fakegpu())
+    assert run_main("run", so, "--train", "--steps", "3", "--lr", "0.25", "--seed", "2", "-o", tmp_path / "p.npz",
+                    "--history", tmp_path / "h.json") == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [ln.split()[:2] for ln in out[:3]] == [["step", "1"], ["step", "2"], ["step", "3"]]
+    assert out[-1].startswith("trained 3 steps of network 'trainy' (momentum): loss ")
+    log = [ln.split() for ln in fakegpu()[n0:]]
+    base = _arena(fakegpu())[0]
+    lr_at, seed_at = str(base + t["learning_rate"]["offset"]), str(base + t["seed"]["offset"])
+    assert sum(1 for c in log if c[:2] == ["htod_async", lr_at]) == 3
+    assert sum(1 for c in log if c[:2] == ["htod_async", seed_at]) == 3
+    assert struct.unpack("<f", ctypes.string_at(int(lr_at), 4))[0] == 0.25
+    assert struct.unpack("<q", ctypes.string_at(int(seed_at), 8))[0] == 2 * 1_000_003 + 2   # as the reference's 3rd
+    hist = json.loads((tmp_path / "h.json").read_text())
+    assert [h["step"] for h in hist] == [1, 2, 3] and {h["lr"] for h in hist} == {0.25}
+    with np.load(tmp_path / "p.npz") as z:
+        assert {"conv.weight", "fc.weight", "fc.weight.velocity"} <= set(z.files)
+    # --data: batches of the compiled batch, an epoch of 10 samples is 2 steps
+    np.savez(tmp_path / "d.npz", x=np.random.rand(10, 6, 6, 3).astype(np.float32),
+             label=np.random.randint(0, 10, 10).astype(np.int32))
+    assert run_main("run", so, "--train", "--data", tmp_path / "d.npz", "--epochs", "2") == 0
+    assert "trained 4 steps" in capsys.readouterr().out
+
+
+def test_cli_train_library_errors(trained, built, fakegpu, capsys, tmp_path):
+    np.savez(tmp_path / "d.npz", x=np.random.rand(10, 5, 5, 3).astype(np.float32),
+             label=np.random.randint(0, 10, 10).astype(np.int32))
+    so = trained / "trainy.so"
+    for lib, args, msg in [
+            (so, ("--train", "--optimizer", "adam"), "--optimizer is fixed when a training library is compiled"),
+            (so, ("--train", "--freeze", "fc.weight", "--loss", "softmax"), "--freeze, --loss are fixed when"),
+            (so, ("--train", "--grads", tmp_path / "g.npz"), "a library does not return its gradients"),
+            (so, ("--train", "--batch", "2"), "a training step runs at the compiled batch"),
+            (so, ("--train", "--steps", "0"), "--steps takes a positive number, got 0"),
+            (so, ("--train", "--epochs", "2"), "--epochs counts passes over --data"),
+            (so, ("--train", "--dtype", "f32"), "--dtype applies to network sources"),
+            (so, ("--train", "--compare", "-o", tmp_path / "p.npz"), "--compare runs --steps N steps"),
+            (so, ("--train", "--data", tmp_path / "d.npz"), "samples of 'x' have shape [5, 5, 3], the input takes "
+                                                            "[6, 6, 3] per sample"),
+            (so, ("--steps", "2"), "--steps applies to training: add --train"),
+            (so, ("--check-grads",), "--check-grads checks the generated gradient ops of a network source"),
+            (built / "tiny.so", ("--train",), "was compiled for inference only: compile it with `netc compile --train`")]:
+        assert run_main("run", lib, *args) == 1, args
+        err = capsys.readouterr().err
+        assert msg in err, (args, err)
+        assert "Traceback" not in err
+
+
+def test_cli_train_library_compare(trained, fakegpu, capsys, monkeypatch):
+    """--compare rebuilds the training program from the recorded source and options and checks each
+    step against the f64 reference from the library's own parameters. The fake driver computes
+    nothing: the check fails. With train_step replaced by an honest f32 step of the reference on the
+    inputs, learning rate and seed the library was given (the parameters and state it updates set back
+    into the library), it passes -- and fails again when the seed the library gets is off by one."""
+    from netc.runtime.library_train import training_reference
+    from netc.runtime.train import ReferenceTrainer
+    so = trained / "trainy.so"
+    assert run_main("run", so, "--train", "--compare", "--steps", "2") == 1
+    cap = capsys.readouterr()
+    assert "the compiled training step differs from the reference" in cap.err
+    assert "of 'trainy.so'" in cap.out and "-" in cap.out.splitlines()[1].split()   # no gradient column
+
+    def honest(shift):
+        def train_step(self, inputs, lr, seed=0, *, stream=None, wait=True):
+            module, net = training_reference(self)
+            ref = ReferenceTrainer(module, net, None, dtype=torch.float32)
+            cur = self.get_params()
+            for k, v in ref.params.items():
+                v.copy_(cur[k].reshape(v.shape).to(v.dtype))
+            named = ref.step(dict(inputs), lr, step_seed=seed + shift)
+            self.set_params({**cur, **{k: v.detach().clone() for k, v in ref.params.items()}})
+            return float(sum(float(v) for v in ref.losses(named).values()))
+        return train_step
+
+    monkeypatch.setattr(N.Net, "train_step", honest(0))
+    assert run_main("run", so, "--train", "--compare", "--steps", "2", "--lr", "0.5", "--seed", "3") == 0
+    out = capsys.readouterr().out
+    assert "compared 2 training steps of network 'trainy' (momentum) of 'trainy.so': ok" in out
+    monkeypatch.setattr(N.Net, "train_step", honest(1))     # another dropout mask than the reference's
+    assert run_main("run", so, "--train", "--compare", "--lr", "0.5", "--seed", "3") == 1
+    assert "differs from the reference" in capsys.readouterr().err
+
+
+def test_compile_at_another_batch(trained, fakegpu, capsys, monkeypatch, tmp_path):
+    """`netc compile --batch B` rescales every input to B (the training step and the forward); the
+    manifest records it and --compare rebuilds the reference at B."""
+    from netc.runtime.library_train import training_reference
+    (tmp_path / "trainy.nd").write_text(TRAINY)
+    r = netc("compile", tmp_path / "trainy.nd", "--train", "--batch", "2", "-o", tmp_path / "t2.so")
+    assert r.returncode == 0, r.stderr
+    m = N.read_manifest(tmp_path / "t2.so")
+    assert m["batch"] == m["training"]["batch"] == 2 and m["source"]["rescaled_batch"] == 2
+    assert [i["shape"][0] for i in m["training"]["inputs"]] == [2, 2]
+    with N.load(tmp_path / "t2.so", seed=0) as net:
+        module, irnet = training_reference(net)
+        assert [tuple(op.results[0].type.shape)[0] for op in irnet.regions[0].ops if op.name == "netc.input"
+                and op.attrs.get("name") in ("x", "label")] == [2, 2]
+    assert run_main("run", tmp_path / "t2.so", "--train", "--steps", "2") == 0
+    assert "trained 2 steps" in capsys.readouterr().out

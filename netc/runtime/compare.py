@@ -29,7 +29,7 @@ def training_tolerance(precision: dict) -> float:
     --target interp --compare), for the loss, the gradients and the parameters and optimizer state
     after the update alike: the network tolerance of its precision (f32: 1e-4). Gradients are
     measured against the larger of their own largest entry and 1% of the network's largest
-    (runtime/interp.py _grad_errors)."""
+    (grad_errors)."""
     return network_tolerance(precision)
 
 
@@ -37,7 +37,7 @@ def relative_error(got, ref) -> float:
     """max |got - ref| / max |ref| (inf for NaN; 0 for empty tensors)."""
     if not ref.numel():
         return 0.0
-    err = float((got.double() - ref.double()).abs().max()) / max(float(ref.double().abs().max()), 1e-30)
+    err = float((got.double().to(ref.device) - ref.double()).abs().max()) / max(float(ref.double().abs().max()), 1e-30)
     return float("inf") if err != err else err
 
 
@@ -56,3 +56,48 @@ def check_outputs(got: dict, ref: dict, precision: dict, prefix: str = "", subje
             failed.append(Diagnostic("error", f"output '{prefix}{k}' {subject or f'of the {what} network'} differs "
                                               f"from the f64 reference: max relative error {err:.3e} > {tol:.0e}"))
     return failed
+
+
+def grad_errors(got: dict, ref: dict) -> tuple:
+    """(worst relative error, its parameter) of gradients by parameter: max |g - r| over the larger of
+    max |r| and 1% of the network's largest gradient entry (a gradient that is zero in exact
+    arithmetic -- a bias before a batch norm -- is rounding noise on both sides)."""
+    big = max((float(r.double().abs().max()) for r in ref.values() if r.numel()), default=0.0)
+    worst, at = 0.0, None
+    for p, r in ref.items():
+        if not r.numel():
+            continue
+        scale = max(float(r.double().abs().max()), 1e-2 * big, 1e-30)
+        e = float((got[p].double().to(r.device) - r.double()).abs().max()) / scale
+        e = float("inf") if e != e else e
+        if e >= worst:
+            worst, at = e, p
+    return worst, at
+
+
+def param_errors(got: dict, ref: dict, kinds: dict | None = None) -> tuple:
+    """(worst relative error, its tensor) of parameters and state after an update: max |p - r| over
+    max |r|; a state tensor (kinds: name -> its `state`, e.g. velocity) over at least 1% of the
+    largest entry of its kind (the velocity of a bias before a batch norm is the rounding noise of a
+    gradient that is zero in exact arithmetic)."""
+    kinds = kinds or {}
+    big: dict = {}
+    for n, r in ref.items():
+        k = kinds.get(n)
+        if k is not None and r.numel():
+            big[k] = max(big.get(k, 0.0), float(r.double().abs().max()))
+    worst, at = 0.0, None
+    for n, r in ref.items():
+        if not r.numel():
+            continue
+        scale = max(float(r.double().abs().max()), 1e-2 * big.get(kinds.get(n), 0.0), 1e-30)
+        e = float((got[n].double().to(r.device) - r.double()).abs().max()) / scale
+        e = float("inf") if e != e else e
+        if e >= worst:
+            worst, at = e, n
+    return worst, at
+
+
+def state_kinds(module) -> dict:
+    """Each optimizer-state parameter's kind (velocity, adam_m, ...) by name."""
+    return {p.attrs["sym_name"]: p.attrs["state"] for p in module.params() if "state" in p.attrs}

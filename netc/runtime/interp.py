@@ -458,61 +458,19 @@ def reference_step_from(net, feed: dict, values: dict, params: dict, dtype=torch
     return named, ps
 
 
-def _grad_errors(got: dict, ref: dict) -> tuple:
-    """(worst relative error, its parameter) of gradients by parameter: max |g - r| over the larger of
-    max |r| and 1% of the network's largest gradient entry (a gradient that is zero in exact
-    arithmetic -- a bias before a batch norm -- is rounding noise on both sides)."""
-    big = max((float(r.double().abs().max()) for r in ref.values() if r.numel()), default=0.0)
-    worst, at = 0.0, None
-    for p, r in ref.items():
-        if not r.numel():
-            continue
-        scale = max(float(r.double().abs().max()), 1e-2 * big, 1e-30)
-        e = float((got[p].double() - r.double()).abs().max()) / scale
-        e = float("inf") if e != e else e
-        if e >= worst:
-            worst, at = e, p
-    return worst, at
-
-
-def _param_errors(got: dict, ref: dict, kinds: dict | None = None) -> tuple:
-    """(worst relative error, its tensor) of parameters and state after an update: max |p - r| over
-    max |r|; a state tensor (kinds: name -> its `state`, e.g. velocity) over at least 1% of the
-    largest entry of its kind (the velocity of a bias before a batch norm is the rounding noise of a
-    gradient that is zero in exact arithmetic)."""
-    kinds = kinds or {}
-    big: dict = {}
-    for n, r in ref.items():
-        k = kinds.get(n)
-        if k is not None and r.numel():
-            big[k] = max(big.get(k, 0.0), float(r.double().abs().max()))
-    worst, at = 0.0, None
-    for n, r in ref.items():
-        if not r.numel():
-            continue
-        scale = max(float(r.double().abs().max()), 1e-2 * big.get(kinds.get(n), 0.0), 1e-30)
-        e = float((got[n].double() - r.double()).abs().max()) / scale
-        e = float("inf") if e != e else e
-        if e >= worst:
-            worst, at = e, n
-    return worst, at
-
-
-def _state_kinds(module) -> dict:
-    return {p.attrs["sym_name"]: p.attrs["state"] for p in module.params() if "state" in p.attrs}
-
-
-def compare_step(trainer: InterpTrainer, ref: ReferenceTrainer, inputs: dict | None, lr: float,
+def compare_step(trainer, ref: ReferenceTrainer, inputs: dict | None, lr: float,
                  tol: float | None = None) -> dict:
-    """One step of both trainers from the SAME state (the reference is set to the compiled step's
+    """One step of a compiled trainer (InterpTrainer, or library_train.LibraryTrainer: a .so on the
+    GPU) and the reference from the SAME state (the reference is set to the compiled step's
     parameters and optimizer state first, so each step is compared alone and errors do not compound),
     with the same inputs, learning rate and dropout seed. Returns the step's losses and the worst
     relative errors of the loss, the gradients and the parameters and state after the update
     (compare.training_tolerances), each with the parameter it occurs at; where the gradients or the
     parameters are beyond the tolerance, also `local_grad`/`local_param`: the errors against the
     reference's gradient and update ops run on the compiled step's own forward values
-    (reference_step_from)."""
-    from .compare import relative_error
+    (reference_step_from). A trainer whose step does not return its gradients (a .so's) has
+    grad_err None: its gradients show in the parameters after the update."""
+    from .compare import grad_errors, param_errors, relative_error, state_kinds
     before = {k: v.detach().double().clone() for k, v in trainer.params.items()}
     for k, v in ref.params.items():
         v.copy_(before[k].reshape(v.shape))
@@ -522,9 +480,10 @@ def compare_step(trainer: InterpTrainer, ref: ReferenceTrainer, inputs: dict | N
     lw = sum(float(v) for v in ref.losses(want).values())
     row = dict(step=trainer.steps, lr=lr, loss=lg, ref_loss=lw,
                loss_err=max((relative_error(got[n], want[n]) for n in trainer.losses(got)), default=0.0))
-    row["grad_err"], row["grad_at"] = _grad_errors(trainer.gradients(got), ref.gradients(want))
-    row["param_err"], row["param_at"] = _param_errors(trainer.params, ref.params, _state_kinds(trainer.module))
-    if tol is not None and (row["grad_err"] > tol or row["param_err"] > tol):
+    grads = trainer.gradients(got)
+    row["grad_err"], row["grad_at"] = grad_errors(grads, ref.gradients(want)) if grads is not None else (None, None)
+    row["param_err"], row["param_at"] = param_errors(trainer.params, ref.params, state_kinds(ref.module))
+    if tol is not None and grads is not None and (row["grad_err"] > tol or row["param_err"] > tol):
         row["local_grad"], row["local_param"] = local_check(trainer, got, before)
     return row
 
@@ -532,9 +491,10 @@ def compare_step(trainer: InterpTrainer, ref: ReferenceTrainer, inputs: dict | N
 def local_check(trainer: InterpTrainer, named: dict, before: dict) -> tuple:
     """(gradient error, parameter error) of a compiled step against reference_step_from on its own
     forward values."""
+    from .compare import grad_errors, param_errors, state_kinds
     local, after = reference_step_from(trainer.net, trainer.last_feed, named, before)
-    g, _ = _grad_errors(trainer.gradients(named), {p: local[v] for p, v in trainer.net.attrs["gradients"].items()})
-    p, _ = _param_errors(trainer.params, after, _state_kinds(trainer.module))
+    g, _ = grad_errors(trainer.gradients(named), {p: local[v] for p, v in trainer.net.attrs["gradients"].items()})
+    p, _ = param_errors(trainer.params, after, state_kinds(trainer.module))
     return g, p
 
 

@@ -795,7 +795,8 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
             raise NetcInputError(f"--compare: {msg}; recompile, or pass --source {path} to compare anyway")
         sys.stderr.write(f"netc: warning: {msg}\n")
     ref = reference_outputs(net, path, inputs, seed=args.seed, phase=rec.get("phase", "test"),
-                            load_batch=rec.get("batch"), options={"singa_version": rec.get("singa_version")})
+                            load_batch=rec.get("batch"), options={"singa_version": rec.get("singa_version")},
+                            rescaled_batch=rec.get("rescaled_batch"))
     for k in outs:
         if k not in ref:
             raise NetcInputError(f"--compare: the reference of '{path}' has no output '{k}' (it has "
@@ -804,10 +805,12 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
 
 
 def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase: str = "test",
-                      load_batch: int | None = None, options: dict | None = None, device="cpu") -> dict:
+                      load_batch: int | None = None, options: dict | None = None, device="cpu",
+                      rescaled_batch: int | None = None) -> dict:
     """What `net` computes from `inputs` (b samples, by name) with the parameters it runs with
     (net.params()), computed by the f64 reference executor on the network's source `path` (loaded
-    with `load_batch`/`options`, run through the default pipeline in `phase`), on `device`.
+    with `load_batch`/`options`, its inputs rescaled to `rescaled_batch` where the library was compiled
+    with --batch, run through the default pipeline in `phase`), on `device`.
 
     The reference runs at the compiled batch, the samples past b zeros, and batched outputs are cut
     to their first b samples, as the .so's; except when an output has no batch axis (a loss: the
@@ -823,9 +826,9 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     diag = DiagnosticEngine()
     module = load_source(path, diag, load_batch or 1, options=options)
     try:
-        if scaled:
+        if scaled or rescaled_batch:   # the call's b samples, or the batch `netc compile --batch B` compiled at
             from .scale import scale_inputs
-            scale_inputs(module, batch=b)
+            scale_inputs(module, batch=b if scaled else rescaled_batch)
         PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase=phase))
         if diag.has_errors():
             raise NetcError(diag.diagnostics[:])

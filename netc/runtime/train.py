@@ -99,6 +99,10 @@ class ReferenceTrainer:
     def losses(self, named: dict) -> dict:
         return {n: named[n] for n in self.net.attrs.get("losses", [])}
 
+    def data_batch(self, data: "Dataset") -> int:
+        """fit's check of a Dataset against this program's data inputs: their batch size."""
+        return data.check(self.net)
+
     def gradients(self, named: dict) -> dict:
         """Each trainable parameter's gradient from a step's values, by parameter name."""
         return {p: named[v] for p, v in self.net.attrs["gradients"].items()}
@@ -179,22 +183,27 @@ class Dataset:
 
     def check(self, net: Operation) -> int:
         """The network's batch size, after checking that the arrays fit its data inputs."""
-        ins = data_inputs(net)
-        names = [layer_name(op) for op in ins]
+        return self.check_shapes({layer_name(op): tuple(op.results[0].type.shape) for op in data_inputs(net)},
+                                 net.attrs.get("sym_name"))
+
+    def check_shapes(self, shapes: dict, network: str) -> int:
+        """The batch size of data inputs of these shapes (by name, batch first), after checking that
+        the arrays fit them."""
+        names = list(shapes)
         missing = [n for n in names if n not in self.arrays]
         if missing:
             raise NetcError(f"{self.what}: no array for input{'s' if len(missing) > 1 else ''} "
-                            f"{', '.join(map(repr, missing))} of network '{net.attrs.get('sym_name')}' (arrays: "
+                            f"{', '.join(map(repr, missing))} of network '{network}' (arrays: "
                             f"{', '.join(self.arrays)})")
         extra = [k for k in self.arrays if k not in names]
         if extra:
             raise NetcError(f"{self.what}: array '{extra[0]}' feeds no input (inputs: {', '.join(names)})")
         batch = None
-        for op in ins:
-            shape = tuple(op.results[0].type.shape)
-            got = tuple(self.arrays[layer_name(op)].shape[1:])
+        for name, shape in shapes.items():
+            shape = tuple(shape)
+            got = tuple(self.arrays[name].shape[1:])
             if not shape or got != shape[1:]:
-                raise NetcError(f"{self.what}: samples of '{layer_name(op)}' have shape {list(got)}, the input takes "
+                raise NetcError(f"{self.what}: samples of '{name}' have shape {list(got)}, the input takes "
                                 f"{list(shape[1:])} per sample ({list(shape)} per batch)")
             batch = shape[0] if batch is None else batch
         if self.size < batch:
@@ -224,7 +233,7 @@ def fit(trainer: ReferenceTrainer, lr_at, steps: int | None = None, epochs: int 
     log(row) after every step; grads_out, when given, receives the first step's gradients.
     Returns the history: one {"step", "epoch", "lr", "loss", <each loss>} per step."""
     history = []
-    batch = data.check(trainer.net) if data is not None else None
+    batch = trainer.data_batch(data) if data is not None else None
 
     def one(feed, epoch):
         k = trainer.steps

@@ -71,7 +71,7 @@ def reference_of(src, net, inputs):
     from netc.runtime.native import reference_outputs
     rec = net.manifest.get("source") or {}
     return reference_outputs(net, str(src), inputs, phase=rec.get("phase", "test"), load_batch=rec.get("batch"),
-                             device="cuda")
+                             device="cuda", rescaled_batch=rec.get("rescaled_batch"))
 
 
 def rel_err(a, r) -> float:
