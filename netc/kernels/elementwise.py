@@ -290,8 +290,17 @@ def shifted_copy_kernel(x_ptr, out_ptr, NUMEL, D0, D1, D2, D3, D4, D5,
     tl.store(out_ptr + dst, v.to(out_ptr.dtype.element_ty), mask=mask)
 
 
+# copies move bytes of any dtype a network holds: floats, and integer class labels (a partitioned
+# training program gathers its label shards like any other tensor)
+COPY_DTYPES = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64)
+
+
 def _shifted_copy(x, out_shape, dim, lo, hi, shift, out, out_dtype, block, num_warps, launch):
-    check_float(x, "x")
+    if x.dtype not in COPY_DTYPES:
+        raise TypeError(f"x must be float32, float16, bfloat16, int32 or int64, got {x.dtype}")
+    if (out_dtype or (out.dtype if out is not None else x.dtype)).is_floating_point != x.dtype.is_floating_point:
+        raise TypeError(f"a copy does not convert between integers and floats ({x.dtype} into "
+                        f"{out_dtype or out.dtype})")
     r = len(out_shape)
     if r > MAX_RANK or r == 0:
         raise ValueError(f"copies support ranks 1 to {MAX_RANK}, got {r}")

@@ -199,6 +199,13 @@ def copy_spec(ctx, src, dst) -> KernelSpec:
         # rows of the common leading dimension (the batch, in a rank's program maybe another)
         n = src.shape[0] if src.dim() and dst.dim() and src.shape[0] == dst.shape[0] else ctx.batch
         src, dst = as_rows(src, n), as_rows(dst, n)
+    if not src.dtype.is_floating_point:
+        # integers (class labels a partitioned program gathers) are copied as they are, not through
+        # the chain's f32 arithmetic
+        from .elementwise import narrow
+        pin = {k: v for k, v in ctx.pin.items() if k in ("block", "num_warps")}
+        return KernelSpec(narrow(src, 0, 0, src.shape[0], out=dst, launch=False, **pin), src.numel() // ctx.batch,
+                          "BLOCK")
     return KernelSpec(elementwise_chain(src, [], out=dst, launch=False, **ctx.pin), src.numel() // ctx.batch, "BLOCK")
 
 

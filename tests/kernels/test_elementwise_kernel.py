@@ -97,3 +97,21 @@ def test_encoding_and_limits(device, rng):
         E.encode_chain(x, ["gelu"])
     # an empty chain is a copy
     R.check(E.elementwise_chain(x, [], out=poisoned_like(x)), x.double())
+
+
+@pytest.mark.parametrize("dtype", [torch.int32, torch.int64])
+def test_integer_copies_are_exact(device, dtype):
+    """Integer tensors (class labels a partitioned program gathers) are copied bit for bit, also past
+    2^24 where a float32 round trip would round; into a strided slice, and never converted to floats."""
+    from netc.kernels.lowering import copy_spec
+
+    class Ctx:
+        batch, pin = 4, {}
+    big = 2 ** 30 + 1 if dtype == torch.int32 else 2 ** 53 + 1
+    src = torch.tensor([[big, -7, 3], [0, big - 2, 1], [5, 6, 7], [8, 9, -big]], dtype=dtype, device=device)
+    buf = torch.full((4, 5), -1, dtype=dtype, device=device)
+    spec = copy_spec(Ctx(), src, buf[:, 1:4])
+    spec.call.launch()
+    assert torch.equal(buf[:, 1:4], src) and (buf[:, 0] == -1).all() and (buf[:, 4] == -1).all()
+    with pytest.raises(TypeError, match="does not convert between integers and floats"):
+        E.narrow(src, 0, 0, 4, out=torch.zeros(4, 3, device=device))
