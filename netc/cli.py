@@ -767,7 +767,7 @@ def _emit(text: str, output: str) -> int:
 def cmd_run(args, diag):
     import torch
     from .passes.manager import DEFAULT_PIPELINE, PassManager
-    from .runtime import io, run_module
+    from .runtime import run_module
     from .runtime.native import is_compiled
     _check_profile_flags(args)
     if is_compiled(args.file):
@@ -817,11 +817,7 @@ def cmd_run(args, diag):
         if scaled and errors:
             errors[0].note(f"the inputs were scaled ({scaled}) before shape inference")
         raise
-    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
-    for k, v in io.parse_input_specs(args.input).items():
-        if k in inputs:
-            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
-        inputs[k] = v
+    inputs = _given_inputs(args)
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
     if params:
@@ -930,8 +926,7 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
 
     from .runtime import distributed as D
     from .runtime import io
-    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
-    inputs.update(io.parse_input_specs(args.input))
+    inputs = _given_inputs(args)
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
     library = _rank_library(module, args, rank, world) if target == "cuda" else None
@@ -1027,16 +1022,7 @@ def _run_train(args, diag):
                                 f"training step on the CPU)")
     if args.profile:
         raise NetcError("--profile does not apply to --train")
-    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
-        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
-    for flag in ("steps", "epochs"):
-        v = getattr(args, flag)
-        if v is not None and v < 1:
-            raise NetcError(f"--{flag} takes a positive number, got {v}")
-    if args.epochs is not None and not args.data:
-        raise NetcError("--epochs counts passes over --data; without --data give --steps")
-    if args.data and (args.inputs or args.input):
-        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
+    _check_training_run(args)
     ref_dtype, _ = _run_dtypes(args, "reference") if target == "reference" else ("f32", None)
     # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
     dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
@@ -1051,8 +1037,7 @@ def _run_train(args, diag):
                         f"train one at a time with --network NAME (networks sharing parameters train alternately: "
                         f"-o after one, --params before the next)")
     net = nets[0]
-    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
-    inputs.update(io.parse_input_specs(args.input))
+    inputs = _given_inputs(args)
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
     carried = {}
@@ -1111,6 +1096,32 @@ def _run_train(args, diag):
         sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
     _write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
     return 0
+
+
+def _given_inputs(args) -> dict:
+    """`netc run`'s --inputs IN.npz and --input NAME=PATH.npy, by name (a name given twice is an error)."""
+    from .runtime import io
+    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
+    for k, v in io.parse_input_specs(args.input).items():
+        if k in inputs:
+            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
+        inputs[k] = v
+    return inputs
+
+
+def _check_training_run(args):
+    """The flags of a training run, a source's or a library's: --plot's format, --steps/--epochs
+    positive, --epochs with --data, --data or --inputs."""
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+    for flag in ("steps", "epochs"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise NetcError(f"--{flag} takes a positive number, got {v}")
+    if args.epochs is not None and not args.data:
+        raise NetcError("--epochs counts passes over --data; without --data give --steps")
+    if args.data and (args.inputs or args.input):
+        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
 
 
 def _schedule(optimizer: dict | None, lr: float | None) -> dict:
@@ -1321,26 +1332,13 @@ def _train_compiled(args):
     if not_here:
         raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
                         f"'{args.file}': a compiled network runs as it was compiled (on the GPU)")
-    for flag in ("steps", "epochs"):
-        v = getattr(args, flag)
-        if v is not None and v < 1:
-            raise NetcError(f"--{flag} takes a positive number, got {v}")
-    if args.epochs is not None and not args.data:
-        raise NetcError("--epochs counts passes over --data; without --data give --steps")
-    if args.data and (args.inputs or args.input):
-        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
+    _check_training_run(args)
     if args.compare and (args.data or args.history or args.plot or args.output):
         raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
                         "errors; --data/--history/--plot/-o go with a training run without --compare")
     if getattr(args, "source", None) and not args.compare:
         raise NetcError("--source names the network source for --compare; give --compare too")
-    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
-        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
-    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
-    for k, v in io.parse_input_specs(args.input).items():
-        if k in inputs:
-            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
-        inputs[k] = v
+    inputs = _given_inputs(args)
     given = read_params(args.params, "--params") if args.params else None
     data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
     with load(args.file) as net:
