@@ -23,7 +23,7 @@ later tuning run on the same device replaces its entry).
 The tuner (tune_network) lowers every distinct specialization onto a real device arena laid out
 exactly as the memory plan (the plan's offsets, pitches and channel slices; values random but
 finite), launches each candidate through Triton's JIT and times it with CUDA events (median of
-`reps` after `warmup`); candidates the launcher rejects or the GPU cannot run (too much shared
+`reps` after `warmup`; a split-K candidate's two kernels together); candidates the launcher rejects or the GPU cannot run (too much shared
 memory) are skipped. Losses (one program, data-dependent reads) and softmax are not tuned.
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..diagnostics import NetcError
 from . import _const_region
 from .tuning_file import TUNED_KERNELS
-from .lower import TORCH_DTYPES, _pin_of, lower_network, lower_once, tuning_key  # noqa: F401 (tuning_key: API)
+from .lower import TORCH_DTYPES, _pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
 
 
 # (block_m, block_n, block_k, num_warps, num_stages): shapes of Triton's matmul tuning practice,
@@ -49,6 +49,20 @@ def _p2(n: int) -> int:
     while p < n:
         p *= 2
     return p
+
+
+# split-K: worth trying where the output's tiles leave most of the GPU's SMs (132 on an H100) idle
+_SMS = 132
+
+
+def split_ks(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> list:
+    """The split-K factors to try for an [m, k] @ [k, n] product in bm x bn x bk tiles: where the
+    tiles are fewer than the SMs, 2, 4, 8 and 16 while each chunk keeps at least 4 K steps and the
+    programs stay within 4 waves."""
+    tiles = -(-m // bm) * -(-n // bn)
+    if tiles >= _SMS:
+        return []
+    return [s for s in (2, 4, 8, 16) if k >= 4 * bk * s and tiles * s <= 4 * _SMS]
 
 
 def sizes_of(call) -> dict:
@@ -82,6 +96,8 @@ def candidates(call) -> list:
             if "flat_k" in default:
                 cfg["flat_k"] = default["flat_k"]
             out.append(cfg)
+            if name == "gemm_kernel":
+                out += [dict(cfg, split=s) for s in split_ks(m, n, kk, bm, bn, bk)]
     elif name in ("pool2d_kernel", "lrn_kernel"):
         c = a["C"]
         for bp in (16, 32, 64, 128):
@@ -115,6 +131,15 @@ class _ArenaPlacements:
         self.plan, self.arena, self.const_region = plan, arena, const_region
         self.batch = plan.batch
         self.by_tensor = {}
+        self._workspace = None
+
+    def workspace(self, numel: int):
+        """fp32 scratch of a two-stage kernel (split-K) beside the arena, grown as needed."""
+        import torch
+        numel = max(int(numel), 1)
+        if self._workspace is None or self._workspace.numel() < numel:
+            self._workspace = torch.empty(numel, dtype=torch.float32, device=self.arena.device)
+        return self._workspace[:numel]
 
     def meta(self, t):
         from ..memory.plan import BATCH, CONSTANT, row_major
@@ -199,9 +224,9 @@ def tune_network(module, net, plan, *, device="cuda", warmup: int = 5, reps: int
         results = []
         for cfg in cands:
             try:
-                call, _, _ = lower_once(members, plan, tensors, pl, dict(cfg), tf32, copy)
+                calls = [c for c, _, _ in lower_calls(members, plan, tensors, pl, dict(cfg), tf32, copy)]
                 fill()
-                us = timer(call.launch)
+                us = timer(lambda: [c.launch() for c in calls])     # every kernel of the group (split-K: two)
             except Exception as e:   # noqa: BLE001 - a launcher's refusal, a compile error, too much shared memory
                 results.append((float("inf"), cfg, f"{type(e).__name__}: {str(e)[:200]}"))
                 continue

@@ -13,7 +13,7 @@ FORMAT, VERSION = "netc-tuning", 1
 # launcher keywords a config may hold, and their allowed values
 CONFIG_KEYS = {"block_m": (16, 512), "block_n": (16, 512), "block_k": (16, 512), "group_m": (1, 64),
                "block": (32, 2 ** 16), "block_p": (1, 4096), "block_c": (1, 4096), "flat_k": None,
-               "num_warps": (1, 32), "num_stages": (1, 8)}
+               "split": (1, 64), "num_warps": (1, 32), "num_stages": (1, 8)}
 # the kernels tuning configures (softmax and the losses keep their one configuration)
 TUNED_KERNELS = ("gemm_kernel", "conv2d_kernel", "pool2d_kernel", "lrn_kernel", "elementwise_kernel")
 

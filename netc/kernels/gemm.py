@@ -3,6 +3,12 @@ and anything else codegen lowers to a matrix product.
 
 A [M, K], B [K, N], C [M, N] and the residual [M, N] may have any strides (C may be a column slice
 of a wider buffer: zero-copy concatenation). Accumulation is fp32; inputs fp32, fp16 or bf16.
+
+Split-K (split > 1, chosen by tuning): where the output has few tiles and K is long (a fully
+connected layer at a small batch: VGG's fc6 is [B, 25088] @ [25088, 4096]), one program per tile
+leaves most of the GPU idle. Then the K range is cut into `split` chunks: gemm_kernel computes each
+(tile, chunk) into an fp32 workspace [split, M, N], and gemm_split_reduce_kernel adds a tile's
+chunks in order (deterministic: no atomics) and applies the epilogue.
 """
 from __future__ import annotations
 
@@ -20,11 +26,16 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
                 slope,
                 HAS_BIAS: tl.constexpr, HAS_AFFINE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                 RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr,
-                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+                BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
+                SPLIT: tl.constexpr):
     # grouped ordering: GROUP_M row-blocks share each column block while it is hot in L2
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
+    if SPLIT > 1:   # split-major: program pid_s * tiles + t computes chunk pid_s of tile t
+        tiles = num_pid_m * num_pid_n
+        pid_s = pid // tiles
+        pid = pid % tiles
     width = GROUP_M * num_pid_n
     group = pid // width
     first_m = group * GROUP_M
@@ -41,19 +52,66 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        mask_k = offs_k < K - k0
-        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-        acc = mma(a, b, acc, ALLOW_TF32)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    if SPLIT > 1:
+        # chunk pid_s of K (whole BLOCK_K steps), into row block pid_s of the [SPLIT * M, N] workspace
+        chunk = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
+        k_lo = pid_s * chunk
+        k_hi = tl.minimum(K, k_lo + chunk)
+        a_ptrs += k_lo * stride_ak
+        b_ptrs += k_lo * stride_bk
+        for k0 in range(k_lo, k_hi, BLOCK_K):
+            mask_k = offs_k < k_hi - k0
+            a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            acc = mma(a, b, acc, ALLOW_TF32)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+        w_ptrs = c_ptr + (pid_s * M + offs_m)[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(w_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])
+    else:
+        for k0 in range(0, K, BLOCK_K):
+            mask_k = offs_k < K - k0
+            a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+            acc = mma(a, b, acc, ALLOW_TF32)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
 
+        acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                       stride_rm, stride_rn, slope,
+                       HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
+        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+@triton.jit
+def gemm_split_reduce_kernel(w_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                             M, N, stride_cm, stride_cn, stride_rm, stride_rn, slope,
+                             HAS_BIAS: tl.constexpr, HAS_AFFINE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                             RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr,
+                             BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, SPLIT: tl.constexpr):
+    """Split-K's second stage: C = epilogue(sum over s of W[s]), W the [SPLIT * M, N] fp32 workspace
+    (row-major), the chunks added in order."""
+    pid = tl.program_id(0)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    offs_m = ((pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
+    offs_n = (pid % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask_m = offs_m < M
+    mask_n = offs_n < N
+    mask = mask_m[:, None] & mask_n[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in tl.static_range(SPLIT):
+        acc += tl.load(w_ptr + (s * M + offs_m)[:, None] * N + offs_n[None, :], mask=mask, other=0.0)
     acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
                    stride_rm, stride_rn, slope,
                    HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
-    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn, acc.to(c_ptr.dtype.element_ty),
+             mask=mask)
+
+
+def gemm_workspace(M: int, N: int, split: int) -> int:
+    """fp32 elements of split-K's workspace: split * M * N (0 when split == 1)."""
+    return 0 if split <= 1 else split * M * N
 
 
 def default_gemm_blocks(dtype) -> dict:
@@ -65,13 +123,16 @@ def default_gemm_blocks(dtype) -> dict:
 def gemm(a: torch.Tensor, b: torch.Tensor, bias=None, *, activation="none", scale=None, shift=None,
          residual=None, residual_after_act=False, negative_slope=0.0, out=None, out_dtype=None,
          allow_tf32=False, block_m=None, block_n=None, block_k=None, group_m=None, num_warps=None,
-         num_stages=None, launch=True):
+         num_stages=None, split=None, workspace=None, launch=True):
     """C = epilogue(a @ b): a [M, K], b [K, N], bias/scale/shift [N], residual [M, N].
 
     `out` (any strides, e.g. a column slice of a concatenation buffer) receives the result; else a
     new [M, N] tensor of `out_dtype` (default a's dtype) is returned. Block sizes default to
     default_gemm_blocks(a.dtype) and shrink to the problem (never below 16, tl.dot's minimum).
-    launch=False returns the resolved KernelCall instead of running it (for AOT compilation)."""
+    split > 1: split-K in two kernels (module docstring), with an fp32 `workspace` of
+    gemm_workspace(M, N, split) elements (allocated if absent); default 1.
+    launch=False returns the resolved KernelCall instead of running it (for AOT compilation); with
+    split > 1, the list of both."""
     if a.dim() != 2 or b.dim() != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm needs a [M, K] and b [K, N], got {list(a.shape)} and {list(b.shape)}")
     check_float(a, "a")
@@ -95,9 +156,33 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias=None, *, activation="none", scal
     block_n = block_n or min(d["block_n"], pow2_at_least(N))
     block_k = block_k or min(d["block_k"], pow2_at_least(K))
     group_m = group_m or d["group_m"]
+    split = 1 if split is None else int(split)
+    if split < 1:
+        raise ValueError(f"split must be at least 1, got {split}")
     z = dummy(a.device)
     res = residual if residual is not None else z
     grid = (triton.cdiv(M, block_m) * triton.cdiv(N, block_n),)
+    options = dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"])
+    if split > 1:
+        from .train_common import finish_calls, workspace_for
+        ws = workspace_for(workspace, gemm_workspace(M, N, split), a.device)[:gemm_workspace(M, N, split)]
+        ws = ws.view(split * M, N)
+        first = KernelCall(gemm_kernel, (grid[0] * split,), (
+            a, b, ws, z, z, z, z, M, N, K,
+            a.stride(0), a.stride(1), b.stride(0), b.stride(1), ws.stride(0), ws.stride(1), 0, 0, 0.0), dict(
+            HAS_BIAS=False, HAS_AFFINE=False, HAS_RESIDUAL=False, RESIDUAL_AFTER_ACT=False, ACTIVATION=0,
+            ALLOW_TF32=bool(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+            SPLIT=split), options, ws)
+        rm, rn = 32, min(128, pow2_at_least(N))     # not from M: the specialization must not change with the batch
+        second = KernelCall(gemm_split_reduce_kernel, (triton.cdiv(M, rm) * triton.cdiv(N, rn),), (
+            ws, out, bias if bias is not None else z, scale if scale is not None else z,
+            shift if shift is not None else z, res, M, N, out.stride(0), out.stride(1),
+            res.stride(0) if residual is not None else 0, res.stride(1) if residual is not None else 0,
+            float(negative_slope)), dict(
+            HAS_BIAS=bias is not None, HAS_AFFINE=scale is not None, HAS_RESIDUAL=residual is not None,
+            RESIDUAL_AFTER_ACT=bool(residual_after_act), ACTIVATION=activation_code(activation),
+            BLOCK_M=rm, BLOCK_N=rn, SPLIT=split), dict(num_warps=4), out)
+        return finish_calls([first, second], launch)
     return finish(KernelCall(gemm_kernel, grid, (
         a, b, out, bias if bias is not None else z, scale if scale is not None else z,
         shift if shift is not None else z, res,
@@ -108,8 +193,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias=None, *, activation="none", scal
         HAS_BIAS=bias is not None, HAS_AFFINE=scale is not None, HAS_RESIDUAL=residual is not None,
         RESIDUAL_AFTER_ACT=bool(residual_after_act), ACTIVATION=activation_code(activation),
         ALLOW_TF32=bool(allow_tf32),
-        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
-        dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), out), launch)
+        BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, SPLIT=1), options, out), launch)
 
 
 def inner_product(x: torch.Tensor, w: torch.Tensor, bias=None, **kw) -> torch.Tensor:

@@ -255,9 +255,11 @@ def _lower_inner_product(ctx, members) -> KernelSpec:
     kw = _gemm_epilogue(ctx, members)
     if kw.get("residual") is not None:
         kw["residual"] = kw["residual"].reshape(B, -1)
-    call = gemm(x.reshape(B, -1), ctx.param(first, "weight"), _bias(ctx, first),
-                out=ctx.out, launch=False, **kw, **ctx.pin)
-    return KernelSpec(call, 1, "BLOCK_M")
+    calls = with_workspace(ctx, gemm, x.reshape(B, -1), ctx.param(first, "weight"), _bias(ctx, first),
+                           out=ctx.out, **kw)
+    # split-K (a tuning's split > 1): the chunks into the workspace, then their sum with the epilogue;
+    # both grids are row blocks of the batch's rows times a fixed factor
+    return [KernelSpec(c, 1, "BLOCK_M") for c in calls]
 
 
 def _epilogue_batch_norm(ctx, op, prev, kw):

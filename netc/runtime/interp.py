@@ -187,7 +187,7 @@ class InterpProgram:
 
     def __init__(self, module: Module, network=None, batch: int | None = None, params: dict | None = None,
                  seed: int = 0, phase: str = "test", dtype: str | None = None, tf32: bool = False,
-                 blocks: str = "cuda", training: bool = False):
+                 blocks: str = "cuda", training: bool = False, tuning: dict | None = None):
         ensure_interpreter()
         from ..codegen import _const_region, _network_io, _rank_io, _training_io, is_rank_program, segment_manifest
         from ..codegen.lower import lower_network
@@ -209,7 +209,8 @@ class InterpProgram:
             self.net, self.plan = prepare(module, network, phase, dtype, tf32)
             _network_io(self.net, self.plan)     # what the .so accepts: batch-sized inputs
         plan = self.plan
-        self.lowered = lower_network(module, self.net, plan, blocks=blocks)
+        # tuning: a tuning file's configurations (load_tuning), run on the CPU as the .so would on the GPU
+        self.lowered = lower_network(module, self.net, plan, blocks=blocks, tuning=tuning)
         self.launches = self.lowered.launches
         self.batch = plan.batch if batch is None else int(batch)
         if not 1 <= self.batch <= plan.batch:

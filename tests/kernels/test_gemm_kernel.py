@@ -118,3 +118,36 @@ def test_gemm_gpu_default_blocks(device, rng, dtype):
     bias = randn(rng, 517, device=device)
     y = gemm(a, b, bias, activation="relu", allow_tf32=dtype == torch.float32)
     R.check(y, R.gemm(a, b, bias, activation="relu"), dtype, rtol=5e-3 if dtype == torch.float32 else None)
+
+
+@pytest.mark.parametrize("split", [2, 3, 5])
+@pytest.mark.parametrize("mnk", [(1, 5, 97), (7, 33, 200), (40, 19, 64)], ids=str)
+def test_split_k(device, rng, mnk, split):
+    """Split-K: chunks of K (ragged, and more chunks than BLOCK_K steps leave some empty) into the
+    fp32 workspace, added in order with the epilogue (bias, folded affine, residual, activation) after
+    the sum; the output a column slice. Two kernels, the same result as one."""
+    m, n, k = mnk
+    a, b = randn(rng, m, k, device=device), randn(rng, k, n, device=device)
+    bias, scale, shift = (randn(rng, n, device=device) for _ in range(3))
+    res = randn(rng, m, n, device=device)
+    buf = poisoned((m, n + 6), torch.float32, device)
+    kw = dict(activation="relu", scale=scale, shift=shift, residual=res, **BLOCKS)
+    calls = gemm(a, b, bias, out=buf[:, 2:2 + n], split=split, launch=False, **kw)
+    assert [c.kernel.__name__ for c in calls] == ["gemm_kernel", "gemm_split_reduce_kernel"]
+    assert calls[0].constexprs["SPLIT"] == split and calls[0].args[2].numel() == split * m * n
+    for c in calls:
+        c.launch()
+    R.check(buf[:, 2:2 + n], R.gemm(a, b, bias, activation="relu", scale=scale, shift=shift, residual=res))
+    assert torch.isnan(buf[:, :2]).all() and torch.isnan(buf[:, 2 + n:]).all(), "wrote outside its slice"
+    one = gemm(a, b, bias, **kw)
+    torch.testing.assert_close(buf[:, 2:2 + n], one, rtol=1e-5, atol=1e-5)
+
+
+def test_split_k_workspace(device, rng):
+    a, b = randn(rng, 4, 64, device=device), randn(rng, 64, 8, device=device)
+    ws = torch.full((3 * 4 * 8 + 5,), NAN, device=device)
+    R.check(gemm(a, b, split=3, workspace=ws, **BLOCKS), R.gemm(a, b))
+    with pytest.raises(ValueError, match="workspace must be a contiguous float32 tensor of at least 96"):
+        gemm(a, b, split=3, workspace=torch.zeros(95, device=device), **BLOCKS)
+    with pytest.raises(ValueError, match="split must be at least 1"):
+        gemm(a, b, split=0, **BLOCKS)

@@ -75,3 +75,62 @@ def test_candidates_fit_the_problem():
     small = candidates(conv2d(meta(2, 6, 6, 3), meta(3, 3, 3, 8), launch=False))
     assert all(c["block_n"] <= 32 and c.get("flat_k") for c in small[1:])       # 8 output channels, 27-long K
     assert all(c["block_k"] == 32 or c["block_k"] == 16 for c in small[1:])      # f32 operands: short K steps
+
+
+FC = """
+network fc {
+  input x: f32[3, 4, 4, 20]
+  fc1 = InnerProduct(x) { num_outputs: 24, activation: relu }
+  fc2 = InnerProduct(fc1) { num_outputs: 10 }
+  prob = Softmax(fc2)
+}
+"""
+
+
+def test_split_k_candidates_where_the_tiles_are_few():
+    from netc.codegen.tune import candidates, split_ks
+    from netc.kernels.gemm import gemm
+
+    def meta(*shape):
+        return torch.empty(*shape, dtype=torch.bfloat16, device="meta")
+    fc6 = candidates(gemm(meta(16, 25088), meta(25088, 4096), launch=False))     # VGG's fc6 at batch 16
+    splits = {c.get("split", 1) for c in fc6}
+    assert {2, 4, 8, 16} <= splits
+    assert all(c["split"] * -(-16 // c["block_m"]) * -(-4096 // c["block_n"]) <= 4 * 132 for c in fc6 if "split" in c
+               and c["split"] > 1)
+    square = candidates(gemm(meta(4096, 4096), meta(4096, 4096), launch=False))  # 1,024 tiles and more
+    assert {c.get("split", 1) for c in square} == {1}
+    assert split_ks(16, 64, 64, 16, 64, 64) == []                                 # K too short to cut
+
+
+def test_tuned_split_k_runs_on_the_interpreter(device):
+    """A tuning file's split-K configuration for an inner product: two kernels (the chunks into the
+    workspace, their sum with the epilogue), the workspace sized for them, the same outputs as the
+    reference -- on the interpreter target, what the .so runs on the GPU."""
+    if device != "cpu":
+        pytest.skip("the interpreter's variant")
+    from netc.codegen.lower import lower_network, tuning_key
+    from netc.frontend.dsl import parse_nd
+    from netc.diagnostics import DiagnosticEngine
+    from netc.runtime.interp import InterpProgram, default_inputs
+    from netc.runtime.reference import run_reference
+    m, net, plan = planned(FC)
+    plain = lower_network(m, net, plan)
+    fc1 = next(L for L in plain.launches if L.layers[0] == "fc1")
+    tuning = {tuning_key(fc1.call): dict(block_m=16, block_n=16, block_k=16, group_m=1, split=4, num_warps=2,
+                                         num_stages=2)}
+    tuned = lower_network(m, net, plan, tuning=tuning)
+    mine = [L for L in tuned.launches if L.layers[0] == "fc1"]
+    assert [L.call.kernel.__name__ for L in mine] == ["gemm_kernel", "gemm_split_reduce_kernel"]
+    assert all(L.tuned for L in mine) and mine[0].call.constexprs["SPLIT"] == 4
+    assert tuned.workspace_bytes >= 4 * 4 * 24 * 4 > plain.workspace_bytes      # [split, B + 1, 24] fp32
+    assert len(tuned.launches) == len(plain.launches) + 1
+    m2 = parse_nd(FC, "fc.nd", DiagnosticEngine())
+    want = None
+    for batch in (3, 2):        # the compiled batch, and a smaller one (the grids and M scale with it)
+        prog = InterpProgram(m2, batch=batch, tuning=tuning)
+        xs = default_inputs(m2, prog.net, 0)
+        want = want if want is not None else run_reference(m2, xs, None)["prob"]
+        got = prog.run({k: v[:batch] for k, v in xs.items()})["prob"]
+        err = float((got.double() - want[:batch]).abs().max())
+        assert err < 1e-5, (batch, err)
