@@ -52,31 +52,26 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
     b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_n[None, :] * stride_bn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    if SPLIT > 1:
-        # chunk pid_s of K (whole BLOCK_K steps), into row block pid_s of the [SPLIT * M, N] workspace
+    k_lo = 0
+    k_hi = K
+    if SPLIT > 1:   # chunk pid_s of K (whole BLOCK_K steps)
         chunk = tl.cdiv(tl.cdiv(K, SPLIT), BLOCK_K) * BLOCK_K
         k_lo = pid_s * chunk
         k_hi = tl.minimum(K, k_lo + chunk)
         a_ptrs += k_lo * stride_ak
         b_ptrs += k_lo * stride_bk
-        for k0 in range(k_lo, k_hi, BLOCK_K):
-            mask_k = offs_k < k_hi - k0
-            a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-            acc = mma(a, b, acc, ALLOW_TF32)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        mask_k = offs_k < k_hi - k0
+        a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
+        acc = mma(a, b, acc, ALLOW_TF32)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+
+    if SPLIT > 1:   # the raw sum into row block pid_s of the [SPLIT * M, N] workspace
         w_ptrs = c_ptr + (pid_s * M + offs_m)[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.store(w_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])
     else:
-        for k0 in range(0, K, BLOCK_K):
-            mask_k = offs_k < K - k0
-            a = tl.load(a_ptrs, mask=mask_m[:, None] & mask_k[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=mask_k[:, None] & mask_n[None, :], other=0.0)
-            acc = mma(a, b, acc, ALLOW_TF32)
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
-
         acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
                        stride_rm, stride_rn, slope,
                        HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
