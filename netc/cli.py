@@ -253,6 +253,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--interp-blocks", choices=("cuda", "large"), default=None,
                    help="with --target interp: the kernels' tile sizes; cuda (default): exactly the .so's; large: "
                         "tiles as large as the problem, the same kernels 10-100x faster under the interpreter")
+    p.add_argument("--tuning", metavar="FILE.json", default=None,
+                   help="with --target interp: the kernels with a tuning file's tiles, warps, stages and split-K "
+                        "(its sm_90 entries; `netc compile --autotune` writes it on a GPU), as the tuned .so runs "
+                        "them; --compare checks them against the reference")
     p.add_argument("--profile", action="store_true",
                    help="with NET.so: time the input copies, every kernel launch and the output copies (CUDA events) "
                         "and print them beside the cost model's prediction, with the efficiency per op type")
@@ -771,11 +775,14 @@ def cmd_run(args, diag):
     from .runtime.native import is_compiled
     _check_profile_flags(args)
     if is_compiled(args.file):
-        for flag in ("spatial", "opaque_as_identity", "interp_blocks"):
+        for flag in ("spatial", "opaque_as_identity", "interp_blocks", "tuning"):
             if getattr(args, flag):
                 raise NetcError(f"--{flag.replace('_', '-')} applies to a network source, not to a compiled NET.so "
                                 f"(its shapes and kernels are fixed)")
         return _run_compiled(args)
+    if args.tuning and (args.train or args.check_grads or (args.partition_workers or 1) > 1):
+        raise NetcError("--tuning runs a forward on the interpreter target with a tuning file's configurations; "
+                        "training steps and ranks run with the default tiles")
     if (args.partition_workers or 1) > 1:
         return _run_workers(args, diag)
     for flag, v in (("--timeout", args.timeout), ("--comm-log", args.comm_log)):
@@ -802,6 +809,10 @@ def cmd_run(args, diag):
         raise NetcError("--compare needs --target interp")
     if args.interp_blocks and target != "interp":
         raise NetcError("--interp-blocks needs --target interp")
+    if args.tuning and target != "interp":
+        raise NetcError("--tuning runs the kernels with a tuning file's configurations: it needs --target interp")
+    if args.tuning and args.interp_blocks == "large":
+        raise NetcError("--tuning and --interp-blocks large both choose the tiles: give one")
     ref_dtype, precision = _run_dtypes(args, target)
     if target == "interp":
         # before anything imports netc.kernels: the interpreter mode is fixed at import
@@ -1415,11 +1426,21 @@ def _run_interp(module, args, inputs, params, precision):
     from .runtime.reference import run_reference
     nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
     per = split_inputs(module, nets, inputs)
+    tuning = None
+    if args.tuning:
+        from .codegen.tuning_file import load_tuning
+        tuning = load_tuning(args.tuning, 90)
+        if not tuning:
+            sys.stderr.write(f"netc: warning: --tuning: '{args.tuning}' has no entries for sm_90: every kernel keeps "
+                             f"its default tiles\n")
     outs, failed = {}, []
     for name in nets:
         prog = InterpProgram(module, name, params=params, seed=args.seed, phase=args.phase,
                              dtype=precision.get("dtype"), tf32=precision.get("tf32", False),
-                             blocks=args.interp_blocks or "cuda")
+                             blocks=args.interp_blocks or "cuda", tuning=tuning)
+        if tuning:
+            n = sum(1 for L in prog.launches if L.tuned)
+            sys.stderr.write(f"{prog.plan.network}: {n} of {len(prog.launches)} launches tuned by {args.tuning}\n")
         ins = per[name] if per[name] is not None else default_inputs(module, prog.net, args.seed)
         got = prog.run(ins)
         prefix = f"{prog.plan.network}." if len(nets) > 1 else ""

@@ -134,3 +134,30 @@ def test_tuned_split_k_runs_on_the_interpreter(device):
         got = prog.run({k: v[:batch] for k, v in xs.items()})["prob"]
         err = float((got.double() - want[:batch]).abs().max())
         assert err < 1e-5, (batch, err)
+
+
+def test_cli_runs_a_tuning_on_the_interpreter(device, tmp_path, capsys):
+    """`netc run FILE --target interp --tuning T.json --compare`: the tuned configurations (split-K
+    here) on the CPU against the reference; the flag's misuses are one clear line each."""
+    if device != "cpu":
+        pytest.skip("the interpreter's variant")
+    from netc.cli import main
+    from netc.codegen.lower import lower_network, tuning_key
+    from netc.codegen.tuning_file import merge
+    m, net, plan = planned(FC)
+    fc1 = next(L for L in lower_network(m, net, plan).launches if L.layers[0] == "fc1")
+    t = tmp_path / "t.json"
+    merge(str(t), [dict(key=tuning_key(fc1.call), device="test", arch=90, triton="x", kernel="gemm_kernel",
+                        layer="fc1", sizes={}, config=dict(block_m=16, block_n=16, block_k=16, group_m=1, split=3,
+                                                           num_warps=2, num_stages=2), us=1.0)])
+    src = tmp_path / "fc.nd"
+    src.write_text(FC)
+    assert main(["run", str(src), "--target", "interp", "--tuning", str(t), "--compare"]) == 0
+    err = capsys.readouterr().err
+    assert "fc: 2 of 4 launches tuned by" in err and "prob: max relative error" in err
+    for args, msg in [(["--reference", "--tuning", str(t)], "--tuning runs the kernels with a tuning file's"),
+                      (["--target", "interp", "--tuning", str(t), "--interp-blocks", "large"], "give one"),
+                      (["--target", "interp", "--tuning", str(t), "--train"], "training steps and ranks run with"),
+                      (["--target", "interp", "--tuning", str(tmp_path / "no.json")], "no such file")]:
+        assert main(["run", str(src), *args]) == 1, args
+        assert msg in capsys.readouterr().err, args
