@@ -875,12 +875,13 @@ def _run_workers(args, diag):
         if target == "cuda" and not torch.cuda.is_available():
             raise NetcError("--target cuda runs each rank's program compiled on a GPU, and torch sees none here "
                             "(--target interp runs the same programs on the CPU)")
-    for flag in ("data", "eval", "epochs", "plot"):
-        if getattr(args, flag, None):
-            raise NetcError(f"--{flag} with --workers K is not supported yet (train from --inputs or random inputs, "
-                            f"--steps N)")
+    if args.eval:
+        raise NetcError("--eval with --workers K is not supported yet: evaluate the trained parameters (-o) with "
+                        "`netc run FILE --reference --params P.npz --inputs TEST.npz`")
     if not args.train:
         _no_training_flags(args)
+    else:
+        _check_training_run(args)
     timeout = args.timeout if args.timeout is not None else float(os.environ.get("NETC_DIST_TIMEOUT", D.DEFAULT_TIMEOUT))
     if timeout <= 0:
         raise NetcError(f"--timeout must be positive, got {timeout:g}")
@@ -902,6 +903,8 @@ def _run_workers(args, diag):
         if ctx.options["optimizer"].get("clip_norm"):
             raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
     PassManager(passes).run(module, ctx)
+    if er is None and args.data:   # the dataset fits the logical inputs: say so before any rank starts
+        _worker_dataset(args, module)
     if er is None:   # the launcher: the network is fine; start the ranks (they print warnings no more)
         from .runtime import launch
         diag.flush()
@@ -916,6 +919,18 @@ def _run_workers(args, diag):
     if os.environ.get("NETC_LAUNCHED") or rank != 0:   # the launcher (or rank 0) reported them
         diag.diagnostics[:] = [d for d in diag.diagnostics if d.severity == "error"]
     return _worker(args, diag, module, rank, world, timeout, dtype, target)
+
+
+def _worker_dataset(args, module):
+    """--data with --workers K: (Dataset, batch) checked against the partitioned network's logical
+    data inputs (every rank loads it and cuts its shards from the same batches)."""
+    from .runtime import distributed as D
+    from .runtime import io
+    from .runtime.train import Dataset
+    data = Dataset(io.load_npz(args.data, "--data"), "--data")
+    shapes = D.logical_data_inputs(module, args.network)
+    name = args.network or next((n.attrs.get("of") for n in module.networks() if "rank" in n.attrs), "network")
+    return data, data.check_shapes(shapes, name)
 
 
 def _rank_library(module, args, rank, world):
@@ -949,12 +964,22 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
             net = worker.net
             schedule = _schedule(net.attrs.get("optimizer"), args.lr)
 
+            steps, feeds, every = args.steps or 1, None, 1
+            if args.data:
+                from .runtime.train import dataset_feeds
+                data, batch = _worker_dataset(args, module)
+                steps = args.steps or data.size // batch * (args.epochs or 1)
+                feeds = dataset_feeds(data, batch, args.seed, args.steps, args.epochs)
+                every = max(1, steps // 50)   # about 50 lines for a long run
+
             def log(row):
+                if row["step"] % every and row["step"] != 1:
+                    return
                 extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
                 print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}"
                       f"{extra}", flush=True)
-            history, grads = D.run_training(worker, args.steps or 1, lambda k: learning_rate(schedule, k),
-                                            inputs or None, log, want_grads=bool(args.grads))
+            history, grads = D.run_training(worker, steps, lambda k: learning_rate(schedule, k),
+                                            inputs or None, log, want_grads=bool(args.grads), feeds=feeds)
             final = D.gather_params(worker) if args.output else None
             if rank == 0:
                 last = history[-1]
@@ -971,6 +996,10 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
                     with open(args.history, "w") as f:
                         json.dump(history, f, indent=1)
                     sys.stderr.write(f"wrote {args.history}\n")
+                if args.plot:
+                    from .runtime.train import plot_history
+                    _plot(args.plot, lambda path: plot_history(history, path, f"training {net.attrs['of']} on "
+                                                                              f"{world} workers"))
         else:
             outs = D.run_forward(worker, inputs or None)
             if rank == 0:

@@ -176,3 +176,26 @@ def test_a_file_without_a_network(tmp_path):
     assert r.returncode == 1 and "--timeout applies to a run on several workers" in r.stderr
     r = netc("run", EX / "partition_location.nd", "--workers", 2)
     assert r.returncode == 1 and "location 3 of 'label' needs at least 4 workers" in r.stderr
+
+
+def test_training_over_a_dataset(tmp_path, capsys):
+    """--data --epochs on 2 workers: every rank draws the same shuffled batches and cuts its shards;
+    each step's loss (and epoch) equals the single process's, and the dataset is checked against the
+    logical inputs before any rank starts."""
+    rng = np.random.default_rng(0)
+    np.savez(tmp_path / "d.npz", data=rng.standard_normal((20, 12, 12, 3)), label=rng.integers(0, 10, 20).astype(np.int32))
+    args = ["--train", "--data", tmp_path / "d.npz", "--epochs", "2", "--lr", "0.05", "--dtype", "f64"]
+    baseline(capsys, "run", EX / "partition_batch.nd", *args, "--history", tmp_path / "h1.json")
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, *args, "--history", tmp_path / "h2.json")
+    assert r.returncode == 0, r.stderr
+    h1, h2 = (json.loads((tmp_path / f).read_text()) for f in ("h1.json", "h2.json"))
+    assert len(h2) == 4 and [x["epoch"] for x in h2] == [1, 1, 2, 2]           # 20 samples: 2 batches of 8
+    assert [x["loss"] for x in h2] == pytest.approx([x["loss"] for x in h1], rel=1e-10)
+    np.savez(tmp_path / "bad.npz", data=rng.standard_normal((20, 11, 12, 3)), label=np.zeros(20, np.int32))
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--train", "--data", tmp_path / "bad.npz")
+    assert r.returncode == 1 and "samples of 'data' have shape [11, 12, 3], the input takes [12, 12, 3]" in r.stderr
+    assert "rank" not in r.stderr                                               # before any rank started
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--train", "--epochs", "2")
+    assert r.returncode == 1 and "--epochs counts passes over --data" in r.stderr
+    r = netc("run", EX / "partition_batch.nd", "--workers", 2, "--train", "--eval", tmp_path / "d.npz")
+    assert r.returncode == 1 and "--eval with --workers K is not supported yet" in r.stderr

@@ -116,6 +116,19 @@ def logical_shape(op) -> list:
     return shape
 
 
+def logical_data_inputs(module, network=None) -> dict:
+    """{logical name: logical shape} of the data inputs (no role) of a partitioned network, over the
+    programs of every rank: what a training dataset's arrays must feed."""
+    out = {}
+    for net in module.networks():
+        if "rank" not in net.attrs or (network is not None and net.attrs.get("of") != network):
+            continue
+        for op in network_inputs(net):
+            if not op.attrs.get("role"):
+                out.setdefault((op.attrs.get("partition") or {}).get("of", layer_name(op)), logical_shape(op))
+    return out
+
+
 def shard_of(t: torch.Tensor, part: dict | None):
     if not part or "dim" not in part:
         return t
@@ -740,14 +753,20 @@ def run_forward(worker: Worker, inputs: dict | None = None) -> dict | None:
     return assemble([p for ps in every for p in ps]) if worker.rank == 0 else None
 
 
-def run_training(worker: Worker, steps: int, lr_at, inputs: dict | None = None, log=None, want_grads=False):
+def run_training(worker: Worker, steps: int, lr_at, inputs: dict | None = None, log=None, want_grads=False,
+                 feeds=None):
     """`steps` training steps on every rank. On rank 0: (history, first step's gradients by logical
     parameter or None); `log(row)` after each step there. The loss is the network's (the mean of its
-    partitions' losses)."""
+    partitions' losses). feeds: (logical inputs, epoch) per step instead of the fixed `inputs` (a
+    dataset's batches, the same on every rank: each cuts its shards from them)."""
     history, grads = [], None
     net = worker.net
+    feeds = iter(feeds) if feeds is not None else None
     for k in range(steps):
         lr = lr_at(k)
+        epoch = 0
+        if feeds is not None:
+            inputs, epoch = next(feeds)
         # a compiled rank's gradients: captured as their updates read them (the plan reuses their bytes)
         capture = sorted((net.attrs.get("gradients") or {}).values()) if want_grads and k == 0 else ()
         named = worker.step(inputs, lr, capture)
@@ -760,7 +779,7 @@ def run_training(worker: Worker, steps: int, lr_at, inputs: dict | None = None, 
         every = worker.gather(mine)
         if worker.rank == 0:
             losses = {n: float(v) for n, v in assemble([p for ps in every for p in ps]).items()}
-            row = {"step": k + 1, "epoch": 0, "lr": lr, "loss": sum(losses.values()),
+            row = {"step": k + 1, "epoch": epoch, "lr": lr, "loss": sum(losses.values()),
                    **({f"loss:{n}": v for n, v in losses.items()} if len(losses) > 1 else {})}
             if row["loss"] != row["loss"]:
                 raise NetcError(f"the loss became NaN at step {k + 1} (learning rate {lr:g}): lower --lr")

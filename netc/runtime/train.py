@@ -226,6 +226,21 @@ class Dataset:
             yield {k: v[idx] for k, v in self.arrays.items()}, real
 
 
+def dataset_feeds(data: "Dataset", batch: int, seed: int, steps: int | None = None, epochs: int | None = None):
+    """(batch of inputs, epoch from 1) for each step of a run over `data`: `steps` steps, else
+    `epochs` passes (default 1), shuffled per epoch from `seed` (Dataset.batches)."""
+    n, epoch = 0, 0
+    while True:
+        for feed, _ in data.batches(batch, seed, epoch):
+            if steps is not None and n >= steps:
+                return
+            n += 1
+            yield feed, epoch + 1
+        epoch += 1
+        if steps is None and epoch >= (epochs or 1):
+            return
+
+
 def fit(trainer: ReferenceTrainer, lr_at, steps: int | None = None, epochs: int | None = None,
         data: Dataset | None = None, inputs: dict | None = None, log=None, grads_out: dict | None = None) -> list:
     """Train: `steps` steps (or `epochs` passes over `data`), the learning rate lr_at(step) (0-based);
@@ -254,15 +269,9 @@ def fit(trainer: ReferenceTrainer, lr_at, steps: int | None = None, epochs: int 
         for _ in range(steps if steps is not None else 1):
             one(inputs, 0)
         return history
-    epoch = 0
-    while True:
-        for feed, _ in data.batches(batch, trainer.seed, epoch):
-            if steps is not None and len(history) >= steps:
-                return history
-            one(feed, epoch + 1)
-        epoch += 1
-        if steps is None and epoch >= (epochs or 1):
-            return history
+    for feed, epoch in dataset_feeds(data, batch, trainer.seed, steps, epochs):
+        one(feed, epoch)
+    return history
 
 
 def inference_params(inference: Module, params: dict) -> dict:
