@@ -458,3 +458,112 @@ def test_unknown_singa_learning_rate_settings_are_located():
     out = _singa_error("change_freq: 60", "change_freq: 0")
     assert re.search(r"bad_job\.conf:\d+:\d+: error: kStep: 'change_freq' .* must be a positive integer", out)
     assert "change_freq" in out.splitlines()[1]
+
+
+# -- the .nd language's `optimizer` --------------------------------------------------------------
+
+ND_OPT = """
+optimizer momentum { momentum: 0.95, weight_decay: 0.0005, clip_norm: 1.0,
+                     schedule: { type: step, base_lr: 0.05, gamma: 0.5, change_freq: 2 } }
+""" + NET
+
+
+def test_nd_optimizer_trains_as_the_command_line_says():
+    """`optimizer NAME { ... }` in a .nd file is the module's optimizer: the pass uses it (and the
+    command line's options still override it key by key), exactly as --optimizer/--momentum/... do."""
+    def trained(text, options):
+        diag = DiagnosticEngine()
+        m = load_text(text, "opt.nd", diag)
+        ctx = PassContext(diag=diag, options={"backward": {}, "optimizer": options})
+        PassManager(DEFAULT_PIPELINE + ["optimizer"]).run(m, ctx)
+        tr = ReferenceTrainer(m, seed=3)
+        for k in range(4):
+            tr.step(None, learning_rate(m.networks()[0].attrs["optimizer"]["schedule"], k))
+        return m, tr.params
+    m, from_file = trained(ND_OPT, {})
+    assert m.attrs["optimizer"] == {"name": "momentum", "momentum": 0.95, "weight_decay": 0.0005, "clip_norm": 1.0,
+                                    "schedule": {"type": "step", "base_lr": 0.05, "gamma": 0.5, "change_freq": 2}}
+    _, from_flags = trained(NET, {"name": "momentum", "momentum": 0.95, "weight_decay": 0.0005, "clip_norm": 1.0,
+                                  "schedule": {"type": "step", "base_lr": 0.05, "gamma": 0.5, "change_freq": 2}})
+    for k, v in from_file.items():
+        assert torch.equal(v, from_flags[k]), k
+    m, _ = trained(ND_OPT, {"momentum": 0.5})                      # an option overrides the file's
+    ups = [op for op in m.networks()[0].regions[0].ops if op.name == "netc.sgd_update"]
+    assert ups and all(op.attrs["momentum"] == 0.5 and op.attrs["weight_decay"] == 0.0005 for op in ups)
+    m = load_text("optimizer adam { lr: 0.003 }\n" + NET, "opt.nd", DiagnosticEngine())
+    assert m.attrs["optimizer"] == {"name": "adam", "schedule": {"type": "fixed", "base_lr": 0.003}}
+
+
+@pytest.mark.parametrize("text,msg,col", [
+    ("optimizer momentm { }", "unknown optimizer 'momentm'", 11),
+    ("optimizer adam { momentum: 0.9 }", "optimizer 'adam' has no option 'momentum'", 18),
+    ("optimizer sgd { lr: 0.1, schedule: { type: fixed, base_lr: 0.1 } }", "either 'lr' (a fixed learning rate) or", 17),
+    ("optimizer sgd { lr: 0 }", "'lr' is a positive learning rate, got 0", 17),
+    ("optimizer sgd { schedule: { type: step, base_lr: 0.1 } }", "missing gamma, change_freq", 17),
+    ("optimizer sgd { nesterov: 3 }", "'nesterov' is true or false, got 3", 17),
+    ("optimizer sgd { convention: keras }", "'convention' is one of torch, singa", 17),
+    ("optimizer sgd { weight_decay: -1 }", "'weight_decay' is a number >= 0, got -1", 17),
+    ("optimizer sgd\noptimizer adam", "the optimizer is declared twice", 1),
+])
+def test_nd_optimizer_errors_are_located(text, msg, col):
+    diag = DiagnosticEngine()
+    load_text(text + "\n" + NET, "bad.nd", diag)      # collected (the caller raises), with the rest of the file's
+    errs = [d for d in diag.diagnostics if d.severity == "error"]
+    assert len(errs) == 1, diag.render()
+    d = errs[0]
+    assert msg in d.message and d.loc.col == col and d.loc.line in (1, 2), render(d)
+
+
+def test_optimizer_is_a_keyword_only_where_an_item_starts():
+    """A layer may not be called `optimizer` unquoted (the note says how); a quoted one, an attribute
+    key and a value may."""
+    bad = NET.replace("ip1 = InnerProduct(conv1)", "optimizer = InnerProduct(conv1)")
+    with pytest.raises(NetcError) as e:
+        load_text(bad, "kw.nd", DiagnosticEngine())
+    assert "'optimizer' is a keyword; to use it as a name, write it in quotes" in render(e.value.diagnostics[0])
+    ok = NET.replace("ip1 = InnerProduct(conv1) {", '"optimizer" = InnerProduct(conv1) { optimizer: 1,')
+    ok = ok.replace("(ip1", '("optimizer"').replace("ip1,", '"optimizer",')
+    m = load_text(ok, "kw.nd", DiagnosticEngine())
+    assert "optimizer" in {op.attrs.get("name") for op in m.networks()[0].regions[0].ops}
+
+
+@needs_corpus
+def test_singa_updater_survives_import_to_nd(tmp_path):
+    """`netc import job.conf` writes the updater as the .nd file's optimizer: the .nd trains as the
+    job does (it was lost before)."""
+    from netc.frontend.nd_writer import write_nd
+    src = SINGA / "0.2.0_cifar10_job.conf"
+    job = load(str(src), DiagnosticEngine())
+    text = write_nd(job)
+    assert text.splitlines()[0].startswith("optimizer momentum {")
+    again = load_text(text, "cifar10.nd", DiagnosticEngine())
+    assert again.attrs["optimizer"] == job.attrs["optimizer"] == EXPECTED["0.2.0_cifar10_job.conf"]
+
+
+def test_nd_optimizer_exports_to_a_singa_updater(tmp_path):
+    """An .nd optimizer in SINGA's convention becomes the job's updater and reads back the same; one
+    SINGA cannot compute (torch's momentum formula) is exported with SINGA's default updater and a
+    warning at the optimizer, not silently."""
+    from netc.export import export
+    body = ("\nnetwork n {\n  input x: f32[2, 3]\n  input label: i32[2]\n  fc = InnerProduct(x) { num_outputs: 2 }\n"
+            "  loss = SoftmaxLoss(fc, label)\n}\n")
+    singa = ("optimizer momentum { convention: singa, momentum: 0.9, weight_decay: 0.0005,\n"
+             "  schedule: { type: step, base_lr: 0.05, gamma: 0.5, change_freq: 2 } }")
+    f = tmp_path / "s.nd"
+    f.write_text(singa + body)
+    diag = DiagnosticEngine()
+    job = tmp_path / "s.conf"
+    job.write_text(export(str(f), "singa", diag))
+    assert not diag.diagnostics, diag.render()
+    back = load(str(job), DiagnosticEngine())
+    assert back.attrs["optimizer"] == load(str(f), DiagnosticEngine()).attrs["optimizer"]
+    f.write_text("optimizer momentum { momentum: 0.9 }" + body)
+    diag = DiagnosticEngine()
+    text = export(str(f), "singa", diag)
+    assert "updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }" in text
+    (w,) = diag.diagnostics
+    assert w.severity == "warning" and "follows torch's update formulas" in w.message
+    assert (w.loc.line, w.loc.col) == (1, 1)
+    f.write_text("optimizer sgd { lr: 0.1 }" + body)             # plain SGD: the same arithmetic either way
+    diag = DiagnosticEngine()
+    assert "learning_rate { type: kFixed base_lr: 0.1 }" in export(str(f), "singa", diag) and not diag.diagnostics

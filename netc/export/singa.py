@@ -144,8 +144,7 @@ def _updater(opt, version: str, built: bool = False) -> str:
     none: it reads back the same)."""
     if not opt and built and version != "0.1":
         return ""
-    if not opt or opt.get("convention") != "singa" or opt.get("name") not in _UPDATER_TYPES \
-            or (opt["name"] == "adam" and version == "0.1"):
+    if _inexpressible(opt, version) is not None or not opt:
         return _UPDATER
     t = _UPDATER_TYPES[opt["name"]]
     f = [f"type: {t}"]
@@ -971,7 +970,30 @@ def export_singa(module, ctx, name: str = "net") -> str:
     else:
         version = "0.3"
         layers, K = _plain(ops, name, {p.attrs["sym_name"]: p for p in module.params()})
-    return _write(name, layers, K, version, ctx.phase, _updater(module.attrs.get("optimizer"), version, built_net))
+    opt = module.attrs.get("optimizer")
+    why = _inexpressible(opt, version)
+    if why:
+        ctx.diag.warning(f"the file's optimizer ({opt.get('name')}) {why}: the job gets SINGA's default updater "
+                         f"(kSGD at a fixed 0.01) instead", module.attr_loc("optimizer"), width=len("optimizer"))
+    return _write(name, layers, K, version, ctx.phase, _updater(opt, version, built_net))
+
+
+def _inexpressible(opt, version: str) -> str | None:
+    """Why a module's optimizer has no SINGA updater computing the same updates, or None."""
+    if not opt:
+        return None
+    if opt.get("name") not in _UPDATER_TYPES:
+        return f"has no SINGA updater (SINGA's: {', '.join(_UPDATER_TYPES)})"
+    if opt["name"] == "adam" and version == "0.1":
+        return "has no SINGA v0.1 updater (kAdam came in v0.2)"
+    if opt.get("convention") != "singa" and not (opt["name"] == "sgd" and not opt.get("momentum")):
+        # (plain SGD is the same arithmetic under both conventions)
+        return ("follows torch's update formulas, which SINGA's updaters do not compute (the learning rate "
+                "inside the momentum history, eps inside the square root); give it `convention: singa` to export "
+                "it")
+    if opt.get("clip_norm"):
+        return "clips by the global norm, which SINGA's updaters do not"
+    return None
 
 
 def _is_built(ops, version) -> bool:

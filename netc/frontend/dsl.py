@@ -73,6 +73,13 @@ class _Stmt:
     """A statement's built op plus its kind (so containers can dispatch)."""
 
 
+class _OptimizerDecl:
+    """An `optimizer` item: its spec (None when it had errors) and where it was written."""
+
+    def __init__(self, loc):
+        self.loc, self.spec = loc, None
+
+
 class _Builder(Transformer):
     def __init__(self, file: str, diag: DiagnosticEngine):
         super().__init__(visit_tokens=False)
@@ -332,10 +339,73 @@ class _Builder(Transformer):
                 op.attr_locs[k] = attrs.locs[k]
         return op
 
+    def optimizer_decl(self, c):
+        """`optimizer NAME { options }`: the module's optimizer (what a SINGA job's updater records),
+        checked here against ops/optim.py's tables; an 'lr' becomes a fixed schedule."""
+        from ..ops.optim import COMMON_OPTIONS, CONVENTIONS, OPTIMIZERS, schedule_problem
+        kw, name, attrs = c[0], c[1], c[2] or _Dict()
+        locs = getattr(attrs, "locs", {})
+        decl = _OptimizerDecl(_loc(self.file, kw))
+        if str(name) not in OPTIMIZERS:
+            hint = did_you_mean(str(name), OPTIMIZERS)
+            d = self.diag.error(f"unknown optimizer '{name}'", _loc(self.file, name), width=len(name))
+            d.note(f"did you mean '{hint}'?" if hint else "optimizers: " + ", ".join(OPTIMIZERS))
+            return decl
+        own = OPTIMIZERS[str(name)][1]
+        allowed = {**own, **COMMON_OPTIONS}
+        spec = {"name": str(name)}
+        if "lr" in attrs and "schedule" in attrs:
+            self.diag.error("give the optimizer either 'lr' (a fixed learning rate) or 'schedule', not both",
+                            locs["lr"], width=2).note("'schedule' given here", locs["schedule"])
+            return decl
+        for k, v in attrs.items():
+            where = locs[k]
+            if k == "lr":
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                    self.diag.error(f"'lr' is a positive learning rate, got {_show(v)}", where, width=2)
+                    continue
+                spec["schedule"] = {"type": "fixed", "base_lr": float(v)}
+            elif k == "schedule":
+                why = schedule_problem(v)
+                if why:
+                    self.diag.error(why, where, width=len(k))
+                    continue
+                spec["schedule"] = dict(v)
+            elif k not in allowed:
+                hint = did_you_mean(k, list(allowed) + ["lr", "schedule"])
+                d = self.diag.error(f"optimizer '{name}' has no option '{k}'", where, width=len(k))
+                d.note(f"did you mean '{hint}'?" if hint else "options: " + ", ".join(list(allowed) + ["lr", "schedule"]))
+            elif k == "convention":
+                if v not in CONVENTIONS:
+                    self.diag.error(f"'convention' is one of {', '.join(CONVENTIONS)}, got {_show(v)}", where,
+                                    width=len(k))
+                    continue
+                spec[k] = v
+            elif isinstance(allowed[k], bool):
+                if not isinstance(v, bool):
+                    self.diag.error(f"'{k}' is true or false, got {_show(v)}", where, width=len(k))
+                    continue
+                spec[k] = v
+            else:
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
+                    self.diag.error(f"'{k}' is a number >= 0, got {_show(v)}", where, width=len(k))
+                    continue
+                spec[k] = float(v)
+        decl.spec = spec
+        return decl
+
     def start(self, c):
         ops, seen = [], {}
+        optimizer = None
         for op in c:
             if op is None:
+                continue
+            if isinstance(op, _OptimizerDecl):
+                if optimizer is not None:
+                    self.diag.error("the optimizer is declared twice (one per file: it trains every network of "
+                                    "it)", op.loc, width=len("optimizer")).note("first declared here", optimizer.loc)
+                else:
+                    optimizer = op
                 continue
             key = (op.name, op.attrs.get("sym_name"))
             if key in seen:  # reported and dropped: a second one would only cause later confusion
@@ -345,7 +415,11 @@ class _Builder(Transformer):
                 continue
             seen[key] = op
             ops.append(op)
-        return Module(ops, loc=Loc(self.file, 1, 1))
+        m = Module(ops, loc=Loc(self.file, 1, 1))
+        if optimizer is not None and optimizer.spec is not None:
+            m.attrs["optimizer"] = optimizer.spec
+            m.attr_locs = {"optimizer": optimizer.loc}
+        return m
 
     # -- helpers ---------------------------------------------------------------------------
     def _depth_of(self, v) -> int:
@@ -575,7 +649,7 @@ def _syntax_diag(e: UnexpectedInput, file: str, text: str):
 
 
 _STATEMENT_KEYWORDS = {"INPUT", "BLOCK", "PARALLEL", "OUTPUT", "LAYOUT"}
-_NAME_LIKE_KEYWORDS = {"NETWORK", "INPUT", "BLOCK", "PARALLEL", "SPLITS", "OUTPUT", "LAYOUT", "PARAM",
+_NAME_LIKE_KEYWORDS = {"NETWORK", "INPUT", "BLOCK", "PARALLEL", "SPLITS", "OUTPUT", "LAYOUT", "PARAM", "OPTIMIZER",
                        "TRUE", "FALSE", "NULL"}
 
 

@@ -93,6 +93,11 @@ def write_nd(module, header: str | None = None) -> str:
     if header:
         out.extend("# " + line if line else "#" for line in header.splitlines())
         out.append("")
+    opt = module.attrs.get("optimizer")
+    if opt:     # a SINGA job's updater, or an .nd file's optimizer: how the networks train
+        rest = {k: v for k, v in opt.items() if k != "name"}
+        out.append(f"optimizer {name(opt.get('name', 'sgd'))}" + (f" {value(rest)}" if rest else ""))
+        out.append("")
     for op in module.body:
         if op.name == "netc.param":
             a = op.attrs
