@@ -567,3 +567,10 @@ def test_nd_optimizer_exports_to_a_singa_updater(tmp_path):
     f.write_text("optimizer sgd { lr: 0.1 }" + body)             # plain SGD: the same arithmetic either way
     diag = DiagnosticEngine()
     assert "learning_rate { type: kFixed base_lr: 0.1 }" in export(str(f), "singa", diag) and not diag.diagnostics
+
+
+@needs_corpus
+def test_the_singa_example_says_what_the_job_says():
+    """examples/cifar10_phases.nd's optimizer is SINGA's CIFAR-10 job's updater, as netc reads it."""
+    mine = load(str(ROOT / "examples" / "cifar10_phases.nd"), DiagnosticEngine()).attrs["optimizer"]
+    assert mine == load(str(SINGA / "0.3.0_cifar10_job.conf"), DiagnosticEngine()).attrs["optimizer"]
