@@ -5,7 +5,7 @@ Layers, bottom to top; a module imports its own layer and the ones below, never 
 form a cycle; an import inside a function exists only to keep startup fast, as torch, Triton and
 matplotlib load slowly):
 
-    diagnostics                        locations, errors, rendering
+    diagnostics, version               locations, errors, rendering; the version
     ir                                 the IR, its text (printer, parser), verifier, dialect registry
     ops                                one definition per op; window geometry; float64 reference semantics
     frontend                           .nd, Paleo JSON, SINGA configs, Brainstorm layouts -> IR
@@ -22,7 +22,7 @@ The Python API is reached from here lazily (PEP 562): `import netc` stays light 
 and a warm `netc compile` must not import torch), and `netc.layer`, `netc.train`, ... import netc.api
 on first use.
 """
-__version__ = "0.1.0"
+from .version import __version__  # noqa: F401  (netc.__version__)
 
 # name -> (module of netc.api, attribute or None for the module itself)
 _LAZY = {

@@ -13,7 +13,7 @@ import subprocess
 import sys
 import traceback
 
-from . import __version__
+from .version import __version__
 from .diagnostics import DiagnosticEngine, NetcError
 
 EXIT_USER, EXIT_INTERNAL = 1, 2

@@ -53,7 +53,7 @@ def op_type(op: str | None) -> str | None:
 def predict(prof: dict, device_key: str) -> dict:
     """The profile document: Net.profile's rows with their prediction (flops and bytes scaled to
     the call batch), totals, and the efficiency factor per op type."""
-    from . import __version__
+    from .version import __version__
     from .costmodel import get_device, layer_time
     dev = get_device(device_key)
     scale = prof["batch"] / prof["compiled_batch"]

@@ -12,7 +12,7 @@ import networkx as nx
 NETC = Path(__file__).resolve().parents[1] / "netc"
 # bottom to top; a module may import its own layer and the ones below
 LAYERS = [
-    ("diagnostics",),
+    ("diagnostics", "version"),
     ("ir",),
     ("ops",),
     ("frontend",),

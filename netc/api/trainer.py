@@ -8,8 +8,14 @@ gradient ops included). The trainer computes on the ParameterSet's own tensors: 
 them in place, so a parameter shared by name with another topology is one tensor that both see.
 Optimizer state and running statistics the program creates are kept in the set's `state`.
 
-Targets: "reference" (this). "interp" and "cuda" need training kernels, which netc does not have
-yet: they raise a clear error.
+Targets: "reference" (this), and "interp": the compiled kernels, schedule and memory plan run on the
+CPU through Triton's interpreter (netc.runtime.interp: InterpTrainer for a training step,
+InterpProgram for test and infer; tiles as large as the problem, the interpreter's fast policy), in
+f32 -- what `netc run --target interp` runs. Its parameters live in the program's arena: before each
+step the ParameterSet's values are written there, after it the updated ones (and the optimizer
+state) are copied back, so sharing by name works as on the reference target. "cuda" (a compiled
+library on the GPU) is not wired into this API yet: `netc compile --train` and
+netc.runtime.load(...).train_step, or `netc run NET.so --train`, train one.
 """
 from __future__ import annotations
 
@@ -56,9 +62,19 @@ class _threads:
 def _check_target(target, what, loc):
     if target not in TARGETS:
         raise error(f"unknown target {target!r} (targets: {', '.join(TARGETS)})", loc)
-    if target != "reference":
-        raise error(f"{what} on target '{target}' is not implemented yet: netc has no {what} kernels for the "
-                    f"interpreter or the .so; use target=\"reference\" (the torch reference executor)", loc)
+    if target == "cuda":
+        raise error(f"{what} on target 'cuda' is not wired into the Python API yet: compile the network (`netc "
+                    f"compile`, with --train for training) and use netc.runtime.load(...) (run, train_step), or "
+                    f"target=\"interp\" for the same kernels on the CPU", loc)
+    if target == "interp":
+        from ..runtime.interp import ensure_interpreter
+        with user_errors(loc):
+            ensure_interpreter()
+
+
+def _logits(net) -> list:
+    """The values _measure reads besides the losses: each softmax loss's logits (by layer name)."""
+    return [layer_name(op.operands[0].owner) for op in _loss_ops(net) if op.name == "netc.softmax_loss"]
 
 
 # -- feeding ----------------------------------------------------------------------------------------
@@ -319,12 +335,33 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
             with user_errors(loc):
                 net = next(x for x in module.networks() if "gradients" in x.attrs)
                 given = _given(module, parameters, top, loc)
-                tr = ReferenceTrainer(module, net, given, seed, dtype=parameters.dtype)
-            for k, t in given.items():     # the trainer computes on the set's own tensors
-                assert tr.params[k] is t, f"parameter '{k}' was copied, not shared"
-            parameters.adopt_state(tr.params)
-            programs[n] = tr
+                if target == "interp":
+                    from ..runtime.interp import InterpTrainer
+                    known = {**given, **{k: v for k, v in parameters.state.items()}}
+                    tr = InterpTrainer(module, net, known, seed, blocks="large", capture=_logits(net))
+                    parameters.adopt_state({k: v.detach().to(parameters.dtype).clone() for k, v in tr.params.items()
+                                            if k not in given})
+                else:
+                    tr = ReferenceTrainer(module, net, given, seed, dtype=parameters.dtype)
+            if target == "reference":
+                for k, t in given.items():     # the trainer computes on the set's own tensors
+                    assert tr.params[k] is t, f"parameter '{k}' was copied, not shared"
+                parameters.adopt_state(tr.params)
+            programs[n] = (tr, given)
         return programs[n]
+
+    def step(tr, given, feed, lr, step_seed):
+        """One step; on the interpreter target the set's values go into the arena first and the
+        updated ones come back after (the set stays the one copy that topologies share)."""
+        if target != "interp":
+            return tr.step(feed, lr, step_seed=step_seed)
+        held = {**given, **{k: v for k, v in parameters.state.items()}}
+        tr.program.set_params(held)
+        named = tr.step(feed, lr, step_seed=step_seed)
+        for k, v in tr.params.items():
+            if k in held:
+                held[k].copy_(v.reshape(held[k].shape).to(held[k].dtype))
+        return {**tr.last_feed, **named}
 
     def send(e):
         for h in handlers:
@@ -342,10 +379,10 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                 feed = feeder(samples)
                 n = len(samples)
                 send(ev.BeginIteration(pass_id, batch_id))
-                tr = program(n)
+                tr, given = program(n)
                 lr = optimizer.learning_rate()
                 with user_errors(loc):
-                    named = tr.step(feed, lr, step_seed=seed * 1_000_003 + optimizer.steps)
+                    named = step(tr, given, feed, lr, seed * 1_000_003 + optimizer.steps)
                 optimizer.steps += 1
                 iterations += 1
                 cost, metrics = _measure(tr.net, named, n)
@@ -368,6 +405,21 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
 
 
 # -- test and infer ---------------------------------------------------------------------------------
+
+def _forward(target, module, net, feed, params, dtype, capture, cache, n) -> dict:
+    """An inference program's values: on the reference executor every value (intermediates), on the
+    interpreter target the outputs, the inputs and `capture` (its program cached per batch size)."""
+    if target != "interp":
+        return run_reference(module, feed, params, net, dtype=dtype, intermediates=bool(capture))
+    from ..runtime.interp import InterpProgram
+    key = ("interp", n)
+    if key not in cache:
+        cache[key] = InterpProgram(module, net.attrs.get("sym_name"), params=params, blocks="large")
+    prog = cache[key]
+    prog.set_params({k: v for k, v in params.items()})
+    out = prog.run(feed, capture=capture)
+    return {**{k: torch.as_tensor(v) for k, v in feed.items()}, **out}
+
 
 class TestResult:
     """netc.test's answer: the mean cost and metrics over every sample of the reader."""
@@ -412,7 +464,7 @@ def _test(loc, topology, parameters, reader, batch_size, feeding, target) -> Tes
         module, params = cache[n]
         net = module.networks()[0]
         with user_errors(loc):
-            named = run_reference(module, feeder(samples), params, net, dtype=parameters.dtype, intermediates=True)
+            named = _forward(target, module, net, feeder(samples), params, parameters.dtype, _logits(net), cache, n)
         cost, metrics = _measure(net, named, n)
         mean.add(n, cost, metrics)
     cost, metrics = mean.result()
@@ -457,7 +509,7 @@ def _infer(loc, output_layer, parameters, input, feeding, batch_size, target):
         module, params = cache[n]
         net = module.networks()[0]
         with user_errors(loc):
-            outs = run_reference(module, feed, params, net, dtype=parameters.dtype)
+            outs = _forward(target, module, net, feed, params, parameters.dtype, (), cache, n)
         for op in network_outputs(net):
             chunks.setdefault(layer_name(op), []).append((n, outs[layer_name(op)]))
     result = {}

@@ -181,7 +181,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
 
     # inputs, outputs, parameters
     from . import lowering_cache
-    from .. import __version__
+    from ..version import __version__
     from ..passes.set_dtype import precision_of
     classes = _label_classes(net)
     fwd_const_off = layout.const_shift if train is not None else 0

@@ -396,7 +396,7 @@ class InterpTrainer(ReferenceTrainer):
     read it) and the forward values the backward read (`last_feed` holds the step's inputs)."""
 
     def __init__(self, module: Module, network=None, params: dict | None = None, seed: int = 0,
-                 blocks: str = "cuda"):
+                 blocks: str = "cuda", capture=()):
         from ..ir.query import layers
         from .train import is_forward
         super().__init__(module, network, params, seed, torch.float64)
@@ -412,6 +412,7 @@ class InterpTrainer(ReferenceTrainer):
                            if v.owner.name != "netc.input" and is_forward(v.owner))
         stored = {t.name for t in self.plan.tensors if not t.fused}
         self._capture = sorted((self.net.attrs.get("gradients") or {}).values()) + sorted(fwd & stored)
+        self._capture += [c for c in capture if c not in self._capture]    # the caller's (a cost's logits)
         self.last_feed = None
 
     def step(self, inputs: dict | None = None, lr: float | None = None, step_seed: int | None = None) -> dict:
