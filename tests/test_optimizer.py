@@ -574,3 +574,20 @@ def test_the_singa_example_says_what_the_job_says():
     """examples/cifar10_phases.nd's optimizer is SINGA's CIFAR-10 job's updater, as netc reads it."""
     mine = load(str(ROOT / "examples" / "cifar10_phases.nd"), DiagnosticEngine()).attrs["optimizer"]
     assert mine == load(str(SINGA / "0.3.0_cifar10_job.conf"), DiagnosticEngine()).attrs["optimizer"]
+
+
+@needs_corpus
+@pytest.mark.parametrize("fmt,what", [("paleo", "Paleo's network JSON"), ("layout", "a Brainstorm layout")])
+def test_formats_without_an_optimizer_say_they_drop_it(fmt, what, tmp_path):
+    from netc.export import export
+    for src, line, word in [(SINGA / "0.2.0_cifar10_job.conf", 12, "updater"),
+                            (ROOT / "examples" / "cifar10_phases.nd", None, "optimizer")]:
+        diag = DiagnosticEngine()
+        try:
+            export(str(src), fmt, diag)
+        except NetcError:
+            pass          # a network the format cannot hold: its own error, after the warning
+        w = [d for d in diag.diagnostics if "optimizer" in d.message and d.severity == "warning"]
+        assert len(w) == 1 and what in w[0].message, diag.render()
+        assert line is None or w[0].loc.line == line
+        assert w[0].width == len(word)

@@ -22,8 +22,9 @@ Anything a format cannot say is an error naming the layer, never a silent approx
 from __future__ import annotations
 
 import json
+import re
 
-from ..diagnostics import NetcError
+from ..diagnostics import SOURCES, NetcError
 from .paleo import _err, export_paleo
 
 
@@ -62,6 +63,13 @@ def export(path: str, fmt: str, diag, batch: int = 1, phase: str = "train", opti
     module = load(path, diag, batch, options=options)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])
+    if fmt in ("paleo", "layout") and module.attrs.get("optimizer"):
+        what = "Paleo's network JSON" if fmt == "paleo" else "a Brainstorm layout"
+        loc = module.attr_loc("optimizer")
+        word = re.match(r"\w*", (SOURCES.line(loc.file, loc.line) or "")[max(loc.col - 1, 0):]).group(0)
+        diag.warning(f"{what} has no place for the file's optimizer ({module.attrs['optimizer'].get('name')}): it "
+                     f"is not exported (the SINGA export writes it as the job's updater)", loc,
+                     width=max(1, len(word)))     # the keyword there: `optimizer`, or SINGA's `updater`
     if fmt == "paleo":
         return export_paleo(module)
     ctx = PassContext(diag=diag, phase=phase)

@@ -402,6 +402,7 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
     opt = singa_optimizer(job, diag)
     if opt is not None:
         m.attrs["optimizer"] = opt
+        m.attr_locs = {"optimizer": job.job.get("updater").loc}
     if energy:
         n, hid = energy[0]
         diag.extend([Diagnostic("note", f"this is an energy model (RBM): '{nname(n.name)}' (kRBMVis) and "
