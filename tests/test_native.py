@@ -1053,3 +1053,15 @@ def test_compile_at_another_batch(trained, fakegpu, capsys, monkeypatch, tmp_pat
                 and op.attrs.get("name") in ("x", "label")] == [2, 2]
     assert run_main("run", tmp_path / "t2.so", "--train", "--steps", "2") == 0
     assert "trained 2 steps" in capsys.readouterr().out
+
+
+def test_cli_train_library_checks_its_inputs(trained, fakegpu, capsys, tmp_path):
+    """--data/--inputs for a library's steps are checked as the reference checks them: fractional
+    labels are an error, not silently truncated."""
+    np.savez(tmp_path / "d.npz", x=np.random.rand(8, 6, 6, 3).astype(np.float32),
+             label=np.random.rand(8).astype(np.float32) * 9)
+    assert run_main("run", trained / "trainy.so", "--train", "--data", tmp_path / "d.npz") == 1
+    assert "input 'label' must hold integers (it is an integer input), got fractional values" in capsys.readouterr().err
+    np.savez(tmp_path / "i.npz", x=np.random.rand(4, 6, 6, 3).astype(np.float32), label=np.arange(4.0))
+    assert run_main("run", trained / "trainy.so", "--train", "--inputs", tmp_path / "i.npz", "--steps", "2") == 0
+    assert "trained 2 steps" in capsys.readouterr().out

@@ -13,7 +13,7 @@ import torch
 
 from ..diagnostics import NetcError
 from .native import Net, NetcInputError
-from .reference import random_float_input, random_labels
+from .reference import _feed, random_float_input, random_labels
 
 
 class LibraryTrainer:
@@ -53,18 +53,16 @@ class LibraryTrainer:
         return out
 
     def feed(self, inputs: dict | None) -> dict:
-        """The step's inputs on the library's device in its dtypes (None: the random ones)."""
+        """The step's inputs on the library's device in its dtypes (None: the random ones), checked as
+        the reference executor checks them (shape; integers for integer inputs)."""
         xs = self.random_inputs() if inputs is None else inputs
-        dev = self.lib.device
+        dev = self.lib.device if self.lib.device is not None else "cpu"
         out = {}
         for s in self.lib.train_inputs:
             t = xs.get(s.name)
             if t is None:
                 continue    # train_step names what is missing
-            t = torch.as_tensor(t)
-            if t.dtype != s.dtype and (t.is_floating_point() or not s.dtype.is_floating_point):
-                t = t.to(s.dtype)
-            out[s.name] = t.to(dev).contiguous() if dev is not None else t.contiguous()
+            out[s.name] = _feed(t, s.shape, s.dtype, f"input '{s.name}'", dev).contiguous()
         out.update({k: v for k, v in xs.items() if k not in out})   # unknown names: train_step says so
         return out
 
