@@ -93,16 +93,21 @@ def test_gradients_equal_finite_differences(src):
     feed = {k: v for k, v in tr.feed(None, lr=0.0).items() if k in ("data", "label")}
     params = {k: v.clone() for k, v in tr.params.items()}
     grads = tr.gradients(tr.step(feed, lr=0.0))
+    check_finite_differences(grads, params, lambda p: _loss_at(inf, p, feed), per_param=3)
+
+
+def check_finite_differences(grads: dict, params: dict, loss_at, per_param: int, h: float = 1e-6):
+    """`per_param` random entries of each gradient against the central difference (step h) of
+    loss_at(parameters) around `params`, to 1e-6 of max(1, |difference|)."""
     rng = np.random.default_rng(0)
-    h = 1e-6
     for name, g in grads.items():
-        for _ in range(3):
+        for _ in range(per_param):
             idx = tuple(int(rng.integers(0, s)) for s in g.shape)
             plus = {k: v.clone() for k, v in params.items()}
             minus = {k: v.clone() for k, v in params.items()}
             plus[name][idx] += h
             minus[name][idx] -= h
-            fd = (_loss_at(inf, plus, feed) - _loss_at(inf, minus, feed)) / (2 * h)
+            fd = (loss_at(plus) - loss_at(minus)) / (2 * h)
             assert abs(fd - float(g[idx])) <= 1e-6 * max(1.0, abs(fd)), (name, idx, fd, float(g[idx]))
 
 
@@ -415,15 +420,5 @@ def test_alexnet_gradients_equal_finite_differences():
         tr.params = params
         return float(sum(tr.losses(tr.step(feed, lr=0.0, step_seed=7)).values()))
 
-    rng = np.random.default_rng(0)
-    h = 1e-6
     assert len(grads) == 16
-    for name, g in grads.items():
-        for _ in range(2):
-            idx = tuple(int(rng.integers(0, s)) for s in g.shape)
-            plus = {k: v.clone() for k, v in base.items()}
-            minus = {k: v.clone() for k, v in base.items()}
-            plus[name][idx] += h
-            minus[name][idx] -= h
-            fd = (loss_at(plus) - loss_at(minus)) / (2 * h)
-            assert abs(fd - float(g[idx])) <= 1e-6 * max(1.0, abs(fd)), (name, idx, fd, float(g[idx]))
+    check_finite_differences(grads, base, loss_at, per_param=2)
