@@ -972,14 +972,9 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
                 feeds = dataset_feeds(data, batch, args.seed, args.steps, args.epochs)
                 every = max(1, steps // 50)   # about 50 lines for a long run
 
-            def log(row):
-                if row["step"] % every and row["step"] != 1:
-                    return
-                extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
-                print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}"
-                      f"{extra}", flush=True)
             history, grads = D.run_training(worker, steps, lambda k: learning_rate(schedule, k),
-                                            inputs or None, log, want_grads=bool(args.grads), feeds=feeds)
+                                            inputs or None, _step_log(every), want_grads=bool(args.grads),
+                                            feeds=feeds)
             final = D.gather_params(worker) if args.output else None
             if rank == 0:
                 last = history[-1]
@@ -1171,6 +1166,16 @@ def _schedule(optimizer: dict | None, lr: float | None) -> dict:
     return dict((optimizer or {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
 
 
+def _step_log(every: int = 1):
+    """A training run's line per step (step 1, then every `every`-th): step, epoch, lr, loss(es)."""
+    def log(row):
+        if row["step"] % every == 0 or row["step"] == 1:
+            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
+            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
+                  flush=True)
+    return log
+
+
 def _fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer):
     """Train (runtime.train.fit: --steps, or --epochs over --data) and print a line per step (about
     50 for a long run) and the summary; returns the history."""
@@ -1182,14 +1187,8 @@ def _fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimize
         total = args.steps or per_epoch * (args.epochs or 1)
         every = max(1, total // 50)   # about 50 lines for a long run
 
-    def log(row):
-        if row["step"] % every == 0 or row["step"] == 1:
-            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
-            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
-                  flush=True)
-
     history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
-                  inputs=inputs, log=log, grads_out=grads)
+                  inputs=inputs, log=_step_log(every), grads_out=grads)
     print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{name}' ({optimizer}): "
           f"loss {history[0]['loss']:.6f} -> {history[-1]['loss']:.6f}")
     return history

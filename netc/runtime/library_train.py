@@ -12,7 +12,7 @@ from __future__ import annotations
 import torch
 
 from ..diagnostics import NetcError
-from .native import Net, NetcInputError
+from .native import Net, NetcInputError, source_of
 from .reference import _feed, random_float_input, random_labels
 
 
@@ -95,33 +95,18 @@ def training_reference(net: Net, source: str | None = None):
     """(module, network): the training program `net` was compiled from -- its source (the manifest's,
     or `source`) through the default pipeline and the backward and optimizer passes with the options
     `netc compile --train` recorded -- for the reference executor."""
-    import hashlib
     import os
-    import sys
 
     from ..diagnostics import DiagnosticEngine
     from ..frontend import load as load_source
     from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
     rec = net.manifest.get("source") or {}
     so = os.path.basename(net.path)
-    path = source or rec.get("path")
-    if not path:
-        raise NetcInputError(f"--compare needs the network's source: '{so}' does not record it; give --source FILE")
     options = rec.get("training")
     if options is None:
         raise NetcInputError(f"--compare --train needs the options '{so}' was compiled with (loss, optimizer, frozen "
                              f"parameters), which a library built by an older netc does not record: recompile it")
-    try:
-        with open(path, "rb") as f:
-            digest = hashlib.sha256(f.read()).hexdigest()
-    except OSError as e:
-        raise NetcInputError(f"--compare: cannot read the source '{path}': {e.strerror}"
-                             + ("" if source else "; give --source FILE")) from None
-    if rec.get("sha256") and digest != rec["sha256"]:
-        msg = f"'{path}' has changed since '{so}' was compiled from it"
-        if not source:
-            raise NetcInputError(f"--compare: {msg}; recompile, or pass --source {path} to compare anyway")
-        sys.stderr.write(f"netc: warning: {msg}\n")
+    path = source_of(net, source)
     diag = DiagnosticEngine()
     module = load_source(path, diag, rec.get("batch") or 1, options={"singa_version": rec.get("singa_version")})
     if rec.get("rescaled_batch"):   # compiled at `netc compile --batch B`: every input rescaled to B

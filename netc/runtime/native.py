@@ -772,14 +772,12 @@ def profile_cli(args, repeat: int, warmup: int = 3) -> dict:
                     repeat=repeat, warmup=warmup, rows=rows)
 
 
-def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
-    """--compare: the f64 reference executor on the network's source (recorded in the manifest, or
-    --source) with the very inputs and parameters the library ran with; prints the max relative
-    error of every output and returns a diagnostic for each beyond the precision's tolerance."""
+def source_of(net: Net, given: str | None = None) -> str:
+    """The path of the source `net` was compiled from, for --compare: `given` (--source) or the one the
+    manifest records, readable and (unless given) unchanged since (its sha256); else a clear error."""
     import hashlib
-    from .compare import check_outputs
     rec = net.manifest.get("source") or {}
-    path = getattr(args, "source", None) or rec.get("path")
+    path = given or rec.get("path")
     so = os.path.basename(net.path)
     if not path:
         raise NetcInputError(f"--compare needs the network's source: '{so}' does not record it; give --source FILE")
@@ -788,12 +786,23 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
             digest = hashlib.sha256(f.read()).hexdigest()
     except OSError as e:
         raise NetcInputError(f"--compare: cannot read the source '{path}': {e.strerror}"
-                             + ("" if getattr(args, "source", None) else "; give --source FILE"))
+                             + ("" if given else "; give --source FILE")) from None
     if rec.get("sha256") and digest != rec["sha256"]:
         msg = f"'{path}' has changed since '{so}' was compiled from it"
-        if not getattr(args, "source", None):
+        if not given:
             raise NetcInputError(f"--compare: {msg}; recompile, or pass --source {path} to compare anyway")
         sys.stderr.write(f"netc: warning: {msg}\n")
+    return path
+
+
+def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
+    """--compare: the f64 reference executor on the network's source (recorded in the manifest, or
+    --source) with the very inputs and parameters the library ran with; prints the max relative
+    error of every output and returns a diagnostic for each beyond the precision's tolerance."""
+    from .compare import check_outputs
+    rec = net.manifest.get("source") or {}
+    path = source_of(net, getattr(args, "source", None))
+    so = os.path.basename(net.path)
     ref = reference_outputs(net, path, inputs, seed=args.seed, phase=rec.get("phase", "test"),
                             load_batch=rec.get("batch"), options={"singa_version": rec.get("singa_version")},
                             rescaled_batch=rec.get("rescaled_batch"))
