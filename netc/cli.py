@@ -1161,6 +1161,8 @@ def _check_training_run(args):
 
 def _schedule(optimizer: dict | None, lr: float | None) -> dict:
     """The learning-rate schedule of a training run: --lr (fixed), else the file's, else 0.01 fixed."""
+    if lr is not None and not lr >= 0:
+        raise NetcError(f"--lr takes a learning rate >= 0, got {lr:g}")
     if lr is not None:
         return {"type": "fixed", "base_lr": lr}
     return dict((optimizer or {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})

@@ -496,13 +496,14 @@ def test_nd_optimizer_trains_as_the_command_line_says():
 
 @pytest.mark.parametrize("text,msg,col", [
     ("optimizer momentm { }", "unknown optimizer 'momentm'", 11),
-    ("optimizer adam { momentum: 0.9 }", "optimizer 'adam' has no option 'momentum'", 18),
-    ("optimizer sgd { lr: 0.1, schedule: { type: fixed, base_lr: 0.1 } }", "either 'lr' (a fixed learning rate) or", 17),
-    ("optimizer sgd { lr: 0 }", "'lr' is a positive learning rate, got 0", 17),
+    ("optimizer adam { momentum: 0.9 }", "option 'momentum' does not apply to optimizer 'adam'", 18),
+    ("optimizer sgd { lr: 0.1, schedule: { type: fixed, base_lr: 0.1 } }", "either 'lr' or 'schedule', not both", 17),
+    ("optimizer sgd { lr: -1 }", "learning rates must not be negative, got -1", 17),
+    ("optimizer adam { beta1: 1.5 }", "option 'beta1' of optimizer 'adam' must be in [0, 1), got 1.5", 18),
     ("optimizer sgd { schedule: { type: step, base_lr: 0.1 } }", "missing gamma, change_freq", 17),
-    ("optimizer sgd { nesterov: 3 }", "'nesterov' is true or false, got 3", 17),
-    ("optimizer sgd { convention: keras }", "'convention' is one of torch, singa", 17),
-    ("optimizer sgd { weight_decay: -1 }", "'weight_decay' is a number >= 0, got -1", 17),
+    ("optimizer sgd { nesterov: 3 }", "'nesterov' must be true or false, got 3", 17),
+    ("optimizer sgd { convention: keras }", "convention must be 'torch' or 'singa', got 'keras'", 17),
+    ("optimizer sgd { weight_decay: -1 }", "'weight_decay' of optimizer 'sgd' must not be negative, got -1", 17),
     ("optimizer sgd\noptimizer adam", "the optimizer is declared twice", 1),
 ])
 def test_nd_optimizer_errors_are_located(text, msg, col):

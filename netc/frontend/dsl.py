@@ -341,57 +341,24 @@ class _Builder(Transformer):
 
     def optimizer_decl(self, c):
         """`optimizer NAME { options }`: the module's optimizer (what a SINGA job's updater records),
-        checked here against ops/optim.py's tables; an 'lr' becomes a fixed schedule."""
-        from ..ops.optim import COMMON_OPTIONS, CONVENTIONS, OPTIMIZERS, schedule_problem
+        checked as the optimizer pass resolves it (ops/optim.py), an error located at the option at
+        fault; an 'lr' becomes a fixed schedule."""
+        from ..ops.optim import OptimizerError, resolve_optimizer
         kw, name, attrs = c[0], c[1], c[2] or _Dict()
         locs = getattr(attrs, "locs", {})
         decl = _OptimizerDecl(_loc(self.file, kw))
-        if str(name) not in OPTIMIZERS:
-            hint = did_you_mean(str(name), OPTIMIZERS)
-            d = self.diag.error(f"unknown optimizer '{name}'", _loc(self.file, name), width=len(name))
-            d.note(f"did you mean '{hint}'?" if hint else "optimizers: " + ", ".join(OPTIMIZERS))
+        spec = {"name": str(name), **{k: (dict(v) if isinstance(v, dict) else v) for k, v in attrs.items()
+                                      if v is not None}}
+        try:
+            resolve_optimizer(None, spec)
+        except OptimizerError as e:
+            at = e.key if e.key in locs else None
+            self.diag.error(e.diagnostics[0].message, locs[at] if at else _loc(self.file, name),
+                            width=len(at or name))
             return decl
-        own = OPTIMIZERS[str(name)][1]
-        allowed = {**own, **COMMON_OPTIONS}
-        spec = {"name": str(name)}
-        if "lr" in attrs and "schedule" in attrs:
-            self.diag.error("give the optimizer either 'lr' (a fixed learning rate) or 'schedule', not both",
-                            locs["lr"], width=2).note("'schedule' given here", locs["schedule"])
-            return decl
-        for k, v in attrs.items():
-            where = locs[k]
-            if k == "lr":
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                    self.diag.error(f"'lr' is a positive learning rate, got {_show(v)}", where, width=2)
-                    continue
-                spec["schedule"] = {"type": "fixed", "base_lr": float(v)}
-            elif k == "schedule":
-                why = schedule_problem(v)
-                if why:
-                    self.diag.error(why, where, width=len(k))
-                    continue
-                spec["schedule"] = dict(v)
-            elif k not in allowed:
-                hint = did_you_mean(k, list(allowed) + ["lr", "schedule"])
-                d = self.diag.error(f"optimizer '{name}' has no option '{k}'", where, width=len(k))
-                d.note(f"did you mean '{hint}'?" if hint else "options: " + ", ".join(list(allowed) + ["lr", "schedule"]))
-            elif k == "convention":
-                if v not in CONVENTIONS:
-                    self.diag.error(f"'convention' is one of {', '.join(CONVENTIONS)}, got {_show(v)}", where,
-                                    width=len(k))
-                    continue
-                spec[k] = v
-            elif isinstance(allowed[k], bool):
-                if not isinstance(v, bool):
-                    self.diag.error(f"'{k}' is true or false, got {_show(v)}", where, width=len(k))
-                    continue
-                spec[k] = v
-            else:
-                if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or v != v:
-                    self.diag.error(f"'{k}' is a number >= 0, got {_show(v)}", where, width=len(k))
-                    continue
-                spec[k] = float(v)
-        decl.spec = spec
+        if "lr" in spec:
+            spec["schedule"] = {"type": "fixed", "base_lr": float(spec.pop("lr"))}
+        decl.spec = {k: float(v) if isinstance(v, int) and not isinstance(v, bool) else v for k, v in spec.items()}
         return decl
 
     def start(self, c):

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 
+from ..diagnostics import NetcError, did_you_mean
 from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 
 CONVENTIONS = ("torch", "singa")
@@ -122,6 +123,10 @@ def schedule_problem(schedule) -> str | None:
                 return f"'change_freq' of the '{t}' schedule must be a positive integer, got {v!r}"
         elif not _is_number(v):
             return f"'{k}' of the '{t}' schedule must be a number, got {v!r}"
+    rates = [schedule[k] for k in ("base_lr", "final_lr") if k in need] + (list(schedule["lrs"]) if t == "fixed_step"
+                                                                          else [])
+    if any(r < 0 for r in rates):
+        return f"the '{t}' schedule's learning rates must not be negative, got {min(rates):g}"
     if t == "inverse_t" and schedule["final_lr"] == 0:
         return "'final_lr' of the 'inverse_t' schedule must not be 0 (SINGA divides by it)"
     return None
@@ -356,3 +361,98 @@ class GlobalNorm(OpDef):
 
 
 UPDATE_OPS = {"netc.sgd_update", "netc.adam_update", "netc.rmsprop_update", "netc.adagrad_update"}
+
+
+# --------------------------------------------------------------------------- resolving an optimizer
+# (here, beside the tables it checks against: the optimizer pass resolves the module's optimizer and
+# its options with it, and the .nd frontend checks an `optimizer` item with it, locating the key)
+
+DEFAULT_SCHEDULE = {"type": "fixed", "base_lr": 0.01}
+_KEEP_ACROSS = ("schedule", "weight_decay")   # what a module's optimizer lends one named differently
+
+
+class OptimizerError(NetcError):
+    """A bad optimizer name or option; `key` is the option at fault ('name' for the name), or None."""
+
+    def __init__(self, message: str, key: str | None = None):
+        super().__init__(message)
+        self.key = key
+
+
+def resolve_optimizer(base, options: dict) -> dict:
+    """The complete optimizer spec (name, its options, the common ones, schedule) from a module's
+    recorded optimizer (or None) and the pass options; NetcError for an unknown name or option or
+    a bad value."""
+    if not isinstance(options, dict):
+        raise OptimizerError(f"optimizer options must be a dictionary, got {options!r}")
+    base = dict(base or {"name": "sgd"})
+    if "name" in options and options["name"] != base.get("name"):
+        base = {k: base[k] for k in _KEEP_ACROSS if k in base}
+    spec = {**base, **{k: v for k, v in options.items() if v is not None}}
+    name = spec.pop("name", "sgd")
+    if name not in OPTIMIZERS:
+        hint = did_you_mean(str(name), OPTIMIZERS)
+        raise OptimizerError(f"unknown optimizer '{name}'" + (f"; did you mean '{hint}'?" if hint else "")
+                             + f" (optimizers: {', '.join(OPTIMIZERS)})", "name")
+    _, own = OPTIMIZERS[name]
+    allowed = {**own, **COMMON_OPTIONS}
+    if "lr" in spec:
+        if "schedule" in options:
+            raise OptimizerError("give the optimizer either 'lr' or 'schedule', not both", "lr")
+        spec.pop("schedule", None)      # an explicit lr replaces the module's schedule
+        lr = spec.pop("lr")
+        _number("lr", lr, name)
+        spec["schedule"] = {"type": "fixed", "base_lr": float(lr)}
+    schedule = spec.pop("schedule", None) or dict(DEFAULT_SCHEDULE)
+    problem = schedule_problem(schedule)
+    if problem:
+        raise OptimizerError(f"optimizer '{name}': {problem}", "lr" if "lr" in options else "schedule")
+    for k in spec:
+        if k not in allowed:
+            hint = did_you_mean(k, list(allowed) + ["lr", "schedule"])
+            raise OptimizerError(f"option '{k}' does not apply to optimizer '{name}'"
+                                 + (f"; did you mean '{hint}'?" if hint else "")
+                                 + f" (its options: {', '.join(list(allowed) + ['lr', 'schedule'])})", k)
+    out = {"name": name}
+    for k, default in allowed.items():
+        v = spec.get(k, default)
+        if k == "convention":
+            if v not in CONVENTIONS:
+                raise OptimizerError(f"optimizer convention must be {' or '.join(map(repr, CONVENTIONS))}, got {v!r}",
+                                     k)
+        elif k == "nesterov":
+            if not isinstance(v, bool):
+                raise OptimizerError(f"optimizer option 'nesterov' must be true or false, got {v!r}", k)
+        else:
+            v = float(_number(k, v, name))
+        out[k] = v
+    _check_ranges(out)
+    out["schedule"] = dict(schedule)
+    return out
+
+
+def _number(key, v, name):
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
+        raise OptimizerError(f"option '{key}' of optimizer '{name}' must be a finite number, got {v!r}", key)
+    return v
+
+
+def _check_ranges(o):
+    name = o["name"]
+
+    def bad(k, why):
+        raise OptimizerError(f"option '{k}' of optimizer '{name}' {why}, got {o[k]:g}", k)
+
+    for k in ("momentum", "weight_decay", "eps", "alpha", "clip_norm"):
+        if k in o and o[k] < 0:
+            bad(k, "must not be negative")
+    for k in ("beta1", "beta2"):
+        if k in o and not 0 <= o[k] < 1:
+            bad(k, "must be in [0, 1)")
+    if o["clip_high"] < o["clip_low"]:
+        raise OptimizerError(f"optimizer '{name}': clip_low ({o['clip_low']:g}) is above clip_high "
+                             f"({o['clip_high']:g})", "clip_low")
+    if name in ("momentum", "nesterov") and o["momentum"] == 0 and o["convention"] == "torch":
+        bad("momentum", "must be positive (use 'sgd' for plain SGD)")
+    if name == "sgd" and o.get("nesterov") and o["momentum"] == 0:
+        raise OptimizerError("optimizer 'sgd': nesterov needs a positive momentum (torch.optim's rule)", "nesterov")

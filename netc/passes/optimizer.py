@@ -27,15 +27,13 @@ by key; naming another optimizer than the module's keeps only its schedule and w
 """
 from __future__ import annotations
 
-from ..diagnostics import NetcError, did_you_mean
+from ..diagnostics import NetcError
 from ..ir.core import STRUCTURAL_OPS, Operation, SymbolRef, TensorType
 from ..ops import lookup
-from ..ops.optim import COMMON_OPTIONS, CONVENTIONS, OPTIMIZERS, UPDATE_OPS, schedule_problem
+from ..ops.optim import OPTIMIZERS, UPDATE_OPS, resolve_optimizer  # noqa: F401 (resolve_optimizer: API)
 from .backward import program_input, state_param
 from .registry import Pass, register_pass
 
-DEFAULT_SCHEDULE = {"type": "fixed", "base_lr": 0.01}
-_KEEP_ACROSS = ("schedule", "weight_decay")   # what a module's optimizer lends one named differently
 
 
 @register_pass
@@ -55,83 +53,6 @@ class Optimizer(Pass):
             grads = net.attrs.get("gradients")
             if grads and not any(op.name in UPDATE_OPS for op in net.regions[0].ops):
                 _append_updates(module, net, grads, params, spec)
-
-
-def resolve_optimizer(base, options: dict) -> dict:
-    """The complete optimizer spec (name, its options, the common ones, schedule) from a module's
-    recorded optimizer (or None) and the pass options; NetcError for an unknown name or option or
-    a bad value."""
-    if not isinstance(options, dict):
-        raise NetcError(f"optimizer options must be a dictionary, got {options!r}")
-    base = dict(base or {"name": "sgd"})
-    if "name" in options and options["name"] != base.get("name"):
-        base = {k: base[k] for k in _KEEP_ACROSS if k in base}
-    spec = {**base, **{k: v for k, v in options.items() if v is not None}}
-    name = spec.pop("name", "sgd")
-    if name not in OPTIMIZERS:
-        hint = did_you_mean(str(name), OPTIMIZERS)
-        raise NetcError(f"unknown optimizer '{name}'" + (f"; did you mean '{hint}'?" if hint else "")
-                        + f" (optimizers: {', '.join(OPTIMIZERS)})")
-    _, own = OPTIMIZERS[name]
-    allowed = {**own, **COMMON_OPTIONS}
-    if "lr" in spec:
-        if "schedule" in options:
-            raise NetcError("give the optimizer either 'lr' or 'schedule', not both")
-        spec.pop("schedule", None)      # an explicit lr replaces the module's schedule
-        lr = spec.pop("lr")
-        _number("lr", lr, name)
-        spec["schedule"] = {"type": "fixed", "base_lr": float(lr)}
-    schedule = spec.pop("schedule", None) or dict(DEFAULT_SCHEDULE)
-    problem = schedule_problem(schedule)
-    if problem:
-        raise NetcError(f"optimizer '{name}': {problem}")
-    for k in spec:
-        if k not in allowed:
-            hint = did_you_mean(k, list(allowed) + ["lr", "schedule"])
-            raise NetcError(f"option '{k}' does not apply to optimizer '{name}'"
-                            + (f"; did you mean '{hint}'?" if hint else "")
-                            + f" (its options: {', '.join(list(allowed) + ['lr', 'schedule'])})")
-    out = {"name": name}
-    for k, default in allowed.items():
-        v = spec.get(k, default)
-        if k == "convention":
-            if v not in CONVENTIONS:
-                raise NetcError(f"optimizer convention must be {' or '.join(map(repr, CONVENTIONS))}, got {v!r}")
-        elif k == "nesterov":
-            if not isinstance(v, bool):
-                raise NetcError(f"optimizer option 'nesterov' must be true or false, got {v!r}")
-        else:
-            v = float(_number(k, v, name))
-        out[k] = v
-    _check_ranges(out)
-    out["schedule"] = dict(schedule)
-    return out
-
-
-def _number(key, v, name):
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or v in (float("inf"), float("-inf")):
-        raise NetcError(f"option '{key}' of optimizer '{name}' must be a finite number, got {v!r}")
-    return v
-
-
-def _check_ranges(o):
-    name = o["name"]
-
-    def bad(k, why):
-        raise NetcError(f"option '{k}' of optimizer '{name}' {why}, got {o[k]:g}")
-
-    for k in ("momentum", "weight_decay", "eps", "alpha", "clip_norm"):
-        if k in o and o[k] < 0:
-            bad(k, "must not be negative")
-    for k in ("beta1", "beta2"):
-        if k in o and not 0 <= o[k] < 1:
-            bad(k, "must be in [0, 1)")
-    if o["clip_high"] < o["clip_low"]:
-        raise NetcError(f"optimizer '{name}': clip_low ({o['clip_low']:g}) is above clip_high ({o['clip_high']:g})")
-    if name in ("momentum", "nesterov") and o["momentum"] == 0 and o["convention"] == "torch":
-        bad("momentum", "must be positive (use 'sgd' for plain SGD)")
-    if name == "sgd" and o.get("nesterov") and o["momentum"] == 0:
-        raise NetcError("optimizer 'sgd': nesterov needs a positive momentum (torch.optim's rule)")
 
 
 def _update_attrs(spec: dict, param: Operation) -> dict:
