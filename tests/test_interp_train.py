@@ -135,6 +135,46 @@ def test_training_forms_and_gradient_kernels():
     assert rows[0]["loss"] > 0
 
 
+BN_AFTER_CONV = """
+network r {{
+  input data: f32[{b}, {h}, {h}, {ci}]
+  conv2 = Convolution(data) {{ filter: [1, 1, {ci}, {co}], strides: [1, 1, 1, 1], padding: VALID, activation: relu }}
+  bn3 = BatchNorm(conv2)
+  fc4 = InnerProduct(bn3) {{ num_outputs: 6, activation: relu }}
+  logits = InnerProduct(fc4) {{ num_outputs: 3 }}
+  prob = Softmax(logits)
+  input label: i32[{b}]
+  loss = SoftmaxLoss(logits, label)
+  output prob, loss
+}}
+"""
+
+
+@pytest.mark.parametrize("b,h,ci,co", [(1, 11, 4, 16), (2, 11, 4, 16), (3, 11, 4, 16), (8, 11, 4, 16),
+                                       (1, 5, 3, 7), (3, 7, 3, 33), (8, 23, 4, 130), (32, 64, 4, 600)])
+@pytest.mark.parametrize("blocks", ["cuda", "large"])
+def test_batch_norm_gradient_lowers_at_every_batch(b, h, ci, co, blocks):
+    """Issue 21 item 4: batch_norm_grad's launcher runs two kernels (the column sums, the rows) that
+    take one block_r keyword but default it differently; the pin taken from the first did not
+    reproduce the unpinned lowering of the second at batch B, so B + 1 gave another
+    specialization (an internal error on the .so's tiles, blocks="cuda", for most shapes)."""
+    from netc.codegen.lower import lower_network
+    from netc.runtime.interp import prepare_training
+    m = training_module(BN_AFTER_CONV.format(b=b, h=h, ci=ci, co=co))
+    net, plan = prepare_training(m, "r")
+    launches = lower_network(m, net, plan, blocks=blocks).launches
+    assert any(L.source[0][0].name == "netc.batch_norm_grad" for L in launches)
+
+
+def test_cli_batch_norm_training_compare_with_the_sos_tiles(tmp_path, capsys):
+    """The issue's command: two SGD steps of a conv + batch norm net, the .so's tiles, --compare."""
+    f = tmp_path / "r.nd"
+    f.write_text(BN_AFTER_CONV.format(b=2, h=11, ci=4, co=16))
+    assert run_main("run", f, "--target", "interp", "--train", "--steps", "2", "--optimizer", "sgd", "--lr", "0.1",
+                    "--compare", "--seed", "9") == 0
+    assert capsys.readouterr().out.rstrip().endswith("on the interpreter target: ok")
+
+
 def _examples():
     out = []
     for p in EXAMPLES:

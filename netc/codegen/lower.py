@@ -312,16 +312,21 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
     first_decides = blocks == "large" or bool(tuning)
     last = B if fixed else B + 1
     sizes = (B, B, last) if first_decides else (B, last)
-    for i, b in enumerate(sizes):
+
+    def lower_at(b, pin):
         pl = _Placements(plan, b, layout, shared)
         try:
-            specs = lower_calls(members, plan, tensors, pl, pin, tf32, copy)
+            return lower_calls(members, plan, tensors, pl, pin, tf32, copy), pl
         except (ValueError, TypeError) as e:
             layer = members[0].attrs.get("name")
             why = f"cannot lower layer '{layer}' ({members[0].name}) to a kernel: {e}"
             if tuned:
                 why += " (with the tuning file's configuration for it)"
             raise CodegenError(why, members[0].loc) from None
+
+    for i, b in enumerate(sizes):
+        used = pin
+        specs, pl = lower_at(b, pin)
         results.append((specs, pl))
         pin = _pin_of(*[c for c, _, _ in specs])
         if first_decides and i == 0:
@@ -333,6 +338,12 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
                     pin = dict(cfg)
                     tuned = True
             results.pop()
+    if not first_decides and _respecialized(results[0][0], results[1][0]):
+        # The pin holds one value per launcher keyword, the first kernel's that sets it, so where a
+        # launcher's kernels default one keyword to different values (batch_norm_grad: its column
+        # sums' BLOCK_R and its rows kernel's) the pin does not reproduce the unpinned lowering.
+        # The specialization is the pinned one: lower at B again with the pin B + 1 was lowered with.
+        results[0] = lower_at(B, used)
     (s0, p0), (s1, p1) = results
     if len(s0) != len(s1):
         raise AssertionError(f"{name}: the number of kernels changed with the batch")
@@ -345,6 +356,12 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
         out[-1].tuned = tuned
         out[-1].source = (members, copy)        # what the tuner re-lowers (tune.py)
     return out
+
+
+def _respecialized(s0, s1) -> bool:
+    """Whether two lowerings of one group (lists of KernelSpecs) differ in a kernel or its constexprs."""
+    return len(s0) != len(s1) or any(a[0].kernel is not b[0].kernel or a[0].constexprs != b[0].constexprs
+                                     for a, b in zip(s0, s1))
 
 
 def _launch(name, members, step, c0, c1, ps, blk, p0, p1, B) -> Launch:
