@@ -63,7 +63,8 @@ sys.path.insert(0, ROOT)
 def plan_file(path: str, phase: str = "train"):
     from netc.diagnostics import DiagnosticEngine, NetcError
     from netc.frontend import load
-    from netc.memory.plan import BATCH, plan_memory
+    from netc.memory.plan import plan_memory
+    from netc.memory.model import BATCH
     from netc.memory.report import plan_json
     from netc.memory.verify import verify_plan
     from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
@@ -128,7 +129,7 @@ def brainstorm_training_bytes(plan, net, module) -> tuple:
     gradient per parameter, state. (bytes with netc's alignment -- each buffer aligned, per sample
     for batch-sized ones -- , bytes packed without any alignment, as Brainstorm lays them out)."""
     from netc.ir.core import STRUCTURAL_OPS
-    from netc.memory.plan import BATCH, align_up
+    from netc.memory.model import BATCH, align_up
     from netc.ops import lookup
     forward = set()         # plan tensor names of forward results (the i-th of several: 'name#i')
     for op in net.regions[0].ops:
@@ -158,7 +159,8 @@ def brainstorm_training_bytes(plan, net, module) -> tuple:
 
 def train_file(path: str, budget_share: float = 0.7):
     from netc.diagnostics import NetcError
-    from netc.memory.plan import BATCH, CONSTANT, plan_memory
+    from netc.memory.plan import plan_memory
+    from netc.memory.model import BATCH, CONSTANT
     from netc.memory.report import plan_json
     from netc.memory.verify import verify_plan
     from netc.ops import layer_cost

@@ -169,7 +169,7 @@ def test_lenet_loss_comes_from_the_constant_region(tmp_path, monkeypatch):
     """LeNet's outputs: prob [b, 10] and loss, a scalar (SoftmaxLoss: the mean over the batch) that
     the plan keeps in the constant arena. The manifest says where; netc_forward copies its 4 bytes
     from there at every batch, in one device-to-device copy, to the caller's scalar."""
-    from netc.memory.plan import CONSTANT
+    from netc.memory.model import CONSTANT
     r, _ = compile_cli("examples/lenet.nd", tmp_path / "lenet.so")
     assert r.returncode == 0, r.stderr
     lib = load(tmp_path / "lenet.so")

@@ -93,7 +93,8 @@ def test_pass_shared_parameters_take_one_dtype():
 
 
 def test_pass_memory_plan_halves():
-    from netc.memory.plan import BATCH, CONSTANT, plan_memory
+    from netc.memory.plan import plan_memory
+    from netc.memory.model import BATCH, CONSTANT
     sizes = {}
     for dt in ("f32", "bf16"):
         m = _set_dtype(NET, dt)

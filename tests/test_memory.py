@@ -15,7 +15,7 @@ from netc.frontend import load_text
 from netc.export.layout import write_layout
 from netc.frontend.layout import LayoutError, check_layout_mode, read_layout
 from netc.memory import BATCH, CONSTANT, plan_memory, verify_plan
-from netc.memory.plan import PlanError, row_major
+from netc.memory.model import PlanError, row_major
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 
 

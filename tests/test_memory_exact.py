@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from netc.cli import main
 from netc.memory import BATCH, plan_memory, verify_plan
 from netc.memory.exact import components, exact_offsets, peak
-from netc.memory.plan import STRATEGIES, assign_offsets
+from netc.memory.offsets import STRATEGIES, assign_offsets
 from netc.memory.report import plan_json
 from test_memory import build, cnn_dags, mlp_dags, plan, simulate
 

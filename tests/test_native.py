@@ -180,7 +180,8 @@ def tiny_src(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tiny_manifest(tiny_src):
     """The manifest's parameter section as compile_module writes it (plan offsets, roles, shares)."""
-    from netc.memory.plan import CONSTANT, plan_memory
+    from netc.memory.plan import plan_memory
+    from netc.memory.model import CONSTANT
     from netc.runtime.reference import _param_roles
     mod = module_of(tiny_src)
     net = mod.networks()[0]
@@ -592,7 +593,7 @@ def _compiled_plan(src):
 
 
 def test_manifest_of_outputs_without_batch_axis(lossy):
-    from netc.memory.plan import CONSTANT
+    from netc.memory.model import CONSTANT
     m = N.read_manifest(lossy / "lossy.so")
     plan = _compiled_plan(lossy / "lossy.nd")
     assert [o["name"] for o in m["outputs"]] == ["loss", "prob", "l2"]

@@ -15,7 +15,7 @@ from netc.cli import main
 from netc.diagnostics import DiagnosticEngine
 from netc.frontend import load, load_text
 from netc.memory import BATCH, CONSTANT, plan_memory, verify_plan
-from netc.memory.plan import PlanError
+from netc.memory.model import PlanError
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 from netc.runtime.planned import PlannedProgram, PlannedTrainer
 from netc.runtime.scale import scale_inputs

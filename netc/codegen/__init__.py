@@ -154,7 +154,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     them (launcher.py: one arena, two programs; the manifest's `training` section). `network` (a
     name): the network of a module of several to compile -- a rank's program of a split-workers module
     makes a rank library (its plan from plan_program; the manifest's `rank` and `segmented`)."""
-    from ..memory.plan import BATCH, CONSTANT
+    from ..memory.model import BATCH, CONSTANT
     from .launcher import ABI_VERSION, build_shared_library, generate_c, write_header
 
     arch_n = parse_arch(arch)
@@ -301,7 +301,7 @@ def plan_library(module, plans: dict, train: tuple | None = None, *, arch_n: int
     cache: use the lowering cache (cuda tiles only); blocks: the tile policy (lower.BLOCK_POLICIES).
     A rank's program (`network`) is one program: its data inputs in `ins`, its learning rate and seed
     inputs in `troles`."""
-    from ..memory.plan import BATCH, CONSTANT, align_up
+    from ..memory.model import BATCH, CONSTANT, align_up
     from .recipes import FWD_BATCH, FWD_CONST, ArenaLayout
     net = _one_network(module) if network is None else _named_network(module, network)
     plan = plans[net.attrs.get("sym_name", "network")]
@@ -387,7 +387,7 @@ def _named_network(module, name):
 def _scalar_role(plan, t, role: str, op, fn: str, who: str) -> dict:
     """Where the program reads its learning rate or dropout seed (an input with that role): checked
     to be a scalar that `fn` can write."""
-    from ..memory.plan import CONSTANT
+    from ..memory.model import CONSTANT
     if role not in ("learning_rate", "seed"):
         raise NetcError(f"input '{t.name}' has the role '{role}', which {fn} does not feed", op.loc)
     want = {"learning_rate": ("f32",), "seed": ("i64", "i32")}[role]
@@ -419,7 +419,7 @@ def _rank_io(net, plan) -> tuple:
 def _rank_manifest(net, plan, roles: dict) -> dict:
     """The manifest's `rank` section: which rank's program of which network, and what a training
     program's netc_run_segment feeds (learning rate, seed) and computes (losses, gradients)."""
-    from ..memory.plan import CONSTANT
+    from ..memory.model import CONSTANT
     losses = []
     for name in net.attrs.get("losses", []):
         t = plan.tensor(name)
@@ -440,7 +440,7 @@ def _derived_params(net, plan, tplan, start: int) -> tuple:
     `start` in the forward's constant region (after its constant temporaries)."""
     from ..ir.query import layers
     from ..kernels.lowering import lowering_of
-    from ..memory.plan import align_up
+    from ..memory.model import align_up
     from .lower import fold_context
     fwd = {t.name[1:]: t for t in plan.tensors if t.kind == "param"}
     trained = {t.name[1:]: (tplan.buffers[t.buffer].offset + t.offset, list(t.shape), t.dtype)
@@ -520,7 +520,7 @@ def _parameters(module, plan) -> tuple:
     in the constant arena, with its role (how random values are drawn); optimizer state and running
     statistics (a training library's) say `state` and their initial value `init`."""
     from ..ir.query import param_roles as _param_roles
-    from ..memory.plan import CONSTANT
+    from ..memory.model import CONSTANT
     roles = _param_roles(module)
     decl = {p.attrs["sym_name"]: p for p in module.params()}
     params, param_bytes = [], plan.arenas[CONSTANT].fixed
@@ -550,7 +550,7 @@ def _training_io(net, plan) -> tuple:
     scalar inputs: the learning rate and the dropout seed). Data inputs are batch-sized; the
     learning rate must be f32 (netc_train_step takes a float)."""
     from ..ir.query import layer_name, network_inputs
-    from ..memory.plan import BATCH
+    from ..memory.model import BATCH
     data, roles = [], {}
     for op in network_inputs(net):
         t = plan.tensor(layer_name(op))
@@ -569,7 +569,7 @@ def _training_io(net, plan) -> tuple:
 
 def _training_manifest(module, net, plan, ins, roles, classes, low) -> dict:
     """The manifest's `training` section: what netc_train_step feeds and computes."""
-    from ..memory.plan import BATCH, CONSTANT
+    from ..memory.model import BATCH, CONSTANT
     losses = []
     for name in net.attrs.get("losses", []):
         t = plan.tensor(name)
@@ -602,7 +602,7 @@ def _launch_costs(net, plan, launches) -> list[dict]:
     input's bytes twice (read, then written) and does no arithmetic."""
     from ..ir.query import layers
     from ..kernels.lowering import lowering_of
-    from ..memory.plan import BATCH
+    from ..memory.model import BATCH
     from ..ops import layer_cost
     ops = {op.attrs.get("name"): op for op in layers(net)}
     tensors = {t.name: t for t in plan.tensors}
@@ -631,7 +631,7 @@ def _network_io(net, plan, any_class: bool = False) -> tuple[list, list]:
     lists them). Inputs must be batch-sized (any_class: or not, a rank's program, which runs at its
     compiled batch only); an output may have no batch axis (a loss)."""
     from ..ir.query import layer_name, network_inputs, network_outputs
-    from ..memory.plan import BATCH, CONSTANT
+    from ..memory.model import BATCH, CONSTANT
     ins = [plan.tensors[i] for i in plan.inputs]
     order = {layer_name(op): i for i, op in enumerate(network_outputs(net))}
     outs = sorted((t for t in plan.tensors if t.output), key=lambda t: order.get(t.name, len(order)))
@@ -660,7 +660,7 @@ def _io(plan, t, classes: int | None = None, regions=("constant", "batch"), cons
     at every batch and lives at `offset` bytes from its region's start (the constant region, like the
     parameters). `classes`: the class count of an input read as a SoftmaxLoss's labels (netc run
     NET.so draws random labels from it, as the reference executor does)."""
-    from ..memory.plan import BATCH
+    from ..memory.model import BATCH
     buf = plan.buffers[t.buffer]
     d = dict(name=t.name, shape=list(t.shape), dtype=t.dtype, batched=t.cls == BATCH)
     if t.cls == BATCH:
@@ -677,7 +677,7 @@ def _io_copy(plan, t, layout=None) -> tuple:
     """The launcher's copy of a network input or output (launcher.generate_c): (region, batched,
     bytes per sample times b plus constant, width, pitch); without a batch axis, all its bytes at
     one address of a constant region. `layout` (recipes.ArenaLayout): the regions of the program."""
-    from ..memory.plan import BATCH
+    from ..memory.model import BATCH
     from .recipes import ArenaLayout
     lay = layout or ArenaLayout()
     buf = plan.buffers[t.buffer]
@@ -719,7 +719,7 @@ def _constexprs(L) -> dict:
 
 
 def _const_region(plan) -> int:
-    from ..memory.plan import CONSTANT, align_up
+    from ..memory.model import CONSTANT, align_up
     return align_up(plan.arenas[CONSTANT].size, max(plan.alignment, 256))
 
 

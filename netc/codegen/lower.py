@@ -39,7 +39,8 @@ from ..diagnostics import NetcError
 from ..ir.core import DTYPES, STRUCTURAL_OPS
 from ..kernels.lowering import (FIXED_GRID, INTERPRETER_TILES, PIN_KWARGS, PIN_OPTIONS, TILE_CONSTEXPRS,  # noqa: F401
                                LowerContext, copy_spec, lowering_of, no_kernel)
-from ..memory.plan import BATCH, CONSTANT, output_aligned_members, row_major
+from ..memory.graph import output_aligned_members
+from ..memory.model import BATCH, CONSTANT, row_major
 from ..ops import lookup
 from ..ops.registry import not_runnable
 

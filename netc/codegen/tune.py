@@ -142,7 +142,7 @@ class _ArenaPlacements:
         return self._workspace[:numel]
 
     def meta(self, t):
-        from ..memory.plan import BATCH, CONSTANT, row_major
+        from ..memory.model import BATCH, CONSTANT, row_major
         if t.id in self.by_tensor:
             return self.by_tensor[t.id]
         dt = TORCH_DTYPES[t.dtype]
@@ -189,7 +189,7 @@ def tune_network(module, net, plan, *, device="cuda", warmup: int = 5, reps: int
     `device` (the GPU; tests pass the CPU, Triton's interpreter and their own `timer`)."""
     import torch
     import triton
-    from ..memory.plan import BATCH
+    from ..memory.model import BATCH
     low = lower_network(module, net, plan)
     const = _const_region(plan)
     total = const + plan.arenas[BATCH].size * plan.batch

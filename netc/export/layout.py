@@ -6,7 +6,7 @@ import keyword
 import re
 
 from ..frontend.layout import CATEGORIES, FORMAT_VERSION, LayoutError  # noqa: F401  (LayoutError: raised here)
-from ..memory.plan import MemoryPlan
+from ..memory.model import MemoryPlan
 
 
 def _identifier(name: str, used: set) -> str:

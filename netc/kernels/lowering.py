@@ -182,7 +182,7 @@ def activation_of(op) -> tuple:
 def as_rows(t, batch):
     """A placement [batch, ...] dense within each sample, viewed as [batch, features] (a view: same
     storage, so it still stands for its placement)."""
-    from ..memory.plan import is_dense
+    from ..memory.model import is_dense
     f = t.numel() // batch if batch else 0
     fshape = tuple(t.shape[1:])
     if not is_dense(fshape, tuple(t.stride()[1:])):

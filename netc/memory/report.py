@@ -6,7 +6,7 @@ parameters and state it overwrites), and, after the rematerialize pass, `recompu
 the arena before and after, the extra FLOPs and the recomputed layers."""
 from __future__ import annotations
 
-from .plan import BATCH, CLASS_NAMES, MemoryPlan
+from .model import BATCH, CLASS_NAMES, MemoryPlan
 
 
 def _scale(plan: MemoryPlan, cls: int) -> int:

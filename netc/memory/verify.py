@@ -37,7 +37,8 @@ import numpy as np
 
 from ..ir.core import STRUCTURAL_OPS, SymbolRef
 from ..ops import lookup
-from .plan import CLASS_NAMES, CONSTANT, Member, MemoryPlan, align_up, is_dense, output_aligned_members, row_major
+from .graph import output_aligned_members
+from .model import CLASS_NAMES, CONSTANT, Member, MemoryPlan, align_up, is_dense, row_major
 
 
 class PlanVerificationError(AssertionError):

@@ -24,7 +24,8 @@ rematerialize pass (`--memory-budget`), the plan also reports what it recomputed
 from __future__ import annotations
 
 from ..diagnostics import NetcError
-from ..memory.plan import PlanError, plan_memory
+from ..memory.plan import plan_memory
+from ..memory.model import PlanError
 from ..memory.verify import verify_plan
 from .registry import Pass, register_pass
 

@@ -40,7 +40,8 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import NetcError
 from ..ir.core import Operation
-from ..memory.plan import BATCH, PlanError, align_up, plan_memory
+from ..memory.plan import plan_memory
+from ..memory.model import BATCH, PlanError, align_up
 from ..ops import layer_cost, lookup
 from .registry import Pass, register_pass
 

@@ -191,7 +191,7 @@ class InterpProgram:
         ensure_interpreter()
         from ..codegen import _const_region, _network_io, _rank_io, _training_io, is_rank_program, segment_manifest
         from ..codegen.lower import lower_network
-        from ..memory.plan import BATCH, CONSTANT, align_up
+        from ..memory.model import BATCH, CONSTANT, align_up
         from .reference import _network, module_params
         self.module = module
         self.rank_program = is_rank_program(_network(module, network))
@@ -250,7 +250,7 @@ class InterpProgram:
         """The arena view of plan tensor t (a TensorPlan) at the run's batch, with its planned
         strides (a channel-concat slice is strided)."""
         from ..codegen.lower import TORCH_DTYPES
-        from ..memory.plan import BATCH, CONSTANT, row_major
+        from ..memory.model import BATCH, CONSTANT, row_major
         b = self.batch if batch is None else batch
         dt = TORCH_DTYPES.get(t.dtype)
         if dt is None:
@@ -370,7 +370,7 @@ class InterpProgram:
         return got
 
     def manifest(self) -> dict:
-        from ..memory.plan import BATCH
+        from ..memory.model import BATCH
         from ..passes.set_dtype import precision_of
         return dict(target="interp", network=self.plan.network, batch=self.plan.batch,
                     precision=precision_of(self.net),
@@ -630,7 +630,7 @@ class InterpLibrary:
         """netc_forward: inputs by name ([b, ...]) -> outputs by name."""
         from ..codegen import _io_copy
         from ..codegen.lower import TORCH_DTYPES
-        from ..memory.plan import BATCH
+        from ..memory.model import BATCH
         lib = self.lib
         b = next(iter(inputs.values())).shape[0]
         base = self._base(0)

@@ -38,7 +38,8 @@ import torch
 from ..diagnostics import NetcError
 from ..ir.core import Module, Operation, SymbolRef
 from ..ir.query import layer_name, layers, network_inputs
-from ..memory.plan import BATCH, CONSTANT, TIME, MemoryPlan, plan_memory, row_major
+from ..memory.plan import plan_memory
+from ..memory.model import BATCH, CONSTANT, TIME, MemoryPlan, row_major
 from ..memory.verify import check_plan
 from ..ops import lookup
 from .reference import INT_DTYPES, _feed, _network, module_params, random_input
