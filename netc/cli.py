@@ -1101,16 +1101,18 @@ def _run_train(args, diag):
             raise NetcError(f"generated gradients differ from torch.autograd: worst relative error {worst:.3e} > 1e-8")
         return 0
     schedule = _schedule(net.attrs.get("optimizer"), args.lr)
-    if args.compare and (args.data or args.eval or args.grads or args.history or args.plot or args.output):
+    if args.compare and (args.data or args.eval or args.grads or args.history or args.plot):
         raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
-                        "errors; --data/--eval/--grads/--history/--plot/-o go with a training run without --compare")
+                        "errors; --data/--eval/--grads/--history/--plot go with a training run without --compare")
     if target == "interp":
         from .runtime.interp import InterpTrainer
         trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
                                 blocks=args.interp_blocks or "cuda")
         if args.compare:
             ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
-            return _compare_training(args, trainer, ref, net, inputs or None, schedule, "on the interpreter target")
+            _compare_training(args, trainer, ref, net, inputs or None, schedule, "on the interpreter target")
+            _write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
+            return 0
     else:
         trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
     data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
@@ -1229,25 +1231,30 @@ def _compare_training(args, trainer, ref, net, inputs, schedule, where):
     argmax, a ReLU at 0) or Adam's eps amplifying a gradient's rounding: a warning, not a failure."""
     from .ops.optim import learning_rate
     from .passes.set_dtype import precision_of
-    from .runtime.compare import training_tolerance
+    from .runtime.compare import rule_text, training_tolerance
     from .runtime.interp import compare_step
     tol = training_tolerance(precision_of(net))
     steps = args.steps or 1
-    print(f"{'step':>4s}  {'loss':>12s}  {'loss err':>9s}  {'grad err':>9s}  {'param err':>9s}  (max relative errors "
-          f"against the f64 reference; f32 tolerance {tol:.0e})")
+    print(f"{'step':>4s}  {'loss':>12s}  {'loss err (f32)':>20s}  {'grad err (f32)':>20s}  {'param err (f32)':>20s}  "
+          f"(max relative errors against the f64 reference; in parentheses the reference executor's own in f32 on "
+          f"the same step; each may be {rule_text(tol)})")
     failed, notes = [], []
+
+    def pair(e, e32):
+        return f"{'-':>9s}  {'-':>9s}" if e is None else f"{e:9.2e} ({e32:8.2e})"
+
     for k in range(steps):
         row = compare_step(trainer, ref, inputs, learning_rate(schedule, k), tol)
         flag = ""
-        bad = [w for w, e in (("loss", row["loss_err"]), ("gradients", row["grad_err"]), ("parameters", row["param_err"]))
-               if e is not None and e > tol]
+        bad = row["beyond"]
         if bad:
-            local_ok = ("local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol
-                        and row["loss_err"] <= tol)
+            local_ok = "local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol and "loss" not in bad
             flag = "  rounding (see below)" if local_ok else "  FAILED"
-            grad = f"gradient of '{row['grad_at']}' {row['grad_err']:.3e}, " if row["grad_err"] is not None else ""
-            msg = (f"step {row['step']}: {', '.join(bad)} beyond {tol:.0e} ({grad}'{row['param_at']}' "
-                   f"{row['param_err']:.3e} after the update)")
+            loss = f"loss {row['loss_err']:.3e} (f32 reference {row['loss_err32']:.3e}), " if "loss" in bad else ""
+            grad = (f"gradient of '{row['grad_at']}' {row['grad_err']:.3e} (f32 reference {row['grad_err32']:.3e}), "
+                    if row["grad_err"] is not None else "")
+            msg = (f"step {row['step']}: {', '.join(bad)} beyond {rule_text(tol)} ({loss}{grad}'{row['param_at']}' "
+                   f"{row['param_err']:.3e} (f32 reference {row['param_err32']:.3e}) after the update)")
             if local_ok:
                 notes.append(msg + f"; the reference's gradient and update ops on the compiled forward's own values "
                                    f"agree ({row['local_grad']:.1e}, {row['local_param']:.1e}): f32 rounding of the "
@@ -1255,16 +1262,17 @@ def _compare_training(args, trainer, ref, net, inputs, schedule, where):
                                    f"amplified a gradient's rounding")
             else:
                 failed.append(msg)
-        grad = f"{row['grad_err']:9.2e}" if row["grad_err"] is not None else f"{'-':>9s}"
-        print(f"{row['step']:4d}  {row['loss']:12.6f}  {row['loss_err']:9.2e}  {grad}  "
-              f"{row['param_err']:9.2e}{flag}", flush=True)
+        print(f"{row['step']:4d}  {row['loss']:12.6f}  {pair(row['loss_err'], row['loss_err32']):>20s}  "
+              f"{pair(row['grad_err'], row['grad_err32']):>20s}  {pair(row['param_err'], row['param_err32']):>20s}"
+              f"{flag}", flush=True)
     for n in notes:
         sys.stderr.write(f"netc: warning: {n}\n")
     print(f"compared {steps} training step{'s' if steps != 1 else ''} of network '{net.attrs['sym_name']}' "
           f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}) {where}: "
           + ("ok" if not failed else f"{len(failed)} beyond the tolerance"))
     if failed:
-        raise NetcError("the compiled training step differs from the reference: " + "; ".join(failed))
+        raise NetcError("the compiled training step differs from the reference: " + "; ".join(failed)
+                        + (f" ({args.output} not written)" if getattr(args, "output", None) else ""))
     return 0
 
 
@@ -1374,9 +1382,9 @@ def _train_compiled(args):
         raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
                         f"'{args.file}': a compiled network runs as it was compiled (on the GPU)")
     _check_training_run(args)
-    if args.compare and (args.data or args.history or args.plot or args.output):
+    if args.compare and (args.data or args.history or args.plot):
         raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
-                        "errors; --data/--history/--plot/-o go with a training run without --compare")
+                        "errors; --data/--history/--plot go with a training run without --compare")
     if getattr(args, "source", None) and not args.compare:
         raise NetcError("--source names the network source for --compare; give --compare too")
     inputs = _given_inputs(args)
@@ -1398,7 +1406,9 @@ def _train_compiled(args):
                 inputs = {k: v for k, v in ref.feed(None, 0.0).items() if k in trainer.input_shapes}
             where = f"of '{os.path.basename(args.file)}'" + (" on the GPU" if net.device is not None and
                                                                net.device.type == "cuda" else "")
-            return _compare_training(args, trainer, ref, irnet, inputs, schedule, where)
+            _compare_training(args, trainer, ref, irnet, inputs, schedule, where)
+            _write_training(args, None, trainer, dict(given or {}), trainer.name)    # -o
+            return 0
         history = _fit_and_report(args, trainer, schedule, inputs or None, data, None, trainer.name, optimizer)
         _write_training(args, history, trainer, dict(given or {}), trainer.name)
     return 0
@@ -1475,8 +1485,12 @@ def _run_interp(module, args, inputs, params, precision):
         got = prog.run(ins)
         prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
         if args.compare:
+            import torch
+            from .ops.reference import computing_in
             ref = run_reference(module, ins, params, network=prog.net, seed=args.seed)
-            failed += check_outputs(got, ref, precision_of(prog.net), prefix)
+            with computing_in(torch.float32):     # the same run in f32 arithmetic: what f32 can hold
+                ref32 = run_reference(module, ins, params, network=prog.net, seed=args.seed, dtype=torch.float32)
+            failed += check_outputs(got, ref, precision_of(prog.net), prefix, ref32=ref32)
         outs.update({prefix + k: v for k, v in got.items()})
     return outs, failed
 

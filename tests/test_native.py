@@ -991,7 +991,7 @@ def test_cli_train_library_errors(trained, built, fakegpu, capsys, tmp_path):
             (so, ("--train", "--steps", "0"), "--steps takes a positive number, got 0"),
             (so, ("--train", "--epochs", "2"), "--epochs counts passes over --data"),
             (so, ("--train", "--dtype", "f32"), "--dtype applies to network sources"),
-            (so, ("--train", "--compare", "-o", tmp_path / "p.npz"), "--compare runs --steps N steps"),
+            (so, ("--train", "--compare", "--history", tmp_path / "h.json"), "--compare runs --steps N steps"),
             (so, ("--train", "--data", tmp_path / "d.npz"), "samples of 'x' have shape [5, 5, 3], the input takes "
                                                             "[6, 6, 3] per sample"),
             (so, ("--steps", "2"), "--steps applies to training: add --train"),

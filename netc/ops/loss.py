@@ -34,11 +34,12 @@ class SoftmaxLoss(OpDef):
 
     def reference(self, a, ins, params):
         import torch
+        from .reference import _f64
         x, y = ins
-        logp = torch.log_softmax(x.double().reshape(x.shape[0], -1), dim=1)
+        logp = torch.log_softmax(_f64(x).reshape(x.shape[0], -1), dim=1)
         if y[0].numel() == 1 and logp.shape[1] != 1:   # class indices [N] / [N, 1]
             return -logp.gather(1, y.reshape(-1, 1).long()).mean()
-        return -(y.double().reshape(logp.shape) * logp).sum(1).mean()   # one-hot (or soft) targets
+        return -(_f64(y).reshape(logp.shape) * logp).sum(1).mean()   # one-hot (or soft) targets
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
@@ -72,7 +73,8 @@ class EuclideanLoss(OpDef):
         return ()
 
     def reference(self, a, ins, params):
-        x, y = ins[0].double(), ins[1].double()
+        from .reference import _f64
+        x, y = _f64(ins[0]), _f64(ins[1])
         return 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
 
     def cost(self, a, ins, out, needs_input_grad=True):

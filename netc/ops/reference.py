@@ -8,9 +8,14 @@ or even crop: a negative pad), the epilogue order of common.py, and these poolin
            and TensorFlow do for SAME); count_include_pad=True divides by KH*KW instead.
   A window with no in-bounds element (only possible with explicit padding >= the window) gives 0.
 
-Every function takes tensors of any float dtype and returns float64.
+Every function takes tensors of any float dtype and returns float64; inside computing_in(dtype)
+they compute and return `dtype` instead (--compare's f32 reference: the arithmetic of a plain f32
+implementation, eager PyTorch's, whose error against the f64 oracle says what f32 can hold).
 """
 from __future__ import annotations
+
+import contextlib
+import contextvars
 
 import numpy as np
 import torch
@@ -18,9 +23,22 @@ import torch.nn.functional as F
 
 from .geometry import pair, window_geometry  # noqa: F401  (pair: for the launchers' tests)
 
+_COMPUTE = contextvars.ContextVar("netc_reference_compute", default=torch.float64)
+
+
+@contextlib.contextmanager
+def computing_in(dtype):
+    """The references compute in `dtype` (not float64) while this is active."""
+    token = _COMPUTE.set(dtype)
+    try:
+        yield
+    finally:
+        _COMPUTE.reset(token)
+
 
 def _f64(t):
-    return None if t is None else t.to(torch.float64)
+    """t in the references' compute dtype: float64, or computing_in's."""
+    return None if t is None else t.to(_COMPUTE.get())
 
 
 def pads(h: int, w: int, kh: int, kw: int, sh: int, sw: int, padding):

@@ -471,21 +471,48 @@ def compare_step(trainer, ref: ReferenceTrainer, inputs: dict | None, lr: float,
     parameters are beyond the tolerance, also `local_grad`/`local_param`: the errors against the
     reference's gradient and update ops run on the compiled step's own forward values
     (reference_step_from). A trainer whose step does not return its gradients (a .so's) has
-    grad_err None: its gradients show in the parameters after the update."""
-    from .compare import grad_errors, param_errors, relative_error, state_kinds
+    grad_err None: its gradients show in the parameters after the update.
+
+    The reference executor computes the step a second time in f32 arithmetic (ref.twin, inside
+    ops.reference.computing_in) from the same state and feed; `loss_err32`, `grad_err32` and `param_err32` are its errors against the f64 step, measured
+    the same way, for the tensor each row names (the one nearest to failing the rule of
+    compare.within: error <= tol + F32_MULTIPLE * its f32 error). `beyond` lists what fails it
+    ("loss", "gradients", "parameters"); tol None measures with the f32 tolerance."""
+    from ..ops.reference import computing_in
+    from .compare import (NETWORK_TOLERANCES, grad_scales, judged, param_scales, relative_error, state_kinds,
+                          tensor_errors, within)
+    rule_tol = tol if tol is not None else NETWORK_TOLERANCES["f32"]
+    f32 = ref.twin(torch.float32)
     before = {k: v.detach().double().clone() for k, v in trainer.params.items()}
-    for k, v in ref.params.items():
-        v.copy_(before[k].reshape(v.shape))
+    for r in (ref, f32):
+        for k, v in r.params.items():
+            v.copy_(before[k].reshape(v.shape))
+    fed = ref.feed(inputs, lr)
     got = trainer.step(inputs, lr)
-    want = ref.step(inputs, lr)
+    want = ref.step_on(fed)
+    with computing_in(torch.float32):     # f32 arithmetic, not only f32 values between ops
+        low = f32.step_on(fed)
     lg = sum(float(v) for v in trainer.losses(got).values())
     lw = sum(float(v) for v in ref.losses(want).values())
-    row = dict(step=trainer.steps, lr=lr, loss=lg, ref_loss=lw,
-               loss_err=max((relative_error(got[n], want[n]) for n in trainer.losses(got)), default=0.0))
+    losses = list(trainer.losses(got))
+    row = dict(step=trainer.steps, lr=lr, loss=lg, ref_loss=lw)
+    row["loss_err"], row["loss_err32"], row["loss_at"] = judged(
+        {n: relative_error(got[n], want[n]) for n in losses}, {n: relative_error(low[n], want[n]) for n in losses},
+        rule_tol)
     grads = trainer.gradients(got)
-    row["grad_err"], row["grad_at"] = grad_errors(grads, ref.gradients(want)) if grads is not None else (None, None)
-    row["param_err"], row["param_at"] = param_errors(trainer.params, ref.params, state_kinds(ref.module))
-    if tol is not None and grads is not None and (row["grad_err"] > tol or row["param_err"] > tol):
+    if grads is not None:
+        gref = ref.gradients(want)
+        scales = grad_scales(gref)
+        row["grad_err"], row["grad_err32"], row["grad_at"] = judged(
+            tensor_errors(grads, gref, scales), tensor_errors(f32.gradients(low), gref, scales), rule_tol)
+    else:
+        row["grad_err"] = row["grad_err32"] = row["grad_at"] = None
+    scales = param_scales(ref.params, state_kinds(ref.module))
+    row["param_err"], row["param_err32"], row["param_at"] = judged(
+        tensor_errors(trainer.params, ref.params, scales), tensor_errors(f32.params, ref.params, scales), rule_tol)
+    row["beyond"] = [what for what, k in (("loss", "loss"), ("gradients", "grad"), ("parameters", "param"))
+                     if row[f"{k}_err"] is not None and not within(row[f"{k}_err"], row[f"{k}_err32"], rule_tol)]
+    if tol is not None and grads is not None and ("gradients" in row["beyond"] or "parameters" in row["beyond"]):
         row["local_grad"], row["local_param"] = local_check(trainer, got, before)
     return row
 

@@ -798,26 +798,31 @@ def source_of(net: Net, given: str | None = None) -> str:
 def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
     """--compare: the f64 reference executor on the network's source (recorded in the manifest, or
     --source) with the very inputs and parameters the library ran with; prints the max relative
-    error of every output and returns a diagnostic for each beyond the precision's tolerance."""
+    error of every output beside the f32 reference's (the same run in f32 arithmetic) and returns a
+    diagnostic for each beyond what compare.check_outputs allows."""
+    from ..ops.reference import computing_in
     from .compare import check_outputs
     rec = net.manifest.get("source") or {}
     path = source_of(net, getattr(args, "source", None))
     so = os.path.basename(net.path)
-    ref = reference_outputs(net, path, inputs, seed=args.seed, phase=rec.get("phase", "test"),
-                            load_batch=rec.get("batch"), options={"singa_version": rec.get("singa_version")},
-                            rescaled_batch=rec.get("rescaled_batch"))
+    kw = dict(seed=args.seed, phase=rec.get("phase", "test"), load_batch=rec.get("batch"),
+              options={"singa_version": rec.get("singa_version")}, rescaled_batch=rec.get("rescaled_batch"))
+    ref = reference_outputs(net, path, inputs, **kw)
     for k in outs:
         if k not in ref:
             raise NetcInputError(f"--compare: the reference of '{path}' has no output '{k}' (it has "
                                  f"{', '.join(ref)}): is it the source of '{so}'?")
-    return check_outputs(outs, ref, net.manifest.get("precision") or {"dtype": "f32"}, subject=f"of '{so}'")
+    with computing_in(torch.float32):     # the same run in f32 arithmetic: what f32 can hold (compare.py)
+        ref32 = reference_outputs(net, path, inputs, dtype=torch.float32, **kw)
+    return check_outputs(outs, ref, net.manifest.get("precision") or {"dtype": "f32"}, subject=f"of '{so}'",
+                         ref32=ref32)
 
 
 def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase: str = "test",
                       load_batch: int | None = None, options: dict | None = None, device="cpu",
-                      rescaled_batch: int | None = None) -> dict:
+                      rescaled_batch: int | None = None, dtype=torch.float64) -> dict:
     """What `net` computes from `inputs` (b samples, by name) with the parameters it runs with
-    (net.params()), computed by the f64 reference executor on the network's source `path` (loaded
+    (net.params()), computed by the reference executor in `dtype` (f64) on the network's source `path` (loaded
     with `load_batch`/`options`, its inputs rescaled to `rescaled_batch` where the library was compiled
     with --batch, run through the default pipeline in `phase`), on `device`.
 
@@ -850,12 +855,12 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     ref_in = {}
     for s in net.inputs:
         x = inputs[s.name].to(device)
-        x = x.double() if x.is_floating_point() else x
+        x = x.to(dtype) if x.is_floating_point() else x
         if not scaled:   # at the compiled batch: samples past b are zeros (unread by batched outputs)
             x = torch.cat([x, x.new_zeros((net.batch - x.shape[0],) + tuple(x.shape[1:]))])
         ref_in[s.name] = x
     owners = {p["name"] for p in net.manifest.get("parameters", []) if "shares" not in p}
-    ref_params = {k: v.double() for k, v in net.params().items() if k in owners}
-    ref = run_reference(module, ref_in, ref_params, network=net.network, seed=seed, device=device)
+    ref_params = {k: v.to(dtype) for k, v in net.params().items() if k in owners}
+    ref = run_reference(module, ref_in, ref_params, network=net.network, seed=seed, device=device, dtype=dtype)
     batched = {s.name for s in net.outputs if s.batched}
     return {k: v[:b] if k in batched and not scaled else v for k, v in ref.items()}

@@ -96,6 +96,22 @@ class ReferenceTrainer:
         self.steps += 1
         return named
 
+    def step_on(self, feed: dict) -> dict:
+        """One step on a given feed (a feed() of this trainer or of its twin: the same inputs, learning
+        rate and seeds), its floating tensors in this trainer's dtype."""
+        fd = {k: v.to(self.device, self.dtype) if v.is_floating_point() else v.to(self.device) for k, v in feed.items()}
+        named = execute(self.net, fd, self.params, self.dtype)
+        self.steps += 1
+        return named
+
+    def twin(self, dtype) -> "ReferenceTrainer":
+        """A trainer of the same program, seed and device computing in `dtype` (made once; its
+        parameters are its own: set them before a step)."""
+        twins = self.__dict__.setdefault("_twins", {})
+        if dtype not in twins:
+            twins[dtype] = ReferenceTrainer(self.module, self.net, None, seed=self.seed, dtype=dtype, device=self.device)
+        return twins[dtype]
+
     def losses(self, named: dict) -> dict:
         return {n: named[n] for n in self.net.attrs.get("losses", [])}
 
