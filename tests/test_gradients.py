@@ -344,6 +344,7 @@ CASES = {
     "sigmoid": case_unary("Sigmoid"),
     "tanh": case_unary("Tanh"),
     "identity": case_unary("Identity"),
+    "dummy": case_unary("Dummy", lambda rng: {"output": rng.choice([False, True])}),
     "dropout": case_dropout,
     "conv2d": case_conv2d,
     "deconv2d": case_deconv2d,

@@ -86,7 +86,8 @@ def test_char_rnn_unrolled_explains():
 def test_rbm_energy_model_explains():
     r = netc("explain", "--brief", os.path.join(CORPUS, "0.1.0_rbm_rbm2.conf"))
     assert r.returncode == 0, r.stderr
-    assert "energy model" in r.stderr and "kRBMVis" in r.stdout
+    assert "energy model" in r.stderr and "kRBMVis" in r.stderr
+    assert "RBMVis:00    RBMVisible" in r.stdout   # its own op (it binds the visible bias), no longer opaque
     assert "RBMHid:00" in r.stdout
 
 

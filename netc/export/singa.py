@@ -347,6 +347,11 @@ def _body(op, L: _Layer, ins: list, v1: bool, K: int, plain: bool = False):
         L.type = "kGRU"
         L.confs.append(f"gru_conf {{ dim_hidden: {a['dim_hidden']} }}")
         return list(_GRU_ROLES[:9 if a.get("bias", True) else 6])
+    if n == "netc.dummy":
+        L.type = "kDummy"
+        if a.get("output"):
+            L.confs.append("dummy_conf { output: true }")
+        return []
     if n == "netc.opaque":
         t = a.get("type")
         if t not in _OPAQUE_OK:
@@ -532,7 +537,7 @@ class _Built:
             op0 = self.copies[lay][(0, 0)]
             L = _Layer(lay, op=op0, unroll=self.U[lay])
             L_of[lay] = L
-            if op0.name == "netc.opaque" and op0.attrs.get("energy_model"):
+            if op0.name == "netc.rbm_visible":
                 for h in op0.attrs.get("hidden", []):
                     m = (_V1_NODE if self.v1 else _V2_NODE).match(h)
                     if m:
@@ -565,7 +570,7 @@ class _Built:
                 L.type = "kRBMHid"
                 L.confs.append(f"rbm_conf {{ hdim: {op0.attrs['num_outputs']} }}")
                 roles = ["weight", "bias"]
-            elif op0.name == "netc.opaque" and op0.attrs.get("energy_model"):
+            elif op0.name == "netc.rbm_visible":
                 hid = [h for h, v in energy_hid.items() if v == lay]
                 if len(hid) != 1:
                     _err(f"energy model '{op0.attrs['name']}' has {len(hid)} hidden layers; SINGA's kRBMVis has one",
@@ -738,7 +743,8 @@ class _Built:
                     n = pn if self.v1 else re.sub(r"^\d+#", "", pn)
                     taken.taken.add(n)
                     owners.setdefault(pn, n)
-                    L.params.append(_Param(n, role="weight" if k == 0 else "bias"))
+                    decl = next((p for p in self.module_params if p.attrs.get("sym_name") == pn), None)
+                    L.params.append(_Param(n, role="weight" if k == 0 else "bias", scales=_scales(decl)))
         for L in layers:
             op = L.op
             if op is None or op.name == "netc.input" or L.type == "kRBMVis":

@@ -194,9 +194,16 @@ class _Builder(Transformer):
         if attrs:
             self._common(op, attrs, lookup("netc.input"), locs, allowed=("include", "exclude", "partition_dim", "location"))
             for k in attrs:
-                if k not in _COMMON_KEYS or k == "params":
+                if k == "whole":   # kept whole on every partition (a SINGA kDummy input: ops/tensor.py Input)
+                    if isinstance(attrs[k], bool):
+                        op.attrs[k] = attrs[k]
+                        locs[k] = attrs.locs[k]
+                    else:
+                        self.diag.error(f"'whole' must be true or false, got {_show(attrs[k])}", attrs.locs[k],
+                                        width=len(k))
+                elif k not in _COMMON_KEYS or k == "params":
                     self.diag.error(f"unknown attribute '{k}' for an input", attrs.locs[k], width=len(k)).note(
-                        "inputs accept include, exclude, partition_dim and location")
+                        "inputs accept include, exclude, partition_dim, location and whole")
         self._check_name(name, loc)
         op.attr_locs = locs
         return op

@@ -35,7 +35,9 @@ Mapping (SINGA type -> netc op):
   kCSVInput, kLabel, kOneHot,          netc.input i32 [batch]; kOneHot: f32 [batch, vocab];
   kRNNLabel, kEmbedding, kDummy/       kEmbedding: f32 [batch, feature_dim] (its lookup table is
   kRNNDummy without source             not represented). A v0.2+ record input read as a label by a
-                                       loss also gets `<node>.label`: i32 [batch]
+                                       loss also gets `<node>.label`: i32 [batch]. A kDummy input is
+                                       `whole`: every partition has all of dummy_conf.shape
+  kDummy with a source                 dummy {output}: the identity (SINGA's DummyLayer)
   kImagePreprocess                     opaque pass-through if it keeps the shape, else an input with
                                        the cropped shape
   kConvolution/kCConvolution/          conv2d: filter [k_y, k_x, C_in, num_filters (/K for
@@ -63,8 +65,10 @@ Mapping (SINGA type -> netc op):
   kBridgeSrc/kBridgeDst                (made by the partition pass: netc.send / netc.recv)
   kConcate                             concat {dim}
   kSlice                               slice {dim, num_slices, index}: one op per blob, `<node>`
-                                       (blob 0) and `<node>.<k>`; consumers take blobs in the order
-                                       they are set up, as in SINGA
+                                       (blob 0) and `<node>.<k>`; reader k (in the order readers are
+                                       set up) takes blob k, as SINGA's SliceLayer hands them out
+                                       (the SINGA builder puts no model split after a kSlice: see
+                                       singa/graph.py)
   kRBMVis / kRBMHid                    energy model (below)
   kArgSort / kAccuracy                 argsort / accuracy {topk}: [N, topk]
   outputs, user layers                 opaque pass-through {type}
@@ -75,11 +79,13 @@ and the v0.2+ '0#' names are SINGA's. (After the partition pass, partition_dim 0
 same name, one storage as in SINGA; partition_dim 1 slices are distinct: `<name>:<partition>`.)
 A conv without a bias param still gets netc's bias (netc's conv2d always has one).
 
-Energy models (RBM configs, kRBMVis <-> kRBMHid 2-cycle): the visible node becomes an opaque
-pass-through of its input {type: kRBMVis, energy_model: true, hidden: <hid layer>} and the hidden
-node inner_product(visible) {num_outputs: hdim}, bound to the RBM weight (share_from an RBMVis
-weight binds the owner's name directly, since the visible node holds no netc parameter); the
-hidden -> visible edge is recorded in the `hidden` attribute, not as an edge. Shapes equal
+Energy models (RBM configs, kRBMVis <-> kRBMHid 2-cycle): the visible node becomes rbm_visible,
+a pass-through of its input (SINGA's positive phase) {type: kRBMVis, hidden: <hid layer>} that
+binds SINGA's visible bias [vdim] (its param(1)), and the hidden node inner_product(visible)
+{num_outputs: hdim}, bound to the RBM weight [hdim, vdim] and the hidden bias [hdim] (share_from
+an RBMVis weight binds the owner's name directly, since the visible node binds no weight); the
+hidden -> visible edge is recorded in the `hidden` attribute, not as an edge. Parameter counts
+are SINGA's: W + visible bias + hidden bias. Shapes equal
 SINGA's; `netc explain` works and a note says it is an energy model. Compiling energy models
 to kernels is not supported yet.
 """
@@ -135,7 +141,7 @@ class _Net:
         self.nodes = {n.name: n for n in net.nodes}
         self.ops: list[Operation] = []
         self.alias: dict[str, str | None] = {}   # SINGA node -> netc layer (None: no op)
-        self.slices: dict[str, list] = {}        # kSlice node -> [name, parent, loc, attrs, [blobs used]]
+        self.slices: dict[str, list] = {}        # kSlice node -> [name, parent, loc, attrs, {reader: blob}]
         self.energy = []
         self.labels: dict[str, str] = {}
         self.cur = None                          # the node being converted
@@ -143,15 +149,19 @@ class _Net:
     def ref(self, src: str) -> str | None:
         sl = self.slices.get(src)
         if sl is not None:
-            # SINGA's kSlice yields num_slices blobs; each consumer takes the next one, in the
-            # order consumers are set up (first request first): blob k is its own slice op
+            # SINGA's kSlice yields num_slices blobs; each reader takes the next one, in the order
+            # readers are set up (SliceLayer's Layer2Index: first request first, one blob per reader
+            # layer however often it reads): blob k is its own slice op. (Setup checked that there
+            # are no more readers than blobs.)
             name, parent, loc, attrs, used = sl
-            k = used[0] % attrs["num_slices"]
-            used[0] += 1
-            blob = name if k == 0 else f"{name}.{k}"
-            if k:
-                self.add("netc.slice", blob, [parent], loc, **dict(attrs, index=k))
-            return blob
+            reader = self.cur.name if self.cur is not None else None
+            if reader not in used:
+                used[reader] = len(used)
+                k = used[reader]
+                if k:
+                    self.add("netc.slice", f"{name}.{k}", [parent], loc, **dict(attrs, index=k))
+            k = used[reader]
+            return name if k == 0 else f"{name}.{k}"
         return self.alias.get(src, nname(src))
 
     def add(self, opname, name, parents, loc, **attrs):
@@ -218,7 +228,7 @@ class _Net:
     def build(self):
         for n in self.net.nodes:
             self.node(n)
-        # A share_from owner that no netc op binds (it belongs to an opaque kRBMVis): the sharer
+        # A share_from owner that no netc op binds (an RBM weight: kRBMVis owns it): the sharer
         # binds the owner's name itself, which is the same storage (netc shares parameters bound
         # by one name).
         bound = {spec["name"] for op in self.ops for spec in (op.attrs.get("params") or {}).values()}
@@ -243,7 +253,9 @@ class _Net:
                 shape = [c.get("label_size", n.shape[0] if n.shape else 1)] if t == "kRNNLabel" else n.shape
                 self.input(name, shape, "i32", loc)
             else:
-                self.input(name, nhwc(n.shape), "f32", loc)
+                op = self.input(name, nhwc(n.shape), "f32", loc)
+                if t == "kDummy":   # dummy_conf.shape as it is on every partition (DummyLayer::Setup)
+                    op.attrs["whole"] = True
             return
         if t == "kImagePreprocess":
             src = self.nodes.get(n.srcs[0]) if n.srcs else None
@@ -306,6 +318,8 @@ class _Net:
             self.slice(n, name, srcs[0], loc)
         elif t in ("kBridgeSrc", "kBridgeDst"):
             self.add("netc.opaque", name, srcs, loc, type=t)
+        elif t == "kDummy":
+            self.add("netc.dummy", name, srcs, loc, **({"output": True} if c.get("output") else {}))
         elif t == "kArgSort":
             self.add("netc.argsort", name, srcs[:1], loc, topk=c.get("topk", 1))
         elif t == "kAccuracy":
@@ -313,8 +327,12 @@ class _Net:
         elif t == "kRBMVis":
             hid = [s for s in n.srcs if self.nodes[s].type == "kRBMHid"]
             ins = [self.ref(s) for s in n.srcs if self.nodes[s].type != "kRBMHid"]
-            self.add("netc.opaque", name, ins, loc, type=t, energy_model=True,
-                     hidden=[nname(h) for h in hid], params_singa=[nname(p.name) for p in ps])
+            # SINGA's RBMVisLayer owns param(0), the weight [hdim, vdim] (bound by the hidden layer's
+            # inner product here, which shares it in SINGA), and param(1), the visible bias [vdim]
+            params = self.bind(n, None, {"bias": ps[1] if len(ps) > 1 else None})
+            self.add("netc.rbm_visible", name, ins, loc, type=t, energy_model=True, hidden=[nname(h) for h in hid],
+                     params_singa=[nname(p.name) for p in ps], **({"gaussian": True} if c.get("gaussian") else {}),
+                     **({"params": params} if params else {}))
             self.energy.append((n, hid))
         elif t == "kRBMHid":
             params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
@@ -333,7 +351,7 @@ class _Net:
         ins = nhwc(self.nodes[n.srcs[0]].shape)
         attrs = {"dim": _dim(c["slice_dim"], len(ins)), "num_slices": c["num_slices"]}
         self.add("netc.slice", name, [src], loc, **dict(attrs, index=0))
-        self.slices[n.name] = [name, src, loc, attrs, [0]]
+        self.slices[n.name] = [name, src, loc, attrs, {}]
 
 
 def _key(op):

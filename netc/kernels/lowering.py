@@ -749,6 +749,7 @@ LOWERINGS: dict[str, Lowering] = {
     # the identity on their operand's bytes: no kernel where the plan aliases them, else a copy
     "netc.reshape": Lowering(lower=_lower_copy),
     "netc.identity": Lowering(lower=_lower_copy),
+    "netc.dummy": Lowering(lower=_lower_copy),
     "netc.dropout": Lowering(lower=_lower_dropout),
     "netc.concat": Lowering(copies=True),
     # training forms (netc/ops: OpDef.training_form)
@@ -789,6 +790,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.argsort": Lowering(missing="SINGA's ArgSort"),
     "netc.accuracy": Lowering(missing="SINGA's Accuracy"),
     "netc.opaque": Lowering(missing="an opaque (unknown) layer", opaque=True),
+    "netc.rbm_visible": Lowering(missing="an RBM's visible layer (an energy model)", opaque=True),
 }
 
 

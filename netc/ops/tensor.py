@@ -15,7 +15,10 @@ class Input(OpDef):
     moves_data = False
     attrs = {"shape": AttrSpec("shape"), "dtype": AttrSpec("enum", "f32", tuple(DTYPES)),
              "role": AttrSpec("str", "", doc="what a training program's own input carries, for the executors: "
-                                             "learning_rate, seed (dropout masks), grad_seed:<layer>")}
+                                             "learning_rate, seed (dropout masks), grad_seed:<layer>"),
+             "whole": AttrSpec("bool", False, doc="partition_dim 0 keeps it whole on every partition instead of "
+                                                  "cutting its batch (a SINGA kDummy input: DummyLayer::Setup takes "
+                                                  "dummy_conf.shape as it is, whatever the partition count)")}
     doc = ("A network input; written `input data: f32[N, H, W, C]` in .nd. A dimension after the first may "
            "be 0 (an empty tensor, as SINGA builds from sizes left at their default 0); negative ones are "
            "errors, and so is a batch (the first dimension) of 0: every tensor computed from it would be "
@@ -350,6 +353,32 @@ class Identity(OpDef):
 
     def gradient(self, g, op, dy):
         """dy unchanged."""
+        return [dy], {}
+
+
+@register
+class Dummy(OpDef):
+    name = "dummy"
+    types = ("Dummy",)
+    moves_data = False
+    identity_at_inference = True   # the memory plan places it on its operand's bytes (no kernel)
+    attrs = {"output": AttrSpec("bool", False, doc="SINGA's dummy_conf.output: the net's end (SINGA's "
+                                                   "ComputeGradient draws its gradient uniformly from [0, 1))")}
+    doc = ("SINGA's kDummy (DummyLayer), the layer SINGA's own tests are built of. Reading a source it passes it "
+           "through: out = in, gradient dy unchanged. An input dummy (dummy_conf { input: true shape: [...] }) is "
+           "a network input of that shape, fed by the caller (SINGA's DummyLayer::Feed; its own fill is uniform "
+           "[0, 1)), kept whole on every partition (`whole`, see Input). With `output: true` SINGA seeds the "
+           "backward pass there with a uniform [0, 1) gradient instead of a loss's; netc records it. "
+           "Zero-copy in the memory plan; 0 FLOPs.")
+
+    def infer(self, a, ins):
+        return tuple(ins[0])
+
+    def reference(self, a, ins, params):
+        return ins[0]
+
+    def gradient(self, g, op, dy):
+        """dy unchanged (SINGA: Copy(grad_, src grad))."""
         return [dy], {}
 
 

@@ -209,6 +209,10 @@ class Partition(Pass):
         return any(not is_partitioned(n) and workers_of(n, opts) > 1 for n in module.networks())
 
     def run(self, module, ctx):
+        if ctx.diag.has_errors():
+            # the frontend's errors do not stop the pipeline, but the layers it marked invalid have no
+            # shapes to split: stop here with what was reported (plan-memory does the same)
+            raise NetcError(list(ctx.diag.diagnostics))
         opts = ctx.options.get("partition", {})
         extra: dict = {}
         for net in module.networks():
@@ -316,8 +320,15 @@ class _SingaLowering:
         return "kOneToOne"
 
     def one_to_many(self, lay) -> bool:
+        """SINGA's dst_layer_connection kOneToMany (no model split): input layers (a kDummy input, a
+        `whole` one, is a NeuronLayer: kOneToOne), GRUs, and a user's kSlice, which hands reader k
+        its blob k (the frontend's rule, singa/graph.py)."""
         op = lay.main
-        return op is not None and op.name in ("netc.input", "netc.gru")
+        if op is None:
+            return False
+        if op.name == "netc.input":
+            return not op.attrs.get("whole")
+        return op.name in ("netc.gru", "netc.slice")
 
     # ------------------------------------------------------------------------------------------
     def run(self):
@@ -489,7 +500,8 @@ class _SingaLowering:
     def partition_attrs(self, lay, op, i):
         """The attributes and parameters of partition i of a user layer's op (SINGA's Setup with K)."""
         K, a = self.K, {}
-        if lay.pd == 0 and op.name == "netc.input" and op.attrs.get("shape"):
+        # a `whole` input (SINGA's kDummy: dummy_conf.shape on every partition) keeps its shape
+        if lay.pd == 0 and op.name == "netc.input" and op.attrs.get("shape") and not op.attrs.get("whole"):
             shape = list(op.attrs["shape"])
             sizes = op.attrs.get("partition_sizes")    # v0.3: one batchsize per partition
             if sizes:
@@ -590,6 +602,9 @@ class _SingaLowering:
             name = (f"{base}:{i:0{width}d}{suffix}" if width else f"{base}:{i}{suffix}")
             ins = [operand(lay, v, i) for v in op.operands]
             c = em.clone(op, name, ins, i, self.partition_attrs(lay, op, i), logical_part(lay, op, i))
+            if "dim" in c.attrs["partition"] and c.results and c.results[0].type.shape == op.results[0].type.shape:
+                # the whole value on this worker (from a `whole` input): a replica, not a shard
+                c.attrs["partition"] = {"of": op.attrs["name"], "replica": True}
             clones[(id(op), i)] = c
             if op is lay.main:
                 value[(lay.name, i)] = c.results[0]

@@ -283,7 +283,20 @@ class _Ctx:
             return r.dst_conn if r else "kOneToOne"
         if t in (_INPUTS_V1 if self.v1 else _INPUTS_V2) or (not self.v1 and t == "kGRU"):
             return "kOneToMany"
+        if t == "kSlice":
+            # SliceLayer hands reader k its blob k itself (Layer2Index, SINGA's DataSliceTest /
+            # ModelSliceTest), but does not override dst_layer_connection, so SINGA's NeuralNet puts
+            # a model split after a user kSlice read by several layers and all of them get blob 0.
+            # netc follows SliceLayer and says so (_slice_split_warning)
+            return "kOneToMany"
         return "kOneToOne"
+
+
+def _slice_split_warning(ctx: _Ctx, name: str, loc, readers: list):
+    ctx.warn(f"kSlice '{name}' is read by {len(readers)} layers ({', '.join(readers)}): netc gives reader k slice k, "
+             f"as SINGA's SliceLayer hands out its blobs; SINGA's NeuralNet would put a model split after it "
+             f"(kSlice keeps the default kOneToOne dst connection) and give every reader slice 0", loc,
+             key=("slice-split", name))
 
 
 def _ltype(L: Msg) -> str:
@@ -494,6 +507,8 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
     splits = []
     for lay in lays:
         c = dst_count.get(lay.name, 0)
+        if c > 1 and lay.type == "kSlice":
+            _slice_split_warning(ctx, lay.origin, lay.loc, [d.origin for d in lays if lay.name in d.srcs])
         if c > 1 and ctx.dst_conn(lay.type) == "kOneToOne":
             sp = _Lay(f"split({lay.name})", "kSplit", None, lay.pdim, lay.loc, lay.origin, gen={"num_splits": c})
             sp.srcs = [lay.name]

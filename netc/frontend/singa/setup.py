@@ -390,6 +390,9 @@ def _setup(ctx: _Ctx, n: _Node):
             dim = sc.get("slice_dim")
             num = sc.get("num_slices") if sc.spec.fields.get("num_slices") else max(1, len(n.dsts))
         s = list(ss[0])
+        if gen is None and len(n.dsts) > num:   # SliceLayer::data(from): CHECK_LT(idx, num_slices)
+            raise _SetupError(f"{len(n.dsts)} layers read the {num} slices of this kSlice (reader k takes slice k): "
+                              f"SINGA aborts at the reader past the last slice")
         if not 0 <= dim < len(s):
             raise _SetupError(f"slice dimension {dim} is out of range for the input {s}")
         if num < 1 or s[dim] % num:
@@ -505,7 +508,8 @@ def _finish(ctx: _Ctx, order: list[_Node]) -> list[SingaNode]:
         first.setdefault(node.origin, node)
     for origin, u in used.items():
         node = first[origin]
-        if not u and node.type not in _TERMINAL and not node.type.startswith("user:"):
+        if not u and node.type not in _TERMINAL and not node.type.startswith("user:") and not (
+                node.type == "kDummy" and node.conf.get("output")):   # dummy_conf.output: an end, by design
             ctx.warn(f"the output of layer '{origin}' ({node.type}) is unused: no layer reads it in phase {ctx.phase} "
                      f"(SINGA builds and runs it anyway)", node.loc, key=("B15", origin))
     return out
