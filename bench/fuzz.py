@@ -68,6 +68,9 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import wait
 from pathlib import Path
 
+# the interpreter target (compile/run --target interp) needs netc.kernels imported under Triton's
+# interpreter; every run here is in-process, so the kernels are imported that way from the start
+os.environ.setdefault("TRITON_INTERPRET", "1")
 BENCH = Path(__file__).resolve().parent
 ROOT = BENCH.parent
 sys.path.insert(0, str(BENCH))
@@ -75,9 +78,27 @@ sys.path.insert(0, str(ROOT))
 
 import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
-FRONTENDS = ("nd", "paleo", "singa", "brainstorm", "mlir")
+FRONTENDS = ("nd", "paleo", "singa", "brainstorm", "mlir", "api", "tuning", "params", "data")
+TEXT_FRONTENDS = ("nd", "paleo", "singa", "brainstorm", "mlir")
+BINARY_FRONTENDS = ("params", "data")
+# A command is `netc WORDS` with the input after the first word, unless it names FILE (the input),
+# NET (the small network the input belongs to, beside it) or OUT (a scratch folder of the worker).
+TRAIN_EXPLAIN = "explain --brief --train --loss softmax --memory"
+WORKERS_EXPLAIN = "explain --workers 2 --device titanx"
+COMPILE_INTERP = "compile --target interp -o OUT"
+API = "api"
+TUNING_RUN = "run NET --target interp --tuning FILE"
+PARAMS_RUN = "run NET --reference --params FILE"
+DATA_RUN = "run NET --reference --train --steps 1 --data FILE"
 COMMANDS = ("check", "explain --memory --brief", "opt -p fuse",
-            "export --format paleo", "export --format singa", "export --format layout")
+            "export --format paleo", "export --format singa", "export --format layout",
+            TRAIN_EXPLAIN, WORKERS_EXPLAIN, COMPILE_INTERP, API, TUNING_RUN, PARAMS_RUN, DATA_RUN)
+# seeds small enough for `compile --target interp` (it draws every parameter: AlexNet's 60M take seconds)
+COMPILE_SEEDS = ("examples/lenet.nd", "examples/cifar10_phases.nd", "examples/gan.nd", "examples/digits.nd",
+                 "examples/brainstorm_fixture.nd", "examples/partition_*.nd", "netc opt examples/lenet.nd*",
+                 "netc opt examples/cifar10_phases.nd*", "netc opt examples/gan.nd*",
+                 "netc opt examples/brainstorm_fixture.nd*", "netc explain examples/*", "corpus/brainstorm/*",
+                 "corpus/singa/*cifar10*", "corpus/singa/*mnist*")
 OUTCOMES = ("ok", "user", "unlocated", "internal", "hang")
 BAD = ("unlocated", "internal", "hang")
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus"
@@ -149,9 +170,117 @@ def collect_seeds(workdir: Path, corpus: Path | None = DEFAULT_CORPUS, max_bytes
         argv += [] if how == ("locs",) else ["--no-locs", *how]
         if _quiet_main(argv) == 0:
             add("mlir", out, " ".join(["netc opt", f"examples/{ex}.nd", *argv[4:]]))
+    seeds += small_network_seeds(gen)
     return [s for s in seeds
-            if (max_bytes is None or len(s.text.encode("utf-8")) <= max_bytes)
+            if (max_bytes is None or len(_as_bytes(s.text)) <= max_bytes)
             and not any(fnmatch.fnmatch(s.label, g) for g in exclude)]
+
+
+# The network the tuning, parameter and data inputs belong to: two layers with parameters and a loss,
+# so that a run of it is milliseconds (it is written beside each such input as NET_NAME)
+NET_NAME = "small.nd"
+SMALL_ND = """network small {
+  input data: f32[2, 4, 4, 1]
+  input label: i32[2]
+  conv1 = Convolution(data) { filter: [3, 3, 1, 2], strides: [1, 1, 1, 1], padding: SAME, activation: relu }
+  fc1 = InnerProduct(conv1) { num_outputs: 3 }
+  loss = SoftmaxLoss(fc1, label)
+  output loss
+}
+"""
+
+
+def _as_text(data: bytes) -> str:
+    """Bytes as the str every input is kept as (write_input writes them back, byte for byte)."""
+    return data.decode("utf-8", "surrogateescape")
+
+
+def _as_bytes(text: str) -> bytes:
+    return text.encode("utf-8", "surrogateescape")
+
+
+def small_tuning(net_path: Path) -> dict:
+    """A valid tuning file for SMALL_ND: an sm_90 entry for each of its tunable launches (keys as
+    the lowering makes them), and one for sm_80."""
+    from netc.codegen.lower import lower_network, tuning_key
+    from netc.codegen.tuning_file import FORMAT, VERSION
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load
+    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    diag = DiagnosticEngine()
+    m = load(str(net_path), diag)
+    ctx = PassContext(diag=diag, phase="test")
+    ctx.options["plan_memory"] = {"mode": "inference"}
+    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(m, ctx)
+    net = m.networks()[0]
+    launches = lower_network(m, net, ctx.notes["memory_plan"][net.attrs["sym_name"]]).launches
+    entries = []
+    for L in launches:
+        k = L.call.kernel.__name__
+        if k == "conv2d_kernel":
+            cfg = dict(block_m=16, block_n=16, block_k=16, group_m=4, num_warps=2, num_stages=2,
+                       flat_k=bool(L.call.constexprs["FLAT_K"]))
+        elif k == "gemm_kernel":
+            cfg = dict(block_m=16, block_n=16, block_k=16, split=2, num_warps=1)
+        else:
+            continue
+        entries.append(dict(key=tuning_key(L.call), device="fuzz", arch=90, config=cfg))
+    if entries:
+        entries.append(dict(entries[0], arch=80, config=dict(block_m=32, num_warps=4)))
+    return dict(format=FORMAT, version=VERSION, entries=entries)
+
+
+def small_network_seeds(gen: Path) -> list:
+    """The seeds of the inputs that belong to SMALL_ND: a tuning file, its parameters as .npz and
+    .safetensors, a training set; and the Python API's (its scripts are generated: no text)."""
+    import numpy as np
+    net = gen / NET_NAME
+    net.write_text(SMALL_ND)
+    comp = {NET_NAME: SMALL_ND}
+    rng = np.random.default_rng(0)
+    params = {"conv1.weight": rng.standard_normal((3, 3, 1, 2)).astype(np.float32),
+              "conv1.bias": np.zeros(2, np.float32),
+              "fc1.weight": rng.standard_normal((32, 3)).astype(np.float32), "fc1.bias": np.zeros(3, np.float32)}
+    data = {"data": rng.random((5, 4, 4, 1)).astype(np.float32), "label": np.array([0, 1, 2, 1, 0], np.int32)}
+    out = [Seed("api", "net.py", "generated Python API calls", "")]
+    try:
+        out.append(Seed("tuning", "small.tuning.json", "a tuning file of the small network",
+                        json.dumps(small_tuning(net), indent=1), dict(comp)))
+    except Exception as e:  # noqa: BLE001 - the other seeds still run
+        print(f"fuzz: no tuning seed ({type(e).__name__}: {e})", file=sys.stderr)
+    out.append(Seed("params", "p.npz", "the small network's parameters (.npz)", _as_text(_npz_bytes(params)),
+                    dict(comp)))
+    out.append(Seed("params", "p.safetensors", "the small network's parameters (.safetensors)",
+                    _as_text(_safetensors_bytes(params)), dict(comp)))
+    out.append(Seed("data", "d.npz", "a training set of the small network (.npz)", _as_text(_npz_bytes(data)),
+                    dict(comp)))
+    return out
+
+
+def _npz_bytes(arrays: dict) -> bytes:
+    import numpy as np
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _safetensors_bytes(arrays: dict, header_edit=None) -> bytes:
+    """The .safetensors encoding of arrays (numeric numpy dtypes); header_edit(header) may change the
+    JSON header before it is written (wrong dtype names, shapes, offsets)."""
+    codes = {"float64": "F64", "float32": "F32", "float16": "F16", "int64": "I64", "int32": "I32", "int16": "I16",
+             "int8": "I8", "uint8": "U8", "bool": "BOOL"}
+    header, blobs, off = {}, [], 0
+    for k, a in arrays.items():
+        b = a.tobytes()
+        header[k] = {"dtype": codes.get(str(a.dtype), str(a.dtype)), "shape": list(a.shape),
+                     "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    if header_edit is not None:
+        header_edit(header)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    return len(h).to_bytes(8, "little") + h + b"".join(blobs)
 
 
 # ------------------------------------------------------------------------------------- mutations
@@ -306,6 +435,206 @@ def m_json_retype(rng, text):
     return json.dumps(doc, indent=1)
 
 
+# ---------------------------------------------------------------- mutations of .npz / .safetensors
+
+def _decode_arrays(data: bytes, kind: str):
+    """The file's arrays by name (numpy), or None where the bytes are no longer a readable file."""
+    import numpy as np
+    try:
+        if kind == "npz":
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                return {k: z[k] for k in z.files}
+        n = int.from_bytes(data[:8], "little")
+        header = json.loads(data[8:8 + n])
+        types = {"F64": np.float64, "F32": np.float32, "F16": np.float16, "I64": np.int64, "I32": np.int32,
+                 "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+        body, out = data[8 + n:], {}
+        for k, e in header.items():
+            if k == "__metadata__":
+                continue
+            b, end = e["data_offsets"]
+            out[k] = np.frombuffer(body[b:end], types[e["dtype"]]).reshape(e["shape"]).copy()
+        return out
+    except Exception:  # noqa: BLE001 - a mutated file: only byte mutations apply
+        return None
+
+
+def _encode_arrays(arrays: dict, kind: str, header_edit=None) -> bytes:
+    return _npz_bytes(arrays) if kind == "npz" else _safetensors_bytes(arrays, header_edit)
+
+
+BAD_DTYPES = ("float64", "float16", "int32", "int64", "int8", "uint8", "bool", "complex64", "<U3", "object")
+BAD_KEYS = ("", " ", "x", "conv1", "conv1.weight ", "CONV1.WEIGHT", "fc1/weight", "\u00e9", "a" * 300, "data",
+            "label", "loss", "fc1.weight.momentum", "..", "label\x00")
+BAD_NUMBERS = (float("nan"), float("inf"), -float("inf"), 1e38, -1, 3, 2 ** 31 - 1, -2 ** 31, 0.5, 255)
+
+
+def _array_mutation(rng, arrays: dict, kind: str):
+    """One change to the file's arrays, or None where none applies."""
+    import numpy as np
+    if not arrays:
+        return None
+    arrays = dict(arrays)
+    k = rng.choice(sorted(arrays))
+    a = arrays[k]
+    how = rng.choice(("drop", "rename", "extra", "reshape", "retype", "values", "samples", "empty", "scalar",
+                      "header"))
+    if how == "drop":
+        del arrays[k]
+    elif how == "rename":
+        arrays[rng.choice(BAD_KEYS + tuple(arrays))] = arrays.pop(k)
+    elif how == "extra":
+        arrays[rng.choice(BAD_KEYS)] = rng.choice((a, np.zeros((2, 2), np.float32), np.array(1.0, np.float32)))
+    elif how == "reshape":
+        shape = list(a.shape)
+        choice = rng.randrange(4)
+        if choice == 0 and shape:
+            shape[rng.randrange(len(shape))] += rng.choice((-1, 1, 5))
+            shape = [max(d, 0) for d in shape]
+            a = np.resize(a, shape)
+        elif choice == 1:
+            a = a.reshape(a.shape + (1,))
+        elif choice == 2 and a.ndim > 1:
+            a = a.reshape(-1)
+        else:
+            a = a.T.copy()
+        arrays[k] = a
+    elif how == "retype":
+        dt = rng.choice(BAD_DTYPES)
+        if kind == "safetensors" and dt in ("complex64", "<U3", "object"):
+            dt = "int8"
+        arrays[k] = a.astype(dt) if dt != "object" else a.astype(object)
+    elif how == "values":
+        a = a.copy()
+        if a.size:
+            v = rng.choice(BAD_NUMBERS)
+            if a.dtype.kind in "iub" and (isinstance(v, float) and not v.is_integer() or abs(v) > 2 ** 31):
+                a = a.astype(np.float64)
+            elif a.dtype.kind in "iu":
+                a = a.astype(np.int64)
+            a.reshape(-1)[rng.randrange(a.size)] = v
+        arrays[k] = a
+    elif how == "samples":
+        arrays[k] = a[:rng.choice((0, 1, max(len(a) - 1, 0)))] if a.ndim else a
+    elif how == "empty":
+        arrays[k] = np.zeros((0,) + a.shape[1:], a.dtype)
+    elif how == "scalar":
+        arrays[k] = np.array(a.reshape(-1)[0] if a.size else 0, a.dtype)
+    elif how == "header" and kind == "safetensors":
+        def edit(h):
+            e = h[rng.choice([n for n in h])]
+            field_ = rng.choice(("dtype", "shape", "data_offsets", "meta", "drop"))
+            if field_ == "dtype":
+                e["dtype"] = rng.choice(("C64", "F8_E4M3", "X", "", "f32", 1, None))
+            elif field_ == "shape":
+                e["shape"] = rng.choice(([], [0], [-1], [2 ** 40], ["3"], [1.5], None, [3, 3, 1, 2, 1]))
+            elif field_ == "data_offsets":
+                e["data_offsets"] = rng.choice(([0, 0], [0, 2 ** 40], [8, 4], [-1, 4], [0], None, ["0", "4"]))
+            elif field_ == "meta":
+                h["__metadata__"] = rng.choice(({"a": 1}, [], "x", None, {"format": "pt"}))
+            else:
+                e.pop(rng.choice(("dtype", "shape", "data_offsets")), None)
+        return _encode_arrays(arrays, kind, edit)
+    else:
+        return None
+    try:
+        return _encode_arrays(arrays, kind)
+    except Exception:  # noqa: BLE001 - a change the format cannot hold
+        return None
+
+
+def _byte_mutation(rng, data: bytes):
+    how = rng.choice(("truncate", "flip", "insert", "zero", "replace"))
+    if how == "truncate":
+        return data[:rng.randrange(len(data) + 1)]
+    if how == "flip" and data:
+        i = rng.randrange(len(data))
+        return data[:i] + bytes([data[i] ^ (1 << rng.randrange(8))]) + data[i + 1:]
+    if how == "insert":
+        i = rng.randrange(len(data) + 1)
+        return data[:i] + rng.choice((b"\x00", b"\xff" * 4, b"PK\x03\x04", b"{", b"\x93NUMPY")) + data[i:]
+    if how == "zero" and data:
+        i = rng.randrange(len(data))
+        return data[:i] + b"\x00" * min(rng.randint(1, 64), len(data) - i) + data[i + 64:]
+    return rng.choice((b"", b"not a file", b"{}", b"\x00" * 8 + b"{}", b"PK\x05\x06" + b"\x00" * 18,
+                       (2 ** 63).to_bytes(8, "little") + b"{}"))
+
+
+def mutate_binary(rng, text: str, kind: str):
+    """A mutation of an .npz or .safetensors input: of its arrays (most) or of its bytes."""
+    data = _as_bytes(text)
+    arrays = _decode_arrays(data, kind) if rng.random() < 0.8 else None
+    new = _array_mutation(rng, arrays, kind) if arrays is not None else None
+    if new is None:
+        return _as_text(_byte_mutation(rng, data)), "bytes"
+    return _as_text(new), "arrays"
+
+
+# --------------------------------------------------------------------- the Python API's calls
+
+API_GOOD = {"size": ("3", "10", "1"), "num_filters": ("2", "4"), "filter_size": ("3", "1", "[3, 3]", "(1, 3)"),
+            "pool_size": ("2", "[2, 2]"), "stride": ("1", "2", "None"), "padding": ('"SAME"', '"VALID"', "0", "1"),
+            "act": ('"relu"', '"tanh"', "None", '"softmax"'), "name": ("None", '"a"', '"b"'),
+            "axis": ("None", "-1", "1"), "keep_prob": ("0.5", "None"), "dropout_rate": ("None", "0.1"),
+            "shape": ("[4, 4, 3]", "[8]", "[2, 2, 2]", "[-1]", "[12]"), "pool_type": ('"max"', '"avg"'),
+            "bias": ("True", "False"), "num_classes": ("None", "3"), "negative_slope": ("None", "0.1"),
+            "epsilon": ("None", "1e-5"), "momentum": ("None", "0.9"), "local_size": ("None", "5"),
+            "alpha": ("None", "1e-4"), "beta": ("None", "0.75"), "knorm": ("None", "1.0")}
+API_BAD = ("-1", "0", "2 ** 63", "1e308", 'float("nan")', 'float("inf")', '"x"', '""', "[]", "{}", "None", "True",
+           "[1, 2, 3]", "(1,)", 'b"x"', "object()", "1.5", "[[1]]", '"relu6"', "[0, 0]", "2 ** 31", "{'a': 1}",
+           "lambda: 0", '"@all"', '"a b"')
+API_FRIENDLY = ("fc", "conv2d", "pool", "max_pool", "avg_pool", "lrn", "batch_norm", "dropout", "concat", "relu",
+                "sigmoid", "tanh", "softmax", "identity", "add", "multiply", "maximum", "reshape", "flatten",
+                "embedding", "softmax_loss", "euclidean", "rank_cost")
+API_ENDS = ("netc.Topology({v})", "netc.Topology([{v}, {w}])", "netc.parameters.create({v})",
+            "netc.api.to_ir({v})", "netc.api.to_nd({v})", "netc.Topology({v}, name={bad})",
+            "netc.parameters.create(netc.Topology({v}))")
+
+
+def api_script(rng) -> str:
+    """A short script of netc.layer calls: data layers, then builders (friendly and generated) with
+    good arguments mostly and a bad one here and there, then a topology, parameters or IR of the
+    last layer. Every line is one statement (minimization removes lines)."""
+    import inspect
+
+    import netc.api.layer as L
+    lines = ["import netc", "L = netc.layer"]
+    names = []
+    for i in range(rng.randint(1, 2)):
+        shape = rng.choice(('[4, 4, 3]', '[8]', '[2, 2, 2]', '[]', '3', rng.choice(API_BAD)))
+        dtype = rng.choice(('"f32"', '"f32"', '"i32"', '"f16"', rng.choice(API_BAD)))
+        lines.append(f'v{len(names)} = L.data("x{i}", {shape}, {dtype})')
+        names.append(f"v{len(names)}")
+    generated = sorted(L.types())
+    for _ in range(rng.randint(1, 4)):
+        fname = rng.choice(API_FRIENDLY) if rng.random() < 0.7 else rng.choice(generated)
+        fn = getattr(L, fname)
+        args = []
+        for pname, prm in inspect.signature(fn).parameters.items():
+            bad = rng.random() < 0.15
+            if prm.kind is inspect.Parameter.VAR_POSITIONAL:
+                args += [rng.choice(names) if not bad else rng.choice(API_BAD)
+                         for _ in range(rng.choice((1, 1, 2, 0)))]
+            elif prm.kind is inspect.Parameter.VAR_KEYWORD:
+                if rng.random() < 0.2:
+                    args.append(f"{rng.choice(('include', 'location', 'bogus', 'partition_dim'))}="
+                                f"{rng.choice(API_BAD)}")
+            elif pname in ("input", "left", "right", "label"):
+                v = rng.choice(names) if not bad else rng.choice(API_BAD + (f"[{rng.choice(names)}]",))
+                args.append(v if prm.kind is not inspect.Parameter.KEYWORD_ONLY else f"{pname}={v}")
+            elif prm.default is inspect.Parameter.empty or rng.random() < 0.3:
+                v = rng.choice(API_BAD) if bad else rng.choice(API_GOOD.get(pname, ("1", "None", "2")))
+                if prm.default is inspect.Parameter.empty and prm.kind is not inspect.Parameter.KEYWORD_ONLY:
+                    args.append(v)
+                else:
+                    args.append(f"{pname}={v}")
+        lines.append(f"v{len(names)} = L.{fname}({', '.join(args)})")
+        names.append(f"v{len(names)}")
+    end = rng.choice(API_ENDS)
+    lines.append(end.format(v=names[-1], w=rng.choice(names), bad=rng.choice(API_BAD)))
+    return "\n".join(lines) + "\n"
+
+
 MUTATORS = {
     "delete_line": (m_delete_line, 3), "delete_chunk": (m_delete_chunk, 1), "duplicate_line": (m_duplicate_line, 2),
     "swap_lines": (m_swap_lines, 2), "truncate": (m_truncate, 1), "number": (m_number, 4),
@@ -328,11 +657,22 @@ class Case:
 
 def make_case(seed_value: int, index: int, by_frontend: dict) -> Case:
     """Input number `index` of a run: a front end (uniformly, so small front ends get their share),
-    one of its seeds, 1 to 3 mutations, an export format; the same for the same seed and index."""
+    one of its seeds, 1 to 3 mutations, an export format; the same for the same seed and index.
+    A Python API input is a generated script (api_script), unmutated; an .npz/.safetensors input
+    gets mutate_binary's mutations."""
     rng = random.Random(f"netc-fuzz/{seed_value}/{index}")
     frontends = sorted(by_frontend, key=FRONTENDS.index)
     seed = rng.choice(by_frontend[rng.choice(frontends)])
+    export = rng.choice(("paleo", "singa", "layout"))
+    if seed.frontend == "api":
+        return Case(index, seed, api_script(rng), ["api_script"], export)
     text, done = seed.text, []
+    if seed.frontend in BINARY_FRONTENDS:
+        kind = "safetensors" if seed.name.endswith(".safetensors") else "npz"
+        for _ in range(rng.choice((1, 1, 2))):
+            text, what = mutate_binary(rng, text, kind)
+            done.append(what)
+        return Case(index, seed, text, done, export)
     for _ in range(rng.choice((1, 1, 1, 2, 2, 3))):
         for _attempt in range(8):
             name = rng.choices(_NAMES, _WEIGHTS)[0]
@@ -341,12 +681,18 @@ def make_case(seed_value: int, index: int, by_frontend: dict) -> Case:
                 text = new
                 done.append(name)
                 break
-    return Case(index, seed, text, done, rng.choice(("paleo", "singa", "layout")))
+    return Case(index, seed, text, done, export)
 
 
 def argv_of(command: str, path: str) -> list[str]:
+    """The command line of `command` on the input at path (see COMMANDS: FILE, NET, OUT)."""
     words = command.split()
-    return [words[0], path, *words[1:]]
+    if "FILE" not in words:
+        words = [words[0], "FILE", *words[1:]]
+    folder = os.path.dirname(path)
+    subst = {"FILE": path, "NET": os.path.join(folder, NET_NAME),
+             "OUT": os.path.join(os.path.dirname(folder) or ".", "out")}
+    return [subst.get(w, w) for w in words]
 
 
 # ----------------------------------------------------------------------------- running one input
@@ -411,7 +757,7 @@ def run_once(path: str, command: str, timeout: float | None, debug: bool = False
             old_handler = signal.signal(signal.SIGALRM, _on_alarm)
             signal.setitimer(signal.ITIMER_REAL, timeout)
         with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            rc = main(argv_of(command, path))
+            rc = run_api(path) if command == API else main(argv_of(command, path))
     except _Hang:
         rc = "hang"
     except SystemExit as e:
@@ -432,6 +778,36 @@ def run_once(path: str, command: str, timeout: float | None, debug: bool = False
     if timeout is not None and not alarm and dt > timeout:
         rc = "hang"  # no alarm off the main thread: at least the time is counted
     return {"rc": rc, "escaped": escaped, "stdout": out.getvalue(), "stderr": err.getvalue(), "seconds": dt}
+
+
+def run_api(path: str) -> int:
+    """Run a Python API script as a user would (its own file, its own globals) and answer as netc's
+    main would: 0; 1 with the rendered diagnostics of a netc error, or with `path:line:col: error:`
+    for an exception the script raised itself (a NameError, a call with a missing argument: Python
+    points at the script); 2 with netc's internal-error lines for any other exception whose
+    innermost frame is inside the netc package (a TypeError from deep inside is a netc bug)."""
+    from netc.diagnostics import NetcError, render
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+        source = f.read()
+    netc_dir = str(ROOT / "netc") + os.sep
+    try:
+        exec(compile(source, path, "exec"), {"__name__": "__main__", "__file__": path})
+    except NetcError as e:
+        sys.stderr.write("".join(render(d) for d in e.diagnostics) or f"netc: error: {e}\n")
+        return 1
+    except (_Hang, KeyboardInterrupt):
+        raise
+    except Exception as e:  # noqa: BLE001
+        tb = traceback.extract_tb(e.__traceback__)
+        inner = tb[-1] if tb else None
+        if inner is not None and os.path.abspath(inner.filename).startswith(netc_dir):
+            sys.stderr.write(f"netc: internal error: this is a bug in netc\n  {type(e).__name__}: {e}\n"
+                             + "".join(traceback.format_exception(e)))
+            return 2
+        line = next((fr.lineno for fr in reversed(tb) if fr.filename == path), None) or 1
+        sys.stderr.write(f"{path}:{line}:1: error: {type(e).__name__}: {e}\n")
+        return 1
+    return 0
 
 
 _HEAD = re.compile(r"^(?P<loc>.*?): (?P<sev>error|warning|note): (?P<msg>.*)$")
@@ -488,6 +864,8 @@ def classify(res: dict, path: str, text: str, frontend: str, companions=()) -> t
         return "internal", f"exit {rc}", (err.strip().split("\n") or [""])[0][:300]
     if rc == 0:
         return "ok", "", ""
+    if frontend in BINARY_FRONTENDS:
+        return classify_binary(err, path, text)
     # IR text's loc(...) point at the file it was printed from
     others = sorted({m.group(1) for m in _LOC_IN_IR.finditer(text)} - {path}) if frontend == "mlir" else []
     # a SINGA job's .proto files (unmutated) are inputs too
@@ -501,6 +879,53 @@ def classify(res: dict, path: str, text: str, frontend: str, companions=()) -> t
         if not located(loc, path, nlines, others):
             shown = loc.replace(path, "FILE")
             return "unlocated", _normalize(msg), f"{shown}: error: {msg}"[:300]
+    return "user", "", errors[0][2][:300]
+
+
+_WHOLE_FILE = re.compile(r"\b(not an? |is not |cannot read|neither an|not a valid)")
+_EMPTY_FILE = re.compile(r"\bholds no arrays\b")
+
+
+def _readable(data: bytes, kind: str) -> bool:
+    """Whether the format's own reader (numpy, the safetensors package) reads the file whole."""
+    import numpy as np
+    try:
+        if kind == "npz":
+            with np.load(io.BytesIO(data), allow_pickle=False) as z:
+                for k in z.files:
+                    z[k]
+        else:
+            from safetensors.numpy import load
+            load(data)
+        return True
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def classify_binary(err: str, path: str, text: str) -> tuple[str, str, str]:
+    """An exit 1 on an .npz/.safetensors input: `user` when every error is located in the sense of
+    the module docstring -- it names the file (its location is the file, or its message quotes the
+    file's name or path) and what in it is wrong: the name of one of the file's arrays or of one
+    the network expects (quoted, 'conv1.weight'), or, for a file that cannot be read as its
+    format at all (numpy or the safetensors package refuses it), that it is not one ('is not a
+    valid .safetensors file', 'cannot read ... as an .npz archive'), or for a file without arrays,
+    that it 'holds no arrays'. Else `unlocated`."""
+    errors = [d for d in diagnostics(err) if d[1] == "error"]
+    if not errors:
+        first = next((ln for ln in err.split("\n") if ln.strip()), "(nothing on stderr)")
+        return "unlocated", "exit 1 without an error", f"exit 1 without an `error:` line: {first[:200]}"
+    kind = "safetensors" if path.endswith(".safetensors") else "npz"
+    arrays = _decode_arrays(_as_bytes(text), kind)
+    names = set(arrays or ()) | {"conv1.weight", "conv1.bias", "fc1.weight", "fc1.bias", "data", "label"}
+    base = os.path.basename(path)
+    for loc, _, msg in errors:
+        names_file = loc.split(" (")[0].split(":")[0] == path or f"'{path}'" in msg or f"'{base}'" in msg
+        names_what = any(f"'{n}'" in msg or f"`{n}`" in msg or f'"{n}"' in msg for n in names) \
+            or (_WHOLE_FILE.search(msg) is not None and not _readable(_as_bytes(text), kind)) \
+            or (_EMPTY_FILE.search(msg) is not None and arrays == {})
+        if not (names_file and names_what):
+            shown = loc.replace(path, "FILE")
+            return "unlocated", _normalize(msg.replace(path, "FILE")), f"{shown}: error: {msg}"[:300]
     return "user", "", errors[0][2][:300]
 
 
@@ -693,9 +1118,11 @@ def minimize(runner: Runner, finding: dict, max_tests: int = 600, max_seconds: f
         return cache[key]
 
     text = finding["text"]
+    if frontend in BINARY_FRONTENDS:   # lines and characters of a zip archive mean nothing
+        return text
     lines = ddmin(text.split("\n"), lambda ls: fails("\n".join(ls)), budget)
     text = "\n".join(lines)
-    if len(text) <= 4000:
+    if len(text) <= 4000 and frontend != "api":
         text = "".join(ddmin(list(text), lambda cs: fails("".join(cs)), budget))
     return text
 
@@ -728,7 +1155,22 @@ class Report:
 
 
 def commands_of(case: Case) -> list[str]:
-    return ["check", "explain --memory --brief", "opt -p fuse", f"export --format {case.export}"]
+    """A text input: the four front-end commands, the training and workers explains, and (for a small
+    seed, one input in three) compile --target interp; the other front ends: their one command."""
+    f = case.seed.frontend
+    if f == "api":
+        return [API]
+    if f == "tuning":
+        return [TUNING_RUN]
+    if f == "params":
+        return [PARAMS_RUN]
+    if f == "data":
+        return [DATA_RUN]
+    cmds = ["check", "explain --memory --brief", "opt -p fuse", f"export --format {case.export}", TRAIN_EXPLAIN,
+            WORKERS_EXPLAIN]
+    if case.index % 3 == 0 and any(fnmatch.fnmatch(case.seed.label, g) for g in COMPILE_SEEDS):
+        cmds.append(COMPILE_INTERP)
+    return cmds
 
 
 def fuzz(seed: int = 0, inputs: int = 1000, jobs: int | None = None, timeout: float = 10.0,
@@ -918,7 +1360,7 @@ def document(rep: Report, seeds, args: dict, findings: list[dict]) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--inputs", type=int, default=1000, metavar="N", help="mutated inputs (each runs 4 commands)")
+    ap.add_argument("--inputs", type=int, default=1000, metavar="N", help="mutated inputs (a text input runs 6 or 7 commands, the others 1)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1, metavar="J",
                     help="worker processes (default: every core; 0: in this process, soft time limits only)")
     ap.add_argument("--timeout", type=float, default=10.0, metavar="S", help="seconds per run before it is a hang")

@@ -1733,9 +1733,8 @@ def _compile_interp(args, diag, precision):
     _rescale(module, args)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])
-    nets = module.networks()
-    if len(nets) != 1:
-        raise NetcError(f"netc compile needs a file with exactly one network; this one has {len(nets)}")
+    from .ir.query import one_network
+    nets = [one_network(module, "netc compile needs a file with")]
     if args.opaque_as_identity:   # its warnings go to the command's diagnostics; InterpProgram skips done work
         from .passes.manager import DEFAULT_PIPELINE, PassManager
         PassManager(DEFAULT_PIPELINE + ["opaque-as-identity"]).run(module, _ctx(args, diag))

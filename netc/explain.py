@@ -211,10 +211,8 @@ def simulate(module: Module, timing, *, workers=None, scaling: str = "weak", net
     returns the module re-inferred at batch b per worker (strong scaling needs it)."""
     from .costmodel import hybrid_table, layer_times, scaling_table
     from .diagnostics import NetcError
-    nets = module.networks()
-    if len(nets) != 1:
-        raise NetcError(f"Paleo's simulations take one network; this file has {len(nets)}")
-    net = nets[0]
+    from .ir.query import one_network
+    net = one_network(module, "Paleo's simulations take a file with")
     costs = layer_costs(module, net)
     inputs = [op for op in net.regions[0].ops if op.name == "netc.input"]
     batch = inputs[0].results[0].type.shape[0] if inputs and inputs[0].results[0].type.shape else 1

@@ -32,7 +32,7 @@ def test_fuzz_sample_has_no_internal_errors_hangs_or_unlocated_errors(tmp_path):
     rep, seeds, runner = fuzz.fuzz(seed=0, inputs=SAMPLE, jobs=0, timeout=10.0, workdir=tmp_path / "work",
                                    max_seed_bytes=MAX_SEED_BYTES, exclude=EXCLUDE)
     try:
-        assert rep.inputs == SAMPLE and rep.runs == 4 * SAMPLE
+        assert rep.inputs == SAMPLE and rep.runs >= SAMPLE
         assert {s.frontend for s in seeds} >= {"nd", "mlir"}  # (the corpus front ends when it is there)
         if rep.bad:
             found = fuzz.write_findings(rep, runner, tmp_path / "failures", minimize_them=False, log=lambda s: None)
@@ -44,6 +44,26 @@ def test_fuzz_sample_has_no_internal_errors_hangs_or_unlocated_errors(tmp_path):
     finally:
         runner.close()
     assert rep.total("user") > 0 and rep.total("ok") > 0  # the sample exercises both
+
+
+def test_fuzz_sample_of_the_new_surfaces(tmp_path):
+    """Issue 21's surfaces on a small fixed sample (seconds): the Python API's builders, tuning files,
+    .npz/.safetensors parameter files and --data files of the small network, and the training and
+    workers explains (and compile --target interp) of the small examples."""
+    fuzz = _fuzz_module()
+    rep, seeds, runner = fuzz.fuzz(seed=21, inputs=60, jobs=0, timeout=10.0, workdir=tmp_path / "work",
+                                   corpus=None, max_seed_bytes=4000,
+                                   frontends=["api", "tuning", "params", "data", "nd"])
+    try:
+        if rep.bad:
+            found = fuzz.write_findings(rep, runner, tmp_path / "failures", minimize_them=False, log=lambda s: None)
+            raise AssertionError("\n".join(f"{f['file']}: {f['outcome']} in `netc {f['command']}`: {f['message']}"
+                                           for f in found))
+    finally:
+        runner.close()
+    commands = {c for (_, c) in rep.counts}
+    assert {fuzz.API, fuzz.TUNING_RUN, fuzz.PARAMS_RUN, fuzz.DATA_RUN, fuzz.TRAIN_EXPLAIN,
+            fuzz.WORKERS_EXPLAIN} <= commands, commands
 
 
 def test_classify_outcomes(tmp_path):
@@ -71,6 +91,13 @@ def test_classify_outcomes(tmp_path):
     assert fuzz.classify(res(None, escaped="RecursionError: deep"), p, text, "nd")[:2] == ("internal",
                                                                                          "escaped RecursionError")
     assert fuzz.classify(res("hang"), p, text, "nd")[0] == "hang"
+    # a binary input: the error names the file and the array (or says the file is no archive)
+    z = str(tmp_path / "p.npz")
+    npz = fuzz._as_text(fuzz._npz_bytes({"w": __import__("numpy").zeros(2)}))
+    assert fuzz.classify(res(1, f"{z}: error: parameter 'w' has shape [2]\n"), z, npz, "params")[0] == "user"
+    assert fuzz.classify(res(1, "netc: error: parameter 'w' has shape [2]\n"), z, npz, "params")[0] == "unlocated"
+    assert fuzz.classify(res(1, f"{z}: error: something is wrong\n"), z, npz, "params")[0] == "unlocated"
+    assert fuzz.classify(res(1, f"{z}: error: cannot read it\n"), z, "junk", "params")[0] == "user"
     # IR text may point, through loc(...), at the file it was printed from
     ir = 'x loc("ex.nd":3:4)\n'
     assert fuzz.classify(res(1, "ex.nd:3:4: error: e\n"), str(tmp_path / "a.mlir"), ir, "mlir")[0] == "user"

@@ -5,11 +5,14 @@ line and column, or both; now each is the user's error, at the place in the file
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from netc.cli import main
 from netc.ir.query import split_ref_problem
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def run(tmp_path, capsys, name: str, text: str, *command: str) -> tuple[int, str, str]:
@@ -584,3 +587,214 @@ def test_ir_layer_reading_one_left_out_of_the_phase(tmp_path, capsys):
         located_error(err, path, 5, 5, "'r' reads 'c', which is not in phase train")
     rc, err, _ = run(tmp_path, capsys, "n.mlir", ir, "check", "--phase", "test")
     assert rc == 0, err
+
+
+# -- the surfaces bench/fuzz.py reaches since issue 21: explain --train / --workers, tuning files,
+#    parameter and data files, the Python API ---------------------------------------------------
+
+TWO_SMALL_NETS = """network a {
+  input x: f32[2, 4]
+  y = InnerProduct(x) { num_outputs: 3 }
+}
+network b {
+  input x: f32[2, 4]
+  y = InnerProduct(x) { num_outputs: 3 }
+}
+"""
+
+
+@pytest.mark.parametrize("text, line", [(TWO_SMALL_NETS, 5), ("// nothing\n", 1), ("", 1)])
+def test_explain_workers_simulation_needs_one_network_and_says_where(tmp_path, capsys, text, line):
+    """Paleo's scaling table takes one network: the error was `netc: error:` without a place."""
+    rc, err, path = run(tmp_path, capsys, "n.nd", text, "explain", "--workers", "2", "--device", "titanx")
+    assert rc == 1
+    located_error(err, path, line, 1 if line == 1 else 9, "Paleo's simulations take a file with exactly one network")
+    rc, err, path = run(tmp_path, capsys, "n.nd", text, "compile", "--target", "interp", "-o", str(tmp_path / "o"))
+    assert rc == 1
+    located_error(err, path, line, 1 if line == 1 else 9, "netc compile needs a file with exactly one network")
+
+
+def test_explain_workers_stops_at_the_frontend_errors(tmp_path, capsys):
+    """A layer the frontend marked invalid reached the partition pass, which stopped with ''fc1' has
+    no inferred shape; run shape-inference first' (no location) after the located error."""
+    text = (ROOT / "examples" / "partition_feature.nd").read_text().replace("InnerProduct", "InerProduct", 1)
+    line = next(i for i, ln in enumerate(text.split("\n"), 1) if "InerProduct" in ln)
+    rc, err, path = run(tmp_path, capsys, "p.nd", text, "explain", "--workers", "2", "--device", "titanx")
+    assert rc == 1
+    located_error(err, path, line, None, "unknown layer type 'InerProduct'")
+    assert "no inferred shape" not in err
+
+
+def test_ir_recorded_optimizer_with_a_bad_option_is_located(tmp_path, capsys):
+    """IR text keeps the module's optimizer as an attribute its reader does not check; the optimizer
+    pass's error about it had no location."""
+    from netc.cli import main as netc_main
+    ir = tmp_path / "c.mlir"
+    assert netc_main(["opt", str(ROOT / "examples" / "cifar10_phases.nd"), "--no-locs", "-o", str(ir)]) == 0
+    text = ir.read_text().replace("weight_decay", "weigt_decay")
+    capsys.readouterr()
+    rc, err, path = run(tmp_path, capsys, "c.mlir", text, "explain", "--brief", "--train", "--loss", "softmax",
+                        "--memory")
+    assert rc == 1
+    located_error(err, path, 1, 1, "option 'weigt_decay' does not apply to optimizer 'momentum'")
+
+
+SMALL = """network small {
+  input data: f32[2, 4, 4, 1]
+  input label: i32[2]
+  conv1 = Convolution(data) { filter: [3, 3, 1, 2], strides: [1, 1, 1, 1], padding: SAME, activation: relu }
+  fc1 = InnerProduct(conv1) { num_outputs: 3 }
+  loss = SoftmaxLoss(fc1, label)
+  output loss
+}
+"""
+
+
+def _run_with(tmp_path, capsys, name: str, content: bytes, *args: str) -> tuple[int, str, str]:
+    """`netc run small.nd ARGS` with FILE in ARGS replaced by tmp_path/name holding `content`."""
+    net = tmp_path / "small.nd"
+    net.write_text(SMALL)
+    f = tmp_path / name
+    f.write_bytes(content)
+    rc = main(["run", str(net), *[str(f) if a == "FILE" else a for a in args]])
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "Traceback" not in err, err
+    return rc, err, str(f)
+
+
+def _file_error(err: str, path: str, text: str) -> str:
+    """The one error line: it names the file (as its location) and says `text` (what in it is wrong)."""
+    heads = [ln for ln in err.split("\n") if ": error: " in ln and not ln.startswith(" ")]
+    assert heads and all(h.startswith(path + ":") for h in heads), err
+    assert text in heads[0], heads[0]
+    return heads[0]
+
+
+def _npz(**arrays) -> bytes:
+    import io
+
+    import numpy as np
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    return buf.getvalue()
+
+
+def _small_params(**over):
+    import numpy as np
+    p = {"conv1.weight": np.zeros((3, 3, 1, 2), np.float32), "conv1.bias": np.zeros(2, np.float32),
+         "fc1.weight": np.zeros((32, 3), np.float32), "fc1.bias": np.zeros(3, np.float32)}
+    p.update(over)
+    return {k: v for k, v in p.items() if v is not None}
+
+
+@pytest.mark.parametrize("content, text", [
+    (lambda np: _npz(**_small_params(**{"conv1.weight": np.zeros((2, 3, 1, 2), np.float32)})),
+     "parameter 'conv1.weight' has shape [2, 3, 1, 2]"),
+    (lambda np: _npz(**_small_params(**{"CONV1.WEIGHT": np.zeros(1, np.float32)})), "unknown parameter 'CONV1.WEIGHT'"),
+    (lambda np: _npz(**_small_params())[:300], "cannot read"),                          # was BadZipFile (exit 2)
+    (lambda np: _npz(**_small_params())[:40] + b"\x00" * 8 + _npz(**_small_params())[48:], "cannot read"),
+    (lambda np: _npz(**_small_params(**{"fc1.bias": np.zeros(3, np.complex64)})), "'fc1.bias'"),
+    (lambda np: _npz(**_small_params(**{"fc1.bias": np.zeros(3, np.uint32)})), "'fc1.bias'"),
+])
+def test_parameter_file_errors_name_the_file_and_the_array(tmp_path, capsys, content, text):
+    import numpy as np
+    rc, err, path = _run_with(tmp_path, capsys, "p.npz", content(np), "--reference", "--params", "FILE")
+    assert rc == 1
+    _file_error(err, path, text)
+
+
+def test_safetensors_parameter_file_errors_name_the_file(tmp_path, capsys):
+    import numpy as np
+
+    from netc.runtime.params import write_safetensors
+    bad = _small_params(**{"conv1.bias": np.zeros(1, np.float32)})
+    write_safetensors(str(tmp_path / "w.safetensors"), {k: __import__("torch").from_numpy(v) for k, v in bad.items()})
+    rc, err, path = _run_with(tmp_path, capsys, "p.safetensors", (tmp_path / "w.safetensors").read_bytes(),
+                              "--reference", "--params", "FILE")
+    assert rc == 1
+    _file_error(err, path, "parameter 'conv1.bias' has shape [1]")
+
+
+@pytest.mark.parametrize("arrays, text", [
+    (dict(label=[0, 1, 7, 0]), "'label' holds the label 7"),        # was RuntimeError: index 7 is out of bounds
+    (dict(label=[0, -1, 2, 0]), "'label' holds the label -1"),
+    (dict(label=[0.5, 1, 2, 0]), "'label' feeds an integer input and must hold integers"),
+    (dict(label=None), "no array for input 'label'"),
+    (dict(extra=[1, 2, 3, 4]), "array 'extra' feeds no input"),
+    (dict(label=[0, 1]), "every array needs the same number of samples"),
+    (dict(data="bool"), "'data' has dtype bool"),
+    (dict(data="nan"), "'data' holds a value that is not finite (NaN or infinity) in sample 2"),  # the loss was NaN
+])
+def test_data_file_errors_name_the_file(tmp_path, capsys, arrays, text):
+    import numpy as np
+    d = {"data": np.zeros((4, 4, 4, 1), np.float32), "label": np.array([0, 1, 2, 0], np.int32)}
+    for k, v in arrays.items():
+        if v is None:
+            del d[k]
+        elif v == "bool":
+            d[k] = d[k].astype(bool)
+        elif v == "nan":
+            d[k][2, 1, 1, 0] = np.nan
+        else:
+            d[k] = np.array(v)
+    rc, err, path = _run_with(tmp_path, capsys, "d.npz", _npz(**d), "--reference", "--train", "--steps", "1",
+                              "--data", "FILE")
+    assert rc == 1
+    _file_error(err, path, text)
+
+
+def test_data_file_that_is_no_archive(tmp_path, capsys):
+    rc, err, path = _run_with(tmp_path, capsys, "d.npz", b"PK\x03\x04 not a zip at all", "--reference", "--train",
+                              "--data", "FILE")
+    assert rc == 1
+    _file_error(err, path, "cannot read")
+
+
+TUNING = '{"format": "netc-tuning", "version": 1, "entries": [\n {"key": "k", "arch": 90,\n  "config": {X}}]}'
+
+
+@pytest.mark.parametrize("text, line, col, msg", [
+    (TUNING.replace("X", '"group_m": 0'), 3, 25, "'group_m' must be an integer in [1, 64], got 0"),
+    (TUNING.replace("X", '"block_n": 1e-308'), 3, 25, "'block_n' must be an integer in [16, 512]"),
+    (TUNING.replace("X", '"blockm": 64'), 3, 24, "unknown configuration key 'blockm'"),
+    (TUNING.replace('"key": "k", ', "").replace("X", ""), 2, 2, 'needs a "key" (string)'),
+    (TUNING.replace('"arch": 90', '"arch": true').replace("X", ""), 2, 23, 'needs an integer "arch"'),
+    (TUNING.replace('"version": 1', '"version": 7').replace("X", ""), 1, 38, "tuning file version 7"),
+    (TUNING.replace("netc-tuning", "netc").replace("X", ""), 1, 12, "is not a netc tuning file"),
+])
+def test_tuning_file_errors_are_located(tmp_path, capsys, text, line, col, msg):
+    """Every problem in a tuning file was `t.json: error:` without a line; now at its value."""
+    rc, err, path = _run_with(tmp_path, capsys, "t.json", text.encode(), "--target", "interp", "--tuning", "FILE")
+    assert rc == 1
+    located_error(err, path, line, col, msg)
+
+
+def test_explain_train_stops_at_the_frontend_errors(tmp_path, capsys):
+    """Issue 21 item 6: a layer the frontend marked invalid (a filter with a list inside) reached the
+    backward pass, whose shape rules failed on it (TypeError: object of type 'NoneType' has no len())."""
+    text = (ROOT / "examples" / "partition_location.nd").read_text()
+    text = text.replace("filter: [3, 3, 8, 8]", "filter: [3, 3, [1, 2], 8]", 1)
+    line = next(i for i, ln in enumerate(text.split("\n"), 1) if "[1, 2]" in ln)
+    rc, err, path = run(tmp_path, capsys, "p.nd", text, "explain", "--brief", "--train", "--loss", "softmax",
+                        "--memory")
+    assert rc == 1
+    located_error(err, path, line, None, "attribute 'filter' of Convolution")
+
+
+def test_api_data_layer_of_the_wrong_dtype_type(tmp_path):
+    """netc.layer.data("x", [8], {}): TypeError (unhashable type) inside netc."""
+    import netc
+    from netc.api import Error
+    for bad in ({}, [0, 0], 3):
+        with pytest.raises(Error, match="unknown element type"):
+            netc.layer.data("x", [8], bad)
+
+
+def test_api_data_layer_shape_of_the_wrong_type(tmp_path):
+    """netc.layer.data("x", 1e308): a TypeError from list() inside netc; now the API's own error at the call."""
+    import netc
+    from netc.api import Error
+    for bad in (1e308, "abc", None, {"a": 1}):
+        with pytest.raises(Error, match="shape is the per-sample shape") as e:
+            netc.layer.data("x", bad)
+        assert "test_fuzz_regressions.py:" in str(e.value)

@@ -300,11 +300,17 @@ def data(name: str, shape, dtype: str = "f32", batch_size: int | None = None, **
     the data layers were made (tuple samples)."""
     loc = user_loc()
     _check_name(name, loc)
-    shape = [shape] if isinstance(shape, int) else _plain(list(shape)) if shape is not None else None
+    given = shape
+    if isinstance(shape, int):
+        shape = [shape]
+    elif isinstance(shape, (str, bytes, dict)) or not hasattr(shape, "__iter__"):   # (a float, None, ...)
+        shape = None
+    else:
+        shape = _plain(list(shape))
     if shape is None or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
-        raise error(f"data layer '{name}': shape is the per-sample shape, a list of positive integers, got {shape!r}",
+        raise error(f"data layer '{name}': shape is the per-sample shape, a list of positive integers, got {given!r}",
                     loc)
-    if dtype not in DTYPES:
+    if not isinstance(dtype, str) or dtype not in DTYPES:
         hint = did_you_mean(str(dtype), DTYPES)
         raise error(f"data layer '{name}': unknown element type {dtype!r}"
                     + (f"; did you mean '{hint}'?" if hint else "") + f" (types: {', '.join(DTYPES)})", loc)

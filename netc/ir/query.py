@@ -100,3 +100,18 @@ def singa_sort(nodes: list) -> list:
             if stalls > len(queue):
                 break
     return order
+
+
+def one_network(module, what: str):
+    """The module's one network; else a located error saying that `what` (e.g. "netc compile
+    needs a file with") takes one: at the second network (the first in a note), or at the top of
+    a file that has none."""
+    nets = module.networks()
+    if len(nets) == 1:
+        return nets[0]
+    at = nets[1].loc if nets else module.loc
+    err = NetcError(f"{what} exactly one network; this one has {len(nets)}", at if at is not None and at.line else None)
+    if nets:
+        err.note(f"the first, '{nets[0].attrs.get('sym_name')}', is here", nets[0].loc)
+    raise err
+

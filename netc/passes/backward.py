@@ -139,6 +139,10 @@ class Backward(Pass):
         return not any(is_grad_op(op) for op in module.walk())
 
     def run(self, module, ctx):
+        if ctx.diag.has_errors():
+            # the frontend's errors do not stop the pipeline, but a layer it marked invalid has no shape
+            # for a gradient rule to work with (a TypeError deep in a shape rule): stop with them
+            raise NetcError(list(ctx.diag.diagnostics))
         opts = ctx.options.get("backward", {})
         params = {p.attrs["sym_name"]: p for p in module.params()}
         frozen = resolve_freeze(module, opts.get("freeze") or [], ctx.diag, opts.get("freeze_name", "--freeze"))

@@ -30,7 +30,7 @@ from __future__ import annotations
 from ..diagnostics import NetcError
 from ..ir.core import STRUCTURAL_OPS, Operation, SymbolRef, TensorType
 from ..ops import lookup
-from ..ops.optim import OPTIMIZERS, UPDATE_OPS, resolve_optimizer  # noqa: F401 (resolve_optimizer: API)
+from ..ops.optim import OPTIMIZERS, UPDATE_OPS, OptimizerError, resolve_optimizer  # noqa: F401 (resolve_optimizer: API)
 from .backward import program_input, state_param
 from .registry import Pass, register_pass
 
@@ -47,7 +47,17 @@ class Optimizer(Pass):
         return not any(op.name in UPDATE_OPS for op in module.walk())
 
     def run(self, module, ctx):
-        spec = resolve_optimizer(module.attrs.get("optimizer"), ctx.options.get("optimizer") or {})
+        options = ctx.options.get("optimizer") or {}
+        try:
+            spec = resolve_optimizer(module.attrs.get("optimizer"), options)
+        except OptimizerError as e:
+            # a problem in the optimizer the file records (IR text's module attribute, which its reader
+            # does not check) is at that attribute; one in the command line's options stays unlocated
+            if module.attrs.get("optimizer") is not None and (e.key is None or e.key not in options):
+                for d in e.diagnostics:
+                    if d.loc is None or not d.loc.line:
+                        d.loc = module.attr_loc("optimizer")
+            raise
         params = {p.attrs["sym_name"]: p for p in module.params()}
         for net in module.networks():
             grads = net.attrs.get("gradients")

@@ -2,18 +2,55 @@
 writing, and a one-line summary of a tensor (shape, dtype, statistics, checksum)."""
 from __future__ import annotations
 
+import contextlib
+import zipfile
 import zlib
 
 import numpy as np
 import torch
 
-from ..diagnostics import NetcError
+from ..diagnostics import Loc, NetcError
+
+
+class Arrays(dict):
+    """Named tensors read from a file (an .npz, a .safetensors), which they remember: an error about
+    them (a name the network lacks, a shape, a dtype, a label) names the file as its location."""
+
+    def __init__(self, items=(), source: str | None = None):
+        super().__init__(items)
+        self.source = source
+
+
+def source_of(arrays) -> str | None:
+    return getattr(arrays, "source", None)
+
+
+@contextlib.contextmanager
+def about(arrays):
+    """Errors raised inside, about `arrays`, without a location get the arrays' file as theirs."""
+    try:
+        yield
+    except NetcError as e:
+        src = source_of(arrays)
+        if src:
+            for d in e.diagnostics:
+                if d.loc is None:
+                    d.loc = Loc(src)
+        raise
+
+
+# what reading a damaged archive raises: numpy's and zipfile's errors, zlib's for a bad deflate stream
+_READ_ERRORS = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error, KeyError, NotImplementedError,
+                RuntimeError, OverflowError, MemoryError)
 
 
 def _tensor(arr, what: str) -> torch.Tensor:
     if arr.dtype.kind not in "biuf":
         raise NetcError(f"{what}: arrays of dtype {arr.dtype} cannot be fed to a network (numbers only)")
-    return torch.from_numpy(np.ascontiguousarray(arr))
+    if arr.dtype.kind == "u" and arr.dtype.itemsize > 1:   # torch has no uint16/32/64 tensors to compute with
+        raise NetcError(f"{what}: arrays of dtype {arr.dtype} cannot be fed to a network (unsigned integers are "
+                        f"uint8 only; use a signed type)")
+    return torch.from_numpy(np.ascontiguousarray(arr).astype(arr.dtype.newbyteorder("=")))
 
 
 def load_npy(path: str, what: str) -> torch.Tensor:
@@ -34,15 +71,21 @@ def load_npz(path: str, what: str) -> dict[str, torch.Tensor]:
         z = np.load(path, allow_pickle=False)
     except FileNotFoundError:
         raise NetcError(f"{what}: no such file: '{path}'")
-    except (OSError, ValueError, EOFError) as e:
-        raise NetcError(f"{what}: cannot read '{path}' as an .npz archive ({e})")
+    except _READ_ERRORS as e:
+        raise NetcError(f"{what}: cannot read '{path}' as an .npz archive ({e or type(e).__name__})", Loc(path))
     if not isinstance(z, np.lib.npyio.NpzFile):
-        raise NetcError(f"{what}: '{path}' is a single .npy array, not an .npz archive of named arrays")
+        raise NetcError(f"{what}: '{path}' is a single .npy array, not an .npz archive of named arrays", Loc(path))
+    out = Arrays(source=path)
     with z:
-        try:
-            return {k: _tensor(z[k], f"{what} '{k}' in '{path}'") for k in z.files}
-        except (OSError, ValueError, EOFError) as e:
-            raise NetcError(f"{what}: cannot read '{path}' ({e})")
+        for k in z.files:
+            try:
+                arr = z[k]
+            except _READ_ERRORS as e:
+                raise NetcError(f"{what}: cannot read array '{k}' of '{path}' ({e or type(e).__name__})",
+                                Loc(path)) from None
+            with about(out):
+                out[k] = _tensor(arr, f"{what} '{k}'")
+    return out
 
 
 def parse_input_specs(specs: list[str]) -> dict[str, torch.Tensor]:

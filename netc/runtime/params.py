@@ -43,10 +43,10 @@ def _dt(t) -> str:
 def read_params(path: str, what: str = "--params") -> dict[str, torch.Tensor]:
     """Named tensors from an .npz or .safetensors file (chosen by the extension, else by content)."""
     path = os.fspath(path)
+    from .io import Arrays, load_npz
     kind = _file_kind(path, what)
     if kind == "safetensors":
-        return read_safetensors(path, what)[0]
-    from .io import load_npz
+        return Arrays(read_safetensors(path, what)[0], source=path)
     return load_npz(path, what)
 
 
@@ -214,6 +214,8 @@ def complete(manifest: dict, given: dict | None, seed: int | None = None, what: 
     """Every parameter with storage, by name, in its manifest dtype: the given ones checked (unknown
     names, shapes, dtypes; a share_from alias must equal its owner), the missing ones random from
     `seed`, or an error listing them when seed is None. All problems are reported at once."""
+    from .io import source_of
+    src = source_of(given)
     given = dict(given or {})
     params = manifest.get("parameters", [])
     problems = check_names(manifest, given, what)
@@ -240,7 +242,7 @@ def complete(manifest: dict, given: dict | None, seed: int | None = None, what: 
                 problems.append(f"parameter '{p['name']}'{what} is an alias of '{p['shares']}' (share_from); "
                                 f"give the owner's value, not a different one for the alias")
     if problems:
-        raise NetcError([Diagnostic("error", m) for m in problems])
+        raise NetcError([Diagnostic("error", m, Loc(src) if src else None) for m in problems])
     return out
 
 

@@ -125,6 +125,12 @@ def module_params(module: Module, params: dict | None = None, seed: int = 0, dty
     """Every parameter tensor by its `netc.param` sym_name: given ones checked and converted, the
     rest random. A share_from alias is its owner's tensor (reshaped to the alias's shape). `names`
     limits the result to those parameters (and their owners)."""
+    from .io import about
+    with about(params):   # errors about a parameter file name it
+        return _module_params(module, params, seed, dtype, device, names)
+
+
+def _module_params(module, params, seed, dtype, device, names) -> dict[str, torch.Tensor]:
     decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
     params = dict(params or {})
     for k in params:

@@ -10,6 +10,8 @@ one dict of tensors by symbol name; update ops write into it in place.
 """
 from __future__ import annotations
 
+import math
+
 import torch
 
 from ..diagnostics import NetcError
@@ -189,22 +191,55 @@ class Dataset:
     dropped (training) or padded (evaluation)."""
 
     def __init__(self, arrays: dict, what: str = "--data"):
-        if not arrays:
-            raise NetcError(f"{what}: the archive holds no arrays")
-        sizes = {k: int(v.shape[0]) if v.dim() else 0 for k, v in arrays.items()}
-        if len(set(sizes.values())) != 1 or not next(iter(sizes.values())):
-            raise NetcError(f"{what}: every array needs the same number of samples (its first axis); got "
-                            + ", ".join(f"{k} {n}" for k, n in sizes.items()))
-        self.arrays, self.what, self.size = arrays, what, next(iter(sizes.values()))
+        from .io import about
+        self.arrays, self.what = arrays, what
+        with about(arrays):   # errors about a data file name it
+            if not arrays:
+                raise NetcError(f"{what}: the archive holds no arrays")
+            sizes = {k: int(v.shape[0]) if v.dim() else 0 for k, v in arrays.items()}
+            if len(set(sizes.values())) != 1 or not next(iter(sizes.values())):
+                raise NetcError(f"{what}: every array needs the same number of samples (its first axis); got "
+                                + ", ".join(f"'{k}' {n}" for k, n in sizes.items()))
+        self.size = next(iter(sizes.values()))
 
     def check(self, net: Operation) -> int:
-        """The network's batch size, after checking that the arrays fit its data inputs."""
-        return self.check_shapes({layer_name(op): tuple(op.results[0].type.shape) for op in data_inputs(net)},
-                                 net.attrs.get("sym_name"))
+        """The network's batch size, after checking that the arrays fit its data inputs (and that
+        the labels of a SoftmaxLoss are class indices of its classes)."""
+        from .io import about
+        from .reference import _label_classes
+        batch = self.check_shapes({layer_name(op): tuple(op.results[0].type.shape) for op in data_inputs(net)},
+                                  net.attrs.get("sym_name"))
+        with about(self.arrays):
+            for op in data_inputs(net):
+                name, v = layer_name(op), op.results[0]
+                t = self.arrays[name]
+                if t.dtype == torch.bool or t.is_complex():
+                    raise NetcError(f"{self.what}: '{name}' has dtype {str(t.dtype).replace('torch.', '')}, not a "
+                                    f"real number type")
+                if v.type.dtype.startswith("i") and t.is_floating_point() and not torch.equal(t, t.round()):
+                    raise NetcError(f"{self.what}: '{name}' feeds an integer input and must hold integers, got "
+                                    f"fractional values")
+                if t.is_floating_point() and t.numel() and not bool(torch.isfinite(t).all()):
+                    i = int((~torch.isfinite(t)).reshape(len(t), -1).any(1).nonzero()[0])
+                    raise NetcError(f"{self.what}: '{name}' holds a value that is not finite (NaN or infinity) in "
+                                    f"sample {i}")
+                classes = _label_classes(net, v)
+                if classes is not None and t.numel() and math.prod(v.type.shape[1:]) == 1:
+                    lo, hi = float(t.min()), float(t.max())
+                    if not (lo >= 0 and hi < classes):
+                        bad = lo if not lo >= 0 else hi
+                        raise NetcError(f"{self.what}: '{name}' holds the label {bad:g}; the labels of a "
+                                        f"SoftmaxLoss over {classes} classes are 0 to {classes - 1}")
+        return batch
 
     def check_shapes(self, shapes: dict, network: str) -> int:
         """The batch size of data inputs of these shapes (by name, batch first), after checking that
         the arrays fit them."""
+        from .io import about
+        with about(self.arrays):
+            return self._check_shapes(shapes, network)
+
+    def _check_shapes(self, shapes: dict, network: str) -> int:
         names = list(shapes)
         missing = [n for n in names if n not in self.arrays]
         if missing:
@@ -323,13 +358,15 @@ def params_for_inference(inference: Module, given: dict) -> tuple[dict, list]:
     (inference_params), optimizer state and running statistics left out. Returns (parameters,
     the names left out). Names that are neither declared nor training state stay, so a misspelled
     parameter is still reported."""
+    from .io import Arrays, about, source_of
     declared = {p.attrs["sym_name"] for p in inference.params()}
     if all(k in declared for k in given):
-        return dict(given), []
-    folded = inference_params(inference, given)
+        return Arrays(given, source=source_of(given)), []
+    with about(given):
+        folded = inference_params(inference, given)
     dropped = [k for k in given if k not in declared and k.endswith(STATE_SUFFIXES)]
     kept = {k: v for k, v in given.items() if k not in declared and k not in dropped}
-    return {**folded, **kept}, dropped
+    return Arrays({**folded, **kept}, source=source_of(given)), dropped
 
 
 def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype=torch.float64) -> dict:
