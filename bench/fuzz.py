@@ -15,17 +15,36 @@ captured), through
     netc explain FILE --memory --brief
     netc opt FILE -p fuse
     netc export FILE --format paleo|singa|layout     (one format per input, drawn with it)
+    netc explain FILE --brief --train --loss softmax --memory
+    netc explain FILE --workers 2 --device titanx
+    netc compile FILE --target interp -o OUT         (small seeds only, one input in three)
 
-and every run has one outcome:
+and four more front ends, one command each, on a small network (SMALL_ND, written beside the input):
+the Python API (`api`: a generated script of netc.layer builder calls, good arguments mostly and bad
+ones here and there, run as a user runs it), tuning files (`run NET --target interp --tuning FILE`,
+mutated like JSON text), parameter files (`run NET --reference --params FILE`, .npz and .safetensors)
+and training sets (`run NET --reference --train --steps 1 --data FILE`, .npz), the last two mutated
+as files of arrays (an array dropped, renamed, reshaped, retyped, given NaN or an out-of-range label,
+a safetensors header's dtype/shape/offsets changed) or as bytes (truncated, flipped, replaced).
+Every run has one outcome:
 
     ok          exit 0
     user        exit 1, and every `error:` names the input: `<file>:<line>:<col>` with 1 <= line <=
                 the file's lines + 1 (IR text may also point, through its loc(...), at the file it
                 was printed from). Each command line here is fixed and valid, so there are no
                 command-line errors to exempt.
+                For a Python API script, Python's own error at the script's line (a NameError)
+                counts as `user` too. For an .npz/.safetensors input, which has no lines, an error
+                is located when it names the file (its location is the file, or its message quotes
+                the file's name) and what in it is wrong: one of the file's arrays or one the
+                network expects, quoted ('conv1.weight'); or, where the format's own reader (numpy,
+                the safetensors package) refuses the file whole, that it is not such a file
+                ('is not a valid .safetensors file', 'cannot read ... as an .npz archive'); or, for
+                an archive without arrays, that it 'holds no arrays' (classify_binary).
     unlocated   exit 1 with an error that names no line of the input (`netc: error: ...`,
                 `file: error:`, a JSON path alone), or exit 1 with no error at all
-    internal    exit 2 (netc's "internal error"), an exception escaping main, any other exit
+    internal    exit 2 (netc's "internal error"; for an API script, an exception other than netc's
+                own errors raised inside the netc package), an exception escaping main, any other exit
                 status, or "Traceback" in the output
     hang        still running after --timeout seconds (SIGALRM in the worker; a worker that does
                 not answer within the timeout plus a grace period is killed and replaced)
