@@ -268,13 +268,13 @@ def test_manifest_costs_are_explains(prof):
 def test_costs_from_the_lowering_cache(prof):
     """A warm compile takes its launches from the lowering cache (no IR ops in them): the costs come
     from the IR by layer name, the same as a cold compile's."""
-    from netc.codegen import _launch_costs, lowering_cache
+    from netc.codegen import launch_costs, lowering_cache
     mod, plan = _compiled(prof / "prof.nd")
     net = mod.networks()[0]
     low = lowering_cache.load(lowering_cache.key(net, plan, 90))
     assert low is not None and not hasattr(low.launches[0], "call")      # the compile stored it
     sched = N.read_manifest(prof / "prof.so")["schedule"]
-    assert _launch_costs(net, plan, low.launches) == [dict(op=e["op"], flops=e["flops"], bytes=e["bytes"])
+    assert launch_costs(net, plan, low.launches) == [dict(op=e["op"], flops=e["flops"], bytes=e["bytes"])
                                                       for e in sched]
     r = netc("compile", prof / "prof.nd", "-o", prof / "warm.so")
     assert r.returncode == 0, r.stderr

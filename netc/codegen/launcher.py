@@ -757,7 +757,7 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     """kernels: [(entry, cubin, shared, threads)]; launches: the forward's [(kernel, grid, args, layer)]
     with grid ((rows, block, rep), g1, g2) and args lowered Arg; inputs/outputs: [(region, batched,
     coeff, const, width, pitch)]: batched, b rows at base[region] + coeff * b + const; else width
-    bytes at base[region] + const (codegen._io_copy).
+    bytes at base[region] + const (codegen.manifest.io_copy).
     params_embedded: the library embeds PARAMS_FILE (param_bytes bytes; see build_shared_library).
     A training library also gives arena_bytes (what netc_create allocates; default the constant
     region plus the batch arena), fwd_regions (the byte offsets of regions FWD_CONST and FWD_BATCH)

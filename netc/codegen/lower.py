@@ -608,7 +608,7 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
     for name, op, fn in prologue:
         for L in lower_launch(name, [op], plan, tensors, 0, copy=fn, blocks=blocks, layout=layout, shared=shared,
                               fixed=fixed):
-            L.part = L.part + 1        # not the layer's own kernel: no cost of its own (codegen._launch_costs)
+            L.part = L.part + 1        # not the layer's own kernel: no cost of its own (codegen.manifest.launch_costs)
             out.launches.append(L)
     by_step = {}
     for g, members in final:

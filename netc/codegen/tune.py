@@ -29,7 +29,7 @@ memory) are skipped. Losses (one program, data-dependent reads) and softmax are 
 from __future__ import annotations
 
 from ..diagnostics import NetcError
-from . import _const_region
+from .manifest import const_region
 from .tuning_file import TUNED_KERNELS
 from .lower import TORCH_DTYPES, _pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
 
@@ -191,7 +191,7 @@ def tune_network(module, net, plan, *, device="cuda", warmup: int = 5, reps: int
     import triton
     from ..memory.model import BATCH
     low = lower_network(module, net, plan)
-    const = _const_region(plan)
+    const = const_region(plan)
     total = const + plan.arenas[BATCH].size * plan.batch
     halves = torch.empty((total + 1) // 2, dtype=torch.int16, device=device)
     arena = halves.view(torch.uint8)

@@ -4,7 +4,7 @@ through Triton's interpreter (TRITON_INTERPRET=1) and checked against the refere
 InterpProgram lowers the network exactly as `netc compile --target cuda` does
 (codegen/lower.py: lower_network -> Launch recipes), then plays the C launcher's part in Python:
 
-* ONE torch uint8 arena on the CPU: the constant region (codegen's _const_region: the constant
+* ONE torch uint8 arena on the CPU: the constant region (codegen's const_region: the constant
   arena rounded up to 256 bytes) and then the batch arena at the requested batch b
   (plan.arenas[BATCH].size * b bytes), exactly as netc_create lays out the device arena, then the
   lowering's embedded data (an update's chunk table) and the workspace of two-stage reductions;
@@ -189,7 +189,7 @@ class InterpProgram:
                  seed: int = 0, phase: str = "test", dtype: str | None = None, tf32: bool = False,
                  blocks: str = "cuda", training: bool = False, tuning: dict | None = None):
         ensure_interpreter()
-        from ..codegen import _const_region, _network_io, _rank_io, _training_io, is_rank_program, segment_manifest
+        from ..codegen import const_region, is_rank_program, network_io, rank_io, segment_manifest, training_io
         from ..codegen.lower import lower_network
         from ..memory.model import BATCH, CONSTANT, align_up
         from .reference import _network, module_params
@@ -199,15 +199,15 @@ class InterpProgram:
             if dtype is not None or tf32:
                 raise NetcError("a rank's program runs in f32 on the interpreter target: drop --dtype/--tf32")
             self.net, self.plan = prepare_rank(module, network, training)
-            _rank_io(self.net, self.plan)        # its learning rate and seed are scalars
+            rank_io(self.net, self.plan)        # its learning rate and seed are scalars
             if batch is not None and batch != self.plan.batch:
                 raise NetcError(f"a rank's program runs at its compiled batch {self.plan.batch}")
         elif training:
             self.net, self.plan = prepare_training(module, network)
-            _training_io(self.net, self.plan)    # what netc_train_step feeds: batch-sized data, scalar lr and seed
+            training_io(self.net, self.plan)    # what netc_train_step feeds: batch-sized data, scalar lr and seed
         else:
             self.net, self.plan = prepare(module, network, phase, dtype, tf32)
-            _network_io(self.net, self.plan)     # what the .so accepts: batch-sized inputs
+            network_io(self.net, self.plan)     # what the .so accepts: batch-sized inputs
         plan = self.plan
         # tuning: a tuning file's configurations (load_tuning), run on the CPU as the .so would on the GPU
         self.lowered = lower_network(module, self.net, plan, blocks=blocks, tuning=tuning)
@@ -217,7 +217,7 @@ class InterpProgram:
             raise NetcError(f"batch {self.batch} is outside 1..{plan.batch} (the planned batch)")
         if training and self.batch != plan.batch:
             raise NetcError(f"a training step runs at the planned batch {plan.batch}")
-        self.const_bytes = _const_region(plan)
+        self.const_bytes = const_region(plan)
         self.batch_bytes = plan.arenas[BATCH].size * self.batch
         # as the .so lays it out: the constant region, the batch arena, the lowering's embedded data
         # (chunk tables), the workspace (two-stage reductions)
@@ -655,31 +655,31 @@ class InterpLibrary:
 
     def forward(self, inputs: dict) -> dict:
         """netc_forward: inputs by name ([b, ...]) -> outputs by name."""
-        from ..codegen import _io_copy
+        from ..codegen import io_copy
         from ..codegen.lower import TORCH_DTYPES
         from ..memory.model import BATCH
         lib = self.lib
         b = next(iter(inputs.values())).shape[0]
         base = self._base(0)
         for t in lib.ins:
-            self._copy_in(_io_copy(lib.plan, t, lib.layout), inputs[t.name].to(TORCH_DTYPES[t.dtype]), b, base)
+            self._copy_in(io_copy(lib.plan, t, lib.layout), inputs[t.name].to(TORCH_DTYPES[t.dtype]), b, base)
         self._run(self.forward_launches, b, base)
         out = {}
         for t in lib.outs:
             shape = (b,) + tuple(t.shape[1:]) if t.cls == BATCH else tuple(t.shape)
-            out[t.name] = self._copy_out(_io_copy(lib.plan, t, lib.layout), b, base, TORCH_DTYPES[t.dtype], shape)
+            out[t.name] = self._copy_out(io_copy(lib.plan, t, lib.layout), b, base, TORCH_DTYPES[t.dtype], shape)
         return out
 
     def train_step(self, inputs: dict, lr: float, seed: int = 0) -> float:
         """netc_train_step at the compiled batch: the data inputs by name, the learning rate and the
         dropout seed -> the loss (the sum of the program's losses)."""
-        from ..codegen import _io_copy
+        from ..codegen import io_copy
         from ..codegen.lower import TORCH_DTYPES
         lib = self.lib
         b = self.batch
         base = self._base(1)
         for t in lib.tins:
-            self._copy_in(_io_copy(lib.tplan, t), inputs[t.name].to(TORCH_DTYPES[t.dtype]), b, base)
+            self._copy_in(io_copy(lib.tplan, t), inputs[t.name].to(TORCH_DTYPES[t.dtype]), b, base)
         if "learning_rate" in lib.troles:
             d = lib.troles["learning_rate"]
             self._bytes(d["offset"], 4).copy_(torch.tensor([lr], dtype=torch.float32).view(torch.uint8))
