@@ -295,6 +295,11 @@ class Backward(Pass):
             layer = op.attrs.get("name") or op.name
             if id(op) in seeds:
                 dy = seeds[id(op)]
+                cs = contrib.get(id(op.results[0]))
+                if cs and dy is not None:
+                    # a differentiated output that later ones also read (the caller's outputs include
+                    # a value and a loss over it): its seed plus what flowed back from its readers
+                    dy = total([dy, *cs], layer + GRAD_SUFFIX, op.loc, layer)
             else:
                 cs = contrib.get(id(op.results[0]))
                 if not cs:
