@@ -226,6 +226,9 @@ class _Training:
                     continue
                 if ref is not None:
                     op.attrs["worker"] = op.operands[0].owner.attrs["worker"]
+                elif d is not None and d.side_effects and "worker" not in op.attrs and op.operands:
+                    # another in-place writer (batch norm's running statistics): where its operands are
+                    op.attrs["worker"] = op.operands[0].owner.attrs["worker"]
                 out.append(op)
             if p is not None:
                 out += self.local_sums(p, final[p], pending)
