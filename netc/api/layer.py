@@ -132,7 +132,7 @@ def _plain(v):
     return v
 
 
-def _check_name(name, loc):
+def check_name(name, loc):
     if not isinstance(name, str) or not name:
         raise error(f"a layer name is a non-empty string, got {name!r}", loc)
     if "@" in name:
@@ -158,11 +158,11 @@ def _check_common(attrs: dict, loc) -> None:
         raise error(f"'location' must be a worker index >= 0, got {v!r}", loc)
 
 
-def _as_layers(inputs, what, loc) -> list:
+def as_layers(inputs, what, loc) -> list:
     out = []
     for i, x in enumerate(inputs):
         if isinstance(x, (list, tuple)):
-            out.extend(_as_layers(x, what, loc))
+            out.extend(as_layers(x, what, loc))
         elif isinstance(x, Layer):
             out.append(x)
         else:
@@ -242,8 +242,8 @@ def make_layer(opdef, inputs, attrs: dict, name=None, param_name=None, param_att
     what = f"{opdef.type_name}"
     if name is None:
         name = f"{kind or opdef.name}_{next(_AUTO[kind or opdef.name])}"
-    _check_name(name, loc)
-    inputs = _as_layers(inputs, f"{what} '{name}'", loc)
+    check_name(name, loc)
+    inputs = as_layers(inputs, f"{what} '{name}'", loc)
     attrs = {k: _plain(v) for k, v in attrs.items() if v is not None}
     _check_common(attrs, loc)
     problems = []
@@ -299,7 +299,7 @@ def data(name: str, shape, dtype: str = "f32", batch_size: int | None = None, **
     fix it when the topology runs. Samples feed data layers by name (dict samples) or in the order
     the data layers were made (tuple samples)."""
     loc = user_loc()
-    _check_name(name, loc)
+    check_name(name, loc)
     given = shape
     if isinstance(shape, int):
         shape = [shape]
@@ -380,7 +380,7 @@ def conv2d(input, filter_size, num_filters: int, stride=None, padding=None, act=
     """A 2-D convolution (Convolution) of an NHWC input: filter [fh, fw, C_in, num_filters], stride an int
     or (sh, sw), padding "VALID", "SAME" (the default), an int or (ph, pw); act relu/sigmoid/tanh fused."""
     loc = user_loc()
-    x = _as_layers([input], "conv2d", loc)[0]
+    x = as_layers([input], "conv2d", loc)[0]
     if len(x.shape) != 4:
         raise error(f"conv2d takes an NHWC input [N, H, W, C]; '{x.name}' has shape {x.shape_str()}", loc,
                     [("defined here", x.loc)])
@@ -461,7 +461,7 @@ def embedding(input, size: int, name=None, param_name=None, param_attr=None, **a
     without bias over one-hot (or multi-hot) rows, input f32 [N, vocabulary] (netc.reader.one_hot makes
     them), so its weight [vocabulary, size] is the table and its gradient the rows' updates."""
     loc = user_loc()
-    x = _as_layers([input], "embedding", loc)[0]
+    x = as_layers([input], "embedding", loc)[0]
     if len(x.shape) != 2 or not x.dtype.startswith(("f", "b")):
         raise error(f"embedding takes one-hot rows, a float input [N, vocabulary]; '{x.name}' is "
                     f"{x.dtype} {x.shape_str()}", loc,
@@ -538,7 +538,7 @@ def softmax_loss(input, label, name=None, **attrs) -> Layer:
     """The mean cross-entropy of softmax(input) against `label`: class indices i32 [N] / [N, 1], or one-hot
     / soft targets [N, C]. `input` is the logits (a Softmax layer's input is taken when given one)."""
     loc = user_loc()
-    x = _as_layers([input], "softmax_loss", loc)[0]
+    x = as_layers([input], "softmax_loss", loc)[0]
     return make_layer("SoftmaxLoss", [_logits(x), label], attrs, name, loc=loc, kind="cost")
 
 
@@ -562,7 +562,7 @@ def rank_cost(left, right, label, name=None, **attrs) -> Layer:
     (The registry has no subtraction or scaling op, so a [N, 1] float T cannot be turned into [1 - T, T]
     inside the network: the reader gives it.)"""
     loc = user_loc()
-    l, r = _as_layers([left, right], "rank_cost", loc)
+    l, r = as_layers([left, right], "rank_cost", loc)
     name = name or f"rank_cost_{next(_AUTO['rank_cost'])}"
     for x in (l, r):
         if len(x.shape) != 2 or x.shape[1] != 1:

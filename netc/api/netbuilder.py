@@ -25,7 +25,7 @@ import torch
 
 from ..ir.query import layer_name, layers
 from ..ops import lookup
-from ..runtime.reference import INT_DTYPES, _feed, module_params
+from ..runtime.reference import INT_DTYPES, feed_tensor, module_params
 from .errors import error, user_errors, user_loc
 from .layer import Layer, data, make_layer
 from .optimizer import Optimizer, by_name
@@ -180,7 +180,7 @@ class NetBuilder:
                 raise error(f"net '{self.name}' has no data input '{k}'", loc)
             want = INT_DTYPES.get(op.results[0].type.dtype, dtype)
             with user_errors(loc):
-                self.values[k] = _feed(v, op.results[0].type.shape, want, f"input '{k}'", "cpu")
+                self.values[k] = feed_tensor(v, op.results[0].type.shape, want, f"input '{k}'", "cpu")
         steps = self.optimizer.steps if self.optimizer is not None else 0
         out = {}
         updated = False

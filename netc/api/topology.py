@@ -27,7 +27,7 @@ from ..ir.query import network_outputs
 from ..ops import lookup
 from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 from .errors import Error, error, user_errors, user_loc
-from .layer import Layer, ParamAttr, _as_layers, _check_name, data, make_layer
+from .layer import Layer, ParamAttr, as_layers, check_name, data, make_layer
 
 
 class Topology:
@@ -43,10 +43,10 @@ class Topology:
                  loc: Loc | None = None, inputs=(), declared=(), attrs: dict | None = None,
                  module_attrs: dict | None = None):
         loc = loc or user_loc()
-        outs = _as_layers([outputs] if isinstance(outputs, Layer) else list(outputs), "Topology", loc)
+        outs = as_layers([outputs] if isinstance(outputs, Layer) else list(outputs), "Topology", loc)
         if not outs:
             raise error("a topology needs at least one output layer", loc)
-        _check_name(name, loc)
+        check_name(name, loc)
         self.name, self.outputs, self.declare_outputs, self.phase, self.loc = name, outs, declare_outputs, phase, loc
         # module-level parameter declarations (`param NAME: f32[...]`) no layer binds but an alias shares from
         # (a loaded file's); netc.param ops
@@ -54,7 +54,7 @@ class Topology:
         # what a frontend recorded on the network (a title) and on the module (a SINGA job's optimizer)
         self.attrs, self.module_attrs = dict(attrs or {}), dict(module_attrs or {})
         seen: dict = {}
-        stack = list(outs) + _as_layers(list(inputs), "Topology inputs", loc)   # inputs: kept even if unread
+        stack = list(outs) + as_layers(list(inputs), "Topology inputs", loc)   # inputs: kept even if unread
         while stack:
             x = stack.pop()
             if id(x) not in seen:

@@ -86,8 +86,8 @@ def compile_cached(call, arch: int) -> Cubin:
                            f"passes none")
     m = dict(name=k.name, num_warps=k.num_warps, shared=k.shared, n_params=k.n_params,
              params=[list(p) for p in k.params], cubin_bytes=len(k.cubin), arch=arch)
-    _atomic_write(bin_path, k.cubin)
-    _atomic_write(meta_path, json.dumps(m).encode())
+    atomic_write(bin_path, k.cubin)
+    atomic_write(meta_path, json.dumps(m).encode())
     return Cubin(k.name, k.cubin, k.num_warps, k.shared, k.n_params, k.params, False, time.perf_counter() - t0, key)
 
 
@@ -151,7 +151,7 @@ def compile_many(calls: list, arch: int, progress=None, labels=None) -> list:
     return out
 
 
-def _atomic_write(path: str, data: bytes):
+def atomic_write(path: str, data: bytes):
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".tmp-")
     with os.fdopen(fd, "wb") as f:
         f.write(data)

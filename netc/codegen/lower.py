@@ -216,7 +216,7 @@ def _vname(v):
     return n if len(v.owner.results) == 1 else f"{n}#{v.index}"
 
 
-def _pin_of(call, *more) -> dict:
+def pin_of(call, *more) -> dict:
     """Launcher keywords that reproduce `call`'s tiles (and those of the group's later kernels,
     where the first does not set them)."""
     pin = {}
@@ -329,7 +329,7 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
         used = pin
         specs, pl = lower_at(b, pin)
         results.append((specs, pl))
-        pin = _pin_of(*[c for c, _, _ in specs])
+        pin = pin_of(*[c for c, _, _ in specs])
         if first_decides and i == 0:
             if blocks == "large":
                 pin.update(large_tiles(specs[0][0]))

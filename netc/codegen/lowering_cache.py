@@ -141,7 +141,7 @@ def load(k: str) -> CachedLowering | None:
 def store(k: str, low, cubin_keys: dict) -> None:
     """Record `low` (lower.Lowered, kernel_index set on every launch) with the cubin key of each
     kernel index."""
-    from .cache import _atomic_write
+    from .cache import atomic_write
     launches = []
     for L in low.launches:
         launches.append(dict(
@@ -153,7 +153,7 @@ def store(k: str, low, cubin_keys: dict) -> None:
             part=int(getattr(L, "part", 0))))
     d = lowering_dir()
     os.makedirs(d, exist_ok=True)
-    _atomic_write(os.path.join(d, k + ".json"),
+    atomic_write(os.path.join(d, k + ".json"),
                   json.dumps(dict(format=FORMAT, launches=launches, splits=list(low.splits),
                                   data=bytes(getattr(low, "data", b"")).hex(),
                                   workspace_bytes=int(getattr(low, "workspace_bytes", 0)),

@@ -31,7 +31,7 @@ from __future__ import annotations
 from ..diagnostics import NetcError
 from .manifest import const_region
 from .tuning_file import TUNED_KERNELS
-from .lower import TORCH_DTYPES, _pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
+from .lower import TORCH_DTYPES, pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
 
 
 # (block_m, block_n, block_k, num_warps, num_stages): shapes of Triton's matmul tuning practice,
@@ -78,7 +78,7 @@ def candidates(call) -> list:
     name = call.kernel.__name__
     a = dict(zip(call.kernel.arg_names, call.args))
     k = call.constexprs
-    default = _pin_of(call)
+    default = pin_of(call)
     out = [default]
     if name in ("gemm_kernel", "conv2d_kernel"):
         x = call.args[0]

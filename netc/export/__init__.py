@@ -25,7 +25,7 @@ import json
 import re
 
 from ..diagnostics import SOURCES, NetcError
-from .paleo import _err, export_paleo
+from .paleo import export_error, export_paleo
 
 
 def export_layout(module, ctx) -> str:
@@ -36,7 +36,7 @@ def export_layout(module, ctx) -> str:
     plans = ctx.notes.get("memory_plan", {})
     if len(plans) != 1:  # at the second network, or at the start of a file without one
         nets = module.networks()
-        _err(f"a layout describes one network; this file has {len(plans)}", nets[1] if len(nets) > 1 else module)
+        export_error(f"a layout describes one network; this file has {len(plans)}", nets[1] if len(nets) > 1 else module)
     try:
         doc = write_layout(next(iter(plans.values())))
     except LayoutError as e:

@@ -88,7 +88,7 @@ def euclidean_loss_kernel(x_ptr, y_ptr, out_ptr, NB, F, stride_xm, stride_ym,
     tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))
 
 
-def _rows(t: torch.Tensor, what: str) -> torch.Tensor:
+def as_feature_rows(t: torch.Tensor, what: str) -> torch.Tensor:
     """t as [N, F] rows with contiguous features (a view; raises for layouts that would need a copy)."""
     n = t.shape[0]
     f = t.numel() // n if n else 0
@@ -127,7 +127,7 @@ def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=t
     if x.dim() < 2:
         raise ValueError(f"softmax_loss needs logits of rank >= 2, got {list(x.shape)}")
     n = x.shape[0]
-    x2 = _rows(x, "x")
+    x2 = as_feature_rows(x, "x")
     c = x2.shape[1]
     if labels.dim() == 0 or labels.shape[0] != n:
         raise ValueError(f"labels {list(labels.shape)} must have the logits' batch {n}")
@@ -137,7 +137,7 @@ def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=t
         raise ValueError(f"labels {list(labels.shape)} must be class indices [N] / [N, 1] or one-hot [N, {c}]")
     if labels.dtype == torch.bool or labels.is_complex():
         raise TypeError(f"labels must be integers or floats, got {labels.dtype}")
-    y2 = _rows(labels, "labels") if labels.dim() >= 2 else labels
+    y2 = as_feature_rows(labels, "labels") if labels.dim() >= 2 else labels
     stride_ym = y2.stride(0) if n > 1 else per
     out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, c, block_r, block_c)
@@ -156,7 +156,7 @@ def euclidean_loss(x: torch.Tensor, y: torch.Tensor, *, out=None, out_dtype=torc
         raise ValueError(f"euclidean_loss needs inputs of the same batch and size, got {list(x.shape)} and "
                          f"{list(y.shape)}")
     n = x.shape[0]
-    x2, y2 = _rows(x, "x"), _rows(y, "y")
+    x2, y2 = as_feature_rows(x, "x"), as_feature_rows(y, "y")
     f = x2.shape[1]
     out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, f, block_r, block_c)

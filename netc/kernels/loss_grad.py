@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .common import KernelCall, check_float, dummy, finish
-from .loss import _rows
+from .loss import as_feature_rows
 
 
 @triton.jit
@@ -107,7 +107,7 @@ def _out_rows(out, shape, dtype, device):
     elif tuple(out.shape) != tuple(shape):
         raise ValueError(f"out must be {list(shape)}, got {list(out.shape)}")
     check_float(out, "out")
-    return out, _rows(out, "out")
+    return out, as_feature_rows(out, "out")
 
 
 def _dloss(dloss):
@@ -129,7 +129,7 @@ def softmax_grad(y: torch.Tensor, dy: torch.Tensor, input_shape=None, *, out=Non
     out, o2 = _out_rows(out, shape, out_dtype or dy.dtype, y.device)
     if o2.shape != (n, c):
         raise ValueError(f"input_shape {list(shape)} does not flatten to [{n}, {c}]")
-    y2, d2 = _rows(y, "y"), _rows(dy, "dy")
+    y2, d2 = as_feature_rows(y, "y"), as_feature_rows(dy, "dy")
     block_c = block_c or min(4096, triton.next_power_of_2(max(c, 1)))
     return finish(KernelCall(softmax_grad_kernel, (n,), (y2, d2, o2, c, _row_stride(y2), _row_stride(d2),
                                                          _row_stride(o2)),
@@ -145,7 +145,7 @@ def softmax_loss_grad(x: torch.Tensor, labels: torch.Tensor, dloss=None, *, out=
     if x.dim() < 2:
         raise ValueError(f"softmax_loss_grad needs logits of rank >= 2, got {list(x.shape)}")
     n = x.shape[0]
-    x2 = _rows(x, "x")
+    x2 = as_feature_rows(x, "x")
     c = x2.shape[1]
     if labels.dim() == 0 or labels.shape[0] != n:
         raise ValueError(f"labels {list(labels.shape)} must have the logits' batch {n}")
@@ -153,7 +153,7 @@ def softmax_loss_grad(x: torch.Tensor, labels: torch.Tensor, dloss=None, *, out=
     one_hot = per == c and c != 1
     if not one_hot and per != 1:
         raise ValueError(f"labels {list(labels.shape)} must be class indices [N] / [N, 1] or one-hot [N, {c}]")
-    t2 = _rows(labels, "labels") if labels.dim() >= 2 else labels
+    t2 = as_feature_rows(labels, "labels") if labels.dim() >= 2 else labels
     stride_t = t2.stride(0) if n > 1 else per
     out, o2 = _out_rows(out, x.shape, out_dtype or x.dtype, x.device)
     dloss = _dloss(dloss)
@@ -178,7 +178,7 @@ def euclidean_loss_grad(x: torch.Tensor, y: torch.Tensor, dloss=None, wrt: int =
     n = x.shape[0]
     a, b = (x, y) if wrt == 0 else (y, x)          # d/dy = (y - x) / N
     out, o2 = _out_rows(out, a.shape, out_dtype or a.dtype, x.device)
-    a2, b2 = _rows(a, "x" if wrt == 0 else "y"), _rows(b, "y" if wrt == 0 else "x")
+    a2, b2 = as_feature_rows(a, "x" if wrt == 0 else "y"), as_feature_rows(b, "y" if wrt == 0 else "x")
     f = a2.shape[1]
     numel = n * f
     dloss = _dloss(dloss)

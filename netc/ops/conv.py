@@ -229,7 +229,7 @@ class Deconv2D(OpDef):
         # its SAME pad was negative (a crop of the forward input).
         import torch.nn.functional as F
         from . import reference as R      # lazy: torch is slow to import
-        x, w = R._f64(ins[0]), R._f64(params["weight"])      # w: [kh, kw, c_out, c_in]
+        x, w = R.in_compute_dtype(ins[0]), R.in_compute_dtype(params["weight"])      # w: [kh, kw, c_out, c_in]
         n, h, wd, co = a["output_shape"]
         kh, kw = w.shape[0], w.shape[1]
         sh, sw = a["strides"][1], a["strides"][2]

@@ -34,12 +34,12 @@ class SoftmaxLoss(OpDef):
 
     def reference(self, a, ins, params):
         import torch
-        from .reference import _f64
+        from .reference import in_compute_dtype
         x, y = ins
-        logp = torch.log_softmax(_f64(x).reshape(x.shape[0], -1), dim=1)
+        logp = torch.log_softmax(in_compute_dtype(x).reshape(x.shape[0], -1), dim=1)
         if y[0].numel() == 1 and logp.shape[1] != 1:   # class indices [N] / [N, 1]
             return -logp.gather(1, y.reshape(-1, 1).long()).mean()
-        return -(_f64(y).reshape(logp.shape) * logp).sum(1).mean()   # one-hot (or soft) targets
+        return -(in_compute_dtype(y).reshape(logp.shape) * logp).sum(1).mean()   # one-hot (or soft) targets
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
@@ -73,8 +73,8 @@ class EuclideanLoss(OpDef):
         return ()
 
     def reference(self, a, ins, params):
-        from .reference import _f64
-        x, y = _f64(ins[0]), _f64(ins[1])
+        from .reference import in_compute_dtype
+        x, y = in_compute_dtype(ins[0]), in_compute_dtype(ins[1])
         return 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
 
     def cost(self, a, ins, out, needs_input_grad=True):

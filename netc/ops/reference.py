@@ -36,7 +36,7 @@ def computing_in(dtype):
         _COMPUTE.reset(token)
 
 
-def _f64(t):
+def in_compute_dtype(t):
     """t in the references' compute dtype: float64, or computing_in's."""
     return None if t is None else t.to(_COMPUTE.get())
 
@@ -69,23 +69,23 @@ def activation(y, act="none", negative_slope=0.0):
 def epilogue(y, bias=None, scale=None, shift=None, residual=None, activation_="none",
              residual_after_act=False, negative_slope=0.0):
     """act(((y + bias) * scale + shift) [+ residual]) [+ residual]; per-channel vectors on the last axis."""
-    y = _f64(y)
+    y = in_compute_dtype(y)
     if bias is not None:
-        y = y + _f64(bias)
+        y = y + in_compute_dtype(bias)
     if scale is not None:
-        y = y * _f64(scale) + _f64(shift)
+        y = y * in_compute_dtype(scale) + in_compute_dtype(shift)
     if residual is not None and not residual_after_act:
-        y = y + _f64(residual)
+        y = y + in_compute_dtype(residual)
     y = activation(y, activation_, negative_slope)
     if residual is not None and residual_after_act:
-        y = y + _f64(residual)
+        y = y + in_compute_dtype(residual)
     return y
 
 
 def conv2d(x, w, bias=None, strides=(1, 1, 1, 1), padding="SAME", activation="none", scale=None,
            shift=None, residual=None, residual_after_act=False, negative_slope=0.0):
     """netc's conv2d: x NHWC, w HWIO [kh, kw, c_in, c_out], Paleo padding, then the epilogue."""
-    x, w = _f64(x), _f64(w)
+    x, w = in_compute_dtype(x), in_compute_dtype(w)
     kh, kw = w.shape[0], w.shape[1]
     sh, sw = pair(strides, "strides")
     oh, ow, t, b, l, r = pads(x.shape[1], x.shape[2], kh, kw, sh, sw, padding)
@@ -99,7 +99,7 @@ def conv2d(x, w, bias=None, strides=(1, 1, 1, 1), padding="SAME", activation="no
 
 def gemm(a, b, bias=None, activation="none", scale=None, shift=None, residual=None,
          residual_after_act=False, negative_slope=0.0):
-    return epilogue(_f64(a) @ _f64(b), bias, scale, shift, residual, activation, residual_after_act,
+    return epilogue(in_compute_dtype(a) @ in_compute_dtype(b), bias, scale, shift, residual, activation, residual_after_act,
                     negative_slope)
 
 
@@ -111,7 +111,7 @@ def inner_product(x, w, bias=None, **epi):
 def _pool(x, ksize, strides, padding):
     kh, kw = pair(ksize, "ksize")
     sh, sw = pair(strides, "strides")
-    x = _f64(x).permute(0, 3, 1, 2)
+    x = in_compute_dtype(x).permute(0, 3, 1, 2)
     oh, ow, t, b, l, r = pads(x.shape[2], x.shape[3], kh, kw, sh, sw, padding)
     return x, (kh, kw), (sh, sw), (t, b, l, r), (oh, ow)
 
@@ -145,7 +145,7 @@ def avgpool(x, ksize, strides=(1, 1, 1, 1), padding="VALID", count_include_pad=F
 def lrn(x, local_size=5, alpha=1e-4, beta=0.75, knorm=1.0):
     """Across channels (the last axis): x / (knorm + alpha/local_size * sum_{|d|<=n//2} x[c+d]^2)^beta,
     the window clipped at the first and last channel."""
-    x = _f64(x)
+    x = in_compute_dtype(x)
     half = local_size // 2
     sq = F.pad(x * x, (half, half))
     s = sum(sq[..., d:d + x.shape[-1]] for d in range(local_size))
@@ -154,28 +154,28 @@ def lrn(x, local_size=5, alpha=1e-4, beta=0.75, knorm=1.0):
 
 def softmax(x):
     """Softmax over the flattened features: [N, ...] -> [N, prod(...)]."""
-    return torch.softmax(_f64(x).reshape(x.shape[0], -1), dim=1)
+    return torch.softmax(in_compute_dtype(x).reshape(x.shape[0], -1), dim=1)
 
 
 def softmax_loss(x, labels):
     """Mean over the batch of the cross-entropy of softmax(x) (x flattened to [N, C]) against class
     indices [N] / [N, 1] (integers, or floats holding integers) or one-hot / soft targets [N, C]."""
-    logp = torch.log_softmax(_f64(x).reshape(x.shape[0], -1), dim=1)
+    logp = torch.log_softmax(in_compute_dtype(x).reshape(x.shape[0], -1), dim=1)
     n, c = logp.shape
     if labels.numel() == n and c != 1:
         return -logp.gather(1, labels.reshape(-1, 1).long()).mean()
-    return -(_f64(labels).reshape(logp.shape) * logp).sum(1).mean()
+    return -(in_compute_dtype(labels).reshape(logp.shape) * logp).sum(1).mean()
 
 
 def euclidean_loss(x, y):
     """0.5 * sum((x - y)^2) / N, y reshaped to x's shape (same element count)."""
-    x = _f64(x)
-    return 0.5 * ((x - _f64(y).reshape(x.shape)) ** 2).sum() / x.shape[0]
+    x = in_compute_dtype(x)
+    return 0.5 * ((x - in_compute_dtype(y).reshape(x.shape)) ** 2).sum() / x.shape[0]
 
 
 def elementwise(operation, inputs):
     """netc's elementwise op over same-shaped inputs: 'sum', 'product' or 'max'."""
-    xs = [_f64(t) for t in inputs]
+    xs = [in_compute_dtype(t) for t in inputs]
     y = xs[0]
     for t in xs[1:]:
         y = {"sum": torch.add, "product": torch.mul, "max": torch.maximum}[operation](y, t)
@@ -183,25 +183,25 @@ def elementwise(operation, inputs):
 
 
 def relu(x, negative_slope=0.0):
-    return activation(_f64(x), "leaky_relu" if negative_slope else "relu", negative_slope)
+    return activation(in_compute_dtype(x), "leaky_relu" if negative_slope else "relu", negative_slope)
 
 
 def sigmoid(x):
-    return torch.sigmoid(_f64(x))
+    return torch.sigmoid(in_compute_dtype(x))
 
 
 def tanh(x):
-    return torch.tanh(_f64(x))
+    return torch.tanh(in_compute_dtype(x))
 
 
 def batch_norm(x, scale, shift):
     """Inference batch norm, folded: x * scale[c] + shift[c] over the last (channel) axis."""
-    return _f64(x) * _f64(scale) + _f64(shift)
+    return in_compute_dtype(x) * in_compute_dtype(scale) + in_compute_dtype(shift)
 
 
 def elementwise_chain(x, ops):
     """The reference of kernels.elementwise.elementwise_chain: apply `ops` (see there) in order."""
-    y = _f64(x)
+    y = in_compute_dtype(x)
     for op in ops:
         name, args = (op, ()) if isinstance(op, str) else (op[0], tuple(op[1:]))
         if name in ("relu", "sigmoid", "tanh"):
@@ -210,11 +210,11 @@ def elementwise_chain(x, ops):
             y = activation(y, name, args[0])
         elif name in ("add", "mul", "max"):
             o = args[0]
-            o = _f64(o) if torch.is_tensor(o) else o
+            o = in_compute_dtype(o) if torch.is_tensor(o) else o
             y = {"add": torch.add, "mul": torch.mul, "max": torch.maximum}[name](
                 y, o if torch.is_tensor(o) else torch.tensor(o, dtype=torch.float64))
         elif name == "scale_shift":
-            sc, sh = (_f64(a) if torch.is_tensor(a) else a for a in args)
+            sc, sh = (in_compute_dtype(a) if torch.is_tensor(a) else a for a in args)
             y = y * sc + sh
         else:
             raise ValueError(f"unknown elementwise op {name!r}")
@@ -250,7 +250,7 @@ def check(actual, expected, dtype=None, rtol=None, atol=None, what="output"):
 def activation_grad(y, dy, act="none", negative_slope=0.0):
     """d act(z) / dz * dy, from the activation's output y (every netc activation's derivative is a
     function of its output)."""
-    y, dy = _f64(y), _f64(dy)
+    y, dy = in_compute_dtype(y), in_compute_dtype(dy)
     if act in (None, "none"):
         return dy
     if act == "relu":
@@ -264,7 +264,7 @@ def activation_grad(y, dy, act="none", negative_slope=0.0):
 
 def bias_grad(dz):
     """The gradient of a per-channel bias: dz summed over every axis but the last."""
-    dz = _f64(dz)
+    dz = in_compute_dtype(dz)
     return dz.reshape(-1, dz.shape[-1]).sum(0)
 
 
@@ -272,7 +272,7 @@ def conv2d_grad_data(dz, w, input_shape, strides=(1, 1, 1, 1), padding="SAME"):
     """The adjoint of conv2d's x -> y (before bias and activation): dz [N, OH, OW, CO], w HWIO ->
     dx [N, H, W, CI]. A transposed convolution over the padded input, then the padding undone (a
     pad that cropped the input in the forward gives those rows no gradient)."""
-    dz, w = _f64(dz), _f64(w)
+    dz, w = in_compute_dtype(dz), in_compute_dtype(w)
     _, h, wd, _ = input_shape
     kh, kw = w.shape[0], w.shape[1]
     sh, sw = pair(strides, "strides")
@@ -286,7 +286,7 @@ def conv2d_grad_filter(x, dz, filter_hw, strides=(1, 1, 1, 1), padding="SAME"):
     dW[i, j, c, k] = sum over n, p, q of xpad[n, p*sh + i, q*sw + j, c] * dz[n, p, q, k], computed as a
     correlation of the padded input with dz as the filter (the batch as the channel axis, the
     stride as the filter's dilation), cut to the window."""
-    x, dz = _f64(x), _f64(dz)
+    x, dz = in_compute_dtype(x), in_compute_dtype(dz)
     kh, kw = filter_hw
     sh, sw = pair(strides, "strides")
     n, h, wd, ci = x.shape
@@ -299,39 +299,39 @@ def conv2d_grad_filter(x, dz, filter_hw, strides=(1, 1, 1, 1), padding="SAME"):
 
 def inner_product_grad_data(dz, w, input_shape):
     """dx = dz W^T, reshaped to the (unflattened) input's shape."""
-    return (_f64(dz) @ _f64(w).T).reshape(tuple(input_shape))
+    return (in_compute_dtype(dz) @ in_compute_dtype(w).T).reshape(tuple(input_shape))
 
 
 def inner_product_grad_filter(x, dz):
     """dW = x^T dz with x flattened to [N, K]."""
-    x = _f64(x)
-    return x.reshape(x.shape[0], -1).T @ _f64(dz)
+    x = in_compute_dtype(x)
+    return x.reshape(x.shape[0], -1).T @ in_compute_dtype(dz)
 
 
 def softmax_loss_grad(x, labels, dloss=None):
     """d softmax_loss / d logits: (softmax(x) - target) / N, in x's shape; times dloss if given."""
-    x = _f64(x)
+    x = in_compute_dtype(x)
     n = x.shape[0]
     p = torch.softmax(x.reshape(n, -1), dim=1)
     if labels.numel() == n and p.shape[1] != 1:
         target = torch.zeros_like(p)
         target[torch.arange(n), labels.reshape(-1).long()] = 1.0
     else:
-        target = _f64(labels).reshape(p.shape)
+        target = in_compute_dtype(labels).reshape(p.shape)
         # soft targets need not sum to one: d/dx of -(t . log_softmax(x)) = p * sum(t) - t
         p = p * target.sum(1, keepdim=True)
     g = (p - target) / n
     if dloss is not None:
-        g = g * _f64(dloss)
+        g = g * in_compute_dtype(dloss)
     return g.reshape(x.shape)
 
 
 def euclidean_loss_grad(x, y, wrt=0, dloss=None):
     """d euclidean_loss / d x = (x - y) / N (in x's shape), d / d y = -(x - y) / N (in y's shape)."""
-    x = _f64(x)
-    d = (x - _f64(y).reshape(x.shape)) / x.shape[0]
+    x = in_compute_dtype(x)
+    d = (x - in_compute_dtype(y).reshape(x.shape)) / x.shape[0]
     if dloss is not None:
-        d = d * _f64(dloss)
+        d = d * in_compute_dtype(dloss)
     return d if wrt == 0 else (-d).reshape(y.shape)
 
 
@@ -358,7 +358,7 @@ def maxpool_grad(x, dy, ksize, strides=(1, 1, 1, 1), padding="VALID"):
     cols = _windows(xn, k, s, p, float("-inf"))
     arg = cols.argmax(dim=2, keepdim=True)
     valid = torch.isfinite(cols.amax(dim=2, keepdim=True))
-    g = _f64(dy).permute(0, 3, 1, 2).reshape(xn.shape[0], xn.shape[1], 1, -1)
+    g = in_compute_dtype(dy).permute(0, 3, 1, 2).reshape(xn.shape[0], xn.shape[1], 1, -1)
     routed = torch.zeros_like(cols).scatter_(2, arg, torch.where(valid, g, 0.0))
     return _fold_back(routed, xn.shape, k, s, p).permute(0, 2, 3, 1)
 
@@ -371,7 +371,7 @@ def avgpool_grad(dy, input_shape, ksize, strides=(1, 1, 1, 1), padding="VALID", 
     sh, sw = pair(strides, "strides")
     oh, ow, t, b, l, r = pads(h, w, kh, kw, sh, sw, padding)
     k, s, p = (kh, kw), (sh, sw), (t, b, l, r)
-    g = _f64(dy).permute(0, 3, 1, 2)
+    g = in_compute_dtype(dy).permute(0, 3, 1, 2)
     if count_include_pad:
         g = g / (kh * kw)
     else:
@@ -385,7 +385,7 @@ def lrn_grad(x, y, dy, local_size=5, alpha=1e-4, beta=0.75, knorm=1.0):
     """d lrn / d x. With s_c = knorm + alpha/n * sum_{|d|<=n//2} x[c+d]^2 (clipped at the ends) and
     y_c = x_c * s_c^-beta: dx_j = dy_j * s_j^-beta - 2*beta*alpha/n * x_j * sum_{c: |c-j|<=n//2} dy_c * y_c / s_c
     (the window relation is symmetric, so the last sum is the same clipped window sum)."""
-    x, y, dy = _f64(x), _f64(y), _f64(dy)
+    x, y, dy = in_compute_dtype(x), in_compute_dtype(y), in_compute_dtype(dy)
     half, c = local_size // 2, x.shape[-1]
 
     def window_sum(t):
@@ -401,7 +401,7 @@ def lrn_grad(x, y, dy, local_size=5, alpha=1e-4, beta=0.75, knorm=1.0):
 
 def _channels(x):
     """x as [M, C]: every axis but the last (the channels) flattened."""
-    x = _f64(x)
+    x = in_compute_dtype(x)
     return x.reshape(-1, x.shape[-1])
 
 
@@ -414,16 +414,16 @@ def batch_stats(x):
 
 def batch_norm_train(x, mean, var, scale, shift, epsilon=1e-5):
     """Batch norm with given statistics: (x - mean) / sqrt(var + epsilon) * scale + shift, per channel."""
-    return (_f64(x) - _f64(mean)) / torch.sqrt(_f64(var) + epsilon) * _f64(scale) + _f64(shift)
+    return (in_compute_dtype(x) - in_compute_dtype(mean)) / torch.sqrt(in_compute_dtype(var) + epsilon) * in_compute_dtype(scale) + in_compute_dtype(shift)
 
 
 def running_stats_update(old_mean, old_var, mean, var, count, momentum=0.9):
     """The running statistics after one training step: new = momentum * old + (1 - momentum) * batch,
     the batch variance made unbiased (times count / (count - 1), count the elements per channel; a
     count of 1 keeps the biased one, 0). torch's `momentum` is 1 - this one."""
-    unbiased = _f64(var) * (count / (count - 1) if count > 1 else 1.0)
-    return (momentum * _f64(old_mean) + (1 - momentum) * _f64(mean),
-            momentum * _f64(old_var) + (1 - momentum) * unbiased)
+    unbiased = in_compute_dtype(var) * (count / (count - 1) if count > 1 else 1.0)
+    return (momentum * in_compute_dtype(old_mean) + (1 - momentum) * in_compute_dtype(mean),
+            momentum * in_compute_dtype(old_var) + (1 - momentum) * unbiased)
 
 
 def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True):
@@ -432,11 +432,11 @@ def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True):
     dxhat = dy * scale. With constant (given) statistics: dx = dy * scale * rstd."""
     shape = x.shape
     xm, dym = _channels(x), _channels(dy)
-    rstd = 1.0 / torch.sqrt(_f64(var) + epsilon)
-    dxhat = dym * _f64(scale)
+    rstd = 1.0 / torch.sqrt(in_compute_dtype(var) + epsilon)
+    dxhat = dym * in_compute_dtype(scale)
     if not batch_stats:
         return (dxhat * rstd).reshape(shape)
-    xhat = (xm - _f64(mean)) * rstd
+    xhat = (xm - in_compute_dtype(mean)) * rstd
     m = xm.shape[0]
     dx = rstd * (dxhat - dxhat.sum(0) / m - xhat * (dxhat * xhat).sum(0) / m)
     return dx.reshape(shape)
@@ -444,7 +444,7 @@ def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True):
 
 def batch_norm_grad_scale(x, mean, var, dy, epsilon=1e-5):
     """d batch_norm_train / d scale: sum(dy * xhat) per channel (d shift is bias_grad(dy))."""
-    xhat = (_channels(x) - _f64(mean)) / torch.sqrt(_f64(var) + epsilon)
+    xhat = (_channels(x) - in_compute_dtype(mean)) / torch.sqrt(in_compute_dtype(var) + epsilon)
     return (_channels(dy) * xhat).sum(0)
 
 
@@ -509,18 +509,18 @@ def dropout_mask(seed: int, shape, keep_prob: float, salt: int):
 
 def softmax_grad(y, dy, input_shape):
     """d softmax / d x from the output y [N, C] and dy [N, C]: y * (dy - sum(dy * y)), in the input's shape."""
-    y, dy = _f64(y), _f64(dy)
+    y, dy = in_compute_dtype(y), in_compute_dtype(dy)
     return (y * (dy - (dy * y).sum(1, keepdim=True))).reshape(tuple(input_shape))
 
 
 def narrow(x, dim, start, length):
     """x[..., start:start + length, ...] along `dim` (the gradient of a concat for one operand)."""
-    return _f64(x).narrow(dim, start, length)
+    return in_compute_dtype(x).narrow(dim, start, length)
 
 
 def pad_dim(x, dim, before, after):
     """x with `before` zeros in front and `after` behind along `dim` (the adjoint of narrow)."""
-    x = _f64(x)
+    x = in_compute_dtype(x)
     dim = dim % x.dim()
     sb, sa = list(x.shape), list(x.shape)
     sb[dim], sa[dim] = before, after
@@ -529,19 +529,19 @@ def pad_dim(x, dim, before, after):
 
 def elementwise_max_grad(inputs, dy, index):
     """d max(x_0, ..., x_k) / d x_index * dy: dy where x_index is the first maximum, else 0."""
-    xs = [_f64(t) for t in inputs]
+    xs = [in_compute_dtype(t) for t in inputs]
     y = xs[0]
     for t in xs[1:]:
         y = torch.maximum(y, t)
     first = torch.ones_like(y, dtype=torch.bool)
     for t in xs[:index]:
         first &= t != y          # an earlier operand attains the maximum: it gets the gradient
-    return torch.where(first & (xs[index] == y), _f64(dy), 0.0)
+    return torch.where(first & (xs[index] == y), in_compute_dtype(dy), 0.0)
 
 
 def upsample2d_grad(dy, fh, fw):
     """d upsample2d / d x: dy [N, H*fh, W*fw, C] summed over each fh x fw block."""
-    dy = _f64(dy)
+    dy = in_compute_dtype(dy)
     n, h, w, c = dy.shape
     return dy.reshape(n, h // fh, fh, w // fw, fw, c).sum((2, 4))
 
@@ -556,8 +556,8 @@ def gru_grad_gates(x, h, dy, params, bias=True):
     """The elementwise part of one GRU step's backward (netc/ops/recurrent.py's equations) from x [N, ...],
     the previous state h [N, H] (None on the first step) and dy = d h' [N, H], the gates recomputed:
     [N, 5, H] = the gradients of the z, r, c gates' pre-activations, of u = h W_ch^T, and dy * z."""
-    x, dy = _f64(x), _f64(dy)
-    p = {k: _f64(v) for k, v in params.items()}
+    x, dy = in_compute_dtype(x), in_compute_dtype(dy)
+    p = {k: in_compute_dtype(v) for k, v in params.items()}
     x2 = x.reshape(x.shape[0], -1)
 
     def gate(g):
@@ -570,7 +570,7 @@ def gru_grad_gates(x, h, dy, params, bias=True):
         da_z = -dy * c * z * (1 - z)
         da_c = dy * (1 - z) * (1 - c * c)
         return torch.stack([da_z, zero, da_c, zero, zero], dim=1)   # r multiplies the vanishing h W_ch^T
-    h = _f64(h)
+    h = in_compute_dtype(h)
     u = h @ p["c_hh"].T
     z = torch.sigmoid(gate("z") + h @ p["z_hh"].T)
     r = torch.sigmoid(gate("r") + h @ p["r_hh"].T)
@@ -582,8 +582,8 @@ def gru_grad_gates(x, h, dy, params, bias=True):
 
 def gru_grad_input(gates, weights, blocks, direct, input_shape):
     """x's (or h's) gradient of a GRU step: sum_k gates[:, blocks[k]] @ weights[k] (+ gates[:, direct])."""
-    gates = _f64(gates)
-    d = sum(gates[:, b] @ _f64(w) for b, w in zip(blocks, weights))
+    gates = in_compute_dtype(gates)
+    d = sum(gates[:, b] @ in_compute_dtype(w) for b, w in zip(blocks, weights))
     if direct is not None:
         d = d + gates[:, direct]
     return d.reshape(tuple(input_shape))
@@ -591,10 +591,10 @@ def gru_grad_input(gates, weights, blocks, direct, input_shape):
 
 def gru_grad_weight(a, gates, block):
     """A GRU weight's gradient: gates[:, block]^T @ a (a flattened to [N, V]) -> [H, V]."""
-    a = _f64(a)
-    return _f64(gates)[:, block].T @ a.reshape(a.shape[0], -1)
+    a = in_compute_dtype(a)
+    return in_compute_dtype(gates)[:, block].T @ a.reshape(a.shape[0], -1)
 
 
 def gru_grad_bias(gates, block):
     """A GRU bias's gradient: gates[:, block] summed over the batch."""
-    return _f64(gates)[:, block].sum(0)
+    return in_compute_dtype(gates)[:, block].sum(0)

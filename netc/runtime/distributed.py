@@ -62,7 +62,7 @@ from ..ir.query import layer_name, layers, network_inputs, param_roles
 from ..ops import lookup
 from ..ops.comm import COMM_OPS
 from .params import torch_dtype
-from .reference import (INT_DTYPES, _feed, _generator, _label_classes, random_float_input, random_labels,
+from .reference import (INT_DTYPES, feed_tensor, seeded_generator, label_classes_of, random_float_input, random_labels,
                         random_param, run_op)
 
 DEFAULT_TIMEOUT = 120.0
@@ -147,12 +147,12 @@ def logical_input(net, op, seed: int, dtype, given: dict | None):
     if given is not None:
         if name not in given:
             raise NetcError(f"missing input '{name}'")
-        return _feed(given[name], shape, tdtype, f"input '{name}'", "cpu")
-    c = _label_classes(net, v)
+        return feed_tensor(given[name], shape, tdtype, f"input '{name}'", "cpu")
+    c = label_classes_of(net, v)
     if c is not None:
         return random_labels(name, shape, c, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
-        return torch.randint(0, 10, tuple(shape), generator=_generator(seed, name)).to(tdtype)
+        return torch.randint(0, 10, tuple(shape), generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)
 
 
@@ -195,7 +195,7 @@ def rank_params(module, names, seed: int, dtype, given: dict | None = None) -> d
             continue
         lname, lshape, sl = _logical_param(p)
         if given is not None and lname in given:
-            t = _feed(given[lname], lshape, dtype, f"parameter '{lname}'", "cpu")
+            t = feed_tensor(given[lname], lshape, dtype, f"parameter '{lname}'", "cpu")
         else:
             role = roles.get(n, "weight")
             t = random_param(lname, tuple(lshape), role, seed, dtype)

@@ -61,8 +61,9 @@ class EagerNet:
     def __init__(self, module, network=None, params: dict | None = None, device="cpu", dtype=torch.float32,
                  training: bool = False):
         self.training = training
-        from .reference import _layers, _name, _network, network_outputs
-        self.net = _network(module, network)
+        from ..ir.query import layer_name as _name, layers as _layers, network_outputs
+        from .reference import network_of
+        self.net = network_of(module, network)
         self.dtype, self.device = dtype, torch.device(device)
         layers = _layers(self.net)
         decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
@@ -234,8 +235,8 @@ class EagerTrainer:
 
     def __init__(self, module, network=None, params: dict | None = None, optimizer: dict | None = None,
                  device="cpu", dtype=torch.float32, frozen=()):
-        from .reference import _network, module_params
-        net = _network(module, network)
+        from .reference import network_of, module_params
+        net = network_of(module, network)
         given = module_params(module, params, 0, dtype, device)
         decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
         self.params = {n: t.detach().clone().requires_grad_(n not in frozen and "share_from" not in decl[n].attrs)

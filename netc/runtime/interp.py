@@ -120,7 +120,7 @@ def prepare(module: Module, network=None, phase: str = "test", dtype: str | None
     Returns (network op, MemoryPlan)."""
     from ..memory.plan import plan_memory
     from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
-    from .reference import _network
+    from .reference import network_of
     ctx = PassContext(phase=phase)
     names = list(DEFAULT_PIPELINE)
     if dtype is not None or tf32:
@@ -129,7 +129,7 @@ def prepare(module: Module, network=None, phase: str = "test", dtype: str | None
     PassManager(names + ["fuse"]).run(module, ctx)
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
-    net = _network(module, network)
+    net = network_of(module, network)
     return net, plan_memory(module, net, mode="inference")
 
 
@@ -139,12 +139,12 @@ def prepare_training(module: Module, network=None):
     from ..memory.plan import plan_memory
     from ..memory.verify import check_plan
     from ..passes.manager import PassContext, PassManager
-    from .reference import _network
+    from .reference import network_of
     ctx = PassContext(phase="train")
     PassManager(["fuse"]).run(module, ctx)
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
-    net = _network(module, network)
+    net = network_of(module, network)
     if "gradients" not in net.attrs:
         raise NetcError(f"network '{net.attrs.get('sym_name')}' is not a training program (run the backward pass "
                         f"first: --train)")
@@ -160,12 +160,12 @@ def prepare_rank(module: Module, network, training: bool = False):
     from ..codegen import plan_program
     from ..memory.verify import check_plan
     from ..passes.manager import PassContext, PassManager
-    from .reference import _network
+    from .reference import network_of
     ctx = PassContext(phase="train" if training else "test")
     PassManager(["fuse"]).run(module, ctx)
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
-    net = _network(module, network)
+    net = network_of(module, network)
     if training and "gradients" not in net.attrs:
         raise NetcError(f"network '{net.attrs.get('sym_name')}' is not a training program")
     plan = plan_program(module, net, mode="training" if training else "inference")
@@ -192,9 +192,9 @@ class InterpProgram:
         from ..codegen import const_region, is_rank_program, network_io, rank_io, segment_manifest, training_io
         from ..codegen.lower import lower_network
         from ..memory.model import BATCH, CONSTANT, align_up
-        from .reference import _network, module_params
+        from .reference import network_of, module_params
         self.module = module
-        self.rank_program = is_rank_program(_network(module, network))
+        self.rank_program = is_rank_program(network_of(module, network))
         if self.rank_program:
             if dtype is not None or tf32:
                 raise NetcError("a rank's program runs in f32 on the interpreter target: drop --dtype/--tf32")
@@ -299,7 +299,7 @@ class InterpProgram:
         and, for every plan tensor named in `capture` (a training step's gradients), its value as the
         last kernel that reads it read it (or as its kernel wrote it, if nothing reads it): the plan
         reuses a gradient's bytes once its update has run."""
-        from .reference import _name, network_outputs
+        from ..ir.query import layer_name as _name, network_outputs
         if self.lowered.comms:
             raise NetcError(f"'{self.plan.network}' has communication ops: it runs in segments (run_segment), with "
                             f"torch.distributed between them (netc run --workers K --target interp)")
@@ -323,7 +323,7 @@ class InterpProgram:
 
     def _feed(self, inputs: dict) -> None:
         """Poison the arena above the parameters and copy the inputs to their places."""
-        from .reference import _name, network_inputs
+        from ..ir.query import layer_name as _name, network_inputs
         # poison everything but the parameters (activations without a batch axis, such as a loss,
         # live in the constant region above them) and the embedded data: unwritten values read as NaN
         self.arena[self.fixed:self.data_off].fill_(0xFF)
@@ -529,7 +529,8 @@ def local_check(trainer: InterpTrainer, named: dict, before: dict) -> tuple:
 
 def default_inputs(module: Module, net, seed: int = 0, batch: int | None = None) -> dict:
     """run_reference's random inputs (float64, seeded per name), cut to `batch` samples."""
-    from .reference import _name, network_inputs, random_input
+    from ..ir.query import layer_name as _name, network_inputs
+    from .reference import random_input
     out = {}
     for op in network_inputs(net):
         x = random_input(net, op, seed)
@@ -541,18 +542,19 @@ def split_inputs(module: Module, networks: list, inputs: dict | None) -> dict:
     """Given inputs by name for the networks named in `networks`: {network: {input: tensor} or None
     (random)}. As run_module: 'x' feeds every listed network with an input 'x', 'net.x' only that
     one; a name no listed network has is an error."""
-    from .reference import _name, _network, network_inputs
+    from ..ir.query import layer_name as _name, network_inputs
+    from .reference import network_of
     per = {n: (None if inputs is None else {}) for n in networks}
     for k, t in (inputs or {}).items():
         hit = False
         for n in networks:
             local = k[len(n) + 1:] if k.startswith(n + ".") else k
-            if local in [_name(op) for op in network_inputs(_network(module, n))]:
+            if local in [_name(op) for op in network_inputs(network_of(module, n))]:
                 per[n][local] = t
                 hit = True
         if not hit:
             every = [f"{n}.{_name(op)}" if len(networks) > 1 else _name(op)
-                     for n in networks for op in network_inputs(_network(module, n))]
+                     for n in networks for op in network_inputs(network_of(module, n))]
             raise NetcError(f"no network has an input '{k}' (inputs: {', '.join(every)})")
     return per
 

@@ -13,7 +13,7 @@ import torch
 
 from ..diagnostics import NetcError
 from .native import Net, NetcInputError, source_of
-from .reference import _feed, random_float_input, random_labels
+from .reference import feed_tensor, random_float_input, random_labels
 
 
 class LibraryTrainer:
@@ -62,7 +62,7 @@ class LibraryTrainer:
             t = xs.get(s.name)
             if t is None:
                 continue    # train_step names what is missing
-            out[s.name] = _feed(t, s.shape, s.dtype, f"input '{s.name}'", dev).contiguous()
+            out[s.name] = feed_tensor(t, s.shape, s.dtype, f"input '{s.name}'", dev).contiguous()
         out.update({k: v for k, v in xs.items() if k not in out})   # unknown names: train_step says so
         return out
 

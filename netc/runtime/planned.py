@@ -42,7 +42,7 @@ from ..memory.plan import plan_memory
 from ..memory.model import BATCH, CONSTANT, TIME, MemoryPlan, row_major
 from ..memory.verify import check_plan
 from ..ops import lookup
-from .reference import INT_DTYPES, _feed, _network, module_params, random_input
+from .reference import INT_DTYPES, feed_tensor, network_of, module_params, random_input
 from .train import ReferenceTrainer
 
 TORCH_DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16, "f64": torch.float64,
@@ -210,7 +210,7 @@ class PlannedProgram:
 def plan_training_program(module: Module, network=None, **plan_options) -> tuple:
     """(network op, verified plan) of a training program (or any network) of a shape-inferred,
     fused module."""
-    net = _network(module, network)
+    net = network_of(module, network)
     plan = plan_memory(module, net, **plan_options)
     check_plan(plan, module, net)
     return net, plan
@@ -244,7 +244,7 @@ def run_planned(module: Module, inputs: dict | None = None, params: dict | None 
                 seed: int = 0, dtype=torch.float32, plan: MemoryPlan | None = None) -> dict:
     """run_reference's contract (random inputs and parameters when not given, seeded alike) on
     the planned arenas of one network; returns every value by plan tensor name."""
-    net = _network(module, network)
+    net = network_of(module, network)
     if plan is None:
         net, plan = plan_training_program(module, net)
     used = {ref.name for op in layers(net) for ref in (op.attrs.get("params") or {}).values()
@@ -255,6 +255,6 @@ def run_planned(module: Module, inputs: dict | None = None, params: dict | None 
     for op in network_inputs(net):
         v, name = op.results[0], layer_name(op)
         want = INT_DTYPES.get(v.type.dtype, dtype)
-        feed[name] = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", "cpu") if inputs is not None
+        feed[name] = (feed_tensor(inputs[name], v.type.shape, want, f"input '{name}'", "cpu") if inputs is not None
                       else random_input(net, op, seed, dtype))
     return prog.run(feed)

@@ -26,11 +26,11 @@ from ..ops.registry import not_runnable
 INT_DTYPES = {"i8": torch.int8, "i32": torch.int32, "i64": torch.int64}
 
 
-def _generator(seed: int, name: str) -> torch.Generator:
+def seeded_generator(seed: int, name: str) -> torch.Generator:
     return torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(name.encode())) % (2 ** 63))
 
 
-def _network(module: Module, network) -> Operation:
+def network_of(module: Module, network) -> Operation:
     if isinstance(network, Operation):
         return network
     nets = module.networks()
@@ -48,7 +48,7 @@ def _network(module: Module, network) -> Operation:
 
 
 def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
-    z = torch.randn(shape, generator=_generator(seed, "@" + name), dtype=torch.float64)
+    z = torch.randn(shape, generator=seeded_generator(seed, "@" + name), dtype=torch.float64)
     if role in ("bias", "shift"):
         t = 0.1 * z
     elif role == "scale":
@@ -59,7 +59,7 @@ def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.
     return t.to(dtype)
 
 
-def _label_classes(net: Operation, value) -> int | None:
+def label_classes_of(net: Operation, value) -> int | None:
     """The class count C when `value` is the labels operand of a SoftmaxLoss, else None."""
     for op in net.regions[0].ops:
         if op.name == "netc.softmax_loss" and len(op.operands) == 2 and op.operands[1] is value:
@@ -71,11 +71,11 @@ def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float
     v = op.results[0]
     shape, name = v.type.shape, _name(op)
     tdtype = INT_DTYPES.get(v.type.dtype, dtype)
-    c = _label_classes(net, v)
+    c = label_classes_of(net, v)
     if c is not None:
         return random_labels(name, shape, c, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
-        return torch.randint(0, 10, shape, generator=_generator(seed, name)).to(tdtype)
+        return torch.randint(0, 10, shape, generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)
 
 
@@ -83,7 +83,7 @@ def random_labels(name: str, shape, classes: int, seed: int = 0, dtype=torch.int
     """The random value of the labels input `name` of a SoftmaxLoss over `classes` classes: class
     indices for [N] / [N, 1], one-hot rows otherwise (what random_input draws for it; a compiled .so
     draws with this, from the class count its manifest records)."""
-    g = _generator(seed, name)
+    g = seeded_generator(seed, name)
     shape = tuple(shape)
     if prod(shape[1:]) == 1 or classes == 1:   # class indices [N] / [N, 1]
         return torch.randint(0, classes, shape, generator=g).to(dtype)
@@ -94,7 +94,7 @@ def random_labels(name: str, shape, classes: int, seed: int = 0, dtype=torch.int
 def random_float_input(name: str, shape, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
     """The random value of the floating input `name` (what random_input draws for it; a compiled
     .so, which has no IR, draws its random inputs with this)."""
-    return torch.randn(tuple(shape), generator=_generator(seed, name), dtype=torch.float64).to(dtype)
+    return torch.randn(tuple(shape), generator=seeded_generator(seed, name), dtype=torch.float64).to(dtype)
 
 
 # -- feeding and checking -----------------------------------------------------------------------
@@ -103,7 +103,7 @@ def _shape_str(s) -> str:
     return "[" + ", ".join(str(d) for d in s) + "]"
 
 
-def _feed(t, want_shape, want_dtype, what: str, device) -> torch.Tensor:
+def feed_tensor(t, want_shape, want_dtype, what: str, device) -> torch.Tensor:
     if not torch.is_tensor(t):
         try:
             t = torch.as_tensor(t)
@@ -145,7 +145,7 @@ def _module_params(module, params, seed, dtype, device, names) -> dict[str, torc
     for n in [n for n in decl if n in want and owner[n] == n]:
         shape = decl[n].attrs["type"].shape
         if n in params:
-            out[n] = _feed(params[n], shape, dtype, f"parameter '{n}'", device)
+            out[n] = feed_tensor(params[n], shape, dtype, f"parameter '{n}'", device)
         elif "state" in decl[n].attrs:   # optimizer state, running statistics: their initial value
             out[n] = torch.full(tuple(shape), float(decl[n].attrs.get("value", 0.0)), dtype=dtype, device=device)
         else:
@@ -155,7 +155,7 @@ def _module_params(module, params, seed, dtype, device, names) -> dict[str, torc
         if o not in out:
             raise NetcError(f"parameter '{n}' shares from '{o}', which has no storage")
         out[n] = out[o].reshape(shape)
-        if n in params and not torch.equal(_feed(params[n], shape, dtype, f"parameter '{n}'", device), out[n]):
+        if n in params and not torch.equal(feed_tensor(params[n], shape, dtype, f"parameter '{n}'", device), out[n]):
             raise NetcError(f"parameter '{n}' is an alias of '{o}' (share_from); give the owner's value, "
                             f"not a different one for the alias")
     return out
@@ -171,7 +171,7 @@ def run_reference(module: Module, inputs: dict | None = None, params: dict | Non
     missing parameter) means random, seeded by `seed`. Given inputs must be all of them.
     Returns the network's outputs by layer name, or every value (inputs included, in schedule
     order) with intermediates=True. Floating values are `dtype`; integer inputs keep theirs."""
-    net = _network(module, network)
+    net = network_of(module, network)
     layers = _layers(net)
     for op in layers:  # a shape that is only Paleo's bookkeeping number cannot be computed
         why = not_runnable(op)
@@ -197,7 +197,7 @@ def run_reference(module: Module, inputs: dict | None = None, params: dict | Non
     for op in in_ops:
         v, name = op.results[0], _name(op)
         want = INT_DTYPES.get(v.type.dtype, dtype)
-        feed[name] = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
+        feed[name] = (feed_tensor(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
                       else random_input(net, op, seed, dtype).to(device))
     named = execute(net, feed, ptensors, dtype)
     if intermediates:
@@ -256,7 +256,7 @@ def run_module(module: Module, inputs: dict | None = None, params: dict | None =
     """run_reference over one network (`network`) or every network of the module. With several,
     results are keyed 'network.layer' and an input name 'x' feeds every network that has an input
     'x' ('network.x' feeds one). Parameters are shared across networks, as in the module."""
-    nets = [_network(module, network)] if network is not None else module.networks()
+    nets = [network_of(module, network)] if network is not None else module.networks()
     if len(nets) == 1:
         return run_reference(module, inputs, params, nets[0], **kw)
     per = {n.attrs["sym_name"]: None if inputs is None else {} for n in nets}

@@ -18,7 +18,7 @@ from ..diagnostics import NetcError
 from ..ir.core import Module, Operation, SymbolRef
 from ..ir.query import layer_name, layers, network_inputs
 from ..ops import lookup
-from .reference import INT_DTYPES, _feed, _network, execute, module_params, random_input
+from .reference import INT_DTYPES, feed_tensor, network_of, execute, module_params, random_input
 
 
 def is_forward(op: Operation) -> bool:
@@ -48,7 +48,7 @@ class ReferenceTrainer:
 
     def __init__(self, module: Module, network=None, params: dict | None = None, seed: int = 0,
                  dtype=torch.float64, device="cpu"):
-        self.module, self.net = module, _network(module, network)
+        self.module, self.net = module, network_of(module, network)
         if "gradients" not in self.net.attrs:
             raise NetcError(f"network '{self.net.attrs.get('sym_name')}' is not a training program (run the backward "
                             f"pass first: netc run --train)")
@@ -76,7 +76,7 @@ class ReferenceTrainer:
         for op in data:
             v, name = op.results[0], layer_name(op)
             want = INT_DTYPES.get(v.type.dtype, self.dtype)
-            out[name] = (_feed(inputs[name], v.type.shape, want, f"input '{name}'", self.device) if inputs is not None
+            out[name] = (feed_tensor(inputs[name], v.type.shape, want, f"input '{name}'", self.device) if inputs is not None
                          else random_input(self.net, op, self.seed, self.dtype).to(self.device))
         for role, op in program_inputs(self.net).items():
             v, name = op.results[0], layer_name(op)
@@ -206,7 +206,7 @@ class Dataset:
         """The network's batch size, after checking that the arrays fit its data inputs (and that
         the labels of a SoftmaxLoss are class indices of its classes)."""
         from .io import about
-        from .reference import _label_classes
+        from .reference import label_classes_of
         batch = self.check_shapes({layer_name(op): tuple(op.results[0].type.shape) for op in data_inputs(net)},
                                   net.attrs.get("sym_name"))
         with about(self.arrays):
@@ -223,7 +223,7 @@ class Dataset:
                     i = int((~torch.isfinite(t)).reshape(len(t), -1).any(1).nonzero()[0])
                     raise NetcError(f"{self.what}: '{name}' holds a value that is not finite (NaN or infinity) in "
                                     f"sample {i}")
-                classes = _label_classes(net, v)
+                classes = label_classes_of(net, v)
                 if classes is not None and t.numel() and math.prod(v.type.shape[1:]) == 1:
                     lo, hi = float(t.min()), float(t.max())
                     if not (lo >= 0 and hi < classes):
@@ -374,7 +374,7 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
     network's size; the last one padded, the padding not counted). Accuracy: the argmax of each
     SoftmaxLoss's logits against its labels."""
     from .reference import run_reference
-    net = _network(inference, network)
+    net = network_of(inference, network)
     batch = data.check(net)
     losses = [op for op in layers(net) if lookup(op.name) is not None and lookup(op.name).is_loss]
     soft = [op for op in losses if op.name == "netc.softmax_loss"]

@@ -29,10 +29,10 @@ import os
 from ...diagnostics import Diagnostic, DiagnosticEngine, Loc, NetcError
 from .. import prototext as pt
 
-from .reader import _Reader, _detect
-from .schema import PHASES, Msg, Schema, _looks_like_path, _read_text, load_extension_proto, load_schema
-from .graph import MAX_PARTITIONS, SingaNet, _Ctx, _build_v1, _build_v2, _sort
-from .setup import _finish, _setup_all
+from .reader import ConfReader, detect_dialect
+from .schema import PHASES, Msg, Schema, looks_like_path, read_conf_text, load_extension_proto, load_schema
+from .graph import MAX_PARTITIONS, SingaNet, BuildContext, build_v1, build_v2, sort_nodes
+from .setup import finish_nodes, setup_all
 # the package's public names (__all__), wherever they are defined
 from .graph import RNNLM_PLUGIN, SingaNode, SingaParam, UserLayerRule  # noqa: F401,E402
 from .reader import detect_version  # noqa: F401,E402
@@ -68,9 +68,9 @@ class SingaJob:
 
 
 def _source(path_or_text, file):
-    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and _looks_like_path(path_or_text)):
+    if isinstance(path_or_text, os.PathLike) or (isinstance(path_or_text, str) and looks_like_path(path_or_text)):
         path = str(path_or_text)
-        return _read_text(path), file or path, path
+        return read_conf_text(path), file or path, path
     if not isinstance(path_or_text, str):
         raise NetcError(f"expected a path or the text of a job file, got {type(path_or_text).__name__}")
     return path_or_text, file or "<input>", None
@@ -96,7 +96,7 @@ def read_job(path_or_text, version: str | None = None, *, file: str | None = Non
     file, the .proto files next to it are loaded the first time an extension is used."""
     text, file, path = _source(path_or_text, file)
     tree = pt.parse_text(text, file)
-    detected, reason, where = _detect(tree)
+    detected, reason, where = detect_dialect(tree)
     if version is not None:
         v = _VERSION_ALIASES.get(str(version))
         if v is None:
@@ -122,7 +122,7 @@ def read_job(path_or_text, version: str | None = None, *, file: str | None = Non
                 loaded = True
             return loaded
 
-    rd = _Reader(schema, v, file, loader)
+    rd = ConfReader(schema, v, file, loader)
     job = rd.convert(tree, schema.msg("JobProto"), Loc(file, 1, 1))
     if rd.errors:
         raise NetcError(rd.errors)
@@ -215,13 +215,13 @@ def build_singa(path_or_text, phase: str = "train", version: str | None = None, 
                         job.job.get("cluster").at("nworkers_per_group"))
     if not job.job.has("neuralnet"):
         raise NetcError("the job has no 'neuralnet'", Loc(job.file, 1, 1))
-    ctx = _Ctx(job.version, job.file, ph, 1, plugins, record_shapes, fix_share_from, workers=K)
+    ctx = BuildContext(job.version, job.file, ph, 1, plugins, record_shapes, fix_share_from, workers=K)
     if ctx.v1:
-        order = _build_v1(ctx, job.job)
+        order = build_v1(ctx, job.job)
     else:
-        order = _sort(ctx, _build_v2(ctx, job.job))
-    _setup_all(ctx, order)
-    nodes = _finish(ctx, order)
+        order = sort_nodes(ctx, build_v2(ctx, job.job))
+    setup_all(ctx, order)
+    nodes = finish_nodes(ctx, order)
     net = SingaNet(job.file, job.version, ph, 1, nodes, ctx.warnings, ctx.non_singa, job.job, job.reason, workers=K)
     if diag is not None:
         diag.extend(ctx.warnings)

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ...diagnostics import Diagnostic, Loc, NetcError, did_you_mean
 from ...ir.query import singa_sort
 
-from .schema import _V_LABEL, Msg
+from .schema import V_LABEL, Msg
 
 # ------------------------------------------------------------------------------------------
 # Output data
@@ -167,16 +167,16 @@ MAX_PARTITIONS = 32     # cluster.nworkers_per_group (SINGA's examples use 1 to 
 MAX_UNROLL = 512        # unroll_len (char-rnn unrolls 50 steps)
 MAX_LAYER_COPIES = 16384  # unrolled layers x partitions
 
-_TERMINAL = {"kSoftmaxLoss", "kEuclideanLoss", "kCudnnSoftmaxLoss", "kAccuracy", "kArgSort", "kCSVOutput",
+TERMINAL_TYPES = {"kSoftmaxLoss", "kEuclideanLoss", "kCudnnSoftmaxLoss", "kAccuracy", "kArgSort", "kCSVOutput",
              "kRecordOutput", "kCharRNNOutput", "kSoftmax", "kCudnnSoftmax"}
-_BASE = {"kCConvolution": "kConvolution", "kCudnnConv": "kConvolution", "kCPooling": "kPooling",
+BASE_TYPES = {"kCConvolution": "kConvolution", "kCudnnConv": "kConvolution", "kCPooling": "kPooling",
          "kCudnnPool": "kPooling", "kCudnnLRN": "kLRN", "kCudnnActivation": "kActivation",
          "kCudnnSoftmax": "kSoftmax", "kCudnnBM": "kBM", "kCSVInput": "kRecordInput",
          "kLMDBData": "kShardData", "kSigmoid": "kActivation", "kSTanh": "kActivation", "kReLU": "kActivation",
          "kDropout": "kActivation", "kRecordOutput": "kCSVOutput", "kCharRNNOutput": "kCSVOutput"}
 
 
-class _P:
+class ParamSlot:
     __slots__ = ("name", "orig", "share_from", "user_share", "msg", "loc", "owner")
 
     def __init__(self, name, orig, share_from, user_share, msg, loc):
@@ -192,19 +192,19 @@ class _Lay:
         self.name, self.type, self.proto, self.pdim, self.loc = name, type, proto, pdim, loc
         self.origin, self.unroll_index, self.gen = origin, unroll_index, gen
         self.srcs: list[str] = []
-        self.params: list[_P] = []
+        self.params: list[ParamSlot] = []
         self.pid = 0
         self.made_for = None
 
 
-class _Node:
+class GraphNode:
     __slots__ = ("name", "lay", "pid", "K", "srcs", "dsts", "shape", "params", "conf", "blobs",
                  "batchsize", "record_shape", "failed")
 
     def __init__(self, name, lay, pid, K):
         self.name, self.lay, self.pid, self.K = name, lay, pid, K
-        self.srcs: list[_Node] = []
-        self.dsts: list[_Node] = []
+        self.srcs: list[GraphNode] = []
+        self.dsts: list[GraphNode] = []
         self.shape = None
         self.params = []
         self.conf = {}
@@ -213,12 +213,12 @@ class _Node:
         self.failed = False
 
 
-def _edge(a: _Node, b: _Node):
+def _edge(a: GraphNode, b: GraphNode):
     a.dsts.append(b)
     b.srcs.append(a)
 
 
-class _SetupError(Exception):
+class SetupError(Exception):
     """A layer's setup failed; `loc`: where the offending value is written (default: the layer)."""
 
     def __init__(self, msg, loc=None):
@@ -226,7 +226,7 @@ class _SetupError(Exception):
         self.loc = loc
 
 
-class _Ctx:
+class BuildContext:
     def __init__(self, version, file, phase, K, plugins, record_shapes, fix_share_from, workers=1):
         self.version, self.file, self.phase, self.K = version, file, phase, K
         self.workers = workers
@@ -241,7 +241,7 @@ class _Ctx:
 
     @property
     def label(self):
-        return _V_LABEL[self.version]
+        return V_LABEL[self.version]
 
     def error(self, msg, loc, note=None, width=1):
         d = Diagnostic("error", msg, loc, width=width)
@@ -292,7 +292,7 @@ class _Ctx:
         return "kOneToOne"
 
 
-def _slice_split_warning(ctx: _Ctx, name: str, loc, readers: list):
+def _slice_split_warning(ctx: BuildContext, name: str, loc, readers: list):
     ctx.warn(f"kSlice '{name}' is read by {len(readers)} layers ({', '.join(readers)}): netc gives reader k slice k, "
              f"as SINGA's SliceLayer hands out its blobs; SINGA's NeuralNet would put a model split after it "
              f"(kSlice keeps the default kOneToOne dst connection) and give every reader slice 0", loc,
@@ -303,7 +303,7 @@ def _ltype(L: Msg) -> str:
     return "user:" + L.get("user_type") if L.has("user_type") else L.get("type")
 
 
-def _phase_filter(ctx: _Ctx, net: Msg):
+def _phase_filter(ctx: BuildContext, net: Msg):
     """Spec 5.2 / 6 (v0.1 has exclude only). Returns the kept LayerProtos and, for B7's notes,
     every layer name with the phases it is excluded from."""
     layers = net.get("layer")
@@ -345,7 +345,7 @@ def _phase_filter(ctx: _Ctx, net: Msg):
     return kept, {L.get("name") for L in layers}
 
 
-def _check_types(ctx: _Ctx, kept):
+def _check_types(ctx: BuildContext, kept):
     reg = _REGISTERED_V1 if ctx.v1 else _REGISTERED_V2
     for L in kept:
         t = _ltype(L)
@@ -386,7 +386,7 @@ def _unknown_src(ctx, L, S, loc, kept_names, all_names):
 # ------------------------------------------------------------------------------------------
 # v0.2 / v0.3 construction (spec 5)
 
-def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
+def build_v2(ctx: BuildContext, job: Msg) -> list[GraphNode]:
     net = job.get("neuralnet")
     kept, all_names = _phase_filter(ctx, net)
     _check_types(ctx, kept)
@@ -414,7 +414,7 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
                 pn = p.get("name")
                 user = p.get("share_from") if (i == 0 and p.has("share_from")) else None
                 share = user if i == 0 else f"0#{pn}"
-                lay.params.append(_P(f"{i}#{pn}", pn, share, user is not None, p, p.loc))
+                lay.params.append(ParamSlot(f"{i}#{pn}", pn, share, user is not None, p, p.loc))
             cl.append(lay)
             lays.append(lay)
         copies[name] = cl
@@ -459,7 +459,7 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
                 cl[j].srcs.append(cl[j - 1].name)  # the recurrent edge
     ctx.check()
     # 5.4 share_from
-    pmap: dict[str, _P] = {}
+    pmap: dict[str, ParamSlot] = {}
     for lay in lays:
         for p in lay.params:
             if p.name in pmap:
@@ -520,15 +520,15 @@ def _build_v2(ctx: _Ctx, job: Msg) -> list[_Node]:
     # 5.6 (partition connection layers), 5.7 (K nodes per layer, bridges) and the sort of a
     # partitioned graph are the `partition` pass's (netc/passes/partition.py): the frontend builds the
     # logical net, one node '<layer>@0' per layer, and records K for the pass
-    nodes: list[_Node] = []
-    by_node: dict[str, _Node] = {}
-    lay_nodes: dict[str, _Node] = {}
+    nodes: list[GraphNode] = []
+    by_node: dict[str, GraphNode] = {}
+    lay_nodes: dict[str, GraphNode] = {}
     for lay in lays:
         name = f"{lay.name}@0"
         if name in by_node:
             ctx.error(f"node '{name}' is created twice (SINGA: \"node {name} already exists\")", lay.loc)
             ctx.check()
-        n = _Node(name, lay, 0, 1)
+        n = GraphNode(name, lay, 0, 1)
         nodes.append(n)
         by_node[name] = n
         lay_nodes[lay.name] = n
@@ -548,7 +548,7 @@ def _owner_layer(lays, p):
 # ------------------------------------------------------------------------------------------
 # v0.1 construction (spec 6)
 
-def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
+def build_v1(ctx: BuildContext, job: Msg) -> list[GraphNode]:
     net = job.get("neuralnet")
     K = 1   # the logical net (its K = 1 graph, whose connection nodes v0.1 builds even then)
     kept, all_names = _phase_filter(ctx, net)
@@ -556,7 +556,7 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
     kept_names = [L.get("name") for L in kept]
     protos = {L.get("name"): L for L in kept}
     lays: dict[str, _Lay] = {}
-    pmap: dict[str, _P] = {}
+    pmap: dict[str, ParamSlot] = {}
     for L in kept:
         name = L.get("name")
         pd = L.get("partition_dim") if L.has("partition_dim") else net.get("partition_dim")
@@ -564,7 +564,7 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
         lay.pid = L.get("partition_id")
         for p in L.get("param"):
             pn = p.get("name")
-            q = _P(pn, pn, p.get("share_from") if p.has("share_from") else None, True, p, p.loc)
+            q = ParamSlot(pn, pn, p.get("share_from") if p.has("share_from") else None, True, p, p.loc)
             lay.params.append(q)
             if pn:
                 if pn in pmap:
@@ -587,21 +587,21 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
                               f"in phase {ctx.phase} (SINGA: \"can't find param {p.share_from}\")"
                               + (f"; did you mean '{cand}'?" if cand else ""), p.msg.vat("share_from"))
     ctx.check()
-    nodes: list[_Node] = []
-    by_node: dict[str, _Node] = {}
+    nodes: list[GraphNode] = []
+    by_node: dict[str, GraphNode] = {}
 
     def add_node(name, lay, pid, k):
         if name in by_node:
             ctx.error(f"node '{name}' is created twice (SINGA aborts)", lay.loc)
             ctx.check()
-        n = _Node(name, lay, pid, k)
+        n = GraphNode(name, lay, pid, k)
         nodes.append(n)
         by_node[name] = n
         return n
 
     if ctx.workers > 1:
         _v1_partitionable(ctx, kept, lays)
-    lay_nodes: dict[str, list[_Node]] = {}
+    lay_nodes: dict[str, list[GraphNode]] = {}
     for L in kept:
         lay = lays[L.get("name")]
         if lay.pdim in (0, 1):
@@ -655,7 +655,7 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
                 for i in range(len(dn)):
                     _edge(sn[i], dn[i])
     ctx.check()
-    order = _sort(ctx, nodes)
+    order = sort_nodes(ctx, nodes)
     # split insertion after the fact (in sorted order); the split node is appended
     for n in list(order):
         if len(n.dsts) > 1 and ctx.dst_conn(n.lay.type) == "kOneToOne":
@@ -679,7 +679,7 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
                           f"node's partition with itself)", d.lay.loc)
                 break
     ctx.check()
-    order = _sort(ctx, order)  # SINGA sorts again after adding the split nodes
+    order = sort_nodes(ctx, order)  # SINGA sorts again after adding the split nodes
     if conn_used:  # B4
         kinds = sorted({x.lay.type for x in conn_used})
         ctx.warn(f"SINGA v0.1 cannot run this net: it needs {', '.join(kinds)} layers, whose v0.1 implementation "
@@ -687,7 +687,7 @@ def _build_v1(ctx: _Ctx, job: Msg) -> list[_Node]:
     return order
 
 
-def _v1_partitionable(ctx: _Ctx, kept, lays):
+def _v1_partitionable(ctx: BuildContext, kept, lays):
     """A v0.1 job with K > 1 workers (the partition pass builds its partitions): SINGA v0.1 connects
     layers of equal partition_dim pairwise and nothing else works (spec 6): an edge its graph would
     carry across workers has no bridge (B3), other combinations are "not implemented"."""
@@ -717,7 +717,7 @@ def _v1_partitionable(ctx: _Ctx, kept, lays):
 # ------------------------------------------------------------------------------------------
 # Graph::Sort (spec 5.8)
 
-def _sort(ctx: _Ctx, nodes: list[_Node]) -> list[_Node]:
+def sort_nodes(ctx: BuildContext, nodes: list[GraphNode]) -> list[GraphNode]:
     order = singa_sort(nodes)
     if len(order) != len(nodes):
         visited = set(order)

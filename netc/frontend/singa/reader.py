@@ -8,7 +8,7 @@ import math
 from ...diagnostics import Diagnostic, Loc, NetcError, did_you_mean
 from .. import prototext as pt
 
-from .schema import _INT_RANGE, _MISSING, _V_LABEL, VERSIONS, EnumSpec, FieldSpec, Msg, MsgSpec, Schema, load_schema
+from .schema import INT_RANGE, MISSING, V_LABEL, VERSIONS, EnumSpec, FieldSpec, Msg, MsgSpec, Schema, load_schema
 
 # ------------------------------------------------------------------------------------------
 # Reading a message tree against a schema
@@ -56,7 +56,7 @@ _ENUM_HINTS = {
 }
 
 
-class _Reader:
+class ConfReader:
     """Converts a prototext tree into Msg objects against a Schema, collecting diagnostics."""
 
     MAX_DEPTH = 100
@@ -103,7 +103,7 @@ class _Reader:
                                f"not a message", f.value.loc)
                     continue
                 v = self._scalar(fs, f, spec)
-                if v is _MISSING:
+                if v is MISSING:
                     continue
             if fs.repeated:
                 m.vals.setdefault(key, []).append(v)
@@ -139,8 +139,8 @@ class _Reader:
                 hint = f"did you mean '{cand}'?"
         other = self._other_versions_with_field(spec.short, f.name)
         if other:
-            notes.append(f"'{f.name}' is a field of {spec.short} in {', '.join(_V_LABEL[v] for v in other)}; "
-                         f"this file is read as {_V_LABEL[self.version]} (pass version=... to change)")
+            notes.append(f"'{f.name}' is a field of {spec.short} in {', '.join(V_LABEL[v] for v in other)}; "
+                         f"this file is read as {V_LABEL[self.version]} (pass version=... to change)")
             if f.name == "ratio" or f.name == "ngpu_per_group":
                 notes[-1] += "; it exists only on the 2016 development branch (version='dev')"
         d = self.error(msg + (("; " if hint.startswith("did") else " ") + hint if hint else ""), f.loc,
@@ -187,13 +187,13 @@ class _Reader:
         where = f"field '{f.name}' ({fs.describe()})"
         if kind == "int":
             if sc.kind == "int":
-                lo, hi = _INT_RANGE[fs.type]
+                lo, hi = INT_RANGE[fs.type]
                 if not lo <= sc.value <= hi:
                     self.error(f"value {sc.text} is out of range for {where}", sc.loc, len(sc.text))
-                    return _MISSING
+                    return MISSING
                 return sc.value
             self.error(f"expected an integer for {where}, found {_found(sc)}", sc.loc, len(sc.text))
-            return _MISSING
+            return MISSING
         if kind == "float":
             if sc.kind in ("int", "float"):
                 return float(sc.value)
@@ -201,39 +201,39 @@ class _Reader:
                 v = float("nan") if sc.value.lower() == "nan" else math.inf
                 return -v if sc.negative else v
             self.error(f"expected a number for {where}, found {_found(sc)}", sc.loc, len(sc.text))
-            return _MISSING
+            return MISSING
         if kind == "bool":
             if sc.kind == "ident" and not sc.negative and sc.value in ("true", "True", "t", "false", "False", "f"):
                 return sc.value in ("true", "True", "t")
             if sc.kind == "int" and not sc.negative and sc.value in (0, 1):
                 return sc.value == 1
             self.error(f"expected true or false for {where}, found {_found(sc)}", sc.loc, len(sc.text))
-            return _MISSING
+            return MISSING
         if kind == "string":
             if sc.kind == "string":
                 return sc.value
             self.error(f"expected a quoted string for {where}, found {_found(sc)}", sc.loc, len(sc.text))
-            return _MISSING
+            return MISSING
         # enum
         e: EnumSpec = fs.type
         if sc.kind == "ident" and not sc.negative:
             if sc.value in e.values:
                 return sc.value
             self._unknown_enum(e, sc, f)
-            return _MISSING
+            return MISSING
         if sc.kind == "int":
             if sc.value in e.numbers:
                 return e.numbers[sc.value]
             self.error(f"{sc.value} is not a value of enum {e.short} ({where})", sc.loc, len(sc.text))
-            return _MISSING
+            return MISSING
         if sc.kind == "string" and e.short == "LayerType":
             d = self.error(f"expected a {e.short} identifier for {where}, found the string {sc.text}", sc.loc,
                            len(sc.text))
             d.note("quoted layer types (`type: \"kConvolution\"`) are the pre-0.1 dialect (May-June 2015); "
                    "releases write the identifier unquoted" + (f": type: {sc.value}" if sc.value in e.values else ""))
-            return _MISSING
+            return MISSING
         self.error(f"expected a {e.short} value for {where}, found {_found(sc)}", sc.loc, len(sc.text))
-        return _MISSING
+        return MISSING
 
     def _unknown_enum(self, e: EnumSpec, sc: pt.Scalar, f: pt.Field):
         hint = _ENUM_HINTS.get((e.short, sc.value))
@@ -245,8 +245,8 @@ class _Reader:
         other = [v for v in VERSIONS if v != self.version
                  and sc.value in getattr(load_schema(v).enums.get(e.name), "values", {})]
         if other:
-            d.note(f"'{sc.value}' is a {e.short} value in {', '.join(_V_LABEL[v] for v in other)}; this file "
-                   f"is read as {_V_LABEL[self.version]} (pass version=... to change)")
+            d.note(f"'{sc.value}' is a {e.short} value in {', '.join(V_LABEL[v] for v in other)}; this file "
+                   f"is read as {V_LABEL[self.version]} (pass version=... to change)")
 
 
 def _found(sc: pt.Scalar) -> str:
@@ -281,11 +281,11 @@ _DEV_ONLY = {"ratio", "ngpu_per_group"}
 
 def detect_version(tree: pt.Message) -> tuple[str, str]:
     """(version, reason) for a parsed job file; see the rules above."""
-    v, reason, _ = _detect(tree)
+    v, reason, _ = detect_dialect(tree)
     return v, reason
 
 
-def _detect(tree: pt.Message):
+def detect_dialect(tree: pt.Message):
     names: dict[str, Loc] = {}
     idents: dict[str, Loc] = {}
     quoted_type = None

@@ -10,7 +10,7 @@ from .. import prototext as pt
 from ..source import read_source
 
 VERSIONS = ("0.1", "0.2", "0.3", "dev")
-_V_LABEL = {"0.1": "SINGA v0.1", "0.2": "SINGA v0.2", "0.3": "SINGA v0.3", "dev": "the 2016 SINGA dev branch",
+V_LABEL = {"0.1": "SINGA v0.1", "0.2": "SINGA v0.2", "0.3": "SINGA v0.3", "dev": "the 2016 SINGA dev branch",
             "pre0.1": "pre-0.1 SINGA"}
 PHASES = {"train": "kTrain", "test": "kTest", "val": "kVal", "kTrain": "kTrain", "kTest": "kTest",
           "kVal": "kVal", "validation": "kVal"}
@@ -282,7 +282,7 @@ _SCHEMA_TEXT = {"0.1": SCHEMA_V01, "0.2": SCHEMA_V02, "0.3": SCHEMA_V03, "dev": 
 _SCALAR_KIND = {"double": "float", "float": "float", "int32": "int", "int64": "int", "uint32": "int",
                 "uint64": "int", "sint32": "int", "sint64": "int", "fixed32": "int", "fixed64": "int",
                 "sfixed32": "int", "sfixed64": "int", "bool": "bool", "string": "string", "bytes": "string"}
-_INT_RANGE = {"int32": (-2**31, 2**31 - 1), "sint32": (-2**31, 2**31 - 1), "sfixed32": (-2**31, 2**31 - 1),
+INT_RANGE = {"int32": (-2**31, 2**31 - 1), "sint32": (-2**31, 2**31 - 1), "sfixed32": (-2**31, 2**31 - 1),
               "uint32": (0, 2**32 - 1), "fixed32": (0, 2**32 - 1), "int64": (-2**63, 2**63 - 1),
               "sint64": (-2**63, 2**63 - 1), "sfixed64": (-2**63, 2**63 - 1), "uint64": (0, 2**64 - 1),
               "fixed64": (0, 2**64 - 1)}
@@ -697,7 +697,7 @@ class _ProtoReader:
             if not any(lo <= fs.number <= hi for lo, hi in target.ext_ranges):
                 ranges = ", ".join(f"{lo} to {hi}" for lo, hi in target.ext_ranges) or "none"
                 d = Diagnostic("error", f"extension '{fs.name}' = {fs.number} is outside the extension "
-                               f"range of {target.name} in {_V_LABEL.get(self.schema.version, self.schema.version)} "
+                               f"range of {target.name} in {V_LABEL.get(self.schema.version, self.schema.version)} "
                                f"(extensions {ranges}); protoc rejects this file", fs.loc)
                 raise NetcError(d)
             exts = self.schema.extensions.setdefault(target.name, {})
@@ -743,9 +743,9 @@ class _ProtoReader:
 def load_extension_proto(path_or_text, schema: Schema, file: str | None = None) -> list[str]:
     """Read a user .proto (e.g. rnnlm.proto) into `schema`; returns the extension full names it
     registered. Parse and compile errors are NetcErrors located in the .proto file."""
-    if file is None and isinstance(path_or_text, (str, os.PathLike)) and _looks_like_path(path_or_text):
+    if file is None and isinstance(path_or_text, (str, os.PathLike)) and looks_like_path(path_or_text):
         file = str(path_or_text)
-        text = _read_text(file)
+        text = read_conf_text(file)
     else:
         text, file = str(path_or_text), file or "<proto>"
     before = {k: set(v) for k, v in schema.extensions.items()}
@@ -754,20 +754,20 @@ def load_extension_proto(path_or_text, schema: Schema, file: str | None = None) 
     return [n for k, v in schema.extensions.items() for n in v if n not in before.get(k, ())]
 
 
-def _looks_like_path(s) -> bool:
+def looks_like_path(s) -> bool:
     if isinstance(s, os.PathLike):
         return True
     return "\n" not in s and "{" not in s and len(s) < 4096 and os.path.isfile(s)
 
 
-def _read_text(path: str) -> str:
+def read_conf_text(path: str) -> str:
     return read_source(path)
 
 
 # ------------------------------------------------------------------------------------------
 # Typed messages
 
-_MISSING = object()
+MISSING = object()
 
 
 class Msg:
@@ -787,8 +787,8 @@ class Msg:
         return name in self.vals
 
     def get(self, name):
-        v = self.vals.get(name, _MISSING)
-        if v is not _MISSING:
+        v = self.vals.get(name, MISSING)
+        if v is not MISSING:
             return v
         fs = self.spec.fields.get(name)
         return None if fs is None else fs.default_value()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from .schema import Msg
-from .graph import MAX_UNROLL, SingaNode, SingaParam, _BASE, _Ctx, _Node, _P, _SetupError, _TERMINAL
+from .graph import MAX_UNROLL, SingaNode, SingaParam, BASE_TYPES, BuildContext, GraphNode, ParamSlot, SetupError, TERMINAL_TYPES
 
 # ------------------------------------------------------------------------------------------
 # Setup: output and parameter shapes (spec 7)
@@ -25,7 +25,7 @@ def _chw(shape, what="input"):
         return shape[-3], shape[-2], shape[-1]
     if len(shape) == 3:
         return 1, shape[-2], shape[-1]
-    raise _SetupError(f"needs a 3-D or 4-D {what}, got {shape}")
+    raise SetupError(f"needs a 3-D or 4-D {what}, got {shape}")
 
 
 def _batch(n, s, t):
@@ -35,21 +35,21 @@ def _batch(n, s, t):
         src = n.srcs[0]
         why = (" (a data layer's records: a parser layer such as kMnist, kRGBImage or kLabel reads them)"
                if src.batchsize is not None else "")
-        raise _SetupError(f"{t} needs an input with a batch dimension, but its source '{src.lay.origin}' "
+        raise SetupError(f"{t} needs an input with a batch dimension, but its source '{src.lay.origin}' "
                           f"({src.lay.type}) has shape []{why}")
     return s[0]
 
 
 def _nsrc(ss, k, t):
     if len(ss) != k:
-        raise _SetupError(f"{t} needs exactly {k} source layer{'s' if k > 1 else ''}, got {len(ss)}")
+        raise SetupError(f"{t} needs exactly {k} source layer{'s' if k > 1 else ''}, got {len(ss)}")
 
 
 def _div(ctx, n, value, what):
     """value / K for partitioned sizes (B9)."""
     K = n.K
     if K > 1 and value % K:
-        raise _SetupError(f"{what} {value} is not divisible by the {K} partitions (SINGA truncates silently to "
+        raise SetupError(f"{what} {value} is not divisible by the {K} partitions (SINGA truncates silently to "
                           f"{value // K} per partition)")
     return value // K
 
@@ -62,7 +62,7 @@ def _batchsize(msg: Msg, what: str):
     vals, locs = (v, msg.vlocs_of("batchsize")) if isinstance(v, list) else ([v], [msg.vat("batchsize")])
     for i, x in enumerate(vals):
         if isinstance(x, int) and x <= 0:
-            raise _SetupError(f"{what}.batchsize must be positive, got {x}", locs[i] if i < len(locs) else msg.loc)
+            raise SetupError(f"{what}.batchsize must be positive, got {x}", locs[i] if i < len(locs) else msg.loc)
     return v
 
 
@@ -81,11 +81,11 @@ def _geom(cc: Msg, v1: bool):
 
 def _window(H, W, k, p, s):
     if s[0] <= 0 or s[1] <= 0:
-        raise _SetupError(f"stride {list(s)} must be positive")
+        raise SetupError(f"stride {list(s)} must be positive")
     oh = _cdiv(H + 2 * p[0] - k[0], s[0]) + 1
     ow = _cdiv(W + 2 * p[1] - k[1], s[1]) + 1
     if oh <= 0 or ow <= 0:
-        raise _SetupError(f"kernel {list(k)} (pad {list(p)}) does not fit the {H}x{W} input (output {oh}x{ow})")
+        raise SetupError(f"kernel {list(k)} (pad {list(p)}) does not fit the {H}x{W} input (output {oh}x{ow})")
     return oh, ow
 
 
@@ -93,7 +93,7 @@ def _params(ctx, n, shapes, need, why=""):
     lay = n.lay
     have = len(lay.params)
     if have < need:  # B10
-        raise _SetupError(f"needs {need} param entr{'y' if need == 1 else 'ies'} (`param {{ ... }}`), found {have}"
+        raise SetupError(f"needs {need} param entr{'y' if need == 1 else 'ies'} (`param {{ ... }}`), found {have}"
                           f"{why}; SINGA would read past the end of the list")
     if have > len(shapes):
         ctx.warn(f"layer '{lay.origin}' has {have} param entries; {lay.type} uses only the first {len(shapes)}",
@@ -120,15 +120,15 @@ def _record_shape(ctx, n, path):
 
 def _batch_src(n, ss, t):
     if not n.srcs or n.srcs[0].batchsize is None:
-        raise _SetupError(f"{t} parses records, so its source must be a kShardData or kLMDBData layer")
+        raise SetupError(f"{t} parses records, so its source must be a kShardData or kLMDBData layer")
     return n.srcs[0].batchsize
 
 
-def _setup(ctx: _Ctx, n: _Node):
+def _setup(ctx: BuildContext, n: GraphNode):
     lay, t = n.lay, n.lay.type
     L, gen = lay.proto, lay.gen
     ss = [s.shape for s in n.srcs]
-    base = _BASE.get(t, t)
+    base = BASE_TYPES.get(t, t)
     v1 = ctx.v1
     conf = n.conf
     if t.startswith("user:"):
@@ -142,7 +142,7 @@ def _setup(ctx: _Ctx, n: _Node):
         bs = _batchsize(sc, "store_conf")
         if isinstance(bs, list):  # v0.3: repeated
             if not bs:
-                raise _SetupError("store_conf.batchsize is not set")
+                raise SetupError("store_conf.batchsize is not set")
             if lay.pdim == 0 and len(bs) == 1:
                 b = _div(ctx, n, bs[0], "batchsize")
             elif len(bs) > 1:
@@ -150,7 +150,7 @@ def _setup(ctx: _Ctx, n: _Node):
                 # gives partition i its own, `partition_sizes`)
                 k = ctx.workers if lay.pdim == 0 else 1
                 if k > len(bs):
-                    raise _SetupError(f"partition {len(bs)} has no store_conf.batchsize entry ({len(bs)} given)")
+                    raise SetupError(f"partition {len(bs)} has no store_conf.batchsize entry ({len(bs)} given)")
                 b = sum(bs[:k])
                 if k > 1:
                     conf["partition_sizes"] = list(bs[:k])
@@ -175,10 +175,10 @@ def _setup(ctx: _Ctx, n: _Node):
         b = _batch_src(n, ss, t)
         rs = n.srcs[0].record_shape
         if rs is None:
-            raise _SetupError(f"the record shape of '{n.srcs[0].lay.origin}' is unknown (SINGA reads it from the "
+            raise SetupError(f"the record shape of '{n.srcs[0].lay.origin}' is unknown (SINGA reads it from the "
                               f"data file); pass record_shapes={{'{n.srcs[0].lay.origin}': [28, 28]}}")
         if len(rs) < 2 or rs[-1] != rs[-2]:
-            raise _SetupError(f"kMnist needs square records, got {rs}")
+            raise SetupError(f"kMnist needs square records, got {rs}")
         n.shape = [b, 1, rs[-1], rs[-1]]
         mc = L.get("mnist_conf")
         conf.update(norm_a=mc.get("norm_a"), norm_b=mc.get("norm_b"))
@@ -186,10 +186,10 @@ def _setup(ctx: _Ctx, n: _Node):
         b = _batch_src(n, ss, t)
         rs = n.srcs[0].record_shape
         if rs is None:
-            raise _SetupError(f"the record shape of '{n.srcs[0].lay.origin}' is unknown (SINGA reads it from the "
+            raise SetupError(f"the record shape of '{n.srcs[0].lay.origin}' is unknown (SINGA reads it from the "
                               f"data file); pass record_shapes={{'{n.srcs[0].lay.origin}': [3, 32, 32]}}")
         if len(rs) != 3:
-            raise _SetupError(f"kRGBImage needs 3-D records, got {rs}")
+            raise SetupError(f"kRGBImage needs 3-D records, got {rs}")
         rc = L.get("rgbimage_conf")
         crop = rc.get("cropsize")
         n.shape = [b, rs[0], crop, crop] if crop else [b] + list(rs)
@@ -200,7 +200,7 @@ def _setup(ctx: _Ctx, n: _Node):
         _nsrc(ss, 1, t)
         s = ss[0]
         if len(s) != 4 or s[2] != s[3]:
-            raise _SetupError(f"kImagePreprocess needs a 4-D input with H == W, got {s}")
+            raise SetupError(f"kImagePreprocess needs a 4-D input with H == W, got {s}")
         rc = L.get("rgbimage_conf")
         crop = rc.get("cropsize")
         n.shape = [s[0], s[1], crop, crop] if crop and (crop != s[2] or crop != s[3]) else list(s)
@@ -240,10 +240,10 @@ def _setup(ctx: _Ctx, n: _Node):
     elif base == "kLRN":
         _nsrc(ss, 1, t)
         if len(ss[0]) != 4:
-            raise _SetupError(f"{t} needs a 4-D input, got {ss[0]}")
+            raise SetupError(f"{t} needs a 4-D input, got {ss[0]}")
         lc = L.get("lrn_conf")
         if lc.get("local_size") % 2 == 0:
-            raise _SetupError(f"lrn_conf.local_size must be odd, got {lc.get('local_size')}")
+            raise SetupError(f"lrn_conf.local_size must be odd, got {lc.get('local_size')}")
         n.shape = list(ss[0])
         conf.update(local_size=lc.get("local_size"), alpha=lc.get("alpha"), beta=lc.get("beta"), knorm=lc.get("knorm"))
     elif base == "kActivation":
@@ -295,7 +295,7 @@ def _setup(ctx: _Ctx, n: _Node):
         _nsrc(ss, 2, t)
         ins = [s for s in n.srcs if s.lay.type != "kRBMHid"]
         if len(ins) != 1:
-            raise _SetupError("kRBMVis needs one kRBMHid source and one input source")
+            raise SetupError("kRBMVis needs one kRBMHid source and one input source")
         hdim = L.get("rbm_conf").get("hdim")
         vdim = _count(ins[0].shape)
         n.shape = list(ins[0].shape)
@@ -311,17 +311,17 @@ def _setup(ctx: _Ctx, n: _Node):
     elif base == "kBM":
         _nsrc(ss, 1, t)
         if len(ss[0]) != 4:
-            raise _SetupError(f"{t} needs a 4-D input, got {ss[0]}")
+            raise SetupError(f"{t} needs a 4-D input, got {ss[0]}")
         C = ss[0][1]
         n.shape = list(ss[0])
         _params(ctx, n, [[1, C, 1, 1]] * 4, 4)
     elif t == "kGRU":
         if not 1 <= len(ss) <= 2:
-            raise _SetupError(f"kGRU takes its input and the previous step, got {len(ss)} sources")
+            raise SetupError(f"kGRU takes its input and the previous step, got {len(ss)} sources")
         h = L.get("gru_conf").get("dim_hidden")
         vdim = _count(ss[0])
         if len(lay.params) not in (6, 9):  # B10
-            raise _SetupError(f"kGRU needs 6 param entries (z_hx, r_hx, c_hx, z_hh, r_hh, c_hh) or 9 (plus z_b, r_b, "
+            raise SetupError(f"kGRU needs 6 param entries (z_hx, r_hx, c_hx, z_hh, r_hh, c_hh) or 9 (plus z_b, r_b, "
                               f"c_b), found {len(lay.params)}")
         shapes = [[h, vdim]] * 3 + [[h, h]] * 3 + ([[h]] * 3 if len(lay.params) > 6 else [])
         n.shape = [_batch(n, ss[0], t), h]
@@ -332,7 +332,7 @@ def _setup(ctx: _Ctx, n: _Node):
         blobs = n.srcs[0].blobs or [ss[0]]
         idx = lay.unroll_index + (1 if t == "kRNNLabel" else 0)
         if idx >= len(blobs) or not blobs[idx]:
-            raise _SetupError(f"reads blob {idx} of '{n.srcs[0].name}', which has {len(blobs)} blob(s)")
+            raise SetupError(f"reads blob {idx} of '{n.srcs[0].name}', which has {len(blobs)} blob(s)")
         b = blobs[idx][0]
         if t == "kEmbedding":
             ec = L.get("embedding_conf")
@@ -350,7 +350,7 @@ def _setup(ctx: _Ctx, n: _Node):
         cc = L.get("char_rnn_conf")
         _batchsize(cc, "char_rnn_conf")
         if cc.get("unroll_len") > MAX_UNROLL:  # one blob per step (and the next character)
-            raise _SetupError(f"char_rnn_conf.unroll_len is {cc.get('unroll_len')}; netc allows at most {MAX_UNROLL} "
+            raise SetupError(f"char_rnn_conf.unroll_len is {cc.get('unroll_len')}; netc allows at most {MAX_UNROLL} "
                               f"steps", cc.vat("unroll_len") or cc.loc)
         n.blobs = [[cc.get("batchsize")] for _ in range(cc.get("unroll_len") + 1)]
         n.shape = []
@@ -362,7 +362,7 @@ def _setup(ctx: _Ctx, n: _Node):
             n.shape = list(ss[0])
         else:
             if rc.get("low") == rc.get("high"):
-                raise _SetupError("kRNNDummy without a source needs rnn_dummy_conf.low != high")
+                raise SetupError("kRNNDummy without a source needs rnn_dummy_conf.low != high")
             n.shape = list(rc.get("shape"))
         conf.update(shape=list(rc.get("shape")), integer=rc.get("integer"), low=rc.get("low"), high=rc.get("high"),
                     dynamic_srclayer=rc.get("dynamic_srclayer"))
@@ -391,12 +391,12 @@ def _setup(ctx: _Ctx, n: _Node):
             num = sc.get("num_slices") if sc.spec.fields.get("num_slices") else max(1, len(n.dsts))
         s = list(ss[0])
         if gen is None and len(n.dsts) > num:   # SliceLayer::data(from): CHECK_LT(idx, num_slices)
-            raise _SetupError(f"{len(n.dsts)} layers read the {num} slices of this kSlice (reader k takes slice k): "
+            raise SetupError(f"{len(n.dsts)} layers read the {num} slices of this kSlice (reader k takes slice k): "
                               f"SINGA aborts at the reader past the last slice")
         if not 0 <= dim < len(s):
-            raise _SetupError(f"slice dimension {dim} is out of range for the input {s}")
+            raise SetupError(f"slice dimension {dim} is out of range for the input {s}")
         if num < 1 or s[dim] % num:
-            raise _SetupError(f"cannot slice dimension {dim} of {s} into {num} equal parts (must divide exactly)")
+            raise SetupError(f"cannot slice dimension {dim} of {s} into {num} equal parts (must divide exactly)")
         s[dim] //= num
         n.shape = s
         conf.update(slice_dim=dim, num_slices=num)
@@ -408,25 +408,25 @@ def _setup(ctx: _Ctx, n: _Node):
             dim = cc.get("concate_dim")
             num = cc.get("num_concates") if cc.spec.fields.get("num_concates") else len(ss)
         if len(ss) < 2:  # B17 in v0.1
-            raise _SetupError("a concate layer needs at least 2 sources, got 1" +
+            raise SetupError("a concate layer needs at least 2 sources, got 1" +
                               (" (SINGA v0.1 builds one when a partition_dim -1 layer reads a partitioned layer with "
                                "K = 1, and aborts)" if v1 else ""))
         if not v1 and num != len(ss):
-            raise _SetupError(f"concate_conf.num_concates is {num} but the layer has {len(ss)} sources")
+            raise SetupError(f"concate_conf.num_concates is {num} but the layer has {len(ss)} sources")
         s = list(ss[0])
         if not 0 <= dim < len(s):
-            raise _SetupError(f"concate dimension {dim} is out of range for the input {s}")
+            raise SetupError(f"concate dimension {dim} is out of range for the input {s}")
         for o in ss[1:]:
             if len(o) != len(s) or any(a != b for i, (a, b) in enumerate(zip(o, s)) if i != dim):
-                raise _SetupError(f"cannot concatenate {ss[0]} and {o} along dimension {dim}")
+                raise SetupError(f"cannot concatenate {ss[0]} and {o} along dimension {dim}")
         s[dim] = sum(o[dim] for o in ss)
         n.shape = s
         conf.update(concate_dim=dim, num_concates=len(ss))
     else:
-        raise _SetupError(f"netc has no shape rule for layer type {t}")
+        raise SetupError(f"netc has no shape rule for layer type {t}")
 
 
-def _setup_all(ctx: _Ctx, order: list[_Node]):
+def setup_all(ctx: BuildContext, order: list[GraphNode]):
     seen = set()
     for n in order:
         if any(s.failed for s in n.srcs):
@@ -434,7 +434,7 @@ def _setup_all(ctx: _Ctx, order: list[_Node]):
             continue
         try:
             _setup(ctx, n)
-        except _SetupError as e:
+        except SetupError as e:
             key = (n.lay.origin, str(e))
             if key not in seen:  # once per layer, not per partition / unrolled copy
                 seen.add(key)
@@ -448,7 +448,7 @@ def _setup_all(ctx: _Ctx, order: list[_Node]):
     ctx.check()
 
 
-def _param_conf(p: _P) -> dict:
+def _param_conf(p: ParamSlot) -> dict:
     m = p.owner.msg if p.owner is not None else p.msg  # share_from copies the owner's configuration
     if m is None:
         return {}
@@ -467,9 +467,9 @@ def _layer_conf(L: Msg | None, cache: dict) -> dict:
     return d
 
 
-def _finish(ctx: _Ctx, order: list[_Node]) -> list[SingaNode]:
+def finish_nodes(ctx: BuildContext, order: list[GraphNode]) -> list[SingaNode]:
     out, cache = [], {}
-    pshapes: dict[str, tuple[list, _P]] = {}
+    pshapes: dict[str, tuple[list, ParamSlot]] = {}
     for n in order:
         lay = n.lay
         ps, unnamed = [], 0
@@ -508,7 +508,7 @@ def _finish(ctx: _Ctx, order: list[_Node]) -> list[SingaNode]:
         first.setdefault(node.origin, node)
     for origin, u in used.items():
         node = first[origin]
-        if not u and node.type not in _TERMINAL and not node.type.startswith("user:") and not (
+        if not u and node.type not in TERMINAL_TYPES and not node.type.startswith("user:") and not (
                 node.type == "kDummy" and node.conf.get("output")):   # dummy_conf.output: an end, by design
             ctx.warn(f"the output of layer '{origin}' ({node.type}) is unused: no layer reads it in phase {ctx.phase} "
                      f"(SINGA builds and runs it anyway)", node.loc, key=("B15", origin))
