@@ -798,3 +798,115 @@ def test_api_data_layer_shape_of_the_wrong_type(tmp_path):
         with pytest.raises(Error, match="shape is the per-sample shape") as e:
             netc.layer.data("x", bad)
         assert "test_fuzz_regressions.py:" in str(e.value)
+
+
+# -- explain --train on IR text whose layer no longer fits its declared parameter --------------
+
+@pytest.mark.parametrize("old, new, layer", [
+    ("shape = [64, 28, 28, 1]", "shape = [64, 28, 99999999999999999999999999, 1]", "ip1"),   # an input's shape
+    ("num_outputs = 500", "num_outputs = 7", "ip1"),                                          # a layer's attribute
+])
+def test_ir_declared_parameter_must_fit_its_layer(tmp_path, capsys, old, new, layer):
+    """IR text declares every parameter's type (netc.param); a layer whose inputs or attributes were
+    changed needs another shape. materialize-params skipped bound layers, and the optimizer pass
+    failed an assertion ("gradient of 'ip1.weight' has shape [4999..., 500], the parameter [800, 500]")."""
+    ir = tmp_path / "seed.mlir"
+    assert main(["opt", str(ROOT / "examples" / "lenet.nd"), "--no-locs", "-p", "fuse", "-o", str(ir)]) == 0
+    text = ir.read_text()
+    assert old in text
+    text = text.replace(old, new, 1)
+    line = next(i for i, ln in enumerate(text.split("\n"), 1) if f'%{layer} = ' in ln)
+    for cmd in (("explain", "--brief", "--train", "--loss", "softmax", "--memory"), ("check",)):
+        rc, err, path = run(tmp_path, capsys, "l.mlir", text, *cmd)
+        assert rc == 1, err
+        located_error(err, path, line, None, f"parameter '{layer}.weight' of '{layer}' is declared")
+
+
+# -- a parameter's number attributes (lr_scale, std ...) given a list or a string ---------------
+
+@pytest.mark.parametrize("value", ["[1, 2]", '"x"', "true", "nan"])
+def test_nd_parameter_number_attributes_are_numbers(tmp_path, capsys, value):
+    """examples/cifar10_phases.nd with `lr_scale: [1, 2]`: the optimizer pass's float() failed
+    (TypeError: float() argument must be ... not 'list')."""
+    text = (ROOT / "examples" / "cifar10_phases.nd").read_text()
+    assert "lr_scale: 2.0" in text
+    text = text.replace("lr_scale: 2.0", f"lr_scale: {value}", 1)
+    line = next(i for i, ln in enumerate(text.split("\n"), 1) if f"lr_scale: {value}" in ln)
+    rc, err, path = run(tmp_path, capsys, "c.nd", text, "explain", "--brief", "--train", "--loss", "softmax")
+    assert rc == 1, err
+    located_error(err, path, line, None, "parameter attribute 'lr_scale' must be a finite number")
+
+
+@pytest.mark.parametrize("value", ["[1, 2]", '"x"'])
+def test_ir_parameter_number_attributes_are_numbers(tmp_path, capsys, value):
+    """The same in IR text's netc.param (lr_scale = [1, 2]): float() failed in the optimizer pass."""
+    ir = tmp_path / "seed.mlir"
+    assert main(["opt", str(ROOT / "examples" / "cifar10_phases.nd"), "--no-locs", "-o", str(ir)]) == 0
+    text = ir.read_text().replace("lr_scale = 2.0", f"lr_scale = {value}", 1)
+    line = next(i for i, ln in enumerate(text.split("\n"), 1) if f"lr_scale = {value}" in ln)
+    rc, err, path = run(tmp_path, capsys, "c.mlir", text, "explain", "--brief", "--train", "--loss", "softmax")
+    assert rc == 1, err
+    located_error(err, path, line, None, "parameter attribute 'lr_scale' must be a finite number")
+
+
+# -- the Python API given a layer (or a number) where it takes topologies -----------------------
+
+def test_api_to_nd_and_to_ir_take_layers_and_locate_the_rest():
+    """netc.api.to_nd(layer): TypeError: 'Layer' object is not iterable, from list() inside netc.
+    A layer (or a list of them) is a topology's output, as netc.parameters.create takes it; anything
+    else is the API's own error at the caller's line, as is netc.Topology(5)."""
+    import netc
+    from netc.api import Error
+    L = netc.layer
+    v0 = L.data("x0", [8], "f32")
+    v1 = L.multiply(v0, v0)
+    assert "network" in netc.api.to_nd(v1)
+    assert netc.api.to_nd([v1]) == netc.api.to_nd(v1)
+    assert "netc.multiply" in netc.api.to_ir(v1) or "multiply" in netc.api.to_ir(v1)
+    for call in (lambda: netc.api.to_nd(5), lambda: netc.api.to_ir(5), lambda: netc.api.to_ir([]),
+                 lambda: netc.Topology(5)):
+        with pytest.raises(Error) as e:
+            call()
+        assert "test_fuzz_regressions.py:" in str(e.value)
+
+
+# -- explain --train on SINGA's unrolled char-rnn: seconds in the memory planner ----------------
+
+def test_memory_offsets_numpy_path_matches_the_reference_loop():
+    """The char-rnn jobs (50 unrolled steps, ~600 buffers per arena) spent seconds in
+    assign_offsets' per-buffer Python loops (the fuzzer's 10 s hangs); the numpy path (overlap
+    matrix, vectorized best fit, breadth order by first step) must give the same offsets."""
+    import random
+
+    from netc.memory import offsets as O
+    rng = random.Random(7)
+    for _ in range(300):
+        T = rng.randint(1, 30)
+        bufs = []
+        for i in range(rng.randint(1, 40)):
+            a = rng.randint(0, T)
+            bufs.append((i, rng.choice([0, 64, 128, 64 * rng.randint(1, 500)]), a, rng.randint(a, T)))
+        base = rng.choice([0, 256])
+        for strat in O.STRATEGIES:
+            fast = O.assign_offsets(bufs, strat, base)
+            O._MATRIX_MAX, saved = 0, O._MATRIX_MAX
+            try:
+                slow = O.assign_offsets(bufs, strat, base)
+            finally:
+                O._MATRIX_MAX = saved
+            assert fast == slow, (strat, bufs, base)
+
+
+def test_singa_char_rnn_explain_train_is_fast(capsys):
+    """explain --train --memory of the 0.3.0 char-rnn job: about 4 s (10 s under load) before."""
+    import time
+    job = ROOT.parent / "shared" / "corpus" / "singa" / "0.3.0_char-rnn_job.conf"
+    if not job.exists():
+        pytest.skip("the shared corpus is not here")
+    main(["check", str(job)])       # imports and caches out of the timing
+    t0 = time.process_time()
+    rc = main(["explain", str(job), "--brief", "--train", "--loss", "softmax", "--memory"])
+    dt = time.process_time() - t0
+    capsys.readouterr()
+    assert rc == 0
+    assert dt < 2.5, f"{dt:.1f} s of CPU"

@@ -43,6 +43,8 @@ class Topology:
                  loc: Loc | None = None, inputs=(), declared=(), attrs: dict | None = None,
                  module_attrs: dict | None = None):
         loc = loc or user_loc()
+        if not isinstance(outputs, Layer) and not hasattr(outputs, "__iter__"):
+            raise error(f"Topology: expected an output layer or a list of them, got {type(outputs).__name__}", loc)
         outs = as_layers([outputs] if isinstance(outputs, Layer) else list(outputs), "Topology", loc)
         if not outs:
             raise error("a topology needs at least one output layer", loc)
@@ -224,16 +226,28 @@ def compile_module(tops, batch: int | None = None, phase: str = "train", passes=
     return module
 
 
+def as_topologies(tops, what: str) -> list:
+    """One topology or several: a Topology or output layer, or a list or tuple of them (each through
+    as_topology); anything else is the caller's mistake, located in their code."""
+    if isinstance(tops, (list, tuple)):
+        return [as_topology(t, what) for t in tops]
+    return [as_topology(tops, what)]
+
+
 def to_ir(tops, batch: int | None = None, locations: bool = True) -> str:
     """The IR of several topologies in one module (they share parameters by name), printed."""
-    tops = [tops] if isinstance(tops, Topology) else list(tops)
+    tops = as_topologies(tops, "netc.api.to_ir")
+    if not tops:
+        raise error("netc.api.to_ir needs at least one topology", user_loc())
     return print_ir(compile_module(tops, batch, tops[0].phase), with_locs=locations)
 
 
 def to_nd(tops, batch: int | None = None, header: str | None = None) -> str:
     """.nd source of one or several topologies (several: every parameter binding explicit)."""
     from ..frontend.nd_writer import write_nd
-    tops = [tops] if isinstance(tops, Topology) else list(tops)
+    tops = as_topologies(tops, "netc.api.to_nd")
+    if not tops:
+        raise error("netc.api.to_nd needs at least one topology", user_loc())
     module = build_module(tops, batch)
     for op in module.walk():     # .nd's short form of a binding that only names: `weight: NAME`
         ps = op.attrs.get("params")

@@ -20,6 +20,7 @@ from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput
 from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError, did_you_mean, gc_paused
 from ..ir.core import DTYPES, UNRANKED, Module, Operation, Region, TensorType, copy_attr
 from ..ir.query import MAX_SPLITS, split_ref_problem  # noqa: F401  (MAX_SPLITS: each split copies the block)
+from ..ir.verifier import param_number_problem
 from ..ops import by_type, layer_types, lookup
 from ..ops.registry import PHASES
 
@@ -342,6 +343,9 @@ class _Builder(Transformer):
                 if k == "immutable" and not isinstance(v, bool):
                     self.diag.error(f"'immutable' is true or false, got {_show(v)}", attrs.locs[k], width=len(k))
                     continue
+                if _bad_param_number(k, v):
+                    self.diag.error(_bad_param_number(k, v), attrs.locs[k], width=len(k))
+                    continue
                 op.attrs[k] = v
                 op.attr_locs[k] = attrs.locs[k]
         return op
@@ -493,6 +497,12 @@ class _Builder(Transformer):
                     kloc = spec.locs["immutable"] if isinstance(spec, _Dict) else rloc
                     self.diag.error(f"'immutable' is true or false, got {_show(spec['immutable'])}", kloc, width=9)
                     continue
+                numbers = [k for k in spec if _bad_param_number(k, spec[k])]
+                for k in numbers:
+                    kloc = spec.locs[k] if isinstance(spec, _Dict) else rloc
+                    self.diag.error(_bad_param_number(k, spec[k]), kloc, width=len(k))
+                if numbers:
+                    continue
                 out[role] = {k: spec[k] for k in spec if k in _PARAM_KEYS}
                 if "share_from" in spec and isinstance(spec, _Dict):
                     locs[f"param.{role}.share_from"] = spec.locs["share_from"]
@@ -503,6 +513,11 @@ class _Builder(Transformer):
             locs[f"param.{role}"] = rloc
         op.attrs["params"] = out
         locs["params"] = loc
+
+
+def _bad_param_number(k, v) -> str | None:
+    """The error for a parameter attribute that must be a finite number, or None."""
+    return param_number_problem(k, v)
 
 
 def _dict_loc(d, path: str):

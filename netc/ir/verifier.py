@@ -2,6 +2,8 @@
 (the pass manager turns them into internal errors), never user errors."""
 from __future__ import annotations
 
+import math
+
 from .core import STRUCTURAL_OPS, Module, SymbolRef, registered_op
 from .query import MAX_SPLITS, split_ref_problem
 
@@ -91,7 +93,29 @@ def _structure_problems(module: Module) -> list[tuple]:
             if not isinstance(t, TensorType) or t.shape is None:
                 out.append((f"parameter '{op.attrs.get('sym_name')}' needs a ranked tensor type: type = tensor<...>",
                             op))
+            for k in PARAM_NUMBERS:
+                msg = param_number_problem(k, op.attrs.get(k, 0))
+                if msg:
+                    out.append((f"parameter '{op.attrs.get('sym_name')}': {msg}", op))
     return out
+
+
+# a parameter's attributes that are numbers: its initializer's arguments, its learning-rate and
+# weight-decay multipliers (.nd parameter bindings and `param` statements, IR text's netc.param)
+PARAM_NUMBERS = ("std", "mean", "low", "high", "value", "lr_scale", "wd_scale")
+
+
+def param_number_problem(k: str, v) -> str | None:
+    """What is wrong with a parameter attribute that must be a finite number, or None."""
+    if k not in PARAM_NUMBERS:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+        return f"parameter attribute '{k}' must be a finite number, got {_show(v)}"
+    return None
+
+
+def _show(v) -> str:
+    return f"'{v}'" if isinstance(v, str) else str(v)
 
 
 def _layer_structure(op) -> list[tuple]:

@@ -42,8 +42,15 @@ class MaterializeParams(Pass):
             prefix = net.attrs["sym_name"] + "." if multi else ""
             for op in net.regions[0].ops:
                 opdef = lookup(op.name)
-                if (not opdef or not opdef.param_roles or _bound(op) or op.attrs.get("invalid")
-                        or op.results[0].type.shape is None):
+                if not opdef or not opdef.param_roles or op.attrs.get("invalid"):
+                    continue
+                if _bound(op):
+                    # IR text: a layer's parameters are declared (netc.param); they must fit it.
+                    # (What the training passes made, gradients and updates, reads them as they are.)
+                    if not opdef.training_only and op.results and op.results[0].type.shape is not None:
+                        _check_bound(op, opdef, params, diag)
+                    continue
+                if op.results[0].type.shape is None:
                     continue
                 shapes = opdef.param_shapes(opdef.attrs_of(op), [v.type.shape for v in op.operands],
                                             op.results[0].type.shape)
@@ -115,6 +122,22 @@ class MaterializeParams(Pass):
         # params first, in first-use order, then the networks
         others = [op for op in module.body if op.name != "netc.param"]
         module.regions[0].block.set_ops(list(params.values()) + others)
+
+
+def _check_bound(op, opdef, params: dict, diag):
+    """A bound layer's declared parameters have the shapes its rule gives (an IR file whose layer
+    attributes or input shapes were changed, but not its `netc.param` types)."""
+    shapes = opdef.param_shapes(opdef.attrs_of(op), [v.type.shape for v in op.operands], op.results[0].type.shape)
+    for role, shape in shapes.items():
+        ref = op.attrs["params"].get(role)
+        p = params.get(ref.name) if isinstance(ref, SymbolRef) else None
+        have = p.attrs.get("type") if p is not None else None
+        if have is None or have.shape is None or tuple(have.shape) == tuple(shape):
+            continue
+        name = op.attrs.get("name") or op.name
+        d = diag.error(f"parameter '{ref.name}' of '{name}' is declared {list(have.shape)}, but the layer "
+                       f"needs {list(shape)} for its {role}", op.loc, width=len(name))
+        d.note("declared here", p.loc)
 
 
 def _bound(op) -> bool:
