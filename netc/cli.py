@@ -951,9 +951,8 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
     import json
 
     from .runtime import distributed as D
-    from .runtime import io
     inputs = _given_inputs(args)
-    from .runtime.params import read_params
+    from .runtime.params import read_params, save_tensors
     params = read_params(args.params, "--params") if args.params else None
     library = _rank_library(module, args, rank, world) if target == "cuda" else None
     try:
@@ -982,10 +981,10 @@ def _worker(args, diag, module, rank, world, timeout, dtype, target="reference")
                       f"on {world} workers ({net.attrs.get('optimizer', {}).get('name', 'sgd')}): loss "
                       f"{history[0]['loss']:.6f} -> {last['loss']:.6f}")
                 if args.grads:
-                    io.save_npz(args.grads, grads)
+                    save_tensors(args.grads, grads)
                     sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
                 if args.output:
-                    io.save_npz(args.output, final)
+                    save_tensors(args.output, final)
                     sys.stderr.write(f"wrote {args.output} ({len(final)} parameters and state tensors)\n")
                 if args.history:
                     with open(args.history, "w") as f:
@@ -1073,7 +1072,7 @@ def _run_train(args, diag):
                         f"-o after one, --params before the next)")
     net = nets[0]
     inputs = _given_inputs(args)
-    from .runtime.params import read_params
+    from .runtime.params import read_params, save_tensors
     params = read_params(args.params, "--params") if args.params else None
     carried = {}
     if params:
@@ -1129,7 +1128,7 @@ def _run_train(args, diag):
         acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
         print(f"eval on {r['samples']} samples of {args.eval}: loss {r.get('loss', float('nan')):.6f}{acc}")
     if args.grads:
-        io.save_npz(args.grads, {k: v for k, v in grads.items()})
+        save_tensors(args.grads, {k: v for k, v in grads.items()})
         sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
     _write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
     return 0
@@ -1202,7 +1201,8 @@ def _write_training(args, history, trainer, given, name):
     """--history, --plot and -o of a training run: -o writes what the file gave and this program does
     not train (another network's parameters and state), then everything the trainer holds, updated."""
     import json
-    from .runtime import io
+
+    from .runtime.params import save_tensors
     from .runtime.train import plot_history
     if args.history:
         try:
@@ -1215,7 +1215,7 @@ def _write_training(args, history, trainer, given, name):
         _plot(args.plot, lambda path: plot_history(history, path, f"training {name}"))
     if args.output:
         written = {**given, **{k: v for k, v in trainer.params.items()}}
-        io.save_npz(args.output, written)
+        save_tensors(args.output, written)
         sys.stderr.write(f"wrote {args.output} ({len(written)} parameters and state tensors)\n")
 
 
@@ -1313,8 +1313,9 @@ def _scale(module, args):
 def _print_outputs(args, outs, failed):
     """`netc run`'s result: a summary line per output (or --output OUT.npz); then the --compare failures."""
     from .runtime import io
+    from .runtime.params import save_tensors
     if args.output:
-        io.save_npz(args.output, outs)
+        save_tensors(args.output, outs)
         sys.stderr.write(f"wrote {args.output} ({len(outs)} output{'s' if len(outs) != 1 else ''})\n")
     else:
         width = max((len(k) for k in outs), default=0)

@@ -333,6 +333,26 @@ def test_gan_trains_alternately_with_shared_discriminator(tmp_path, capsys):
     assert set(G.files) <= set(D.files)                    # nothing of round one is lost
 
 
+def test_training_output_named_safetensors_is_safetensors(tmp_path, capsys):
+    """`--train -o p.safetensors` wrote an .npz archive under that name, which netc (and the
+    safetensors package) then refused; the extension picks the format, as --params reads it."""
+    from safetensors.numpy import load_file
+    p, g = tmp_path / "p.safetensors", tmp_path / "g.safetensors"
+    rc, out, err = run_cli(["run", str(EXAMPLES / "gan.nd"), "--train", "--network", "gan_g", "--steps", "2",
+                            "--optimizer", "adam", "-o", str(p), "--grads", str(g)], capsys)
+    assert rc == 0, err
+    assert not p.read_bytes().startswith(b"PK")            # not a zip archive
+    trained, grads = load_file(str(p)), load_file(str(g))
+    assert "gan_g.gen_hidden.weight" in trained and "gan_g.gen_hidden.weight" in grads
+    rc, out, err = run_cli(["run", str(EXAMPLES / "gan.nd"), "--reference", "--params", str(p), "--network", "gan_g"],
+                           capsys)
+    assert rc == 0, err
+    rc, out, err = run_cli(["run", str(EXAMPLES / "gan.nd"), "--train", "--network", "gan_g", "--steps", "1",
+                            "--params", str(p), "-o", str(tmp_path / "q.npz")], capsys)
+    assert rc == 0, err
+    assert set(np.load(tmp_path / "q.npz").files) >= set(trained)
+
+
 def test_trained_parameters_run_inference(tmp_path, capsys):
     """What `--train -o` writes runs the inference program: optimizer state and running statistics
     are left out with a warning, batch norms folded with their running statistics."""

@@ -61,6 +61,15 @@ def write_params(path: str, tensors: dict, metadata: dict | None = None) -> None
     raise NetcError(f"cannot write '{path}': parameter files are .npz or .safetensors")
 
 
+def save_tensors(path: str, tensors: dict) -> None:
+    """Named tensors netc writes (trained parameters and state, gradients, outputs): a .safetensors
+    file when the name says so, else an .npz archive (what read_params reads back by content)."""
+    if os.fspath(path).endswith(".safetensors"):
+        return write_safetensors(os.fspath(path), tensors)
+    from .io import save_npz
+    return save_npz(path, tensors)
+
+
 def _file_kind(path: str, what: str) -> str:
     if path.endswith(".safetensors"):
         return "safetensors"
