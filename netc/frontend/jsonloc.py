@@ -7,6 +7,7 @@ for repeated object keys (the last one wins, as in Python's json module).
 """
 from __future__ import annotations
 
+import bisect
 import re
 
 from ..diagnostics import Loc, NetcError
@@ -20,30 +21,57 @@ _ESC = {'"': '"', "\\": "\\", "/": "/", "b": "\b", "f": "\f", "n": "\n", "r": "\
 def path_join(path: str, key) -> str:
     if isinstance(key, int):
         return f"{path}[{key}]"
-    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+    if key.isascii() and key.isidentifier():    # [A-Za-z_][A-Za-z0-9_]*
         return f"{path}.{key}"
     return f"{path}[{key!r}]".replace("'", '"') if "'" not in key else f"{path}[{key!r}]"
+
+
+_MISSING = object()
+
+
+class _Locs(dict):
+    """JSON path -> Loc, kept as offsets into the text until asked (a document has a value per
+    path, a reader asks for a few)."""
+
+    def __init__(self, file: str, text: str):
+        super().__init__()
+        self.file = file
+        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
+
+    def at(self, pos: int, path: str | None = None) -> Loc:
+        line = bisect.bisect_right(self.starts, pos)
+        return Loc(self.file, line, pos - self.starts[line - 1] + 1, path)
+
+    def __getitem__(self, path):
+        return self.at(dict.__getitem__(self, path), path)
+
+    def get(self, path, default=None):
+        pos = dict.get(self, path, _MISSING)
+        return default if pos is _MISSING else self.at(pos, path)
+
+    def items(self):
+        return [(k, self.at(p, k)) for k, p in dict.items(self)]
+
+    def values(self):
+        return [self.at(p, k) for k, p in dict.items(self)]
 
 
 class _Reader:
     def __init__(self, text: str, file: str):
         self.s, self.file, self.i = text, file, 0
-        self.locs: dict[str, Loc] = {}
+        self.locs = _Locs(file, text)
         self.dups: list = []
-        # line starts, for offset -> (line, col)
-        self.starts = [0] + [m.end() for m in re.finditer("\n", text)]
 
     def loc(self, pos: int, path: str | None = None) -> Loc:
-        import bisect
-        line = bisect.bisect_right(self.starts, pos)
-        return Loc(self.file, line, pos - self.starts[line - 1] + 1, path)
+        return self.locs.at(pos, path)
 
     def fail(self, msg: str, pos: int | None = None):
         pos = self.i if pos is None else pos
         raise NetcError(f"invalid JSON: {msg}", self.loc(min(pos, len(self.s))))
 
     def ws(self):
-        self.i = _WS.match(self.s, self.i).end()
+        if self.i < len(self.s) and self.s[self.i] in " \t\r\n":
+            self.i = _WS.match(self.s, self.i).end()
 
     def value(self, path: str, depth: int = 0):
         if depth > 500:
@@ -52,7 +80,7 @@ class _Reader:
         if self.i >= len(self.s):
             self.fail("unexpected end of file, expected a value")
         c = self.s[self.i]
-        self.locs[path] = self.loc(self.i, path)
+        dict.__setitem__(self.locs, path, self.i)
         if c == "{":
             return self.obj(path, depth)
         if c == "[":
@@ -112,9 +140,9 @@ class _Reader:
             self.i += 1
             sub = path_join(path, k)
             if k in keylocs:
-                self.dups.append((sub, self.loc(kpos, sub), keylocs[k]))
+                self.dups.append((sub, self.loc(kpos, sub), self.loc(keylocs[k], sub)))
                 out.pop(k)  # last wins, and moves to the end as in Python's json + dict
-            keylocs[k] = self.loc(kpos, sub)
+            keylocs[k] = kpos
             out[k] = self.value(sub, depth + 1)
             self.ws()
             if self.s.startswith(",", self.i):
