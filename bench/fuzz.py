@@ -15,11 +15,17 @@ captured), through
     netc explain FILE --memory --brief
     netc opt FILE -p fuse
     netc export FILE --format paleo|singa|layout     (one format per input, drawn with it)
-    netc explain FILE --brief --train --loss softmax --memory
-    netc explain FILE --workers 2 --device titanx
-    netc compile FILE --target interp -o OUT         (small seeds only, one input in three)
+    netc explain FILE --brief --train --loss softmax --memory    (inputs numbered 1 mod 3)
+    netc explain FILE --workers 2 --device titanx              (inputs numbered 2 mod 3)
+    netc compile FILE --target interp -o OUT                   (inputs numbered 0 mod 3, small seeds only)
 
-and four more front ends, one command each, on a small network (SMALL_ND, written beside the input):
+The last three cost several times the first four (the backward pass, the simulation, the
+interpreter's parameters), so each runs on its own third of the inputs, by the input's number
+(EXPENSIVE, recorded in the results' config): a 100,000-input run still gives each of them tens
+of thousands of runs (compile: thousands), and the campaign fits an hour on two cores. The
+runs per front end and command are in the results' table.
+
+And four more front ends, one command each, on a small network (SMALL_ND, written beside the input):
 the Python API (`api`: a generated script of netc.layer builder calls, good arguments mostly and bad
 ones here and there, run as a user runs it), tuning files (`run NET --target interp --tuning FILE`,
 mutated like JSON text), parameter files (`run NET --reference --params FILE`, .npz and .safetensors)
@@ -118,6 +124,10 @@ COMPILE_SEEDS = ("examples/lenet.nd", "examples/cifar10_phases.nd", "examples/ga
                  "netc opt examples/cifar10_phases.nd*", "netc opt examples/gan.nd*",
                  "netc opt examples/brainstorm_fixture.nd*", "netc explain examples/*", "corpus/brainstorm/*",
                  "corpus/singa/*cifar10*", "corpus/singa/*mnist*")
+# the expensive commands of a text input, each on the inputs whose number is `residue` mod 3
+# (COMPILE_INTERP: of the COMPILE_SEEDS only)
+EXPENSIVE = {TRAIN_EXPLAIN: 1, WORKERS_EXPLAIN: 2, COMPILE_INTERP: 0}
+EXPENSIVE_EVERY = 3
 OUTCOMES = ("ok", "user", "unlocated", "internal", "hang")
 BAD = ("unlocated", "internal", "hang")
 DEFAULT_CORPUS = ROOT.parent / "shared" / "corpus"
@@ -584,8 +594,12 @@ def mutate_binary(rng, text: str, kind: str):
     data = _as_bytes(text)
     arrays = _decode_arrays(data, kind) if rng.random() < 0.8 else None
     new = _array_mutation(rng, arrays, kind) if arrays is not None else None
-    if new is None:
-        return _as_text(_byte_mutation(rng, data)), "bytes"
+    if new is None or new == data:   # (a change that changed nothing: renamed to itself, cut to its length)
+        for _ in range(8):
+            new = _byte_mutation(rng, data)
+            if new != data:
+                break
+        return _as_text(new), "bytes"
     return _as_text(new), "arrays"
 
 
@@ -730,18 +744,39 @@ def write_input(path: str, text: str):
         f.write(text.encode("utf-8", "surrogateescape"))
 
 
+_PLACED: dict = {}   # folder -> what place_input last wrote there (the same input's next command reuses it)
+
+
 def place_input(folder: str, name: str, text: str, companions: dict) -> str:
     """Write the input (and its unmutated companions) into folder, alone: files an earlier input
-    left there are removed, so no input reads another's mutated .proto."""
+    left there are removed, so no input reads another's mutated .proto. The input an earlier call
+    wrote there is not written again (each text input runs several commands), unless a file of
+    the folder changed since (a command that wrote beside its input)."""
+    path = os.path.join(folder, name)
+    key = (name, text, tuple(sorted(companions.items())))
+    last = _PLACED.get(folder)
+    if last is not None and last[0] == key:
+        try:
+            if _folder_state(folder) == last[1]:
+                return path
+        except OSError:
+            pass
+    _PLACED.pop(folder, None)
     os.makedirs(folder, exist_ok=True)
     for f in os.listdir(folder):
         if f != name and f not in companions:
             os.remove(os.path.join(folder, f))
     for n, t in companions.items():
         write_input(os.path.join(folder, n), t)
-    path = os.path.join(folder, name)
     write_input(path, text)
+    _PLACED[folder] = (key, _folder_state(folder))
     return path
+
+
+def _folder_state(folder: str) -> tuple:
+    """Names, sizes and modification times of a folder's files."""
+    with os.scandir(folder) as it:
+        return tuple(sorted((e.name, e.stat().st_size, e.stat().st_mtime_ns) for e in it))
 
 
 @contextlib.contextmanager
@@ -1174,8 +1209,9 @@ class Report:
 
 
 def commands_of(case: Case) -> list[str]:
-    """A text input: the four front-end commands, the training and workers explains, and (for a small
-    seed, one input in three) compile --target interp; the other front ends: their one command."""
+    """A text input: the four front-end commands, and one of the expensive ones by the input's number
+    (EXPENSIVE: the training explain, the workers explain, or compile --target interp for a small
+    seed); the other front ends: their one command."""
     f = case.seed.frontend
     if f == "api":
         return [API]
@@ -1185,10 +1221,11 @@ def commands_of(case: Case) -> list[str]:
         return [PARAMS_RUN]
     if f == "data":
         return [DATA_RUN]
-    cmds = ["check", "explain --memory --brief", "opt -p fuse", f"export --format {case.export}", TRAIN_EXPLAIN,
-            WORKERS_EXPLAIN]
-    if case.index % 3 == 0 and any(fnmatch.fnmatch(case.seed.label, g) for g in COMPILE_SEEDS):
-        cmds.append(COMPILE_INTERP)
+    cmds = ["check", "explain --memory --brief", "opt -p fuse", f"export --format {case.export}"]
+    for c, residue in EXPENSIVE.items():
+        if case.index % EXPENSIVE_EVERY == residue and (
+                c != COMPILE_INTERP or any(fnmatch.fnmatch(case.seed.label, g) for g in COMPILE_SEEDS)):
+            cmds.append(c)
     return cmds
 
 
@@ -1421,7 +1458,10 @@ def main(argv=None) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         if a.results != "-":  # written whatever happened above: the figures are counted already
             cfg = {"seed": a.seed, "inputs": a.inputs, "jobs": a.jobs, "timeout_s": a.timeout,
-                   "max_seed_bytes": a.max_seed_bytes, "exclude": a.exclude, "frontends": a.frontends}
+                   "max_seed_bytes": a.max_seed_bytes, "exclude": a.exclude, "frontends": a.frontends,
+                   "expensive_commands": {c: f"inputs numbered {r} mod {EXPENSIVE_EVERY}"
+                                          + (", small seeds (COMPILE_SEEDS)" if c == COMPILE_INTERP else "")
+                                          for c, r in EXPENSIVE.items()}}
             results_file.write(a.results, document(rep, seeds, cfg, findings), str(ROOT))
     return 1 if rep.bad or rep.error else 0
 
