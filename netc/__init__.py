@@ -11,6 +11,7 @@ matplotlib load slowly):
     frontend                           .nd, Paleo JSON, SINGA configs, Brainstorm layouts -> IR
     memory                             the static memory plan and its verifier
     passes                             one pass per file, the pass manager
+    pipelines                          the named pipelines (inference, training, compile, workers, ...)
     kernels                            Triton kernels and their launchers; AOT compilation
     codegen                            lowering, tuning, the C launcher, the .so
     runtime                            the reference executor, the .so from Python, the interpreter target

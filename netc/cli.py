@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -44,14 +45,15 @@ def _precision(p, dtype_help):
 
 
 def _precision_options(args):
-    """ctx.options["set_dtype"] from --dtype/--tf32, or None when neither is given."""
+    """pipelines.Precision from --dtype/--tf32, or None when neither is given."""
     from .passes.set_dtype import parse_dtype
+    from .pipelines import Precision
     if args.dtype is None and not args.tf32:
         return None
     dtype = parse_dtype(args.dtype) if args.dtype is not None else None
     if args.tf32 and dtype not in (None, "f32"):
         raise NetcError(f"--tf32 applies to f32 matrix products; --dtype {args.dtype} has none (drop one of them)")
-    return {"dtype": dtype, "tf32": args.tf32}
+    return Precision(dtype, args.tf32)
 
 
 def _stdout_output(p, metavar, what):
@@ -105,9 +107,10 @@ def _training(p, run: bool = False):
     t.add_argument("--plot", metavar="LOSS.png|svg|pdf", help="draw the loss curve (matplotlib)")
 
 
-def training_passes(args, ctx, gradients_only: bool = False, listed=()) -> list:
-    """The passes after the default pipeline for --train (none without it), their options in ctx
-    (also when `listed`, opt's -p, names backward or optimizer)."""
+def _training_options(args, listed=(), gradients_only: bool = False):
+    """pipelines.Training from the training flags: for --train (or --check-grads), or when `listed`
+    (opt's -p) names backward or optimizer; else None (and the training flags are an error)."""
+    from .pipelines import Training
     if not (getattr(args, "train", False) or getattr(args, "check_grads", False)
             or any(n in ("backward", "optimizer") for n in listed)):
         given = [f"--{f.replace('_', '-')}" for f in ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze",
@@ -115,20 +118,18 @@ def training_passes(args, ctx, gradients_only: bool = False, listed=()) -> list:
                  if getattr(args, f, None) not in (None, [], False)]
         if given:
             raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
-        return []
+        return None
     if args.loss_on and not args.loss:
         raise NetcError("--loss-on names the layer for --loss: give --loss softmax|euclidean too")
-    ctx.options["backward"] = {"freeze": [n.strip() for f in args.freeze for n in f.split(",") if n.strip()],
-                               "loss": args.loss, "loss_on": args.loss_on,
-                               "networks": [args.train_network] if args.train_network else (
-                                   [args.network] if getattr(args, "network", None) and getattr(args, "cmd", "") == "run"
-                                   else None)}
-    ctx.options["optimizer"] = {k: v for k, v in (("name", args.optimizer), ("momentum", args.momentum),
-                                                  ("weight_decay", args.weight_decay),
-                                                  ("clip_norm", args.clip_norm)) if v is not None}
-    if not (getattr(args, "train", False) or getattr(args, "check_grads", False)):
-        return []
-    return ["backward"] + ([] if gradients_only else ["optimizer"])
+    return Training(freeze=tuple(n.strip() for f in args.freeze for n in f.split(",") if n.strip()),
+                    loss=args.loss, loss_on=args.loss_on,
+                    networks=(args.train_network,) if args.train_network else (
+                        (args.network,) if getattr(args, "network", None) and getattr(args, "cmd", "") == "run"
+                        else None),
+                    optimizer={k: v for k, v in (("name", args.optimizer), ("momentum", args.momentum),
+                                                 ("weight_decay", args.weight_decay),
+                                                 ("clip_norm", args.clip_norm)) if v is not None},
+                    gradients_only=gradients_only)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -388,31 +389,32 @@ def _load_network(args, diag):
     return module
 
 
-def _ctx(args, diag):
-    from .passes.manager import PassContext
-    ctx = PassContext(diag=diag, phase=args.phase)
+def _options(args, *, training: bool = False, listed=(), gradients_only: bool = False, precision=None,
+             phase: str | None = None):
+    """pipelines.Options from the command's flags: --phase, --workers K (the partition pass places the
+    network on K workers), --opaque-as-identity, and with `training` the training flags (_training_options)."""
+    from .pipelines import Options
     k = getattr(args, "partition_workers", None)
-    if k is not None:   # --workers K: the partition pass places the network on K workers
-        if k < 1:
-            raise NetcError(f"--workers takes the number of workers (at least 1), got {k}")
-        ctx.options["partition"] = {"workers": k}
-    return ctx
+    if k is not None and k < 1:
+        raise NetcError(f"--workers takes the number of workers (at least 1), got {k}")
+    return Options(phase=phase or args.phase, workers=k, opaque_as_identity=bool(getattr(args, "opaque_as_identity", False)),
+                   precision=precision, training=_training_options(args, listed, gradients_only) if training else None)
 
 
 def cmd_check(args, diag):
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import program
     text = _layout_text(args.file)
     if text is not None:
         return _check_layout(args, diag, text)
     module = _load(args, diag)
-    ctx = _ctx(args, diag)
-    PassManager(DEFAULT_PIPELINE + training_passes(args, ctx)).run(module, ctx)
+    program(module, _options(args, training=True), diag)
     return 0
 
 
 def cmd_opt(args, diag):
     from .ir.printer import print_ir
-    from .passes.manager import DEFAULT_PIPELINE, PASSES, PassManager
+    from .passes.manager import DEFAULT_PIPELINE, PASSES
+    from .pipelines import custom
     if args.list_passes:
         for n in DEFAULT_PIPELINE:
             print(f"  {n:24s} {PASSES[n].summary}")
@@ -423,25 +425,10 @@ def cmd_opt(args, diag):
     module = _load(args, diag)
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes is not None else DEFAULT_PIPELINE
     after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
-    ctx = _ctx(args, diag)
-    # --train's passes run on the default pipeline's program, before what -p adds after it (fuse,
-    # plan-memory, rematerialize, ...), so those see the training program
-    extra = [n for n in training_passes(args, ctx, listed=names) if n not in names]
-    at = next((i for i, n in enumerate(names) if n not in DEFAULT_PIPELINE and n not in ("backward", "optimizer")),
-              len(names))
-    names = list(names[:at]) + extra + list(names[at:])
-    if "split-workers" in names or "partition" in names:
-        # partition the forward program, train it, then one program per rank from the whole
-        split = "split-workers" in names
-        names = [n for n in names if n not in ("partition", "split-workers")]
-        first = next((i for i, n in enumerate(names) if n in ("backward", "optimizer")), len(names))
-        names = names[:first] + ["partition"] + names[first:] + (["split-workers"] if split else [])
-    precision = _precision_options(args)
-    if precision is not None:
-        ctx.options["set_dtype"] = precision
-        if "set-dtype" not in names:
-            names = list(names) + ["set-dtype"]
-    pm = PassManager(names, print_after_all=args.print_ir_after_all, print_after=after)
+    options = _options(args, training=True, listed=names)
+    options = dataclasses.replace(options, precision=_precision_options(args))
+    pm, ctx = custom(names, options, diag, train=args.train, print_after_all=args.print_ir_after_all,
+                     print_after=after)
     try:
         pm.run(module, ctx)
     finally:
@@ -528,7 +515,7 @@ def _per_worker(args, diag):
 
 def cmd_explain(args, diag):
     from .explain import to_dot
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import Plan, explain
     args.partition_workers = args.comm_network = None
     module = _per_worker(args, diag)
     timing = _calibrated(_timing(args), args, diag)
@@ -540,20 +527,13 @@ def cmd_explain(args, diag):
     show_ir = args.format == "text" and not args.brief and args.dot is None
     want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify \
         or args.memory_budget is not None
-    ctx = _ctx(args, diag)
-    if args.memory_budget is not None:
-        ctx.options["rematerialize"] = {"budget": args.memory_budget}
-    if want_plan:
-        # the layout format cannot express strided (channel-concat) slices nor fused intermediates
-        # (one array per layer output): plan contiguous slices, op by op, then
-        ctx.options["plan_memory"] = {"reuse": not args.no_reuse,
-                                      **({"concat": "contiguous", "fusion": "none"} if args.layout else {})}
+    # the layout format cannot express strided (channel-concat) slices nor fused intermediates
+    # (one array per layer output): plan contiguous slices, op by op, then
+    plan = Plan(reuse=not args.no_reuse, **({"concat": "contiguous", "fusion": "none"} if args.layout else {}))
     # --dot draws fusion groups: the fuse pass marks them (it only annotates, the table is unchanged)
-    workers = ["split-workers"] if args.partition_workers else []
-    pm = PassManager(DEFAULT_PIPELINE + training_passes(args, ctx) + workers + (["fuse"] if args.dot is not None else [])
-                     + (["rematerialize"] if args.memory_budget is not None else [])
-                     + (["plan-memory"] if want_plan else []), print_after_all=show_ir)
-    pm.run(module, ctx)
+    ctx = explain(module, _options(args, training=True), diag, split_workers=bool(args.partition_workers),
+                  fuse=args.dot is not None, budget=args.memory_budget, plan=plan if want_plan else None,
+                  print_after_all=show_ir)
     plans = ctx.notes.get("memory_plan", {})
     if args.verify:
         from .memory.verify import verify_plan
@@ -658,13 +638,13 @@ def _plot(path: str, draw) -> None:
 
 
 def _module_at_batch(args, batch: int):
-    """The source again, every input at `batch`, through the default pipeline (strong scaling)."""
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    """The source again, every input at `batch`, through the inference pipeline (strong scaling)."""
+    from .pipelines import inference
     from .runtime.scale import scale_inputs
     diag = DiagnosticEngine()
     module = _load(args, diag)
     scale_inputs(module, batch=batch)
-    PassManager(DEFAULT_PIPELINE).run(module, _ctx(args, diag))
+    inference(module, _options(args), diag)
     if diag.has_errors():
         raise NetcError([d for d in diag.diagnostics if d.severity == "error"][:1] or diag.diagnostics[:1])
     return module
@@ -770,7 +750,7 @@ def _emit(text: str, output: str) -> int:
 
 def cmd_run(args, diag):
     import torch
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import inference
     from .runtime import run_module
     from .runtime.native import is_compiled
     _check_profile_flags(args)
@@ -821,8 +801,7 @@ def cmd_run(args, diag):
     module = _load_network(args, diag)
     scaled = _scale(module, args)
     try:
-        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])).run(
-            module, _ctx(args, diag))
+        inference(module, _options(args), diag)
     except NetcError as e:
         errors = [d for d in e.diagnostics if d.severity == "error"]
         if scaled and errors:
@@ -849,7 +828,7 @@ def _run_workers(args, diag):
     run this rank's program (runtime/distributed.py) and, on rank 0, print what the single-process run
     prints: the outputs, or the training steps."""
     import torch
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import workers
     from .runtime import distributed as D
     K = args.partition_workers
     target = args.target or "reference"
@@ -895,14 +874,10 @@ def _run_workers(args, diag):
     er = D.env_rank()
     module = _load_network(args, diag)
     _scale(module, args) if er is None or er[0] == 0 else _scale_quietly(module, args)
-    ctx = _ctx(args, diag)
-    passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else []) + \
-        (training_passes(args, ctx) if args.train else []) + ["split-workers"]
-    if args.train:
-        ctx.options.setdefault("optimizer", {})
-        if ctx.options["optimizer"].get("clip_norm"):
-            raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
-    PassManager(passes).run(module, ctx)
+    options = _options(args, training=args.train)
+    if args.train and args.clip_norm:
+        raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
+    workers(module, options, diag)
     if er is None and args.data:   # the dataset fits the logical inputs: say so before any rank starts
         _worker_dataset(args, module)
     if er is None:   # the launcher: the network is fine; start the ranks (they print warnings no more)
@@ -1034,7 +1009,7 @@ def _run_train(args, diag):
     """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
     executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
     import torch
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import inference as inference_pipeline, program
     from .runtime import io
     from .runtime.train import Dataset, ReferenceTrainer, check_grads, evaluate
     target = args.target or "reference"
@@ -1062,9 +1037,7 @@ def _run_train(args, diag):
     dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
     module = _load_network(args, diag)
     _scale(module, args)
-    ctx = _ctx(args, diag)
-    passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
-    PassManager(passes + training_passes(args, ctx, gradients_only=args.check_grads)).run(module, ctx)
+    program(module, _options(args, training=True, gradients_only=args.check_grads), diag)
     nets = [n for n in module.networks() if "gradients" in n.attrs]
     if len(nets) > 1:
         raise NetcError(f"{len(nets)} networks of this file have a loss ({', '.join(n.attrs['sym_name'] for n in nets)}); "
@@ -1121,8 +1094,7 @@ def _run_train(args, diag):
     if args.eval:
         inference = _load(args, diag)
         _scale(inference, args)
-        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])).run(
-            inference, _ctx(args, diag))
+        inference_pipeline(inference, _options(args), diag)
         r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
                      network=net.attrs["sym_name"], dtype=dtype)
         acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
@@ -1452,7 +1424,8 @@ def _run_dtypes(args, target):
     if d in ("f64", "fp64"):
         raise NetcError("--target interp runs f32, bf16 or fp16 kernels; f64 is the reference executor's "
                         "(--reference --dtype f64), which --compare checks against")
-    return None, _precision_options(args) or {}
+    from .pipelines import Precision
+    return None, _precision_options(args) or Precision()
 
 
 def _run_interp(module, args, inputs, params, precision):
@@ -1477,7 +1450,7 @@ def _run_interp(module, args, inputs, params, precision):
     outs, failed = {}, []
     for name in nets:
         prog = InterpProgram(module, name, params=params, seed=args.seed, phase=args.phase,
-                             dtype=precision.get("dtype"), tf32=precision.get("tf32", False),
+                             dtype=precision.dtype, tf32=precision.tf32,
                              blocks=args.interp_blocks or "cuda", tuning=tuning)
         if tuning:
             n = sum(1 for L in prog.launches if L.tuned)
@@ -1505,7 +1478,7 @@ def cmd_export(args, diag):
 
 def cmd_compile(args, diag):
     from .codegen import compile_module
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import Options, Plan, Precision, compile
     precision = _precision_options(args)   # a bad --dtype fails before any work
     if args.partition_workers is not None and args.partition_workers > 1:
         return _compile_workers(args, diag, precision)
@@ -1519,7 +1492,7 @@ def cmd_compile(args, diag):
         if args.params or args.embed_params:
             raise NetcError("--params/--embed-params embed parameters in a .so (--target cuda); the interpreter "
                             "target takes them at run time (netc run --target interp --params)")
-        return _compile_interp(args, diag, precision or {})
+        return _compile_interp(args, diag, precision or Precision())
     # AOT compilation needs real @triton.jit kernels: the interpreter mode is fixed at import
     os.environ.pop("TRITON_INTERPRET", None)
     emit = {}
@@ -1529,31 +1502,23 @@ def cmd_compile(args, diag):
         emit[what] = d
     train = None
     if args.train:
-        from .passes.manager import PassContext
-        if precision is not None and (precision.get("dtype") not in (None, "f32") or precision.get("tf32")):
+        if precision is not None and (precision.dtype not in (None, "f32") or precision.tf32):
             raise NetcError("a training library computes in f32 for now: drop --dtype/--tf32 with --train")
         tmodule = _load(args, diag)
         _rescale(tmodule, args)
-        tctx = PassContext(diag=diag, phase="train")
-        tctx.options["plan_memory"] = {"mode": "training"}
-        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
-                    + training_passes(args, tctx) + ["fuse", "plan-memory"]).run(tmodule, tctx)
+        training = _training_options(args)
+        tctx = compile(tmodule, Options(phase="train", opaque_as_identity=bool(args.opaque_as_identity),
+                                        training=training), diag, plan=Plan(mode="training"))
         train = (tmodule, tctx.notes["memory_plan"])
         # what `netc run NET.so --train --compare` rebuilds the reference's training program with
-        train_options = dict(backward=tctx.options["backward"], optimizer=tctx.options["optimizer"],
-                             opaque_as_identity=bool(args.opaque_as_identity))
+        train_options = dict(**training.record(), opaque_as_identity=bool(args.opaque_as_identity))
     else:
-        training_passes(args, _ctx(args, diag))      # the training flags need --train
+        _options(args, training=True)      # the training flags need --train
     module = _load(args, diag)
     _rescale(module, args)
     if train is not None:
         _forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
-    ctx = _ctx(args, diag)
-    ctx.options["plan_memory"] = {"mode": "inference"}
-    if precision is not None:
-        ctx.options["set_dtype"] = precision
-    PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else [])
-                + (["set-dtype"] if precision is not None else []) + ["fuse", "plan-memory"]).run(module, ctx)
+    ctx = compile(module, _options(args, precision=precision), diag, plan=Plan(mode="inference"))
     embed = _embedded_params(args)
     tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
     packer = _packer(embed, args.seed if args.embed_params else None)
@@ -1592,7 +1557,7 @@ def _compile_workers(args, diag, precision):
     (forward, or with --train the training step) and compile each to NET.rank<r>.so (+ .h): a rank library,
     its schedule in segments between its communication ops (codegen.compile_rank)."""
     from .codegen import compile_rank
-    from .passes.manager import DEFAULT_PIPELINE, PassManager
+    from .pipelines import workers
     given = [f for f, v in (("--target interp", args.target == "interp"), ("--dtype/--tf32", precision is not None),
                             ("--params", args.params), ("--embed-params", args.embed_params),
                             ("--tuning", args.tuning), ("--autotune", args.autotune), ("--emit", args.emit)) if v]
@@ -1602,14 +1567,10 @@ def _compile_workers(args, diag, precision):
     os.environ.pop("TRITON_INTERPRET", None)   # AOT compilation needs real @triton.jit kernels
     module = _load(args, diag)
     _rescale(module, args)
-    ctx = _ctx(args, diag)
-    if args.train:
-        ctx.phase = "train"
-    passes = DEFAULT_PIPELINE + (["opaque-as-identity"] if args.opaque_as_identity else []) + \
-        training_passes(args, ctx) + ["split-workers", "fuse"]
-    if args.train and (ctx.options.get("optimizer") or {}).get("clip_norm"):
+    options = _options(args, training=True, phase="train" if args.train else None)
+    if args.train and args.clip_norm:
         raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
-    PassManager(passes).run(module, ctx)
+    workers(module, options, diag, fuse=True)
     ranks = sorted((n for n in module.networks() if "rank" in n.attrs), key=lambda n: n.attrs["rank"])
     if not ranks:
         raise NetcError(f"--workers {args.partition_workers}: the network says nothing about how to distribute it "
@@ -1737,10 +1698,10 @@ def _compile_interp(args, diag, precision):
     from .ir.query import one_network
     nets = [one_network(module, "netc compile needs a file with")]
     if args.opaque_as_identity:   # its warnings go to the command's diagnostics; InterpProgram skips done work
-        from .passes.manager import DEFAULT_PIPELINE, PassManager
-        PassManager(DEFAULT_PIPELINE + ["opaque-as-identity"]).run(module, _ctx(args, diag))
-    prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase, dtype=precision.get("dtype"),
-                         tf32=precision.get("tf32", False))
+        from .pipelines import inference
+        inference(module, _options(args), diag)
+    prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase, dtype=precision.dtype,
+                         tf32=precision.tf32)
     out = args.output
     if not out.endswith(".json"):
         os.makedirs(out, exist_ok=True)
@@ -1766,10 +1727,10 @@ def check_hub_document(args, diag, doc, locs, text=None) -> int:
         raise NetcError(diag.diagnostics[:])
     if isinstance(doc.get("architecture"), dict):
         from .frontend import load_text
-        from .passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+        from .pipelines import Options, inference
         module = load_text(text, args.file, diag, getattr(args, "batch", 1) or 1) if text is not None else None
         if module is not None:
-            PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase=getattr(args, "phase", "train")))
+            inference(module, Options(phase=getattr(args, "phase", "train")), diag)
     sys.stdout.write(f"{args.file}: a valid Brainstorm hub layout: {len(lay.hub_sizes)} hubs, "
                      f"{len(lay.arrays)} arrays\n")
     return 0

@@ -18,6 +18,7 @@ LAYERS = [
     ("frontend",),
     ("memory",),
     ("passes",),
+    ("pipelines",),
     ("kernels",),
     ("codegen",),
     ("runtime",),
@@ -105,6 +106,6 @@ def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
     try:
         test_imports_go_downward_only()
     except AssertionError as e:
-        assert "ops/bad.py:2: ops (layer 2) imports netc.runtime.native (layer 8)" in str(e)
+        assert "ops/bad.py:2: ops (layer 2) imports netc.runtime.native (layer 9)" in str(e)
     else:
         raise AssertionError("an upward import went unnoticed")

@@ -25,6 +25,7 @@ import torch
 
 from ..ir.query import layer_name, layers
 from ..ops import lookup
+from ..pipelines import Training
 from ..runtime.reference import INT_DTYPES, feed_tensor, module_params
 from .errors import error, user_errors, user_loc
 from .layer import Layer, data, make_layer
@@ -107,14 +108,13 @@ class NetBuilder:
         key = (len(self.ops), id(self.cost), id(self.optimizer), batch)
         if self._compiled is None or self._compiled[0] != key:
             top = self.topology()
-            passes, options = (), {}
+            training = None
             if self.cost is not None:
-                passes = ("backward",) + (("optimizer",) if self.optimizer is not None else ())
-                options = {"backward": {"outputs": [self.cost.name], "freeze": self.freeze}}
-                if self.optimizer is not None:
-                    options["optimizer"] = self.optimizer.options
+                training = Training(outputs=(self.cost.name,), freeze=tuple(self.freeze),
+                                    optimizer=self.optimizer.options if self.optimizer is not None else {},
+                                    gradients_only=self.optimizer is None)
             with user_errors():
-                module = top.module(batch, passes, options)
+                module = top.module(batch, training)
             net = module.networks()[0]
             self._compiled = (key, module, net)
             self.values.clear()

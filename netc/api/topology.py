@@ -25,7 +25,7 @@ from ..ir.core import UNRANKED, Module, Operation, Region, SymbolRef
 from ..ir.printer import print_ir
 from ..ir.query import network_outputs
 from ..ops import lookup
-from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from ..pipelines import Options, Training, inference, program
 from .errors import Error, error, user_errors, user_loc
 from .layer import Layer, ParamAttr, as_layers, check_name, data, make_layer
 
@@ -103,13 +103,13 @@ class Topology:
         return f"<Topology {self.name}: {len(self.layers)} layers, outputs {outs}>"
 
     # -- the IR ---------------------------------------------------------------------------------
-    def module(self, batch: int | None = None, passes=(), options: dict | None = None) -> Module:
-        """The network after the default pipeline (and `passes`, with `options`), at batch `batch`
-        (default: the declared batch, else 1). Cached: a topology does not change."""
-        key = (batch or self.batch_size or 1, tuple(passes), _freeze(options))
+    def module(self, batch: int | None = None, training: Training | None = None) -> Module:
+        """The network after the inference pipeline (the training pipeline with `training`), at batch
+        `batch` (default: the declared batch, else 1). Cached: a topology does not change."""
+        key = (batch or self.batch_size or 1, training.key() if training is not None else None)
         m = self._cache.get(key)
         if m is None:
-            m = self._cache[key] = compile_module([self], key[0], self.phase, passes, options)
+            m = self._cache[key] = compile_module([self], key[0], self.phase, training)
         return m
 
     def to_ir(self, batch: int | None = None, locations: bool = True) -> str:
@@ -135,14 +135,6 @@ class Topology:
 
 def _phased(x: Layer) -> bool:
     return "include" in x.attrs or "exclude" in x.attrs
-
-
-def _freeze(v):
-    if isinstance(v, dict):
-        return tuple(sorted((k, _freeze(x)) for k, x in v.items()))
-    if isinstance(v, (list, tuple, set)):
-        return tuple(_freeze(x) for x in v)
-    return v
 
 
 _IMPLICIT: dict = {}    # (ids of output layers) -> the Topology made for them (it keeps the layers alive)
@@ -210,16 +202,14 @@ def build_module(tops, batch: int | None = None) -> Module:
     return module
 
 
-def compile_module(tops, batch: int | None = None, phase: str = "train", passes=(), options: dict | None = None,
+def compile_module(tops, batch: int | None = None, phase: str = "train", training: Training | None = None,
                    ) -> Module:
-    """build_module + the default pipeline (+ `passes`); the user's mistakes raise an Error located in
-    their code, warnings go to Python's warnings."""
+    """build_module + the inference pipeline (the training pipeline with `training`); the user's mistakes
+    raise an Error located in their code, warnings go to Python's warnings."""
     module = build_module(tops, batch)
     diag = DiagnosticEngine()
-    ctx = PassContext(diag=diag, phase=phase)
-    ctx.options.update(copy.deepcopy(options or {}))
     with user_errors():
-        PassManager(DEFAULT_PIPELINE + list(passes)).run(module, ctx)
+        program(module, Options(phase=phase, training=training), diag)
     for d in diag.diagnostics:
         if d.severity == "warning":
             warnings.warn(render(d).rstrip(), stacklevel=3)
@@ -271,8 +261,7 @@ def load(path: str, network: str | None = None, phase: str = "train"):
         module = load_file(path, diag)
         had_output = {n.attrs["sym_name"]: any(op.name == "netc.output" for op in n.regions[0].ops)
                       for n in module.networks()}
-        ctx = PassContext(diag=diag, phase=phase)
-        PassManager(DEFAULT_PIPELINE).run(module, ctx)
+        inference(module, Options(phase=phase), diag)
     nets = module.networks()
     if network is not None:
         names = [n.attrs["sym_name"] for n in nets]

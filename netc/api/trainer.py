@@ -1,8 +1,8 @@
 """netc.train, netc.test and netc.infer: a topology's training program, cost and predictions.
 
-train() compiles the topology's training program -- the default pipeline, then the backward pass
-(ctx.options["backward"] = {"freeze": immutable_parameters}) and the optimizer pass (the optimizer
-object's options) -- once per batch size it meets, and runs it step by step on the reference
+train() compiles the topology's training program -- netc/pipelines.py's training pipeline: the backward
+pass (Training.freeze = immutable_parameters) and the optimizer pass (the optimizer object's
+options) after the inference pipeline -- once per batch size it meets, and runs it step by step on the reference
 executor (netc.runtime.train.ReferenceTrainer: every op's reference semantics, the generated
 gradient ops included). The trainer computes on the ParameterSet's own tensors: updates write into
 them in place, so a parameter shared by name with another topology is one tensor that both see.
@@ -28,6 +28,7 @@ import torch
 
 from ..ir.query import layer_name, layers, network_outputs
 from ..ops import lookup
+from ..pipelines import Training
 from ..runtime.reference import run_reference
 from ..runtime.train import ReferenceTrainer, inference_params
 from . import event as ev
@@ -327,11 +328,10 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
     def program(n):
         if n not in programs:
             with user_errors(loc):
-                module = top.module(n, ("backward", "optimizer"),
-                                    {"backward": {"freeze": freeze, "freeze_name": "immutable_parameters",
-                                                  "no_loss_hint": "train a cost (netc.layer.softmax_loss, euclidean, "
-                                                                  "rank_cost), not its outputs"},
-                                     "optimizer": optimizer.options})
+                module = top.module(n, Training(freeze=tuple(freeze), freeze_name="immutable_parameters",
+                                                no_loss_hint="train a cost (netc.layer.softmax_loss, euclidean, "
+                                                             "rank_cost), not its outputs",
+                                                optimizer=optimizer.options))
             with user_errors(loc):
                 net = next(x for x in module.networks() if "gradients" in x.attrs)
                 given = _given(module, parameters, top, loc)

@@ -74,11 +74,10 @@ def compile_rank(module, network, out_path: str, **kw) -> "CompileResult":
     cuda`): the split-workers module fused, the rank's network planned by plan_program (for training
     when it is a training program) and compiled alone (compile_module's keywords `kw`)."""
     from ..memory.verify import check_plan
-    from ..passes.manager import PassContext, PassManager
+    from ..pipelines import fuse
     net = _named_network(module, network)
     training = "gradients" in net.attrs
-    ctx = PassContext(phase="train" if training else "test")
-    PassManager(["fuse"]).run(module, ctx)
+    ctx = fuse(module, "train" if training else "test")
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
     plan = plan_program(module, net, mode="training" if training else "inference")

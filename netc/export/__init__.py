@@ -29,10 +29,9 @@ from .paleo import export_error, export_paleo
 
 
 def export_layout(module, ctx) -> str:
-    from ..passes.manager import DEFAULT_PIPELINE, PassManager
+    from ..pipelines import layout as plan_for_layout
     from .layout import LayoutError, write_layout
-    ctx.options["plan_memory"] = {"reuse": True, "concat": "contiguous", "fusion": "none"}
-    PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(module, ctx)
+    plan_for_layout(module, ctx)
     plans = ctx.notes.get("memory_plan", {})
     if len(plans) != 1:  # at the second network, or at the start of a file without one
         nets = module.networks()

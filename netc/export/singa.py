@@ -188,11 +188,10 @@ def _partitioned_nodes(text: str, version: str) -> list:
     """The nodes of SINGA's partitioned training graph of a written job, in its order (the frontend
     builds the logical net; the partition pass builds SINGA's graph of K partitions)."""
     from ..frontend.singa_ir import import_singa, nname
-    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from ..pipelines import Options, inference
     diag = DiagnosticEngine()
     m = import_singa(text, "<netc export>", diag, version=version)
-    ctx = PassContext(diag=diag, phase="train")
-    PassManager(DEFAULT_PIPELINE).run(m, ctx)
+    ctx = inference(m, Options(phase="train"), diag)
     graph = next(iter(ctx.notes.get("singa_graph", {}).values()), [])
     return [nname(n["node"]) for n in graph]
 
@@ -955,8 +954,8 @@ def singa_version_of(net) -> str | None:
 
 def export_singa(module, ctx, name: str = "net") -> str:
     """SINGA job.conf text for one phase of a module (runs the default pipeline)."""
-    from ..passes.manager import DEFAULT_PIPELINE, PassManager
-    PassManager(DEFAULT_PIPELINE).run(module, ctx)
+    from ..pipelines import inference
+    inference(module, ctx=ctx)
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
     nets = module.networks()

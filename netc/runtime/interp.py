@@ -119,14 +119,9 @@ def prepare(module: Module, network=None, phase: str = "test", dtype: str | None
     + fuse on `module` (skipping work already done) and plan its memory for inference.
     Returns (network op, MemoryPlan)."""
     from ..memory.plan import plan_memory
-    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from ..pipelines import Options, Precision, compile
     from .reference import network_of
-    ctx = PassContext(phase=phase)
-    names = list(DEFAULT_PIPELINE)
-    if dtype is not None or tf32:
-        ctx.options["set_dtype"] = {"dtype": dtype, "tf32": tf32}
-        names.append("set-dtype")
-    PassManager(names + ["fuse"]).run(module, ctx)
+    ctx = compile(module, Options(phase=phase, precision=Precision(dtype, tf32) if dtype is not None or tf32 else None))
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
     net = network_of(module, network)
@@ -138,10 +133,9 @@ def prepare_training(module: Module, network=None):
     have run on `module`), fused and planned in training mode, as `netc compile --train` does."""
     from ..memory.plan import plan_memory
     from ..memory.verify import check_plan
-    from ..passes.manager import PassContext, PassManager
+    from ..pipelines import fuse
     from .reference import network_of
-    ctx = PassContext(phase="train")
-    PassManager(["fuse"]).run(module, ctx)
+    ctx = fuse(module, "train")
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
     net = network_of(module, network)
@@ -159,10 +153,9 @@ def prepare_rank(module: Module, network, training: bool = False):
     its communication ops in the program's order)."""
     from ..codegen import plan_program
     from ..memory.verify import check_plan
-    from ..passes.manager import PassContext, PassManager
+    from ..pipelines import fuse
     from .reference import network_of
-    ctx = PassContext(phase="train" if training else "test")
-    PassManager(["fuse"]).run(module, ctx)
+    ctx = fuse(module, "train" if training else "test")
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
     net = network_of(module, network)

@@ -99,7 +99,7 @@ def training_reference(net: Net, source: str | None = None):
 
     from ..diagnostics import DiagnosticEngine
     from ..frontend import load as load_source
-    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from ..pipelines import Options, Training, training
     rec = net.manifest.get("source") or {}
     so = os.path.basename(net.path)
     options = rec.get("training")
@@ -112,11 +112,8 @@ def training_reference(net: Net, source: str | None = None):
     if rec.get("rescaled_batch"):   # compiled at `netc compile --batch B`: every input rescaled to B
         from .scale import scale_inputs
         scale_inputs(module, batch=rec["rescaled_batch"])
-    ctx = PassContext(diag=diag, phase="train")
-    ctx.options["backward"] = dict(options["backward"])
-    ctx.options["optimizer"] = dict(options["optimizer"])
-    PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if options.get("opaque_as_identity") else [])
-                + ["backward", "optimizer"]).run(module, ctx)
+    training(module, Options(phase="train", opaque_as_identity=bool(options.get("opaque_as_identity")),
+                             training=Training.from_record(options)), diag)
     nets = [n for n in module.networks() if "gradients" in n.attrs]
     name = net.training.get("network") or net.network
     match = [n for n in nets if n.attrs.get("sym_name") == name]

@@ -832,7 +832,7 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     batch b (runtime/scale.py) and the reference runs on exactly the b samples."""
     from ..diagnostics import DiagnosticEngine
     from ..frontend import load as load_source
-    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from ..pipelines import Options, inference
     from .reference import run_reference
     b = next(iter(inputs.values())).shape[0] if inputs else 1
     whole = [s.name for s in net.outputs if not s.batched]
@@ -843,7 +843,7 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
         if scaled or rescaled_batch:   # the call's b samples, or the batch `netc compile --batch B` compiled at
             from .scale import scale_inputs
             scale_inputs(module, batch=b if scaled else rescaled_batch)
-        PassManager(DEFAULT_PIPELINE).run(module, PassContext(diag=diag, phase=phase))
+        inference(module, Options(phase=phase), diag)
         if diag.has_errors():
             raise NetcError(diag.diagnostics[:])
     except NetcError as e:

@@ -67,12 +67,12 @@ def smallest_spatial(load, batch: int | None = None, phase: str = "train", hi: i
     exact size), so no bisection."""
     from ..diagnostics import DiagnosticEngine
     from ..ops.registry import not_runnable
-    from ..passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from ..pipelines import Options, inference
     for n in range(1, hi + 1):
         m = load()
         scale_inputs(m, batch=batch, spatial=(n, n))
         try:
-            PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=DiagnosticEngine(), phase=phase))
+            inference(m, Options(phase=phase), DiagnosticEngine())
         except NetcError:
             continue
         if not any(not_runnable(op) for net in m.networks() for op in net.regions[0].ops):
