@@ -86,6 +86,19 @@ def activate(x, ACTIVATION: tl.constexpr, slope):
 
 
 @triton.jit
+def grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M: tl.constexpr):
+    """(pid_m, pid_n) of program `pid` in the grouped ordering of the matrix-product kernels (gemm,
+    conv2d and its gradients): GROUP_M row blocks share each column block while it is hot in L2."""
+    width = GROUP_M * num_pid_n
+    group = pid // width
+    first_m = group * GROUP_M
+    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % width) % group_size
+    pid_n = (pid % width) // group_size
+    return pid_m, pid_n
+
+
+@triton.jit
 def to_tf32(x):
     """An fp32 block with the low 13 mantissa bits cleared: the TF32 value a tensor core reads."""
     return (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)

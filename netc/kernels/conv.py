@@ -18,7 +18,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import (KernelCall, activation_code, finish, channel_slice, check_float, dummy, epilogue, mma, pair,
+from .common import (KernelCall, activation_code, finish, channel_slice, check_float, dummy, epilogue, grouped_tile, mma, pair,
                      pow2_at_least, row_stride, window_geometry)
 
 
@@ -36,12 +36,7 @@ def conv2d_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(CO, BLOCK_N)
-    width = GROUP_M * num_pid_n
-    group = pid // width
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % group_size
-    pid_n = (pid % width) // group_size
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

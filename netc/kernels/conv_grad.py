@@ -34,7 +34,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import (KernelCall, activate, activation_code, channel_slice, check_float, dummy, finish, mma,
+from .common import (KernelCall, activate, activation_code, channel_slice, check_float, dummy, finish, grouped_tile, mma,
                      pair, pow2_at_least, row_stride, window_geometry)
 from .gemm import gemm
 from .train_common import (activation_derivative, check_prologue, column_sums, default_split,
@@ -59,12 +59,7 @@ def conv2d_grad_data_kernel(dz_ptr, w_ptr, out_ptr, y_ptr, yo_ptr,
     pw = phase % SW
     num_pid_m = tl.cdiv(MJ, BLOCK_M)
     num_pid_n = tl.cdiv(CI, BLOCK_N)
-    width = GROUP_M * num_pid_n
-    group = pid // width
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % group_size
-    pid_n = (pid % width) // group_size
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -145,12 +140,7 @@ def conv2d_grad_filter_kernel(x_ptr, dz_ptr, y_ptr, out_ptr, bias_ptr, ws_ptr,
     tiles = num_pid_m * num_pid_n
     pid_s = pid // tiles               # split-major: the programs of one row range run together
     pid_t = pid % tiles
-    width = GROUP_M * num_pid_n
-    group = pid_t // width
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid_t % width) % group_size
-    pid_n = (pid_t % width) // group_size
+    pid_m, pid_n = grouped_tile(pid_t, num_pid_m, num_pid_n, GROUP_M)
 
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_n = offs_n < CO

@@ -16,7 +16,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, activation_code, check_float, dummy, epilogue, finish, mma, pow2_at_least
+from .common import KernelCall, activation_code, check_float, dummy, epilogue, finish, grouped_tile, mma, pow2_at_least
 
 
 @triton.jit
@@ -28,7 +28,6 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
                 RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr,
                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr,
                 SPLIT: tl.constexpr):
-    # grouped ordering: GROUP_M row-blocks share each column block while it is hot in L2
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -36,12 +35,7 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
         tiles = num_pid_m * num_pid_n
         pid_s = pid // tiles
         pid = pid % tiles
-    width = GROUP_M * num_pid_n
-    group = pid // width
-    first_m = group * GROUP_M
-    group_size = tl.minimum(num_pid_m - first_m, GROUP_M)
-    pid_m = first_m + (pid % width) % group_size
-    pid_n = (pid % width) // group_size
+    pid_m, pid_n = grouped_tile(pid, num_pid_m, num_pid_n, GROUP_M)
 
     offs_m = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -102,6 +102,22 @@ def as_feature_rows(t: torch.Tensor, what: str) -> torch.Tensor:
     return t2
 
 
+def label_rows(labels: torch.Tensor, n: int, c: int) -> tuple:
+    """The labels of n rows of c logits, checked, as (rows, one_hot, row stride): class indices [N] /
+    [N, 1] (any integer dtype, or floats holding integers) or one-hot / soft targets [N, C]; the loss
+    kernel and its gradient read them alike."""
+    if labels.dim() == 0 or labels.shape[0] != n:
+        raise ValueError(f"labels {list(labels.shape)} must have the logits' batch {n}")
+    if labels.dtype == torch.bool or labels.is_complex():
+        raise TypeError(f"labels must be integers or floats, got {labels.dtype}")
+    per = labels.numel() // n if n else 0
+    one_hot = per == c and c != 1
+    if not one_hot and per != 1:
+        raise ValueError(f"labels {list(labels.shape)} must be class indices [N] / [N, 1] or one-hot [N, {c}]")
+    rows = as_feature_rows(labels, "labels") if labels.dim() >= 2 else labels
+    return rows, one_hot, (rows.stride(0) if n > 1 else per)
+
+
 def _tiles(nb: int, f: int, block_r, block_c):
     block_c = block_c or min(1024, triton.next_power_of_2(max(f, 1)))
     block_r = block_r or max(1, min(triton.next_power_of_2(max(nb, 1)), 4096 // block_c))
@@ -129,16 +145,7 @@ def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=t
     n = x.shape[0]
     x2 = as_feature_rows(x, "x")
     c = x2.shape[1]
-    if labels.dim() == 0 or labels.shape[0] != n:
-        raise ValueError(f"labels {list(labels.shape)} must have the logits' batch {n}")
-    per = labels.numel() // n if n else 0
-    one_hot = per == c and c != 1
-    if not one_hot and per != 1:
-        raise ValueError(f"labels {list(labels.shape)} must be class indices [N] / [N, 1] or one-hot [N, {c}]")
-    if labels.dtype == torch.bool or labels.is_complex():
-        raise TypeError(f"labels must be integers or floats, got {labels.dtype}")
-    y2 = as_feature_rows(labels, "labels") if labels.dim() >= 2 else labels
-    stride_ym = y2.stride(0) if n > 1 else per
+    y2, one_hot, stride_ym = label_rows(labels, n, c)
     out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, c, block_r, block_c)
     return finish(KernelCall(softmax_loss_kernel, (1,), (x2, y2, out, n, c, x2.stride(0) if n > 1 else c, stride_ym),

@@ -19,7 +19,7 @@ import triton
 import triton.language as tl
 
 from .common import KernelCall, check_float, dummy, finish
-from .loss import as_feature_rows
+from .loss import as_feature_rows, label_rows
 
 
 @triton.jit
@@ -147,14 +147,7 @@ def softmax_loss_grad(x: torch.Tensor, labels: torch.Tensor, dloss=None, *, out=
     n = x.shape[0]
     x2 = as_feature_rows(x, "x")
     c = x2.shape[1]
-    if labels.dim() == 0 or labels.shape[0] != n:
-        raise ValueError(f"labels {list(labels.shape)} must have the logits' batch {n}")
-    per = labels.numel() // n if n else 0
-    one_hot = per == c and c != 1
-    if not one_hot and per != 1:
-        raise ValueError(f"labels {list(labels.shape)} must be class indices [N] / [N, 1] or one-hot [N, {c}]")
-    t2 = as_feature_rows(labels, "labels") if labels.dim() >= 2 else labels
-    stride_t = t2.stride(0) if n > 1 else per
+    t2, one_hot, stride_t = label_rows(labels, n, c)
     out, o2 = _out_rows(out, x.shape, out_dtype or x.dtype, x.device)
     dloss = _dloss(dloss)
     block_c = block_c or min(4096, triton.next_power_of_2(max(c, 1)))
