@@ -1,4 +1,4 @@
-"""The partition and split-workers passes (netc/passes/partition.py, split_workers.py): SINGA's partitioned
+"""The partition and split-workers passes (netc/passes/partition/, split_workers.py): SINGA's partitioned
 graphs now made by the pass (spec 5.6-5.8 and its section 11 conditions B2, B3, B6, B9, B16), the four
 schemes and Paleo's splits as one program over K workers that computes what the unpartitioned network
 computes (run in one process here; on K processes in test_distributed.py), and the per-worker report of

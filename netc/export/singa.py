@@ -30,15 +30,14 @@ import re
 from dataclasses import dataclass, field
 
 from ..diagnostics import DiagnosticEngine, NetcError
+from ..ops import lookup
+from ..ops.registry import SingaInexpressible
+from ..ops.singa import singa_dim as _singa_dim
 
 _V2_NODE = re.compile(r"^(\d+)#(.*):(\d+)(?:\.(label|loss|\d+))?$")
 _V1_NODE = re.compile(r"^(.*):(\d\d+)(?:\.(loss|\d+))?$")
 _GENERATED = re.compile(r"^(split|slice|concate|bridge_src|bridge_dst)\(")
 _CONCATE = re.compile(r"^concate\((split|slice)\((\d+)#(.*)\)\):(\d+)$")
-_GRU_ROLES = ("z_hx", "r_hx", "c_hx", "z_hh", "r_hh", "c_hh", "z_b", "r_b", "c_b")  # SINGA's param order
-# netc.opaque types SINGA layers may carry through (pass-through shape in netc, no conf needed)
-_OPAQUE_OK = {"kImagePreprocess", "kCSVOutput", "kRecordOutput", "kCharRNNOutput", "kBridgeSrc", "kBridgeDst",
-              "kSoftmaxLoss", "kCudnnSoftmaxLoss", "kDummy", "kRNNDummy"}
 _V01_TYPES = {"kConvolution", "kPooling", "kLRN", "kReLU", "kSigmoid", "kSTanh", "kDropout", "kInnerProduct",
               "kSoftmaxLoss", "kEuclideanLoss", "kRBMVis", "kRBMHid", "kConcate", "kShardData", "kMnist",
               "kRGBImage", "kLabel"}
@@ -47,14 +46,6 @@ _V01_TYPES = {"kConvolution", "kPooling", "kLRN", "kReLU", "kSigmoid", "kSTanh",
 def _err(msg, op=None):
     loc = op.loc if op is not None and op.loc is not None and op.loc.file != "<unknown>" else None
     raise NetcError(msg, loc)
-
-
-def _fmt(v) -> str:
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, float):
-        return repr(v)
-    return str(v)
 
 
 def _q(s: str) -> str:
@@ -90,34 +81,6 @@ def _nchw_rec(shape) -> list:
     """SINGA's record shape (all but the batch) of a netc shape: NHWC [N, H, W, C] -> C, H, W."""
     s = list(shape)
     return [s[3], s[1], s[2]] if len(s) == 4 else s[1:]
-
-
-def _singa_dim(d: int, rank: int) -> int:
-    """netc's concat/slice dimension -> SINGA's (NHWC -> NCHW for 4-D tensors)."""
-    d = d + rank if d < 0 else d
-    return {0: 0, 1: 2, 2: 3, 3: 1}[d] if rank == 4 else d
-
-
-def _geometry(op, what, x, k, s, pad, v1):
-    """SINGA's kernel/pad/stride fields for a netc window (explicit or SAME/VALID padding)."""
-    from ..ops.geometry import out_size
-    kh, kw = k
-    sh, sw = s
-    ps = []
-    for axis, (xx, kk, ss) in enumerate(((x[1], kh, sh), (x[2], kw, sw))):
-        o, p = out_size(xx, kk, ss, pad, axis)
-        if p < 0 or (xx + 2 * p - kk) // ss + 1 != o:
-            _err(f"{what} '{op.attrs['name']}': netc's {pad if isinstance(pad, str) else 'explicit'} padding gives "
-                 f"{o} outputs from {xx} along {'HW'[axis]}, which SINGA's symmetric-pad formula cannot express", op)
-        ps.append(p)
-    ph, pw = ps
-    if (kh, ph, sh) == (kw, pw, sw):
-        return f"kernel: {kh} pad: {ph} stride: {sh}" if (ph or not v1 or what != "pooling") else \
-            f"kernel: {kh} stride: {sh}"
-    if v1:
-        _err(f"{what} '{op.attrs['name']}' has a non-square window ({kh}x{kw}, stride {sh}x{sw}, pad {ph}x{pw}); "
-             f"SINGA v0.1 has only square kernel/pad/stride", op)
-    return f"kernel_x: {kw} kernel_y: {kh} pad_x: {pw} pad_y: {ph} stride_x: {sw} stride_y: {sh}"
 
 
 def _init(role: str) -> str:
@@ -247,120 +210,24 @@ class _Names:
 
 
 def _body(op, L: _Layer, ins: list, v1: bool, K: int, plain: bool = False):
-    """Type and conf of the SINGA layer for netc op `op` (inputs are handled by the callers).
-    ins: the operands' shapes. Sets L.type / L.confs; returns the param roles the layer lists."""
-    a = op.attrs
-    nm = a.get("name")
-    n = op.name
+    """Type and conf of the SINGA layer for netc op `op` (inputs are handled by the callers): the op's
+    own OpDef.singa_layer (netc/ops/). ins: the operands' shapes. Sets L.type / L.confs; returns the
+    param roles the layer lists."""
+    opdef = lookup(op.name)
     scale = K if L.pdim == 1 else 1   # partition_dim 1 layers hold 1/K of the features
-    if n == "netc.conv2d":
-        kh, kw, _, co = a["filter"]
-        if a.get("splits"):
-            _err(f"'{nm}' splits its filters (model parallelism): write the unexpanded net", op)
-        if a.get("normalizer", "none") != "none":
-            _err(f"'{nm}' has a fused {a['normalizer']}, which SINGA convolutions cannot express", op)
-        geo = _geometry(op, "convolution", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3],
-                        a.get("padding", "SAME"), v1)
-        L.type = "kConvolution" if v1 else "kCConvolution"
-        L.confs.append(f"convolution_conf {{ num_filters: {co * scale} {geo} }}")
-        bias = a.get("bias", True)
-        if v1 and not bias:
-            _err(f"convolution '{nm}' has no bias; SINGA v0.1 convolutions always have one", op)
-        return ["weight", "bias"] if bias else ["weight"]
-    if n in ("netc.maxpool", "netc.avgpool"):
-        _, kh, kw, _ = a["ksize"]
-        pad = a.get("padding", "VALID")
-        if v1 and pad not in ([0, 0], "VALID"):
-            _err(f"pooling '{nm}' pads its input; SINGA v0.1 pooling ignores pad", op)
-        geo = _geometry(op, "pooling", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3], pad, v1)
-        L.type = "kPooling" if v1 else "kCPooling"
-        L.confs.append(f"pooling_conf {{ pool: {'MAX' if n == 'netc.maxpool' else 'AVG'} {geo} }}")
-        return []
-    if n == "netc.inner_product":
-        if not a.get("bias", True):
-            _err(f"'{nm}': SINGA's kInnerProduct always has a bias", op)
-        if a.get("normalizer", "none") != "none":
-            _err(f"'{nm}' has a fused {a['normalizer']}, which SINGA cannot express", op)
-        L.type = "kInnerProduct"
-        L.confs.append(f"innerproduct_conf {{ num_output: {a['num_outputs'] * scale} }}")
-        return ["weight", "bias"]
-    if n == "netc.relu":
-        ns = a.get("negative_slope", 0.0)
-        L.type = "kReLU"
-        if ns:
-            L.confs.append(f"relu_conf {{ negative_slope: {_fmt(ns)} }}")
-        return []
-    if n == "netc.sigmoid":
-        L.type = "kSigmoid"
-        return []
-    if n == "netc.tanh":
-        # v0.1 has no plain tanh layer: its kSTanh (SINGA's scaled tanh) is what netc imports as tanh
-        L.type = "kSTanh" if v1 else "kActivation"
-        if not v1:
-            L.confs.append("activation_conf { type: TANH }")
-        return []
-    if n == "netc.dropout":
-        L.type = "kDropout"
-        L.confs.append(f"dropout_conf {{ dropout_ratio: {_fmt(round(1 - a.get('dropout_keep_prob', 0.5), 12))} }}")
-        return []
-    if n == "netc.lrn":
-        L.type = "kLRN"
-        L.confs.append(f"lrn_conf {{ local_size: {a.get('local_size', 5)} alpha: {_fmt(a.get('alpha', 1e-4))} "
-                       f"beta: {_fmt(a.get('beta', 0.75))} knorm: {_fmt(a.get('knorm', 1.0))} }}")
-        return []
-    if n == "netc.concat":
-        r = len(ins[0])
-        L.type = "kConcate"
-        L.confs.append(f"concate_conf {{ concate_dim: {_singa_dim(a.get('dim', -1), r)}"
-                       + ("" if v1 else f" num_concates: {len(ins)}") + " }")
-        return []
-    if n == "netc.slice":
-        if plain and a.get("index", 0):
-            _err(f"slice '{nm}' takes part {a['index']} of {a['num_slices']}; SINGA's kSlice hands its parts to its "
-                 f"consumers in the order they are set up, which netc writes only for nets imported from SINGA", op)
-        r = len(ins[0])
-        L.type = "kSlice"
-        L.confs.append(f"slice_conf {{ slice_dim: {_singa_dim(a['dim'], r)}"
-                       + ("" if v1 else f" num_slices: {a['num_slices']}") + " }")
-        return []
-    if n == "netc.softmax":
-        L.type = "kSoftmax"
-        return []
-    if n == "netc.softmax_loss":
-        L.type = "kSoftmaxLoss"
-        L.confs.append("softmaxloss_conf { topk: 1 }")
-        return []
-    if n == "netc.euclidean_loss":
-        L.type = "kEuclideanLoss"
-        return []
-    if n == "netc.batch_norm":
-        if len(ins[0]) != 4:
-            _err(f"batch norm '{nm}' normalizes a {len(ins[0])}-D tensor; SINGA's kBM takes 4-D ones", op)
-        L.type = "kBM"
-        return ["bm"] * 4
-    if n in ("netc.argsort", "netc.accuracy"):
-        L.type = "kArgSort" if n == "netc.argsort" else "kAccuracy"
-        L.confs.append(f"argsort_conf {{ topk: {a.get('topk', 1)} }}")
-        return []
-    if n == "netc.gru":
-        L.type = "kGRU"
-        L.confs.append(f"gru_conf {{ dim_hidden: {a['dim_hidden']} }}")
-        return list(_GRU_ROLES[:9 if a.get("bias", True) else 6])
-    if n == "netc.dummy":
-        L.type = "kDummy"
-        if a.get("output"):
-            L.confs.append("dummy_conf { output: true }")
-        return []
-    if n == "netc.opaque":
-        t = a.get("type")
-        if t not in _OPAQUE_OK:
-            _err(f"layer '{nm}' is an opaque layer of type '{t}', which netc cannot write as a SINGA layer", op)
-        L.type = t
-        return []
-    kind = n.removeprefix("netc.")
-    _err(f"layer '{nm}' is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, which netc cannot write as a SINGA layer "
-         f"(supported: conv, pooling, relu/sigmoid/tanh, lrn, inner product, dropout, concat, slice, softmax, softmax loss, "
-         f"euclidean loss, batch norm, argsort, accuracy, gru)", op)
+    try:
+        layer = opdef.singa_layer(op.attrs, ins, v1, scale, plain) if opdef is not None else None
+    except SingaInexpressible as e:
+        _err(str(e), op)
+    if layer is None:
+        nm = op.attrs.get("name")
+        kind = op.name.removeprefix("netc.")
+        _err(f"layer '{nm}' is {'an' if kind[0] in 'aeiou' else 'a'} {kind}, which netc cannot write as a SINGA layer "
+             f"(supported: conv, pooling, relu/sigmoid/tanh, lrn, inner product, dropout, concat, slice, softmax, "
+             f"softmax loss, euclidean loss, batch norm, argsort, accuracy, gru)", op)
+    L.type, confs, roles = layer
+    L.confs.extend(confs)
+    return roles
 
 
 def _check_version(layers, v1):
@@ -375,7 +242,8 @@ def _check_version(layers, v1):
 
 def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
     """One SINGA layer per netc layer (K = 1): .nd, Paleo and Brainstorm networks."""
-    label_inputs = {id(op.operands[1].owner) for op in ops if op.name in ("netc.softmax_loss", "netc.accuracy")}
+    label_inputs = {id(op.operands[d.label_operand].owner) for op in ops
+                    for d in [lookup(op.name)] if d is not None and d.label_operand is not None}
     inputs = [op for op in ops if op.name == "netc.input" and id(op) not in label_inputs]
     if len(inputs) != 1:
         _err(f"SINGA nets read one data layer; this network has {len(inputs)} inputs that are not labels"
@@ -410,9 +278,6 @@ def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
                 lname[id(op)] = lname[id(data)]
             continue
         srcs = [lname[id(v.owner)] for v in op.operands]
-        if op.name == "netc.gru" and len(op.operands) > 1:
-            _err(f"GRU '{a['name']}' reads a previous state; SINGA's kGRU gets it only by unrolling (import the "
-                 f"SINGA job instead)", op)
         L = _Layer(sname(a.get("name", "x")), op=op)
         roles = _body(op, L, [v.type.shape for v in op.operands], False, 1, plain=True)
         L.srcs = srcs
@@ -430,7 +295,7 @@ def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
         layers.append(L)
         last = L.name
         act = a.get("activation")
-        if op.name in ("netc.conv2d", "netc.inner_product") and act not in (None, "none"):
+        if "activation" in lookup(op.name).attrs and act not in (None, "none"):   # a fused activation
             A = _Layer(names.fresh(f"{L.name}_{act}"), op=op, srcs=[L.name])
             if act == "relu":
                 A.type = "kReLU"
@@ -783,7 +648,7 @@ class _Built:
                     _err(f"parameter '{ir}' of '{node}' shares from '{sf}' in a partition_dim 1 layer (SINGA resolves "
                          f"it to an arbitrary partition)", op)
                 L.params.append(_Param(n, sf, role))   # SINGA's own owner name ('w4'; '0#w4' in v0.2+)
-                if self.v1 and op.name == "netc.inner_product" and role == "weight":
+                if self.v1 and lookup(op.name).singa_weight_transposed and role == "weight":
                     self.transpose_for_v1(L, op, sf)
 
     def settle_order(self, layers, K, version, name, phase, diag) -> list[_Layer]:
@@ -854,7 +719,8 @@ class _Built:
     def singa_shape_of(self, pname, netc_shape):
         for op in self.ops:
             refs = op.attrs.get("params") or {}
-            if op.name == "netc.inner_product" and refs.get("weight") is not None and refs["weight"].name == pname:
+            if (lookup(op.name).singa_weight_transposed and refs.get("weight") is not None
+                    and refs["weight"].name == pname):
                 return [netc_shape[1], netc_shape[0]]
         return list(netc_shape)
 

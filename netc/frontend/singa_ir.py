@@ -8,7 +8,7 @@ phases, shapes, parameters and costs go through netc's normal passes and op defi
 Partitioning. Every layer records SINGA's `partition_dim` (the layer's, else NetProto's, default
 0), and for a net SINGA builds with K > 1 partitions (the training net, cluster.nworkers_per_group)
 `num_partitions: K`; the module records which construction rules apply (`singa_graph`: "v0.1" or
-"v0.2+"). The `partition` pass (netc/passes/partition.py) then builds SINGA's partitioned graph
+"v0.2+"). The `partition` pass (netc/passes/partition/singa.py) then builds SINGA's partitioned graph
 from the IR: the connection layers, K nodes per layer `<layer>:<i>`, the bridges as netc.send /
 netc.recv, SINGA's order, the divided shapes and sliced parameters; so `netc run --workers 1`
 runs the unpartitioned net and `--workers K` any K.

@@ -260,7 +260,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
                          f"{last[v.id]}) share bytes of buffer {u.buffer} while both are live")
     # -- steps: concatenations are complete, aliases are no-ops
     for k, st in enumerate(plan.steps):
-        if st.action == "alias" and st.writes and st.op != "netc.concat":
+        if st.action == "alias" and st.writes and not (lookup(st.op) and lookup(st.op).concat):
             out = T[st.writes[0]]
             if st.copies:
                 P.append(f"step {st.layer} is an alias but copies")

@@ -36,9 +36,22 @@ class _Unary(OpDef):
 @register
 class ReLU(_Unary):
     name = "relu"
+    pointwise = "activation"
+    channelwise = True
     types = ("ReLU",)
     attrs = {"negative_slope": AttrSpec("number", 0.0)}
     doc = "max(x, 0) (leaky with negative_slope)."
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import fmt
+        ns = a.get("negative_slope", 0.0)
+        return "kReLU", ([f"relu_conf {{ negative_slope: {fmt(ns)} }}"] if ns else []), []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        import torch.nn.functional as F
+        s = float(a.get("negative_slope", 0.0) or 0.0)
+        return (lambda x: F.leaky_relu(x, s)) if s else torch.relu
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
@@ -48,9 +61,18 @@ class ReLU(_Unary):
 @register
 class Sigmoid(_Unary):
     name = "sigmoid"
+    pointwise = "activation"
+    channelwise = True
     types = ("Sigmoid",)
     flops_per_element = 4
     doc = "1 / (1 + exp(-x)), elementwise. (Paleo's Sigmoid layer outputs [N, 1]; its importer maps that.)"
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        return "kSigmoid", [], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        return torch.sigmoid
 
     def reference(self, a, ins, params):
         return ins[0].sigmoid()
@@ -59,9 +81,21 @@ class Sigmoid(_Unary):
 @register
 class Tanh(_Unary):
     name = "tanh"
+    pointwise = "activation"
+    channelwise = True
     types = ("Tanh",)
     flops_per_element = 4
     doc = "tanh(x), elementwise."
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        # v0.1 has no plain tanh layer: its kSTanh (SINGA's scaled tanh) is what netc imports as tanh
+        if v1:
+            return "kSTanh", [], []
+        return "kActivation", ["activation_conf { type: TANH }"], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        return torch.tanh
 
     def reference(self, a, ins, params):
         return ins[0].tanh()
@@ -70,6 +104,7 @@ class Tanh(_Unary):
 @register
 class Dropout(_Unary):
     name = "dropout"
+    channelwise = True
     types = ("Dropout",)
     arity = (1, 2)
     identity_at_inference = True
@@ -77,6 +112,19 @@ class Dropout(_Unary):
     doc = ("Dropout: identity at inference (one input); x * mask with a mask input (its training form: the "
            "mask, 0 or 1/keep_prob per element, drawn by netc.dropout_mask). Paleo's cost: prod(input) FLOPs "
            "forward and backward.")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import fmt
+        ratio = fmt(round(1 - a.get('dropout_keep_prob', 0.5), 12))
+        return "kDropout", [f"dropout_conf {{ dropout_ratio: {ratio} }}"], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        """Training: torch's own masks (its RNG, not netc's Philox); inference: the identity."""
+        if not training:
+            return lambda x: x
+        import torch.nn.functional as F
+        p = 1.0 - float(a["dropout_keep_prob"])
+        return lambda x: F.dropout(x, p, training=True)
 
     def infer(self, a, ins):
         if len(ins) == 2 and tuple(ins[1]) != tuple(ins[0]):
@@ -172,6 +220,7 @@ def fused_activation_grad(g, op, dy, activation: str, negative_slope=0.0):
 @register
 class ActivationGrad(OpDef):
     name = "activation_grad"
+    fusion_prologue = True
     training_only = True
     arity = (2, 2)
     elementwise = True

@@ -79,6 +79,10 @@ def padding_is_valid(p) -> bool:
 @register
 class Conv2D(OpDef):
     name = "conv2d"
+    gemm_epilogue = True
+    feature_params = {"weight": -1, "bias": 0}   # HWIO filter: its output channels last
+    feature_attr, feature_noun, singa_feature_field = ("filter", 3), "output channels", "num_filters"
+    singa_one_to_all = ("v0.1", "v0.2+")
     types = ("Convolution",)
     arity = (1, 1)
     param_roles = ("weight", "bias")
@@ -91,6 +95,45 @@ class Conv2D(OpDef):
         "bias": AttrSpec("bool", True, doc="Paleo always counts the bias; kept for fidelity"),
     }
     doc = "2-D convolution, NHWC input, HWIO filter, Paleo's VALID/SAME rules."
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import SingaInexpressible as No, geometry
+        nm = a.get("name")
+        kh, kw, _, co = a["filter"]
+        if a.get("splits"):
+            raise No(f"'{nm}' splits its filters (model parallelism): write the unexpanded net")
+        if a.get("normalizer", "none") != "none":
+            raise No(f"'{nm}' has a fused {a['normalizer']}, which SINGA convolutions cannot express")
+        geo = geometry(nm, "convolution", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3],
+                       a.get("padding", "SAME"), v1)
+        conf = f"convolution_conf {{ num_filters: {co * scale} {geo} }}"
+        bias = a.get("bias", True)
+        if v1 and not bias:
+            raise No(f"convolution '{nm}' has no bias; SINGA v0.1 convolutions always have one")
+        return ("kConvolution" if v1 else "kCConvolution"), [conf], (["weight", "bias"] if bias else ["weight"])
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        """cuDNN's convolution (NCHW views of channels_last storage); an asymmetric SAME padding pads
+        (or crops) first, as Paleo does. Training rearranges the weight inside the step, where
+        autograd sees it and an update is seen; inference once, here."""
+        import torch
+        import torch.nn.functional as F
+        from . import eager as E
+        kh, kw = params["weight"].shape[0], params["weight"].shape[1]
+        w0 = params["weight"]
+        oihw = lambda: w0.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # noqa: E731
+        w = None if training else oihw()
+        b = params.get("bias")
+        stride = (a["strides"][1], a["strides"][2])
+        pad = E.torch_padding(x_shape, kh, kw, a)
+        explicit = E.explicit_pads(x_shape, kh, kw, a) if pad is None else None
+
+        def conv(x):
+            x = E.nchw(x)
+            if explicit is not None:   # asymmetric SAME: pad (or crop) first, as Paleo does
+                x = F.pad(x, explicit)
+            return E.nhwc(E.act(F.conv2d(x, w if w is not None else oihw(), b, stride, pad or 0), a))
+        return conv
 
     def infer(self, a, ins):
         (x,) = ins
@@ -279,6 +322,8 @@ def _conv_attrs(a) -> dict:
 @register
 class Conv2DGradData(OpDef):
     name = "conv2d_grad_data"
+    prologue_operand = 0
+    grad_epilogue = True
     training_only = True
     arity = (1, 1)
     param_roles = ("weight",)
@@ -307,6 +352,7 @@ class Conv2DGradData(OpDef):
 @register
 class Conv2DGradFilter(OpDef):
     name = "conv2d_grad_filter"
+    prologue_operand = 1
     training_only = True
     arity = (2, 2)
     unbatched = True
@@ -331,6 +377,7 @@ class Conv2DGradFilter(OpDef):
 @register
 class BiasGrad(OpDef):
     name = "bias_grad"
+    prologue_operand = 0
     training_only = True
     arity = (1, 1)
     unbatched = True

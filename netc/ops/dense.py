@@ -9,6 +9,12 @@ from .registry import AttrSpec, Cost, OpDef, ShapeError, TimeTerms, prod, regist
 @register
 class InnerProduct(OpDef):
     name = "inner_product"
+    gemm_epilogue = True
+    feature_params = {"weight": 1, "bias": 0}
+    feature_attr, feature_noun, singa_feature_field = ("num_outputs", None), "outputs (num_outputs)", "num_output"
+    row_parallel = True
+    singa_weight_transposed = True
+    singa_one_to_all = ("v0.2+",)   # v0.1 connects inner products one to one
     types = ("InnerProduct", "FullyConnected")
     arity = (1, 1)
     param_roles = ("weight", "bias")
@@ -19,6 +25,25 @@ class InnerProduct(OpDef):
         "bias": AttrSpec("bool", True),
     }
     doc = "y = x W + b with x flattened to [N, K]; W is [K, M]."
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import SingaInexpressible as No
+        nm = a.get("name")
+        if not a.get("bias", True):
+            raise No(f"'{nm}': SINGA's kInnerProduct always has a bias")
+        if a.get("normalizer", "none") != "none":
+            raise No(f"'{nm}' has a fused {a['normalizer']}, which SINGA cannot express")
+        return "kInnerProduct", [f"innerproduct_conf {{ num_output: {a['num_outputs'] * scale} }}"], ["weight", "bias"]
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        """F.linear on the flattened input (the weight transposed once, or in the step when training)."""
+        import torch.nn.functional as F
+        from . import eager as E
+        w0, b = params["weight"], params.get("bias")
+        if training:
+            return lambda x: E.act(F.linear(x.reshape(x.shape[0], -1), w0.t(), b), a)
+        w = w0.t().contiguous()
+        return lambda x: E.act(F.linear(x.reshape(x.shape[0], -1), w, b), a)
 
     def infer(self, a, ins):
         (x,) = ins
@@ -103,6 +128,8 @@ class RBMVisible(OpDef):
 @register
 class InnerProductGradData(OpDef):
     name = "inner_product_grad_data"
+    prologue_operand = 0
+    grad_epilogue = True
     training_only = True
     arity = (1, 1)
     param_roles = ("weight",)
@@ -131,6 +158,7 @@ class InnerProductGradData(OpDef):
 @register
 class InnerProductGradFilter(OpDef):
     name = "inner_product_grad_filter"
+    prologue_operand = 1
     training_only = True
     arity = (2, 2)
     unbatched = True

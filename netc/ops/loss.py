@@ -10,6 +10,7 @@ from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 class SoftmaxLoss(OpDef):
     name = "softmax_loss"
     is_loss = True
+    label_operand = 1   # class indices or one-hot targets
     types = ("SoftmaxLoss", "SoftmaxCrossEntropy")
     f32_result = True   # losses stay f32 in 16-bit nets
     arity = (2, 2)
@@ -17,6 +18,21 @@ class SoftmaxLoss(OpDef):
     doc = ("Cross-entropy of softmax(logits) against labels: logits [N, ...] (flattened to [N, C]), "
            "labels [N] or [N, 1] (class indices) or [N, C] (one-hot). Output: scalar mean loss. "
            "FLOPs: 5 per logit forward, 2 backward.")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        return "kSoftmaxLoss", ["softmaxloss_conf { topk: 1 }"], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        """F.cross_entropy for class indices; one-hot (or soft) targets by hand."""
+        import torch
+        import torch.nn.functional as F
+
+        def ce(x, labels):
+            x = x.reshape(x.shape[0], -1)
+            if labels.numel() == x.shape[0] and x.shape[1] != 1:
+                return F.cross_entropy(x, labels.reshape(-1).long())
+            return -(labels.to(x.dtype).reshape(x.shape) * torch.log_softmax(x, 1)).sum(1).mean()
+        return ce
 
     def infer(self, a, ins):
         x, y = ins
@@ -63,6 +79,12 @@ class EuclideanLoss(OpDef):
     attrs = {}
     doc = "0.5 * mean over the batch of ||a - b||^2; inputs must have the same element count."
 
+    def singa_layer(self, a, ins, v1, scale, plain):
+        return "kEuclideanLoss", [], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        return lambda x, y: 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
+
     def infer(self, a, ins):
         x, y = ins
         if not x or not y:
@@ -102,6 +124,11 @@ class ArgSort(OpDef):
     attrs = {"topk": AttrSpec("int", 1, doc="how many classes per sample")}
     doc = "The indices of the `topk` largest features per sample, largest first: [N, ...] -> [N, topk]."
 
+    singa_type = "kArgSort"
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        return self.singa_type, [f"argsort_conf {{ topk: {a.get('topk', 1)} }}"], []
+
     def infer(self, a, ins):
         (x,) = ins
         if len(x) < 2:
@@ -121,6 +148,8 @@ class ArgSort(OpDef):
 @register
 class Accuracy(ArgSort):
     name = "accuracy"
+    singa_type = "kAccuracy"
+    label_operand = 1
     types = ("Accuracy",)
     arity = (2, 2)
     attrs = {"topk": AttrSpec("int", 1, doc="a sample counts as right if its label is among the top k")}

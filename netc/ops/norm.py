@@ -9,6 +9,7 @@ from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 @register
 class BatchNorm(OpDef):
     name = "batch_norm"
+    pointwise = "affine"
     types = ("BatchNorm",)
     arity = (1, 3)
     param_roles = ("scale", "shift")
@@ -21,6 +22,24 @@ class BatchNorm(OpDef):
            "Three inputs (x, mean, var), as training makes it: (x - mean) / sqrt(var + epsilon) * scale + shift "
            "(running statistics are state, not parameters). 2 FLOPs/element forward (folded), 4 backward.")
     elementwise = True
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import SingaInexpressible as No
+        if len(ins[0]) != 4:
+            raise No(f"batch norm '{a.get('name')}' normalizes a {len(ins[0])}-D tensor; SINGA's kBM takes 4-D ones")
+        return "kBM", [], ["bm"] * 4
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        """Training: the batch's statistics, over every axis but the last (F.batch_norm); inference:
+        the folded scale and shift."""
+        import torch
+        import torch.nn.functional as F
+        sc, sh = params["scale"], params["shift"]
+        if training:
+            eps = float(a["epsilon"])
+            return lambda x: F.batch_norm(x.reshape(-1, x.shape[-1]), None, None, sc, sh, True, 0.0,
+                                          eps).reshape(x.shape)
+        return lambda x: torch.addcmul(sh, x, sc)
 
     def infer(self, a, ins):
         if not ins[0]:
@@ -93,6 +112,7 @@ class BatchNorm(OpDef):
 @register
 class LRN(OpDef):
     name = "lrn"
+    cheap_to_recompute = True
     types = ("LRN",)
     attrs = {
         "local_size": AttrSpec("int", 5),
@@ -102,6 +122,19 @@ class LRN(OpDef):
     }
     doc = ("Local response normalization across channels: x / (knorm + alpha/n * sum x^2)^beta. "
            "FLOPs: (2*local_size + 3) per element forward, twice that backward.")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import fmt
+        return "kLRN", [f"lrn_conf {{ local_size: {a.get('local_size', 5)} alpha: {fmt(a.get('alpha', 1e-4))} "
+                        f"beta: {fmt(a.get('beta', 0.75))} knorm: {fmt(a.get('knorm', 1.0))} }}"], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        """F.local_response_norm (an odd window only: torch's is centered)."""
+        if a["local_size"] % 2 != 1:
+            return None
+        import torch.nn.functional as F
+        from . import eager as E
+        return lambda x: E.nhwc(F.local_response_norm(E.nchw(x), a["local_size"], a["alpha"], a["beta"], a["knorm"]))
 
     def infer(self, a, ins):
         (x,) = ins

@@ -14,6 +14,28 @@ class _Pool(OpDef):
                             doc='"VALID" or "SAME" (Paleo), or explicit [pad_h, pad_w] with floor rounding'),
     }
 
+    singa_pool = ""   # SINGA's pooling_conf.pool
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import SingaInexpressible as No, geometry
+        nm = a.get("name")
+        _, kh, kw, _ = a["ksize"]
+        pad = a.get("padding", "VALID")
+        if v1 and pad not in ([0, 0], "VALID"):
+            raise No(f"pooling '{nm}' pads its input; SINGA v0.1 pooling ignores pad")
+        geo = geometry(nm, "pooling", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3], pad, v1)
+        return ("kPooling" if v1 else "kCPooling"), [f"pooling_conf {{ pool: {self.singa_pool} {geo} }}"], []
+
+    def _eager_window(self, a, x_shape):
+        """(kernel, stride, padding) of torch's pooling for netc's windows, or None where torch's
+        symmetric padding (at most half the kernel) cannot give them."""
+        from . import eager as E
+        kh, kw = a["ksize"][1], a["ksize"][2]
+        pad = E.torch_padding(x_shape, kh, kw, a)
+        if pad is not None and pad[0] <= kh // 2 and pad[1] <= kw // 2:   # torch's limit on pool padding
+            return (kh, kw), (a["strides"][1], a["strides"][2]), pad
+        return None
+
     def infer(self, a, ins):
         (x,) = ins
         if len(x) != 4:
@@ -49,8 +71,20 @@ class _Pool(OpDef):
 @register
 class MaxPool(_Pool):
     name = "maxpool"
+    cheap_to_recompute = True
+    singa_pool = "MAX"
+    channelwise = True
     types = ("Pooling", "MaxPool")
     doc = "Max pooling (Paleo's Pooling); the max over each window's in-bounds elements."
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch.nn.functional as F
+        from . import eager as E
+        win = self._eager_window(a, x_shape)
+        if win is None:
+            return None
+        k, s, pad = win   # -inf padding: it never wins, as in netc
+        return lambda x: E.nhwc(F.max_pool2d(E.nchw(x), k, s, pad))
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
@@ -64,9 +98,21 @@ class MaxPool(_Pool):
 @register
 class AvgPool(_Pool):
     name = "avgpool"
+    cheap_to_recompute = True
+    singa_pool = "AVG"
+    channelwise = True
     types = ("AvgPool",)
     doc = ("Average pooling over each window's in-bounds elements (padding excluded from the count); "
            "Paleo costs it exactly like max pooling.")
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch.nn.functional as F
+        from . import eager as E
+        win = self._eager_window(a, x_shape)
+        if win is None:
+            return None
+        k, s, pad = win
+        return lambda x: E.nhwc(F.avg_pool2d(E.nchw(x), k, s, pad, count_include_pad=False))
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
@@ -82,6 +128,7 @@ class AvgPool(_Pool):
 @register
 class UpSampling2D(OpDef):
     name = "upsample2d"
+    cheap_to_recompute = True
     types = ("UpSampling2D",)
     attrs = {"ksize": AttrSpec("ints", length=4, doc="[1, fh, fw, 1]")}
     doc = "Nearest-neighbour upsampling by integer factors (Paleo: shape only, 0 FLOPs)."

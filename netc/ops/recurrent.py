@@ -29,6 +29,7 @@ _GATES = ("z", "r", "c")
 @register
 class GRU(OpDef):
     name = "gru"
+    singa_one_to_many = True
     types = ("GRU",)
     arity = (1, 2)
     param_roles = tuple(f"{g}_hx" for g in _GATES) + tuple(f"{g}_hh" for g in _GATES) + tuple(f"{g}_b" for g in _GATES)
@@ -38,6 +39,14 @@ class GRU(OpDef):
     }
     doc = ("One GRU step (SINGA's kGRU): inputs x [N, ...] (flattened) and, after the first step, the previous "
            "state h [N, dim_hidden]; output the new state [N, dim_hidden].")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import GRU_ROLES, SingaInexpressible
+        if plain and len(ins) > 1:
+            raise SingaInexpressible(f"GRU '{a['name']}' reads a previous state; SINGA's kGRU gets it only by "
+                                     f"unrolling (import the SINGA job instead)")
+        roles = list(GRU_ROLES[:9 if a.get("bias", True) else 6])
+        return "kGRU", [f"gru_conf {{ dim_hidden: {a['dim_hidden']} }}"], roles
 
     def infer(self, a, ins):
         x = ins[0]

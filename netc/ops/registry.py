@@ -17,7 +17,15 @@ An OpDef declares
   training_form()  how the op changes in a training program (dropout draws a mask, batch norm
                normalizes with the batch's statistics), or None
   learning_rule()  a learning rule that is no derivative (SINGA's CD-k for RBMs), or None
-Later stages add lowering to the same class.
+  traits       facts the later stages read instead of switching on op names: the memory plan's
+               (view, concat, ...), precision, training, fusion (fuse.py: gemm_epilogue, pointwise,
+               prologue_operand, ...), partitioning (passes/partition/: feature_params,
+               channelwise, row_parallel, SINGA's connection rules), and the writers' and
+               baselines' per-op rules: eager() (runtime/eager.py's torch program) and
+               singa_layer() (export/singa.py's layer conf)
+How an op lowers to a kernel is not on the class: it is the op's row in netc/kernels/lowering.py's
+table (kernels sit above ops), which codegen asks. So adding an op touches netc/ops/ (its
+definition), netc/kernels/ (its kernel) and that one row.
 """
 from __future__ import annotations
 
@@ -68,6 +76,10 @@ class ShapeError(Exception):
                  notes: list[str] | None = None):
         super().__init__(message)
         self.attr, self.operand, self.notes = attr, operand, notes or []
+
+
+class SingaInexpressible(Exception):
+    """Raised by OpDef.singa_layer: this form of the op has no SINGA layer (the message says why)."""
 
 
 class AttrError(Exception):
@@ -192,8 +204,15 @@ class OpDef:
     moves_data: bool = True     # False for views and bookkeeping ops (input, reshape, opaque)
     # Memory-plan facts (netc/memory/plan.py reads these; it never switches on op names):
     view: bool = False                   # output = the input's bytes with a new shape (no kernel)
+    cheap_to_recompute: bool = False     # not elementwise, yet cheap enough that rematerialize may recompute it
+                                         # rather than keep its result (pooling, upsampling, normalization)
     identity_at_inference: bool = False  # output = input when not training (dropout)
     concat: bool = False                 # output is its inputs side by side (zero-copy slices)
+    writes_rows: bool = True             # its kernel can write its result as a slice of a wider buffer whose
+                                         # last axis is contiguous and whose rows (pixels) are evenly spaced
+                                         # (a channel slice of a contiguous NHWC buffer; kernels/common.py's
+                                         # row_stride); False: only a dense buffer. A view op that cannot
+                                         # alias is a reshape copy, which writes dense buffers only
     # Precision facts (the set-dtype pass reads these): what stays f32 when a network is compiled
     # in f16/bf16 (netc/passes/set_dtype.py has the policy and its reasons).
     f32_result: bool = False             # the result (softmax probabilities, losses, class indices)
@@ -209,6 +228,34 @@ class OpDef:
     num_results: int = 1                 # the values it defines (0: an update; 2: batch statistics)
     side_effects: bool = False           # writes its `params` symbols in place (optimizer updates,
                                          # running statistics); no results, never dead code
+    # Fusion facts (passes/fuse.py reads these; the kernels that fuse are kernels/lowering.py's rows):
+    gemm_epilogue: bool = False          # a GEMM whose kernel folds its pointwise consumers into a fused
+                                         # epilogue (batch norm scale/shift, residual add, activation)
+    pointwise: str = ""                  # its step in a GEMM epilogue or an elementwise chain: "activation",
+                                         # "affine" (a folded batch norm) or "elementwise" (chains() and
+                                         # residual_add() say which forms)
+    prologue_operand: int | None = None  # a gradient GEMM that can compute this operand (its dz) as it loads
+                                         # it, from an activation gradient run as the group's prologue
+    fusion_prologue: bool = False        # runs in a gradient GEMM's prologue, or in a data gradient's store
+                                         # (the activation gradient, dz = act'(y) * dy)
+    grad_epilogue: bool = False          # a data gradient whose kernel applies the layer below's activation
+                                         # gradient as it stores (cuDNN's dgrad + drelu)
+    # Partitioning facts (passes/partition/ reads these):
+    feature_params: dict = {}            # splits its output features under partition_dim 1: {parameter role:
+                                         # the dimension of that parameter holding them}; {}: it cannot
+    feature_attr: tuple = ()             # (attribute, index in it or None): where its output feature count is
+    feature_noun: str = ""               # that count in netc's errors ("output channels")
+    singa_feature_field: str = ""        # ... and in SINGA's ("num_filters")
+    channelwise: bool = False            # works on each feature (channel) on its own: follows an input split
+                                         # by features
+    row_parallel: bool = False           # a matrix product that may run row-parallel (Megatron's second half)
+                                         # on an input split by features
+    singa_one_to_all: tuple = ()         # the SINGA graph versions ("v0.1", "v0.2+") whose src_conn for it is
+                                         # kOneToAll (it reads all of its source: a split by features gathers)
+    singa_one_to_many: bool = False      # SINGA's dst_layer_connection kOneToMany: no model split after it
+    singa_weight_transposed: bool = False  # SINGA stores its weight transposed (inner product: [M, K], netc [K, M])
+    # Operand facts:
+    label_operand: int | None = None     # the operand read as class labels (a loss's, an accuracy's)
     # The gradient protocol. `gradient(g, op, dy)` emits the ops that compute the gradients of
     # `op`'s operands and parameters from `dy`, the gradient of its (first) result (None for a loss
     # the backward pass starts from: a unit seed), through the builder `g`, and returns
@@ -244,6 +291,44 @@ class OpDef:
         result is not of their first operand's type (an input, a dropout mask drawn from an
         integer seed) say so here."""
         return operand_dtypes[0] if operand_dtypes else "f32"
+
+    # -- fusion and partitioning, by attributes -----------------------------------------------
+    def chains(self, op) -> bool:
+        """Whether this pointwise op, as it stands, can be a step of an elementwise chain kernel."""
+        return True
+
+    def residual_add(self, op) -> bool:
+        """Whether this op adds a residual into a GEMM's epilogue (a sum of two operands)."""
+        return False
+
+    def feature_count(self, a: dict) -> int:
+        """Its output feature count (feature_attr) in attributes `a`."""
+        key, i = self.feature_attr
+        return a[key] if i is None else a[key][i]
+
+    def with_feature_count(self, a: dict, n: int) -> dict:
+        """The attributes that give it `n` output features (one part of a split by features)."""
+        key, i = self.feature_attr
+        if i is None:
+            return {key: n}
+        v = list(a[key])
+        v[i] = n
+        return {key: v}
+
+    # -- writers' and baselines' rules ------------------------------------------------------
+    def eager(self, a: dict, params: dict, x_shape, out_shape, training: bool):
+        """The op as a hand-written torch program (runtime/eager.py's baseline: cuDNN, F.max_pool2d,
+        F.linear on the network's dtype), a function of its operand tensors; None: the baseline runs
+        its reference() instead and says so."""
+        return None
+
+    def singa_layer(self, a: dict, ins: list, v1: bool, scale: int, plain: bool):
+        """The SINGA layer that writes this op (export/singa.py): (layer type, [conf pieces], [param
+        roles, in SINGA's order]); raise SingaInexpressible(message) for a form SINGA cannot express,
+        None for an op SINGA has no layer for. `a` the op's attributes as written (its name
+        included), `ins` its operands' shapes, `scale` K for a partition_dim 1 layer (its feature
+        counts are 1/K of the config's), `plain` a network SINGA did not build."""
+        return None
 
     def bindable_roles(self, a: dict) -> tuple:
         """The roles an op with attributes `a` may bind in `params`: its parameters, and the state

@@ -10,6 +10,7 @@ from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 @register
 class Input(OpDef):
     name = "input"
+    singa_one_to_many = True   # but a `whole` input (SINGA's kDummy), a NeuronLayer
     types = ("Input",)
     arity = (0, 0)
     moves_data = False
@@ -51,6 +52,17 @@ class Concat(OpDef):
     attrs = {"dim": AttrSpec("int", -1, doc="axis; negative counts from the end")}
     doc = "Concatenation along `dim` (channels = 3 in NHWC). Zero-copy in the memory plan; 0 FLOPs."
 
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import singa_dim
+        r = len(ins[0])
+        return "kConcate", [f"concate_conf {{ concate_dim: {singa_dim(a.get('dim', -1), r)}"
+                            + ("" if v1 else f" num_concates: {len(ins)}") + " }"], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        d = a["dim"]
+        return lambda *xs: torch.cat(xs, dim=d)
+
     def infer(self, a, ins):
         r = len(ins[0])
         d = a["dim"] + r if a["dim"] < 0 else a["dim"]
@@ -85,6 +97,7 @@ class Concat(OpDef):
 @register
 class Slice(OpDef):
     name = "slice"
+    singa_one_to_many = True   # a user's kSlice hands reader k its blob k
     types = ("Slice",)
     arity = (1, 1)
     attrs = {
@@ -94,6 +107,16 @@ class Slice(OpDef):
     }
     doc = ("Part `index` of `num_slices` equal contiguous parts along `dim` (SINGA's kSlice: each "
            "consumer takes one part). 0 FLOPs; a copy, or a view in the memory plan.")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        from .singa import SingaInexpressible as No, singa_dim
+        if plain and a.get("index", 0):
+            raise No(f"slice '{a.get('name')}' takes part {a['index']} of {a['num_slices']}; SINGA's kSlice hands its "
+                     f"parts to its consumers in the order they are set up, which netc writes only for nets imported "
+                     f"from SINGA")
+        r = len(ins[0])
+        return "kSlice", [f"slice_conf {{ slice_dim: {singa_dim(a['dim'], r)}"
+                          + ("" if v1 else f" num_slices: {a['num_slices']}") + " }"], []
 
     def infer(self, a, ins):
         (x,) = ins
@@ -128,11 +151,31 @@ class Slice(OpDef):
 @register
 class Elementwise(OpDef):
     name = "elementwise"
+    pointwise = "elementwise"
+    channelwise = True
     types = ("Elementwise", "Add")
     elementwise = True
     arity = (2, None)
     attrs = {"operation": AttrSpec("enum", "sum", ("sum", "product", "max"))}
     doc = "Elementwise sum/product/max of same-shaped inputs (a residual add). Paleo: 0 FLOPs."
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        f = {"sum": torch.add, "product": torch.mul, "max": torch.maximum}[a["operation"]]
+
+        def ew(*xs):
+            y = xs[0]
+            for z in xs[1:]:
+                y = f(y, z)
+            return y
+        return ew
+
+    def chains(self, op):
+        """An elementwise chain kernel takes sum, product and max of at most 5 operands."""
+        return op.attrs.get("operation", "sum") in ("sum", "product", "max") and len(op.operands) <= 5
+
+    def residual_add(self, op):
+        return op.attrs.get("operation", "sum") == "sum" and len(op.operands) == 2
 
     def infer(self, a, ins):
         for i, s in enumerate(ins[1:], 1):
@@ -181,6 +224,10 @@ class Reshape(OpDef):
     attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]"),
              "paleo_unchecked": _PALEO_UNCHECKED}
     doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        shape = tuple(out_shape[1:])
+        return lambda x: x.reshape((x.shape[0],) + shape)
 
     def infer(self, a, ins):
         if a["paleo_unchecked"]:
@@ -264,11 +311,20 @@ class Reshape(OpDef):
 @register
 class Softmax(OpDef):
     name = "softmax"
+    cheap_to_recompute = True
+    singa_one_to_all = ("v0.1", "v0.2+")
     types = ("Softmax",)
     f32_result = True   # probabilities stay f32 in 16-bit nets (autocast's rule)
     attrs = {"num_classes": AttrSpec("int", 0, doc="if given, must equal the class count"),
              "paleo_unchecked": _PALEO_UNCHECKED}
     doc = "Softmax over the flattened features: [N, ...] -> [N, prod(...)]. Paleo: 0 FLOPs."
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        return "kSoftmax", [], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        return lambda x: torch.softmax(x.reshape(x.shape[0], -1), dim=1)
 
     def infer(self, a, ins):
         (x,) = ins
@@ -314,12 +370,22 @@ class Softmax(OpDef):
 @register
 class Opaque(OpDef):
     name = "opaque"
+    channelwise = True
     types = ("Opaque",)
     moves_data = False
     arity = (0, None)
     attrs = {"type": AttrSpec("str")}
     doc = ("A layer type netc does not know, kept from an imported file (`Opaque(x) { type: \"BatchNorm\" }`): "
            "shape pass-through, no parameters, 0 FLOPs - Paleo's Generic layer.")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        """The SINGA layer type it carries, where SINGA needs no conf for it (ops/singa.py's OPAQUE_OK)."""
+        from .singa import OPAQUE_OK, SingaInexpressible as No
+        t = a.get("type")
+        if t not in OPAQUE_OK:
+            raise No(f"layer '{a.get('name')}' is an opaque layer of type '{t}', which netc cannot write as a SINGA "
+                     f"layer")
+        return t, [], []
 
     def check_attrs(self, attrs):
         return iter(())  # keeps whatever the original file said
@@ -337,6 +403,7 @@ class Opaque(OpDef):
 @register
 class Identity(OpDef):
     name = "identity"
+    channelwise = True
     types = ("Identity",)
     moves_data = False
     identity_at_inference = True   # the memory plan places it on its operand's bytes (no kernel)
@@ -344,6 +411,9 @@ class Identity(OpDef):
     doc = ("The identity: out = in. `netc run`/`netc compile --opaque-as-identity` turns shape-preserving "
            "opaque layers (unknown types, Paleo's Generic pass-throughs) into it, keeping their `type`. "
            "Zero-copy in the memory plan; 0 FLOPs.")
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        return lambda x: x
 
     def infer(self, a, ins):
         return tuple(ins[0])
@@ -370,6 +440,9 @@ class Dummy(OpDef):
            "[0, 1)), kept whole on every partition (`whole`, see Input). With `output: true` SINGA seeds the "
            "backward pass there with a uniform [0, 1) gradient instead of a loss's; netc records it. "
            "Zero-copy in the memory plan; 0 FLOPs.")
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        return "kDummy", (["dummy_conf { output: true }"] if a.get("output") else []), []
 
     def infer(self, a, ins):
         return tuple(ins[0])

@@ -6,7 +6,7 @@ same split of sibling X, `X@all` all splits in order, `X@i` one split. Sublayers
 inherit the block's. Convolutions read `splits` and divide their output channels (floor); every
 other op is replicated, as in Paleo. Outside the block, `B/X@all` and `B/X@i` name the splits.
 
-Each copy keeps `split_index`: the Paleo side of the `partition` pass (netc/passes/partition.py)
+Each copy keeps `split_index`: the Paleo side of the `partition` pass (netc/passes/partition/collectives.py)
 places split i on worker i mod K (`--workers K`), the rest on worker 0 (Paleo's device ids), and
 makes a concat of every split on each split an all-gather.
 """

@@ -29,21 +29,19 @@ facts only. plan-memory runs after it and makes each group ONE step: operands li
 group runs, intermediates get no bytes, and the result overlaps only operands every member reads
 at the output's index (netc/memory/plan.py); so codegen (netc/codegen/lower.py) runs every group
 as planned and splits none.
+
+Which op plays which part is the op's own declaration (netc/ops/, OpDef's fusion facts):
+`gemm_epilogue` (the anchors), `pointwise` ("activation", "affine", "elementwise", with
+chains() / residual_add() for the forms a kernel takes), `prologue_operand` (the gradient GEMMs
+and their dz), `fusion_prologue` (the activation gradient), `grad_epilogue` (the data gradients).
 """
 from __future__ import annotations
 
 from ..ir.core import STRUCTURAL_OPS
+from ..ops import OpDef, lookup
 from .registry import Pass, register_pass
 
-GEMM_ANCHORS = ("netc.conv2d", "netc.inner_product")
-# gradient GEMMs whose kernels take an activation-gradient prologue: op -> the operand that is dz
-PROLOGUE_ANCHORS = {"netc.conv2d_grad_data": 0, "netc.conv2d_grad_filter": 1, "netc.bias_grad": 0,
-                    "netc.inner_product_grad_data": 0, "netc.inner_product_grad_filter": 1}
-PROLOGUE_OPS = ("netc.activation_grad",)
-# data gradients whose kernel takes an activation gradient of the layer below as its epilogue
-GRAD_DATA_ANCHORS = ("netc.conv2d_grad_data", "netc.inner_product_grad_data")
-ACTIVATION_OPS = {"netc.relu", "netc.sigmoid", "netc.tanh"}
-POINTWISE_OPS = ACTIVATION_OPS | {"netc.batch_norm", "netc.elementwise"}
+_NONE = OpDef()   # structural ops' facts: none
 MAX_CHAIN_TENSORS = 4   # elementwise_kernel's tensor operand slots
 MAX_CHAIN_BNS = 2       # its 4 per-channel vector slots hold 2 scale/shift pairs
 
@@ -57,6 +55,10 @@ def _users(body) -> dict:
         for v in op.operands:
             users.setdefault(id(v), []).append(op)
     return users
+
+
+def _def(op) -> OpDef:
+    return lookup(op.name) or _NONE
 
 
 def _outputs(body) -> set:
@@ -107,14 +109,15 @@ def fuse_network(net):
             continue
         members = [op]
         anchor = op
-        if op.name in PROLOGUE_OPS and _prologue_reader(op, users, outs) is not None:
+        d = _def(op)
+        if d.fusion_prologue and _prologue_reader(op, users, outs) is not None:
             anchor = _prologue_reader(op, users, outs)
             members.append(anchor)
-        if anchor.name in GRAD_DATA_ANCHORS:
+        if _def(anchor).grad_epilogue:
             u = sole_user(anchor)
-            if u is not None and u.name in PROLOGUE_OPS and u.operands[1] is anchor.results[0]:
+            if u is not None and _def(u).fusion_prologue and u.operands[1] is anchor.results[0]:
                 members.append(u)
-        elif op.name in GEMM_ANCHORS:
+        elif d.gemm_epilogue:
             stage = _ACT if op.attrs.get("activation", "none") not in ("none", None) else _BIAS
             cur = op
             while stage < _DONE:
@@ -127,16 +130,16 @@ def fuse_network(net):
                 stage = nxt
                 members.append(u)
                 cur = u
-        elif op.name in POINTWISE_OPS and _chain_ok(op, op):
+        elif d.pointwise and d.chains(op):
             tensors = len(op.operands) - 1
-            bns = op.name == "netc.batch_norm"
+            bns = d.pointwise == "affine"
             cur = op
             while True:
                 u = sole_user(cur)
-                if u is None or u.name not in POINTWISE_OPS or not _chain_ok(u, cur):
+                if u is None or not _def(u).pointwise or not _def(u).chains(u):
                     break
                 t = tensors + len(u.operands) - 1
-                b = bns + (u.name == "netc.batch_norm")
+                b = bns + (_def(u).pointwise == "affine")
                 if t > MAX_CHAIN_TENSORS or b > MAX_CHAIN_BNS:
                     break
                 tensors, bns = t, b
@@ -154,29 +157,23 @@ def _prologue_reader(op, users, outs):
     if len(op.results) != 1 or id(op.results[0]) in outs:
         return None
     us = users.get(id(op.results[0]), [])
-    if len(us) != 1 or us[0].name not in PROLOGUE_ANCHORS:
+    if len(us) != 1 or _def(us[0]).prologue_operand is None:
         return None
     u = us[0]
-    k = PROLOGUE_ANCHORS[u.name]
+    k = _def(u).prologue_operand
     if [i for i, v in enumerate(u.operands) if v is op.results[0]] != [k]:
         return None
     return u
 
 
-def _chain_ok(op, prev) -> bool:
-    """Whether a pointwise op can be a step of an elementwise chain."""
-    if op.name == "netc.elementwise":
-        return op.attrs.get("operation", "sum") in ("sum", "product", "max") and len(op.operands) <= 5
-    return True
-
-
 def _epilogue_stage(u, prev, stage, pos, anchor_pos):
     """The epilogue stage after folding consumer u into a GEMM anchor, or None if it cannot fold."""
-    if u.name == "netc.batch_norm":
+    d = _def(u)
+    if d.pointwise == "affine":
         return _AFFINE if stage < _AFFINE else None
-    if u.name in ACTIVATION_OPS:
+    if d.pointwise == "activation":
         return _ACT if stage < _ACT else None
-    if u.name == "netc.elementwise" and u.attrs.get("operation", "sum") == "sum" and len(u.operands) == 2:
+    if d.residual_add(u):
         other = u.operands[1] if u.operands[0] is prev.results[0] else u.operands[0]
         if other.type.shape != prev.results[0].type.shape or other.type.dtype != prev.results[0].type.dtype:
             return None

@@ -45,9 +45,6 @@ from ..memory.model import BATCH, PlanError, align_up
 from ..ops import layer_cost, lookup
 from .registry import Pass, register_pass
 
-# cheap ops that are not elementwise: pooling, upsampling and normalization (the op registry's
-# elementwise and view flags cover the rest)
-CHEAP_OPS = {"netc.maxpool", "netc.avgpool", "netc.upsample2d", "netc.lrn", "netc.softmax"}
 TRIALS_PER_ROUND = 4      # candidates measured (re-planned) per round before the best is kept
 MAX_TRIALS = 12           # per round, when none of the first ones shrinks the arena
 MAX_CHAIN = 4             # ops recomputed for one candidate (itself and the cheap chain it needs)
@@ -59,7 +56,7 @@ def recomputable(op: Operation) -> bool:
     d = lookup(op.name)
     if d is None or is_backward(op) or d.training_only or d.is_loss or len(op.results) != 1:
         return False
-    return d.elementwise or d.view or op.name in CHEAP_OPS
+    return d.elementwise or d.view or d.cheap_to_recompute
 
 
 def is_backward(op: Operation) -> bool:

@@ -8,51 +8,17 @@ naive) is; tests check this program against it. Activations are kept in the IR's
 views of channels_last storage, so permuting to NCHW for cuDNN and back is free. Values are
 dropped after their last use, as a real model's would be.
 
-Ops without a hand-written rule here run through their OpDef.reference (in f64, cast back), and
-EagerNet.fallbacks names them: the baseline is honest about which layers are not native torch.
+Each op's hand-written rule is its OpDef.eager (netc/ops/, with ops/eager.py's helpers). Ops without
+one run through their OpDef.reference (in f64, cast back), and EagerNet.fallbacks names them: the
+baseline is honest about which layers are not native torch.
 """
 from __future__ import annotations
 
 import torch
-import torch.nn.functional as F
 
 from ..diagnostics import NetcError
 from ..ir.core import SymbolRef
 from ..ops import lookup
-
-_ACT = {"none": None, "relu": torch.relu, "sigmoid": torch.sigmoid, "tanh": torch.tanh}
-
-
-def _torch_padding(x_shape, kh, kw, a):
-    """(pad_h, pad_w) for torch's symmetric padding giving exactly netc's windows (Paleo's padding,
-    possibly asymmetric), or None: torch's windows then start where netc's do, and torch's output
-    size, floor((h + 2 pad - k) / s) + 1, must be netc's (extra bottom/right rows are left out)."""
-    from ..ops.reference import pads
-    sh, sw = a["strides"][1], a["strides"][2]
-    oh, ow, t, _, l, _ = pads(x_shape[1], x_shape[2], kh, kw, sh, sw, a["padding"])
-    if t < 0 or l < 0 or (x_shape[1] + 2 * t - kh) // sh + 1 != oh or (x_shape[2] + 2 * l - kw) // sw + 1 != ow:
-        return None
-    return t, l
-
-
-def _explicit_pads(x_shape, kh, kw, a):
-    from ..ops.reference import pads
-    _, _, t, b, l, r = pads(x_shape[1], x_shape[2], kh, kw, a["strides"][1], a["strides"][2], a["padding"])
-    return l, r, t, b
-
-
-def _act(y, a):
-    f = _ACT[a.get("activation", "none") or "none"]
-    return f(y) if f is not None else y
-
-
-def _nchw(x):
-    return x.permute(0, 3, 1, 2)
-
-
-def _nhwc(x):
-    return x.permute(0, 2, 3, 1)
-
 
 class EagerNet:
     """net = EagerNet(module, network, params, device, dtype); outputs = net(inputs by name).
@@ -109,88 +75,11 @@ class EagerNet:
         opdef = lookup(op.name)
         a = opdef.attrs_of(op)
         x_shape = op.operands[0].type.shape if op.operands else None
-        n = op.name
-        # (training: a weight is rearranged inside the step, where autograd sees it and an update
-        # is seen; inference: once, here)
-        if n == "netc.conv2d":
-            kh, kw = ps["weight"].shape[0], ps["weight"].shape[1]
-            w0 = ps["weight"]
-            oihw = lambda: w0.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)  # noqa: E731
-            w = None if self.training else oihw()
-            b = ps.get("bias")
-            stride = (a["strides"][1], a["strides"][2])
-            pad = _torch_padding(x_shape, kh, kw, a)
-            explicit = _explicit_pads(x_shape, kh, kw, a) if pad is None else None
-
-            def conv(x):
-                x = _nchw(x)
-                if explicit is not None:   # asymmetric SAME: pad (or crop) first, as Paleo does
-                    x = F.pad(x, explicit)
-                return _nhwc(_act(F.conv2d(x, w if w is not None else oihw(), b, stride, pad or 0), a))
-            return conv
-        if n == "netc.inner_product":
-            w0, b = ps["weight"], ps.get("bias")
-            if self.training:
-                return lambda x: _act(F.linear(x.reshape(x.shape[0], -1), w0.t(), b), a)
-            w = w0.t().contiguous()
-            return lambda x: _act(F.linear(x.reshape(x.shape[0], -1), w, b), a)
-        if n in ("netc.maxpool", "netc.avgpool"):
-            kh, kw = a["ksize"][1], a["ksize"][2]
-            k, s = (kh, kw), (a["strides"][1], a["strides"][2])
-            pad = _torch_padding(x_shape, kh, kw, a)
-            if pad is not None and pad[0] <= kh // 2 and pad[1] <= kw // 2:   # torch's limit on pool padding
-                if n == "netc.maxpool":   # -inf padding: it never wins, as in netc
-                    return lambda x: _nhwc(F.max_pool2d(_nchw(x), k, s, pad))
-                return lambda x: _nhwc(F.avg_pool2d(_nchw(x), k, s, pad, count_include_pad=False))
-        if n == "netc.lrn" and a["local_size"] % 2 == 1:
-            return lambda x: _nhwc(F.local_response_norm(_nchw(x), a["local_size"], a["alpha"], a["beta"], a["knorm"]))
-        if n == "netc.softmax":
-            return lambda x: torch.softmax(x.reshape(x.shape[0], -1), dim=1)
-        if n == "netc.concat":
-            d = a["dim"]
-            return lambda *xs: torch.cat(xs, dim=d)
-        if n == "netc.dropout" and self.training:   # torch's own masks (its RNG, not netc's Philox)
-            p = 1.0 - float(a["dropout_keep_prob"])
-            return lambda x: F.dropout(x, p, training=True)
-        if n in ("netc.dropout", "netc.identity"):
-            return lambda x: x
-        if n == "netc.relu":
-            s = float(a.get("negative_slope", 0.0) or 0.0)
-            return (lambda x: F.leaky_relu(x, s)) if s else torch.relu
-        if n == "netc.sigmoid":
-            return torch.sigmoid
-        if n == "netc.tanh":
-            return torch.tanh
-        if n == "netc.batch_norm" and self.training:   # the batch's statistics, over every axis but the last
-            sc, sh, eps = ps["scale"], ps["shift"], float(a["epsilon"])
-            return lambda x: F.batch_norm(x.reshape(-1, x.shape[-1]), None, None, sc, sh, True, 0.0,
-                                          eps).reshape(x.shape)
-        if n == "netc.batch_norm":
-            sc, sh = ps["scale"], ps["shift"]
-            return lambda x: torch.addcmul(sh, x, sc)
-        if n == "netc.softmax_loss":
-            def ce(x, labels):
-                x = x.reshape(x.shape[0], -1)
-                if labels.numel() == x.shape[0] and x.shape[1] != 1:
-                    return F.cross_entropy(x, labels.reshape(-1).long())
-                return -(labels.to(x.dtype).reshape(x.shape) * torch.log_softmax(x, 1)).sum(1).mean()
-            return ce
-        if n == "netc.euclidean_loss":
-            return lambda x, y: 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
-        if n == "netc.elementwise":
-            f = {"sum": torch.add, "product": torch.mul, "max": torch.maximum}[a["operation"]]
-
-            def ew(*xs):
-                y = xs[0]
-                for z in xs[1:]:
-                    y = f(y, z)
-                return y
-            return ew
-        if n == "netc.reshape":
-            shape = tuple(op.results[0].type.shape[1:])
-            return lambda x: x.reshape((x.shape[0],) + shape)
+        fn = opdef.eager(a, ps, x_shape, op.results[0].type.shape, self.training)
+        if fn is not None:
+            return fn
         # no hand-written rule: the op's reference (f64), cast back
-        self.fallbacks.append(op.attrs.get("name") or n)
+        self.fallbacks.append(op.attrs.get("name") or op.name)
         dtype = self.dtype
         return lambda *xs: opdef.reference(a, list(xs), ps).to(dtype)
 

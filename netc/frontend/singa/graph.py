@@ -2,7 +2,7 @@
 SingaParam), user layer rules (the RNNLM example's plugin), layer classes, phase filtering, the
 v0.2+ and v0.1 graph builders (unrolling, sharing, model splits) and Graph::Sort. The graph is the
 logical net's, one partition: SINGA's partitioning (connection layers, K nodes per layer, bridges,
-spec 5.6-5.8) is the `partition` pass's (netc/passes/partition.py), which reads the partition_dim
+spec 5.6-5.8) is the `partition` pass's (netc/passes/partition/singa.py), which reads the partition_dim
 and K the IR records; here only v0.1's inability to bridge (B3) is diagnosed, from the config."""
 from __future__ import annotations
 
@@ -518,7 +518,7 @@ def build_v2(ctx: BuildContext, job: Msg) -> list[GraphNode]:
             lay.srcs = [sp.name if s == x else s for s in lay.srcs]
     lays += [sp for _, sp in splits]
     # 5.6 (partition connection layers), 5.7 (K nodes per layer, bridges) and the sort of a
-    # partitioned graph are the `partition` pass's (netc/passes/partition.py): the frontend builds the
+    # partitioned graph are the `partition` pass's (netc/passes/partition/singa.py): the frontend builds the
     # logical net, one node '<layer>@0' per layer, and records K for the pass
     nodes: list[GraphNode] = []
     by_node: dict[str, GraphNode] = {}
