@@ -24,6 +24,11 @@ demo: install
 	$(NETC) explain examples/inception_v3.nd --brief | tail -n 4
 	$(NETC) compile examples/alexnet.nd -o build/alexnet.so --target cuda
 	$(NETC) run examples/lenet.nd --phase test --target interp --compare --batch 2 --spatial 20 --interp-blocks large
+	$(NETC) explain examples/inception_v3.nd --memory --brief --plot build/inception_v3_plan.png | tail -n 3
+	$(PY) examples/digits_data.py -o build/digits
+	$(NETC) run examples/digits.nd --train --data build/digits_train.npz --eval build/digits_test.npz \
+	    --optimizer adam --lr 0.003 --epochs 10 --plot build/digits_loss.png | tail -n 2
+	@echo "pictures: build/inception_v3_plan.png (Inception v3's memory plan), build/digits_loss.png (the digits network's training loss)"
 
 # every core (pytest-xdist): tests write only under their own tmp_path; kernel caches are atomic
 test: install

@@ -19,6 +19,24 @@ def pytest_configure(config):
     torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 
+# What depends on Triton's version, marked `triton_version`: the kernels under Triton's interpreter,
+# AOT cubins and tuning files, and the interpreter target's programs. CI runs these again on the
+# oldest Triton netc supports (.ci/triton_floor.sh: pytest -m triton_version); the rest of the suite
+# uses Triton only through them.
+TESTS = Path(__file__).resolve().parent
+TRITON_VERSION_TESTS = ("kernels/", "test_codegen.py", "test_tuning.py", "test_interp.py", "test_dtype.py")
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        try:
+            rel = Path(str(item.fspath)).resolve().relative_to(TESTS).as_posix()
+        except ValueError:
+            continue
+        if rel.startswith(TRITON_VERSION_TESTS):
+            item.add_marker(pytest.mark.triton_version)
+
+
 def pytest_addoption(parser):
     parser.addoption("--update-goldens", action="store_true", default=False,
                      help="rewrite the expected outputs under tests/golden/ instead of comparing")
