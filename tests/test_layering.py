@@ -109,3 +109,42 @@ def test_the_check_catches_an_upward_import(tmp_path, monkeypatch):
         assert "ops/bad.py:2: ops (layer 2) imports netc.runtime.native (layer 9)" in str(e)
     else:
         raise AssertionError("an upward import went unnoticed")
+
+
+def draw(path: str) -> None:
+    """The import graph between netc's top-level packages and modules, bottom to top in LAYERS'
+    order, as its transitive reduction (an import implied by a path through others is left out):
+    docs/architecture.md's picture, `python tests/test_layering.py docs/images/imports.png`."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    g = nx.DiGraph()
+    for a, b, _ in imports(modules()):
+        ta, tb = layer(a)[1], layer(b)[1]
+        if ta and tb and ta != tb:
+            g.add_edge(ta, tb)
+    g = nx.transitive_reduction(g)
+    pos = {}
+    for i, names in enumerate(LAYERS):
+        for j, n in enumerate(names):
+            shift = 0.9 if len(names) == 1 and i % 2 else (-0.9 if len(names) == 1 else 0)
+            pos[n] = ((j - (len(names) - 1) / 2) * 2.4 + shift, i)
+    fig, ax = plt.subplots(figsize=(8, 8))
+    for a, b in g.edges:
+        (xa, ya), (xb, yb) = pos[a], pos[b]
+        ax.annotate("", xy=(xb, yb), xytext=(xa, ya),
+                    arrowprops=dict(arrowstyle="-|>", color="0.45", lw=1.0, shrinkA=13, shrinkB=13))
+    for n, (x, y) in pos.items():
+        ax.text(x, y, n, ha="center", va="center", fontsize=10,
+                bbox=dict(boxstyle="round,pad=0.35", fc="#f6d8a8" if n in ("cli", "api") else "#cfe0f3", ec="0.3"))
+    ax.set_xlim(-5, 5)
+    ax.set_ylim(-0.7, len(LAYERS) - 0.3)
+    ax.axis("off")
+    ax.set_title("netc's layers: an arrow is an import (implied ones left out); every arrow points down", fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+if __name__ == "__main__":
+    import sys
+    draw(sys.argv[1] if len(sys.argv) > 1 else "docs/images/imports.png")
