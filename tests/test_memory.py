@@ -339,7 +339,12 @@ def test_concat_policies_and_partial_copies():
       s = Concatenate(c1, c2) {dim: 1}
     }"""
     p = plan(src)
-    assert step(p, "s").action == "alias"
+    # s concatenates along H: a slice of it is no channel slice of a contiguous buffer (its samples
+    # are not evenly spaced), which no kernel writes, so c1 and c2 are copied into it (a zero-copy
+    # slice there failed to lower: "out must have evenly spaced pixels")
+    assert step(p, "s").action == "concat-copy"
+    assert [p.tensors[i].name for i in step(p, "s").copies] == ["c1", "c2"]
+    assert p.tensor("c1").alias is None and p.tensor("c2").alias is None
     # x is a network input (never a slice); a sits in one slice only; b is read by two
     # concatenations, so a strided slice of either would be read by a kernel (the other's copy)
     st1, st2 = step(p, "c1"), step(p, "c2")
@@ -348,6 +353,11 @@ def test_concat_policies_and_partial_copies():
     assert [p.tensors[i].name for i in st1.copies] == ["b", "a"]
     assert p.tensor("a").alias_of == p.tensor("c1").id and p.tensor("a").slice == (2, 0)
     assert p.tensor("b").alias is None
+    # along the channels, slices nest: c1 and c2 sit in s, a in c1's slice of s
+    pc = plan(src.replace("s = Concatenate(c1, c2) {dim: 1}", "s = Concatenate(c1, c2) {dim: 3}"))
+    assert step(pc, "s").action == "alias"
+    assert pc.tensor("c2").alias_of == pc.tensor("s").id and pc.tensor("c2").slice == (2, 12)
+    assert pc.tensor("a").alias_of == pc.tensor("c1").id and pc.tensor("a").strides == (144, 24, 1)
     p2 = plan(src, concat="contiguous")
     assert all(t.strides is None for t in p2.tensors)
     p3 = plan(src, concat="none")

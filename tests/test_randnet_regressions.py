@@ -64,3 +64,107 @@ def test_running_statistics_update_is_placed_on_a_worker(tmp_path):
     assert sorted(out[1].files) == sorted(out[2].files)
     for n in out[1].files:
         assert np.abs(out[1][n] - out[2][n]).max() <= 1e-10 * max(np.abs(out[1][n]).max(), 1e-300), n
+
+
+# randnet infer check (16 of 18 internal errors of its first campaign): the memory plan put the
+# operands of a Concatenate along H or W straight into their slice of the result, which no kernel
+# can write ("cannot lower layer ... out must have evenly spaced pixels" / "a copy between
+# different shapes needs dense tensors"); now only slices a producer's kernel can write (a channel
+# slice of a contiguous buffer, OpDef.writes_rows) are zero-copy, the others are copied.
+CONCAT_ALONG_H_OR_W = [
+    """network rn {
+  input x1: f32[3, 6, 5, 4]
+  l5 = Identity(x1)
+  l6 = Concatenate(x1, x1, l5) { dim: -2 }
+}
+""",
+    """network rn {
+  input x1: f32[3, 3, 6, 1]
+  l2 = ReLU(x1)
+  l3 = Concatenate(x1, l2, l2) { dim: -3 }
+  l4 = Concatenate(l3, l3, l3) { dim: -1 }
+  l5 = Tanh(l3)
+  l6 = Concatenate(l4, l3, l5) { dim: 3 }
+  l7 = Tanh(l6)
+}
+""",
+    """network rn {
+  input x1: f32[2, 4]
+  l5 = Flatten(x1) { output_shape: [2, 4, 1] }
+  l6 = Concatenate(l5, l5)
+}
+""",
+    """network rn {
+  input x1: f32[1, 5, 5, 5]
+  l2 = Concatenate(x1, x1, x1) { dim: -2 }
+  l3 = Concatenate(l2, l2, l2) { dim: 3 }
+  l4 = ReLU(l3)
+}
+""",
+]
+
+
+def test_concatenation_along_h_or_w_compiles_and_matches_the_reference():
+    from netc.passes.set_dtype import precision_of
+    from netc.runtime.compare import check_outputs
+    from netc.runtime.interp import InterpProgram, default_inputs
+    from netc.runtime.reference import run_reference
+    for text in CONCAT_ALONG_H_OR_W:
+        m = load_text(text, "rn.nd")
+        prog = InterpProgram(m, None, seed=3, blocks="large")
+        ins = default_inputs(m, prog.net, 3)
+        got = prog.run(ins)
+        ref = run_reference(m, ins, None, network=prog.net, seed=3)
+        assert got and not check_outputs(got, ref, precision_of(prog.net)), text
+
+
+def _workers_equal_one_process(tmp_path, text, train=False, tol=1e-10):
+    """`netc run --workers 2` against `--workers 1` (f64): outputs, or with train the parameters
+    and gradients after 2 steps; asserts they agree within tol."""
+    import os
+    import subprocess
+    import sys
+    import numpy as np
+    f = tmp_path / "rn.nd"
+    f.write_text(text)
+    env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", NETC_DIST_TIMEOUT="30")
+    extra = ["--train", "--steps", "2", "--dtype", "f64"] if train else []
+    files = {}
+    for k in (1, 2):
+        out, grads = tmp_path / f"o{k}.npz", tmp_path / f"g{k}.npz"
+        r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--workers", str(k), *extra, "-o", str(out),
+                            *(["--grads", str(grads)] if train else [])],
+                           capture_output=True, text=True, env=env, timeout=180)
+        assert r.returncode == 0, r.stderr
+        files[k] = [np.load(out)] + ([np.load(grads)] if train else [])
+    for one, many in zip(files[1], files[2]):
+        assert sorted(one.files) == sorted(many.files)
+        for n in one.files:
+            assert np.abs(one[n] - many[n]).max() <= tol * max(np.abs(one[n]).max(), 1e-300), n
+
+
+# randnet part check, seeds 1003 and 1008 (and 11 more of its 25 partitioned nets): a worker whose
+# program reads its labels through a slice (a batch-split loss) or a gather (labels split, the loss
+# not) drew them as plain integers 0..9, not as the class indices the single process draws for the
+# loss's class count -- ranks failed with "index N is out of bounds for dimension 1 with size N", or
+# their loss differed (relative error 3e-3 to 12). The partition pass now records the class count on
+# each worker's copy of a labels input (partition.classes).
+LABELS_READ_THROUGH_A_SLICE = """optimizer adam { lr: 0.001 }
+
+network rn {
+  input x1: f32[6, 4]
+  input label9: i32[6]
+  l10 = SoftmaxCrossEntropy(x1, label9) { partition_dim: 0 }
+}
+"""
+LABELS_GATHERED = """network rn {
+  input x1: f32[4, 5, 6, 4]
+  input label8: i32[4] { partition_dim: 0 }
+  l9 = SoftmaxCrossEntropy(x1, label8)
+}
+"""
+
+
+def test_partitioned_labels_are_the_single_process_labels(tmp_path):
+    _workers_equal_one_process(tmp_path, LABELS_READ_THROUGH_A_SLICE)
+    _workers_equal_one_process(tmp_path, LABELS_GATHERED)

@@ -193,13 +193,17 @@ def as_rows(t, batch):
 def copy_spec(ctx, src, dst) -> KernelSpec:
     """A copy src -> dst (an elementwise chain of no ops): a concat operand into its slice, or a
     view/identity/dropout the plan could not alias. Different shapes of the same element count (a
-    reshape) are copied as [batch, features] rows, which needs both dense within a sample."""
+    reshape) are copied as [batch, features] rows, which needs both dense within a sample. A slice
+    along an axis other than the last (a concatenation along H or W) is no rows layout the chain can
+    write: it is copied element by element with any strides (narrow's kernel)."""
+    from ..memory.model import is_rows
     from .elementwise import elementwise_chain
     if tuple(src.shape) != tuple(dst.shape):
         # rows of the common leading dimension (the batch, in a rank's program maybe another)
         n = src.shape[0] if src.dim() and dst.dim() and src.shape[0] == dst.shape[0] else ctx.batch
         src, dst = as_rows(src, n), as_rows(dst, n)
-    if not src.dtype.is_floating_point:
+    strided = src.dim() > 0 and not all(is_rows(tuple(t.shape), tuple(t.stride())) for t in (src, dst))
+    if not src.dtype.is_floating_point or strided:
         # integers (class labels a partitioned program gathers) are copied as they are, not through
         # the chain's f32 arithmetic
         from .elementwise import narrow

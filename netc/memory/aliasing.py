@@ -3,7 +3,7 @@ in-place results and zero-copy concat slices), with a union-find over the trees.
 from __future__ import annotations
 
 from .graph import PlanGraph
-from .model import BATCH, is_dense, row_major
+from .model import BATCH, CONSTANT, is_dense, is_rows, row_major
 
 
 class AliasForest:
@@ -128,11 +128,51 @@ class AliasForest:
                         continue
                     if not all(o in tree and (self.parent[o] == w or self.parent[w] == o) for o in g.writes[r]):
                         return False
+        if not self._kernels_can_write(u, p, kind, sl, self.members[rep]):
+            return False
         self.parent[u], self.kind[u], self.slice[u] = p, kind, sl
         b = self._union(u, p)
         if kind == "view":
             self.has_view[b] = True
         return True
+
+    def _kernels_can_write(self, u: int, p: int, kind: str, sl, members: list) -> bool:
+        """Whether every tensor of u's tree, placed by attaching u to p, is written by a kernel
+        that can write its placement. A placement that is not the whole of a dense array (a slice
+        of a concatenation, strided or a block of each sample) must be rows -- a channel slice of
+        a contiguous buffer; a slice along H or W is not (its samples or rows are not evenly
+        spaced) -- and be written by an op whose registry entry says it writes rows (a view's
+        reshape copy writes dense buffers only). Tensors no kernel writes (identities) have their
+        parent's placement, which is checked as well."""
+        g, t = self.g, self.g.tensors
+        saved = self.parent[u], self.kind[u], self.slice[u]
+        self.parent[u], self.kind[u], self.slice[u] = p, kind, sl
+        try:
+            for w in members:
+                root, _, strides = self.placement(w)
+                tw = t[w]
+                fshape = tw.feature_shape
+                if tw.cls == BATCH:
+                    per_sample = t[root].size // tw.itemsize
+                    if strides is None and per_sample == tw.numel:
+                        continue          # the whole of a dense array
+                    full = (per_sample,) + tuple(strides or row_major(fshape))
+                elif tw.cls == CONSTANT:
+                    if strides is None:
+                        continue
+                    full = tuple(strides)
+                else:
+                    return False
+                if not is_rows(tuple(tw.shape), full):
+                    return False
+                unit = g.producer[w]
+                if unit < 0 or (self.parent[w] >= 0 and self.kind[w] in ("identity", "view")):
+                    continue       # an input, or bytes no kernel writes
+                if g.is_view(unit) or not all(getattr(g.opdefs[i], "writes_rows", True) for i in g.units[unit]):
+                    return False
+            return True
+        finally:
+            self.parent[u], self.kind[u], self.slice[u] = saved
 
 
 def alias_schedule_free(g: PlanGraph, f: AliasForest, concat: str):

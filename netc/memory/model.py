@@ -46,6 +46,24 @@ def is_dense(shape, strides) -> bool:
     return all(n == 1 or s == r for n, s, r in zip(shape, strides, row_major(shape)))
 
 
+def is_rows(shape, strides) -> bool:
+    """Whether `strides` address `shape` as rows: the last axis contiguous and the rows (every
+    other axis, nested) evenly spaced, as in a channel slice of a contiguous buffer -- what a
+    kernel can write (OpDef.writes_rows; kernels/common.py's row_stride checks the same)."""
+    if not shape:
+        return True
+    if shape[-1] > 1 and strides[-1] != 1:
+        return False
+    expect = None
+    for n, s in zip(reversed(shape[:-1]), reversed(strides[:-1])):
+        if n == 1:
+            continue
+        if expect is not None and s != expect:
+            return False
+        expect = s * n
+    return True
+
+
 # --------------------------------------------------------------------------------------------
 # The plan
 
