@@ -148,7 +148,9 @@ def logical_input(net, op, seed: int, dtype, given: dict | None):
         if name not in given:
             raise NetcError(f"missing input '{name}'")
         return feed_tensor(given[name], shape, tdtype, f"input '{name}'", "cpu")
-    c = label_classes_of(net, v)
+    # a worker may read its labels through slices or communication: the partition pass recorded
+    # the class count of the logical labels (else the loss reads them here)
+    c = part.get("classes") or label_classes_of(net, v)
     if c is not None:
         return random_labels(name, shape, c, seed, tdtype)
     if v.type.dtype in INT_DTYPES:

@@ -36,6 +36,8 @@ from __future__ import annotations
 
 from ...diagnostics import NetcError
 from ...ir.core import SymbolRef
+from ...ops import lookup
+from ...ops.registry import prod
 from ..registry import Pass, register_pass
 from .collectives import NetcLowering
 from .common import Emitter, is_partitioned, workers_of
@@ -61,6 +63,30 @@ def _reorder_params(module, extra: dict):
     rest = [n for n in params if n not in order and n not in sliced]
     others = [op for op in module.body if op.name != "netc.param"]
     module.regions[0].block.set_ops([params[n] for n in order + rest] + others)
+
+
+def _label_classes(net) -> dict:
+    """{input name: class count C} of the inputs a loss reads as its labels (C: the logits' features,
+    as runtime.reference.label_classes_of counts them)."""
+    out = {}
+    for op in net.regions[0].ops:
+        d = lookup(op.name)
+        if d is None or not d.is_loss or d.label_operand is None or len(op.operands) <= d.label_operand:
+            continue
+        src = op.operands[d.label_operand].owner
+        if src is not None and src.name == "netc.input" and op.operands[0].type.shape is not None:
+            out[src.attrs.get("name")] = prod(op.operands[0].type.shape[1:])
+    return out
+
+
+def _record_label_classes(net, classes: dict):
+    """Each worker's copy of a labels input says how many classes its logical value has
+    (partition.classes): a worker's program may read its shard through slices, concats and
+    communication rather than in the loss, and draws the same labels as the single process."""
+    for op in net.regions[0].ops:
+        part = op.attrs.get("partition")
+        if op.name == "netc.input" and isinstance(part, dict) and part.get("of") in classes:
+            op.attrs["partition"] = {**part, "classes": classes[part["of"]]}
 
 
 @register_pass
@@ -105,6 +131,7 @@ class Partition(Pass):
             if K == 1:
                 continue
             singa = "singa_graph" in module.attrs or any("num_partitions" in op.attrs for op in net.regions[0].ops)
+            classes = _label_classes(net)
             em = Emitter(module, net, K, ctx.diag)
             if singa:
                 SingaLowering(em, module.attrs.get("singa_graph", "v0.2+")).run()
@@ -117,6 +144,7 @@ class Partition(Pass):
                                      f"location, parallel splits): every layer runs on worker 0 of {K}", net.loc,
                                      width=len(net.attrs["sym_name"]))
                 NetcLowering(em, opts).run()
+            _record_label_classes(net, classes)
             extra.update(em.new_params)
         if extra or any(is_partitioned(n) for n in module.networks()):
             _reorder_params(module, extra)
