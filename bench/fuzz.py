@@ -118,12 +118,14 @@ DATA_RUN = "run NET --reference --train --steps 1 --data FILE"
 COMMANDS = ("check", "explain --memory --brief", "opt -p fuse",
             "export --format paleo", "export --format singa", "export --format layout",
             TRAIN_EXPLAIN, WORKERS_EXPLAIN, COMPILE_INTERP, API, TUNING_RUN, PARAMS_RUN, DATA_RUN)
-# seeds small enough for `compile --target interp` (it draws every parameter: AlexNet's 60M take seconds)
+# seeds small enough for `compile --target interp` (it draws every parameter: AlexNet's 60M take seconds,
+# SINGA's MNIST MLP jobs' 12M half a second; their convolutional and RBM jobs are small)
 COMPILE_SEEDS = ("examples/lenet.nd", "examples/cifar10_phases.nd", "examples/gan.nd", "examples/digits.nd",
                  "examples/brainstorm_fixture.nd", "examples/partition_*.nd", "netc opt examples/lenet.nd*",
                  "netc opt examples/cifar10_phases.nd*", "netc opt examples/gan.nd*",
                  "netc opt examples/brainstorm_fixture.nd*", "netc explain examples/*", "corpus/brainstorm/*",
-                 "corpus/singa/*cifar10*", "corpus/singa/*mnist*")
+                 "corpus/singa/*cifar10*", "corpus/singa/*mnist_conv*", "corpus/singa/*mnist_rbm*",
+                 "corpus/singa/*mnist_model*")
 # the expensive commands of a text input, each on the inputs whose number is `residue` mod 3
 # (COMPILE_INTERP: of the COMPILE_SEEDS only)
 EXPENSIVE = {TRAIN_EXPLAIN: 1, WORKERS_EXPLAIN: 2, COMPILE_INTERP: 0}
@@ -1014,11 +1016,11 @@ def _worker(conn, workdir: str, timeout: float, mem_limit: int | None):
                 return
             if task is None:
                 return
-            name, text, command, debug, companions = task
+            seq, (name, text, command, debug, companions) = task
             path = place_input(os.path.join(workdir, "in"), name, text, companions)
             res = run_once(path, command, timeout, debug)
             res["path"] = path
-            conn.send(res)
+            conn.send((seq, res))
 
 
 class Runner:
@@ -1029,6 +1031,7 @@ class Runner:
         self.jobs, self.timeout, self.workdir, self.mem_limit = jobs, timeout, Path(workdir), mem_limit
         self.workers: list = []
         self.restarts = 0
+        self.seq = 0   # tasks are numbered: a worker's answer is matched to the task it answers
         if jobs > 0:
             method = "fork" if "fork" in multiprocessing.get_all_start_methods() else "spawn"
             self.ctx = multiprocessing.get_context(method)
@@ -1040,7 +1043,7 @@ class Runner:
                              daemon=True)
         p.start()
         child.close()
-        return {"i": i, "proc": p, "conn": parent, "task": None, "since": 0.0}
+        return {"i": i, "proc": p, "conn": parent, "task": None, "since": 0.0, "seq": 0}
 
     def _restart(self, w):
         try:
@@ -1091,13 +1094,14 @@ class Runner:
                     pending = False
                     break
                 w = idle.pop()
-                w["task"], w["key"], w["since"] = task, key, time.monotonic()
+                self.seq += 1
+                w["task"], w["key"], w["since"], w["seq"] = task, key, time.monotonic(), self.seq
                 try:
-                    w["conn"].send(task)
+                    w["conn"].send((self.seq, task))
                 except (OSError, ValueError):  # the worker died while idle: a new one takes the task
                     self._restart(w)
-                    w["task"], w["key"], w["since"] = task, key, time.monotonic()
-                    w["conn"].send(task)
+                    w["task"], w["key"], w["since"], w["seq"] = task, key, time.monotonic(), self.seq
+                    w["conn"].send((self.seq, task))
                 busy[w["i"]] = w
             if not busy:
                 break
@@ -1108,7 +1112,11 @@ class Runner:
                 key, task = w["key"], w["task"]  # (a restart below replaces the worker's record)
                 if w["conn"] in ready:
                     try:
-                        res = w["conn"].recv()
+                        seq, res = w["conn"].recv()
+                        if seq != w["seq"]:
+                            # the result of a task sent before this one (by a run that stopped early,
+                            # without reading it): not this task's
+                            res = None
                     except (EOFError, OSError):
                         code = w["proc"].exitcode
                         res = {"rc": None, "escaped": f"WorkerDied: the worker exited ({code}) while running netc",

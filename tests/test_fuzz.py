@@ -153,3 +153,26 @@ def test_runner_survives_replaced_and_dead_workers(tmp_path, monkeypatch):
         assert runner.run(("x.nd", "ok", "check", False, {}))["rc"] == 0 and runner.restarts == 2
     finally:
         runner.close()
+
+
+def test_runner_ignores_the_answer_to_an_earlier_task(tmp_path, monkeypatch):
+    """A run stopped early (^C, an exception) leaves a worker's answer unread in its pipe; the next
+    task on that worker (the minimizer's, after an interrupted campaign) read it as its own, and
+    findings were 'minimized' to inputs that did not fail (issue: fuzz-surfaces-seed21's findings)."""
+    import multiprocessing
+    if "fork" not in multiprocessing.get_all_start_methods():
+        import pytest
+        pytest.skip("the fake worker body is inherited through fork")
+    fuzz = _fuzz_module()
+
+    def fake_run_once(path, command, timeout, debug=False):
+        return {"rc": 0, "escaped": None, "stdout": open(path).read(), "stderr": "", "seconds": 0.0}
+
+    monkeypatch.setattr(fuzz, "run_once", fake_run_once)
+    runner = fuzz.Runner(1, 5.0, tmp_path / "run")
+    try:
+        runner.workers[0]["conn"].send((-1, ("x.nd", "old", "check", False, {})))  # never read
+        assert runner.run(("x.nd", "new", "check", False, {}))["stdout"] == "new"
+        assert runner.run(("x.nd", "newer", "check", False, {}))["stdout"] == "newer"
+    finally:
+        runner.close()
