@@ -127,7 +127,7 @@ def test_singa_export_builds_with_same_shapes(name, tmp_path, capsys):
         assert n.shape == _nchw(r["shape"]), r["name"]
         assert sum(_prod(p.shape) for p in n.params) == r["params"], r["name"]
     try:
-        import netc.frontend.singa_ir  # noqa: F401  (another importer; check it when present)
+        import netc.frontend.singa.to_ir  # noqa: F401  (another importer; check it when present)
     except ImportError:
         return
     back = explain_json(compiled(out))

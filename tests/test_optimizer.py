@@ -374,7 +374,7 @@ def test_every_corpus_updater_is_listed():
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_corpus_updaters_map_onto_the_optimizer(name):
     from netc.frontend.singa import read_job
-    from netc.frontend.singa_ir import singa_optimizer
+    from netc.frontend.singa.to_ir import singa_optimizer
     diag = DiagnosticEngine()
     try:
         job = read_job(str(SINGA / name))

@@ -29,7 +29,7 @@ needs_corpus = pytest.mark.skipif(not SINGA.is_dir(), reason="the shared corpus 
 def compiled(src=None, workers=None, phase="train", text=None, batch=None, spatial=None, notes=None):
     diag = DiagnosticEngine()
     if text is not None:
-        from netc.frontend.singa_ir import import_singa
+        from netc.frontend.singa.to_ir import import_singa
         m = import_singa(text, "t.conf", diag)
     else:
         m = load(str(src), diag, 1)

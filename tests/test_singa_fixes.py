@@ -18,7 +18,7 @@ import torch
 
 from netc.diagnostics import DiagnosticEngine
 from netc.frontend.singa import build_singa
-from netc.frontend.singa_ir import import_singa
+from netc.frontend.singa.to_ir import import_singa
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 from netc.runtime.reference import run_reference
 

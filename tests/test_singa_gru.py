@@ -11,7 +11,7 @@ import torch
 from netc.diagnostics import DiagnosticEngine, NetcError
 from netc.frontend import load, load_text
 from netc.frontend.singa import build_singa
-from netc.frontend.singa_ir import nname
+from netc.frontend.singa.to_ir import nname
 from netc.ops import lookup
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 from netc.runtime.reference import module_params, run_reference

@@ -1,4 +1,4 @@
-"""SINGA job.conf -> netc IR (netc/frontend/singa_ir.py): per-node shapes against SINGA's oracle,
+"""SINGA job.conf -> netc IR (netc/frontend/singa/to_ir.py): per-node shapes against SINGA's oracle,
 partitioned (K = 2) nets (SINGA's graph is the partition pass's: tests/test_partition.py), unrolled
 RNNs, RBM energy models, `netc import` round trips, errors."""
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 
 from netc.diagnostics import DiagnosticEngine
 from netc.frontend import load
-from netc.frontend.singa_ir import _NO_OP, nhwc, nname
+from netc.frontend.singa.to_ir import _NO_OP, nhwc, nname
 from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -3,7 +3,7 @@
 Two kinds of network:
 
 * One SINGA built (imported from a job.conf). Its layers are SINGA's nodes, named as netc's
-  importer names them (netc/frontend/singa_ir.py): `<unroll index>#<layer>:<partition>` for v0.2+
+  importer names them (netc/frontend/singa/to_ir.py): `<unroll index>#<layer>:<partition>` for v0.2+
   (`0#conv1:0`, `3#gru1:0`, `0#ip1:1`), `<layer>:<partition, 2 digits>` for v0.1 (`conv1:00`), and
   the layers SINGA generates (`split(...)`, `slice(...)`, `concate(...)`, `bridge_src(...)`). The
   exporter recovers the config layers behind the nodes - unrolling (unroll_len, unroll_conn_type,
@@ -102,7 +102,7 @@ def _num(v) -> str:
 
 
 def _updater(opt, version: str, built: bool = False) -> str:
-    """The job's `updater` from the module's optimizer (a SINGA job's, frontend/singa_ir.py); the
+    """The job's `updater` from the module's optimizer (a SINGA job's, frontend/singa/to_ir.py); the
     fixed default for none, or for one SINGA cannot express (none at all for a v0.2+ job that had
     none: it reads back the same)."""
     if not opt and built and version != "0.1":
@@ -150,7 +150,7 @@ def _scales(param_op) -> tuple:
 def _partitioned_nodes(text: str, version: str) -> list:
     """The nodes of SINGA's partitioned training graph of a written job, in its order (the frontend
     builds the logical net; the partition pass builds SINGA's graph of K partitions)."""
-    from ..frontend.singa_ir import import_singa, nname
+    from ..frontend.singa.to_ir import import_singa, nname
     from ..pipelines import Options, inference
     diag = DiagnosticEngine()
     m = import_singa(text, "<netc export>", diag, version=version)
@@ -659,7 +659,7 @@ class _Built:
         whose node comes too late is moved before the one that overtook it, checked by building the
         written job with netc's SINGA builder (the same graph code as the import)."""
         from ..frontend.singa import build_singa
-        from ..frontend.singa_ir import nname
+        from ..frontend.singa.to_ir import nname
         want_all = [op.attrs["name"] for op in self.ops if id(op) in self.node and self.node[id(op)][3] is None]
         layer_of = {n: self.node[id(op)][0] for op in self.ops if id(op) in self.node
                     for n in [op.attrs["name"]]}

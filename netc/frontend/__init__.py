@@ -63,7 +63,7 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         raise NetcError("this JSON file is neither a Paleo network (no \"layers\" object) nor a Brainstorm "
                         "architecture (no \"architecture\" object or \"@type\" layers)", Loc(path, 1, 1))
     if fmt == "singa":
-        from .singa_ir import import_singa
+        from .singa.to_ir import import_singa
         return import_singa(text, path, diag, version=(options or {}).get("singa_version"))
     raise NetcError(f"unknown input format '{fmt}'", Loc(path, 1, 1))
 

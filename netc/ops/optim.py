@@ -25,7 +25,7 @@ what per-parameter groups {"lr": lr * lr_scale, "weight_decay": wd * wd_scale} g
 Two conventions (`convention`):
   "torch"  torch.optim's formulas (above); the default, and what tests/test_optimizer.py checks.
   "singa"  Apache SINGA v0.1-v0.3's updaters (src/utils/updater.cc), which a SINGA job's updater maps
-           onto (frontend/singa_ir.py):
+           onto (frontend/singa/to_ir.py):
            SGD       v = mu v - lr g; w += v. The velocity holds the learning rate: it equals
                      -lr * torch's buffer while lr is constant, so both agree exactly until a
                      schedule changes lr (SINGA's older steps keep their old rate).

@@ -190,7 +190,7 @@ def build_singa(path_or_text, phase: str = "train", version: str | None = None, 
     its graph with one partition (nodes '<layer>@0'). K, the partitions the job asks for (default:
     cluster.nworkers_per_group for train, 1 otherwise), is recorded as SingaNet.workers; SINGA's
     partitioned graph (connection layers, bridges, K nodes per layer) is made from the IR by the
-    `partition` pass (netc/passes/partition.py).
+    `partition` pass (netc/passes/partition/singa.py).
 
     path_or_text: a path, the text of a job file, or a SingaJob from read_job.
     plugins: {user_type: UserLayerRule} for user layers (RNNLM_PLUGIN for the rnnlm example).

@@ -1,7 +1,8 @@
-"""SINGA job.conf -> netc IR (back half of the SINGA importer; singa.py is the front half).
+"""SINGA job.conf -> netc IR (back half of the SINGA importer; the package's other modules are the
+front half).
 
-singa.py builds the nets SINGA builds (per phase) with SINGA's own node names, order and NCHW
-shapes: the logical net, one partition (nodes '<layer>@0'). This module maps each built net onto
+build_singa (frontend/singa/__init__.py) builds the nets SINGA builds (per phase) with SINGA's own
+node names, order and NCHW shapes: the logical net, one partition (nodes '<layer>@0'). This module maps each built net onto
 netc's *unresolved* IR (layers with `parents` name lists), like the Paleo and .nd frontends, so
 phases, shapes, parameters and costs go through netc's normal passes and op definitions.
 
@@ -94,10 +95,10 @@ from __future__ import annotations
 import os
 import re
 
-from ..diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
-from ..ir.core import UNRANKED, Module, Operation, Region
-from ..ops.optim import schedule_problem
-from .singa import build_singa, read_job
+from ...diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
+from ...ir.core import UNRANKED, Module, Operation, Region
+from ...ops.optim import schedule_problem
+from . import build_singa, read_job
 
 _PHASES = (("kTrain", "train"), ("kTest", "test"), ("kVal", "val"))
 _NO_OP = {"kShardData", "kLMDBData", "kCharRNN"}
