@@ -7,12 +7,14 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
-"$PYTHON" -m venv "$D/venv"                          # isolated: no --system-site-packages
-"$D/venv/bin/python" -m pip install -q "torch==2.13.0"
-"$D/venv/bin/python" -m pip install -q "$ROOT"
+# NETC_CI_VENV: where to make the venv, kept for .ci/triton_floor.sh (.ci/run sets it); else a temporary one
+VENV=${NETC_CI_VENV:-$D/venv}
+"$PYTHON" -m venv "$VENV"                            # isolated: no --system-site-packages
+"$VENV/bin/python" -m pip install -q "torch==2.13.0"
+"$VENV/bin/python" -m pip install -q "$ROOT"
 export NETC_CACHE_DIR="$D/cache"
 cd "$D"                                              # nothing importable from the checkout
-NETC="$D/venv/bin/netc"
+NETC="$VENV/bin/netc"
 set -x
 "$NETC" check "$ROOT/examples/lenet.nd"
 "$NETC" explain "$ROOT/examples/inception_v3.nd" --memory --brief >/dev/null
