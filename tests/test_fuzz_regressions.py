@@ -910,3 +910,48 @@ def test_singa_char_rnn_explain_train_is_fast(capsys):
     capsys.readouterr()
     assert rc == 0
     assert dt < 2.5, f"{dt:.1f} s of CPU"
+
+
+# -- JSON with locations: the json module's fast path reads as the strict reader does ----------
+
+def test_json_fast_path_reads_as_the_strict_reader():
+    """load_json takes its values from Python's json module and its locations from one scan of the
+    tokens (Paleo/Brainstorm seeds were a fifth of the fuzzer's time in the recursive reader); any
+    document that path does not take as the reader would (NaN, \\u escapes, repeated keys, errors)
+    goes to _Reader. Both give the same values, locations, duplicates and errors."""
+    import random
+
+    from netc.diagnostics import NetcError
+    from netc.frontend import jsonloc
+
+    def strict(text):
+        r = jsonloc._Reader(text, "f.json")
+        v = r.value("$")
+        r.ws()
+        if r.i != len(r.s):
+            r.fail("extra data after the JSON value")
+        return v, r.locs, r.dups
+
+    def outcome(load, text):
+        try:
+            v, locs, dups = load(text)
+            return "ok", repr(v), list(locs.items()), [(p, a, b) for p, a, b in dups]
+        except NetcError as e:
+            return "error", str(e), [d.loc for d in e.diagnostics]
+
+    texts = [p.read_text() for p in sorted((ROOT / "examples").glob("*.json"))]
+    corpus = ROOT.parent / "shared" / "corpus"
+    texts += [p.read_text() for sub in ("paleo", "brainstorm") for p in sorted((corpus / sub).glob("*.json"))]
+    texts += ['{"layers": {"a": {"type": "Input", "tensor": [1, 2]}, "b\\tc": [1.5e3, -0, true, null, "x\\"y"]}}',
+              '{"k": 1, "k": 2}', "[NaN]", '["\\u0041"]', "[1,]", '{"a": 1,}', "[1 2]", "", "[01]", "{}", "[]",
+              "[" * 300 + "]" * 300]
+    rng = random.Random(0)
+    for t in list(texts):
+        for _ in range(8):
+            i = rng.randrange(len(t) + 1)
+            texts.append(t[:i] + rng.choice(['"', ",", "}", "]", "{", "\\", " ", "1e5", "NaN", '"k": 1,']) + t[i:])
+    fast = 0
+    for t in texts:
+        fast += jsonloc._load_fast(t, "f.json") is not None
+        assert outcome(lambda s: jsonloc.load_json(s, "f.json"), t) == outcome(strict, t), t[:200]
+    assert fast > len(texts) // 10
