@@ -1,4 +1,6 @@
-"""The `netc` command: check, opt, explain, import.
+"""The `netc` command: check, opt, explain, import, export, run, compile. It parses arguments, calls the
+library (netc/pipelines.py for the passes; netc/runtime/ for running, training, the workers and
+parameter files; codegen for compiling and tuning; netc/explain.py for the report) and prints.
 
 User errors print clang-style diagnostics and exit 1; an internal error (a bug in netc) exits 2
 and says so.
@@ -9,8 +11,6 @@ import argparse
 import contextlib
 import dataclasses
 import os
-import shutil
-import subprocess
 import sys
 import traceback
 
@@ -403,7 +403,8 @@ def _options(args, *, training: bool = False, listed=(), gradients_only: bool = 
 
 def cmd_check(args, diag):
     from .pipelines import program
-    text = _layout_text(args.file)
+    from .frontend.layout_files import layout_text
+    text = layout_text(args.file)
     if text is not None:
         return _check_layout(args, diag, text)
     module = _load(args, diag)
@@ -439,55 +440,6 @@ def cmd_opt(args, diag):
     return 0
 
 
-def _timing(args):
-    """costmodel.Timing from --device/--ppp-comp/--ppp-comm, or None; the simulation flags checked."""
-    import math
-    from .costmodel import Timing, get_device, get_network
-    for flag, v in (("--ppp-comp", args.ppp_comp), ("--ppp-comm", args.ppp_comm)):
-        if v is not None and not (v > 0 and math.isfinite(v)):
-            raise NetcError(f"{flag} must be a positive number (Paleo's fraction of peak, e.g. 0.49), got {v}")
-    needs = [f for f, v in (("--ppp-comp", args.ppp_comp), ("--ppp-comm", args.ppp_comm), ("--workers", args.workers),
-                            ("--hybrid", args.hybrid), ("--network", args.network)) if v is not None]
-    if needs and not args.device:
-        raise NetcError(f"{', '.join(needs)} need{'s' if len(needs) == 1 else ''} --device (Paleo's model times the "
-                        f"layers on a device: --device titanx, h100, ...)")
-    if args.hybrid is not None and args.hybrid < 1:
-        raise NetcError(f"--hybrid takes the number of workers (at least 1), got {args.hybrid}")
-    if args.workers is not None:
-        try:
-            args.worker_counts = [int(w) for w in args.workers.split(",")]
-        except ValueError:
-            args.worker_counts = None
-        if not args.worker_counts or min(args.worker_counts) < 1:
-            raise NetcError(f"--workers takes positive worker counts separated by commas (e.g. 1,2,4,8), got "
-                            f"'{args.workers}'")
-    if args.network is not None:
-        get_network(args.network)
-    if not args.device:
-        return None
-    return Timing(get_device(args.device), args.ppp_comp or 1.0, args.ppp_comm or 1.0)
-
-
-def _calibrated(timing, args, diag):
-    """explain --profile PROF.json: the timing with the profile's efficiency per op type."""
-    if not args.profile:
-        return timing
-    if timing is None:
-        raise NetcError("--profile calibrates the cost model's times, which need --device (e.g. --device h100, the "
-                        "device the profile was measured on)")
-    if args.workers or args.hybrid:
-        raise NetcError("--profile calibrates the per-layer table; Paleo's simulations (--workers, --hybrid) are not "
-                        "calibrated: drop one of them")
-    import dataclasses
-    from .diagnostics import Loc
-    from .profile import read_profile
-    cal = read_profile(args.profile)
-    if cal["device"].lower() != args.device.lower():
-        diag.warning(f"the profile was predicted with the cost model's device '{cal['device']}', but --device is "
-                     f"'{args.device}': its efficiency factors may not carry over", Loc(args.profile))
-    return dataclasses.replace(timing, calibration=cal)
-
-
 def _rescale(module, args):
     """explain/compile --batch B: every input's batch becomes B (a Brainstorm file is read at B already)."""
     if args.batch is None or not module.networks():
@@ -514,11 +466,11 @@ def _per_worker(args, diag):
 
 
 def cmd_explain(args, diag):
-    from .explain import to_dot
+    from .explain import calibrated_timing, timing_of, verify_plans, write_dot, write_plan_files, write_report
     from .pipelines import Plan, explain
     args.partition_workers = args.comm_network = None
     module = _per_worker(args, diag)
-    timing = _calibrated(_timing(args), args, diag)
+    timing = calibrated_timing(timing_of(args), args, diag)
     if args.comm_network is not None:
         from .costmodel import get_network
         get_network(args.comm_network)
@@ -536,105 +488,13 @@ def cmd_explain(args, diag):
                   print_after_all=show_ir)
     plans = ctx.notes.get("memory_plan", {})
     if args.verify:
-        from .memory.verify import verify_plan
-        for net in module.networks():
-            plan = plans[net.attrs["sym_name"]]
-            problems = verify_plan(plan, module, net, batches=range(1, plan.batch + 1))
-            if problems:
-                raise AssertionError("the memory plan failed verification: " + "; ".join(problems[:5]))
-            sys.stderr.write(f"memory plan of '{plan.network}' verified for every batch 1..{plan.batch}: no two "
-                             f"live buffers overlap, offsets aligned, every read written before\n")
+        verify_plans(module, plans)
     if args.layout or (args.plot and not args.workers):
-        _write_plan_files(args, plans)
+        write_plan_files(args, plans)
     if args.dot is not None:
-        if args.partition_workers:
-            from .explain import workers_dot
-            dot = workers_dot(module)
-        else:
-            dot = to_dot(module)
-        if args.dot == "-":
-            sys.stdout.write(dot)
-        else:
-            with open(args.dot, "w") as f:
-                f.write(dot)
-            if shutil.which("dot"):
-                svg = os.path.splitext(args.dot)[0] + ".svg"
-                r = subprocess.run(["dot", "-Tsvg", args.dot, "-o", svg], capture_output=True, text=True)
-                if r.returncode != 0:
-                    raise NetcError(f"Graphviz `dot` could not draw '{args.dot}': {r.stderr.strip()[:500]}")
-                print(f"wrote {args.dot} and {svg}")
-            else:
-                print(f"wrote {args.dot} (install Graphviz, e.g. the apt package `graphviz`, to also get an SVG)")
+        write_dot(module, args.dot, workers=bool(args.partition_workers))
         return 0
-    if args.nchw:
-        from . import explain as _explain
-        from .frontend.singa_ir import nchw
-        rows_nhwc = _explain.layer_rows
-
-        def rows_nchw(module, network=None):
-            rows = rows_nhwc(module, network)
-            for r in rows:
-                r["shape"] = nchw(r["shape"])
-            return rows
-        _explain.layer_rows = rows_nchw
-        try:
-            return _explain_out(args, module, timing, plans)
-        finally:
-            _explain.layer_rows = rows_nhwc
-    return _explain_out(args, module, timing, plans)
-
-
-def _explain_out(args, module, timing, plans):
-    from .explain import dumps, explain_json, explain_table, plot_scaling, simulate, simulation_text
-    sim = None
-    if timing is not None and (args.workers or args.hybrid):
-        from .costmodel import get_network
-        sim = simulate(module, timing, workers=getattr(args, "worker_counts", None), scaling=args.scaling,
-                       network=get_network(args.network or "ethernet"), hybrid=args.hybrid,
-                       at_batch=lambda b: _module_at_batch(args, b))
-    report = None
-    if args.partition_workers:   # explain --workers K: the per-worker report (workers_report)
-        from .costmodel import get_network
-        from .explain import workers_report
-        report = workers_report(module, timing, get_network(args.comm_network or "ethernet"))
-    if args.format == "json":
-        doc = explain_json(module, timing)
-        if args.memory:
-            from .memory.report import plan_json
-            for net in doc.get("networks", [doc]):
-                net["memory"] = plan_json(plans[net["name"]])
-        if sim is not None:
-            doc["simulation"] = sim
-        if report is not None:
-            doc["workers"] = report
-        sys.stdout.write(dumps(doc) + "\n")
-    else:
-        sys.stdout.write(explain_table(module, timing))
-        if args.memory:
-            for plan in plans.values():
-                sys.stdout.write(plan.table())
-        if sim is not None:
-            sys.stdout.write(simulation_text(sim))
-        if report is not None:
-            from .explain import workers_text
-            sys.stdout.write(workers_text(report))
-    if args.plot and args.workers:
-        _plot(args.plot, lambda path: plot_scaling(sim, path))
-    return 0
-
-
-def _plot(path: str, draw) -> None:
-    """--plot: draw(path) with matplotlib (the `plot` extra), PNG, SVG or PDF by the extension."""
-    if not path.lower().endswith((".png", ".svg", ".pdf")):
-        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
-    try:
-        draw(path)
-    except ImportError:
-        raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
-                        "(or pip install matplotlib)") from None
-    except OSError as e:
-        raise NetcError(f"cannot write '{path}': {e.strerror or e}") from None
-    sys.stderr.write(f"wrote {path}\n")
+    return write_report(args, module, timing, plans, lambda b: _module_at_batch(args, b))
 
 
 def _module_at_batch(args, batch: int):
@@ -650,81 +510,25 @@ def _module_at_batch(args, batch: int):
     return module
 
 
-def _write_plan_files(args, plans):
-    import json
-    from .export.layout import LayoutError, write_layout
-    from .memory.report import plot_plan
-    if len(plans) != 1 and (args.layout or args.plot):
-        raise NetcError("--layout and --plot need a file with exactly one network")
-    plan = next(iter(plans.values()))
-    if args.layout:
-        try:
-            doc = write_layout(plan)
-        except LayoutError as e:
-            raise NetcError(f"cannot write the plan as a layout: {e}")
-        with open(args.layout, "w") as f:
-            json.dump(doc, f, indent=1)
-        sys.stderr.write(f"wrote {args.layout}\n")
-    if args.plot:
-        _plot(args.plot, lambda path: plot_plan(plan, path))
-
-
 def _check_layout(args, diag, text):
-    """`netc check`/`import` on a Brainstorm layout: read it and verify it (W1-W4, overlaps)."""
-    from .frontend.jsonloc import load_json, nearest_loc
-    from .frontend.layout import LayoutError, read_layout
-    from .diagnostics import SOURCES, Loc
-    SOURCES.add(args.file, text)
-    doc, locs, _ = load_json(text, args.file)
-    from .frontend.hub_layout import is_hub_document
-    if is_hub_document(doc):  # Brainstorm's later @-key format (maybe wrapped with its architecture)
-        return check_hub_document(args, diag, doc, locs, text)
-    from .frontend.jsonloc import path_join
-    # a layout document, or several under "results" (how Brainstorm's own runs were recorded)
-    found = [("$", doc)]
-    if isinstance(doc, dict) and "sizes" not in doc and isinstance(doc.get("results"), dict):
-        found = [(path_join("$.results", k), v) for k, v in doc["results"].items()
-                 if isinstance(v, dict) and "sizes" in v and "layout" in v]
-    reports = []
-    for base, sub in found:
-        try:
-            lay = read_layout({"sizes": sub.get("sizes"), "layout": sub.get("layout"),
-                               **({"netc": sub["netc"]} if "netc" in sub else {})} if isinstance(sub, dict) else sub)
-        except LayoutError as e:
-            for path, msg in e.problems:
-                path = base + path[1:]
-                loc = locs.get(path) or nearest_loc(locs, path) or Loc(args.file, 1, 1)
-                diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
-            continue
-        n = len(getattr(lay, "arrays", []) or [])
-        where = "" if base == "$" else f" ({base})"
-        reports.append(f"{args.file}{where}: a valid layout: sizes {sub.get('sizes')}" + (f", {n} arrays" if n else ""))
-    if diag.has_errors():
-        raise NetcError(diag.diagnostics[:])
-    sys.stdout.write("\n".join(reports) + "\n")
+    """`netc check`/`import` on a Brainstorm layout (frontend/layout_files.py); a hub layout wrapped with
+    its architecture: the architecture checked too."""
+    from .frontend.layout_files import check_layout_file
+    report, wrapped = check_layout_file(args.file, text, diag)
+    if wrapped:
+        from .frontend import load_text
+        from .pipelines import Options, inference
+        module = load_text(text, args.file, diag, getattr(args, "batch", 1) or 1)
+        if module is not None:
+            inference(module, Options(phase=getattr(args, "phase", "train")), diag)
+    sys.stdout.write(report)
     return 0
-
-
-
-
-def _layout_text(path):
-    """The file's text if it is a Brainstorm layout document (has "sizes" and "layout"), else None."""
-    if not path.endswith(".json"):
-        return None
-    try:
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-    except (OSError, UnicodeDecodeError):
-        return None
-    head = text[:4096]
-    if '"BufferView"' in text and '"layers"' not in head:
-        return text  # a Brainstorm @-key hub layout
-    return text if ('"sizes"' in head or '"sizes"' in text) and '"layout"' in text and '"layers"' not in head else None
 
 
 def cmd_import(args, diag):
     from .frontend.nd_writer import write_nd
-    text = _layout_text(args.file)
+    from .frontend.layout_files import layout_text
+    text = layout_text(args.file)
     if text is not None and '"architecture"' not in text:  # with one, import the Brainstorm architecture
         return _check_layout(args, diag, text)
     module = _load(args, diag)
@@ -749,6 +553,8 @@ def _emit(text: str, output: str) -> int:
 
 
 def cmd_run(args, diag):
+    from .runtime import run as R
+    from .runtime import params as P
     import torch
     from .pipelines import inference
     from .runtime import run_module
@@ -799,7 +605,7 @@ def cmd_run(args, diag):
         from .runtime.interp import ensure_interpreter
         ensure_interpreter()
     module = _load_network(args, diag)
-    scaled = _scale(module, args)
+    scaled = R.scale_for_run(module, args, _load)
     try:
         inference(module, _options(args), diag)
     except NetcError as e:
@@ -807,19 +613,19 @@ def cmd_run(args, diag):
         if scaled and errors:
             errors[0].note(f"the inputs were scaled ({scaled}) before shape inference")
         raise
-    inputs = _given_inputs(args)
+    inputs = R.given_inputs(args)
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None
     if params:
-        params = _inference_params(module, params, args.params, diag)
+        params = P.params_for_run(module, params, args.params, diag)
     failed = []
     if target == "interp":
-        outs, failed = _run_interp(module, args, inputs or None, params, precision)
+        outs, failed = R.run_interp(module, args, inputs or None, params, precision)
     else:
-        _warn_opaque_pass_through(module, diag)
+        R.warn_opaque_pass_through(module, diag)
         outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
                           dtype=torch.float32 if ref_dtype == "f32" else torch.float64)
-    return _print_outputs(args, outs, failed)
+    return R.print_outputs(args, outs, failed)
 
 
 def _run_workers(args, diag):
@@ -829,6 +635,8 @@ def _run_workers(args, diag):
     prints: the outputs, or the training steps."""
     import torch
     from .pipelines import workers
+    from .runtime import run as R
+    from .runtime import workers as W
     from .runtime import distributed as D
     K = args.partition_workers
     target = args.target or "reference"
@@ -860,7 +668,7 @@ def _run_workers(args, diag):
     if not args.train:
         _no_training_flags(args)
     else:
-        _check_training_run(args)
+        R.check_training_flags(args)
     timeout = args.timeout if args.timeout is not None else float(os.environ.get("NETC_DIST_TIMEOUT", D.DEFAULT_TIMEOUT))
     if timeout <= 0:
         raise NetcError(f"--timeout must be positive, got {timeout:g}")
@@ -873,13 +681,13 @@ def _run_workers(args, diag):
         dtype = torch.float32 if ref_dtype == "f32" else torch.float64
     er = D.env_rank()
     module = _load_network(args, diag)
-    _scale(module, args) if er is None or er[0] == 0 else _scale_quietly(module, args)
+    R.scale_for_run(module, args, _load) if er is None or er[0] == 0 else R.scale_quietly(module, args, _load)
     options = _options(args, training=args.train)
     if args.train and args.clip_norm:
         raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
     workers(module, options, diag)
     if er is None and args.data:   # the dataset fits the logical inputs: say so before any rank starts
-        _worker_dataset(args, module)
+        W.rank_dataset(args, module)
     if er is None:   # the launcher: the network is fine; start the ranks (they print warnings no more)
         from .runtime import launch
         diag.flush()
@@ -887,112 +695,13 @@ def _run_workers(args, diag):
         if os.environ.get("NETC_LAUNCH", "fork") == "spawn" or not hasattr(os, "fork"):
             return launch.launch(args.argv, K, timeout, env={"NETC_LAUNCHED": "1"})
         # forked ranks start at once with the program compiled here (no second import of torch)
-        return launch.launch_forked(lambda r: _worker(args, diag, module, r, K, timeout, dtype, target), K, timeout)
+        return launch.launch_forked(lambda r: W.run_rank(args, diag, module, r, K, timeout, dtype, target), K, timeout)
     rank, world = er
     if world != K:
         raise NetcError(f"--workers {K}, but this process is one of WORLD_SIZE={world}")
     if os.environ.get("NETC_LAUNCHED") or rank != 0:   # the launcher (or rank 0) reported them
         diag.diagnostics[:] = [d for d in diag.diagnostics if d.severity == "error"]
-    return _worker(args, diag, module, rank, world, timeout, dtype, target)
-
-
-def _worker_dataset(args, module):
-    """--data with --workers K: (Dataset, batch) checked against the partitioned network's logical
-    data inputs (every rank loads it and cuts its shards from the same batches)."""
-    from .runtime import distributed as D
-    from .runtime import io
-    from .runtime.train import Dataset
-    data = Dataset(io.load_npz(args.data, "--data"), "--data")
-    shapes = D.logical_data_inputs(module, args.network)
-    name = args.network or next((n.attrs.get("of") for n in module.networks() if "rank" in n.attrs), "network")
-    return data, data.check_shapes(shapes, name)
-
-
-def _rank_library(module, args, rank, world):
-    """--target cuda: this rank's program compiled to a library in a temporary directory (its path)."""
-    import tempfile
-
-    from .codegen import compile_rank
-    from .runtime import distributed as D
-    net = D.rank_network(module, rank, args.network)
-    d = tempfile.mkdtemp(prefix=f"netc-rank{rank}-")
-    path = D.rank_library_path(d, net)
-    compile_rank(module, net.attrs["sym_name"], path, source=_source_record(args))
-    return path
-
-
-def _worker(args, diag, module, rank, world, timeout, dtype, target="reference"):
-    """One rank of `netc run --workers K` (see _run_workers)."""
-    import json
-
-    from .runtime import distributed as D
-    inputs = _given_inputs(args)
-    from .runtime.params import read_params, save_tensors
-    params = read_params(args.params, "--params") if args.params else None
-    library = _rank_library(module, args, rank, world) if target == "cuda" else None
-    try:
-        worker = D.Worker(module, rank, world, network=args.network, timeout=timeout, dtype=dtype, seed=args.seed,
-                          params=params, target=target, blocks=args.interp_blocks or "cuda", library=library)
-        if args.train:
-            from .ops.optim import learning_rate
-            net = worker.net
-            schedule = _schedule(net.attrs.get("optimizer"), args.lr)
-
-            steps, feeds, every = args.steps or 1, None, 1
-            if args.data:
-                from .runtime.train import dataset_feeds
-                data, batch = _worker_dataset(args, module)
-                steps = args.steps or data.size // batch * (args.epochs or 1)
-                feeds = dataset_feeds(data, batch, args.seed, args.steps, args.epochs)
-                every = max(1, steps // 50)   # about 50 lines for a long run
-
-            history, grads = D.run_training(worker, steps, lambda k: learning_rate(schedule, k),
-                                            inputs or None, _step_log(every), want_grads=bool(args.grads),
-                                            feeds=feeds)
-            final = D.gather_params(worker) if args.output else None
-            if rank == 0:
-                last = history[-1]
-                print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{net.attrs['of']}' "
-                      f"on {world} workers ({net.attrs.get('optimizer', {}).get('name', 'sgd')}): loss "
-                      f"{history[0]['loss']:.6f} -> {last['loss']:.6f}")
-                if args.grads:
-                    save_tensors(args.grads, grads)
-                    sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
-                if args.output:
-                    save_tensors(args.output, final)
-                    sys.stderr.write(f"wrote {args.output} ({len(final)} parameters and state tensors)\n")
-                if args.history:
-                    with open(args.history, "w") as f:
-                        json.dump(history, f, indent=1)
-                    sys.stderr.write(f"wrote {args.history}\n")
-                if args.plot:
-                    from .runtime.train import plot_history
-                    _plot(args.plot, lambda path: plot_history(history, path, f"training {net.attrs['of']} on "
-                                                                              f"{world} workers"))
-        else:
-            outs = D.run_forward(worker, inputs or None)
-            if rank == 0:
-                _print_outputs(args, outs, [])
-        stats = worker.gather(dict(worker.comm.stats, rank=rank))
-        if rank == 0 and args.comm_log:
-            with open(args.comm_log, "w") as f:
-                json.dump(stats, f, indent=1)
-        sys.stdout.flush()
-        worker.close()
-    except D.CommError as e:
-        diag.flush()
-        sys.stderr.write(f"netc: {e.diagnostics[0].message if e.diagnostics else e}\n")
-        sys.stderr.flush()
-        os._exit(1)   # the process group may be broken: no teardown that could hang
-    return 0
-
-
-def _scale_quietly(module, args):
-    """_scale without its report (ranks other than 0)."""
-    import contextlib
-    import io as _io
-    with contextlib.redirect_stderr(_io.StringIO()):
-        return _scale(module, args)
+    return W.run_rank(args, diag, module, rank, world, timeout, dtype, target)
 
 
 _TRAINING_FLAGS = ("steps", "epochs", "data", "eval", "optimizer", "lr", "momentum", "weight_decay", "clip_norm",
@@ -1008,6 +717,7 @@ def _no_training_flags(args):
 def _run_train(args, diag):
     """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
     executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
+    from .runtime import run as R
     import torch
     from .pipelines import inference as inference_pipeline, program
     from .runtime import io
@@ -1031,12 +741,12 @@ def _run_train(args, diag):
                                 f"training step on the CPU)")
     if args.profile:
         raise NetcError("--profile does not apply to --train")
-    _check_training_run(args)
+    R.check_training_flags(args)
     ref_dtype, _ = _run_dtypes(args, "reference") if target == "reference" else ("f32", None)
     # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
     dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
     module = _load_network(args, diag)
-    _scale(module, args)
+    R.scale_for_run(module, args, _load)
     program(module, _options(args, training=True, gradients_only=args.check_grads), diag)
     nets = [n for n in module.networks() if "gradients" in n.attrs]
     if len(nets) > 1:
@@ -1044,7 +754,7 @@ def _run_train(args, diag):
                         f"train one at a time with --network NAME (networks sharing parameters train alternately: "
                         f"-o after one, --params before the next)")
     net = nets[0]
-    inputs = _given_inputs(args)
+    inputs = R.given_inputs(args)
     from .runtime.params import read_params, save_tensors
     params = read_params(args.params, "--params") if args.params else None
     carried = {}
@@ -1072,7 +782,7 @@ def _run_train(args, diag):
         if worst > 1e-8:
             raise NetcError(f"generated gradients differ from torch.autograd: worst relative error {worst:.3e} > 1e-8")
         return 0
-    schedule = _schedule(net.attrs.get("optimizer"), args.lr)
+    schedule = R.lr_schedule(net.attrs.get("optimizer"), args.lr)
     if args.compare and (args.data or args.eval or args.grads or args.history or args.plot):
         raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
                         "errors; --data/--eval/--grads/--history/--plot go with a training run without --compare")
@@ -1082,18 +792,21 @@ def _run_train(args, diag):
                                 blocks=args.interp_blocks or "cuda")
         if args.compare:
             ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
-            _compare_training(args, trainer, ref, net, inputs or None, schedule, "on the interpreter target")
-            _write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
+            from .runtime.compare import compare_training
+            from .runtime.interp import compare_step
+            compare_training(trainer, ref, net, inputs or None, schedule, "on the interpreter target", args.steps or 1,
+                             args.output, compare_step)
+            R.write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
             return 0
     else:
         trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
     data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
     grads = {} if args.grads else None
-    history = _fit_and_report(args, trainer, schedule, inputs or None, data, grads, net.attrs["sym_name"],
+    history = R.fit_and_report(args, trainer, schedule, inputs or None, data, grads, net.attrs["sym_name"],
                               net.attrs.get("optimizer", {}).get("name", "sgd"))
     if args.eval:
         inference = _load(args, diag)
-        _scale(inference, args)
+        R.scale_for_run(inference, args, _load)
         inference_pipeline(inference, _options(args), diag)
         r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
                      network=net.attrs["sym_name"], dtype=dtype)
@@ -1102,207 +815,16 @@ def _run_train(args, diag):
     if args.grads:
         save_tensors(args.grads, {k: v for k, v in grads.items()})
         sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
-    _write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
-    return 0
-
-
-def _given_inputs(args) -> dict:
-    """`netc run`'s --inputs IN.npz and --input NAME=PATH.npy, by name (a name given twice is an error)."""
-    from .runtime import io
-    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
-    for k, v in io.parse_input_specs(args.input).items():
-        if k in inputs:
-            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
-        inputs[k] = v
-    return inputs
-
-
-def _check_training_run(args):
-    """The flags of a training run, a source's or a library's: --plot's format, --steps/--epochs
-    positive, --epochs with --data, --data or --inputs."""
-    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
-        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
-    for flag in ("steps", "epochs"):
-        v = getattr(args, flag)
-        if v is not None and v < 1:
-            raise NetcError(f"--{flag} takes a positive number, got {v}")
-    if args.epochs is not None and not args.data:
-        raise NetcError("--epochs counts passes over --data; without --data give --steps")
-    if args.data and (args.inputs or args.input):
-        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
-
-
-def _schedule(optimizer: dict | None, lr: float | None) -> dict:
-    """The learning-rate schedule of a training run: --lr (fixed), else the file's, else 0.01 fixed."""
-    if lr is not None and not lr >= 0:
-        raise NetcError(f"--lr takes a learning rate >= 0, got {lr:g}")
-    if lr is not None:
-        return {"type": "fixed", "base_lr": lr}
-    return dict((optimizer or {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
-
-
-def _step_log(every: int = 1):
-    """A training run's line per step (step 1, then every `every`-th): step, epoch, lr, loss(es)."""
-    def log(row):
-        if row["step"] % every == 0 or row["step"] == 1:
-            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
-            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
-                  flush=True)
-    return log
-
-
-def _fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer):
-    """Train (runtime.train.fit: --steps, or --epochs over --data) and print a line per step (about
-    50 for a long run) and the summary; returns the history."""
-    from .ops.optim import learning_rate
-    from .runtime.train import fit
-    every = 1
-    if data is not None:
-        per_epoch = data.size // trainer.data_batch(data)
-        total = args.steps or per_epoch * (args.epochs or 1)
-        every = max(1, total // 50)   # about 50 lines for a long run
-
-    history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
-                  inputs=inputs, log=_step_log(every), grads_out=grads)
-    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{name}' ({optimizer}): "
-          f"loss {history[0]['loss']:.6f} -> {history[-1]['loss']:.6f}")
-    return history
-
-
-def _write_training(args, history, trainer, given, name):
-    """--history, --plot and -o of a training run: -o writes what the file gave and this program does
-    not train (another network's parameters and state), then everything the trainer holds, updated."""
-    import json
-
-    from .runtime.params import save_tensors
-    from .runtime.train import plot_history
-    if args.history:
-        try:
-            with open(args.history, "w") as f:
-                json.dump(history, f, indent=1)
-        except OSError as e:
-            raise NetcError(f"cannot write '{args.history}': {e.strerror}") from None
-        sys.stderr.write(f"wrote {args.history}\n")
-    if args.plot:
-        _plot(args.plot, lambda path: plot_history(history, path, f"training {name}"))
-    if args.output:
-        written = {**given, **{k: v for k, v in trainer.params.items()}}
-        save_tensors(args.output, written)
-        sys.stderr.write(f"wrote {args.output} ({len(written)} parameters and state tensors)\n")
-
-
-def _compare_training(args, trainer, ref, net, inputs, schedule, where):
-    """`netc run --train --compare`: every step of a compiled training program (InterpTrainer on the
-    interpreter target, or a training library's LibraryTrainer on the GPU) beside the float64
-    reference executor's step `ref` from the same parameters and state, inputs, learning rate and
-    dropout seed (runtime/interp.py compare_step): per step the max relative error of the loss, of
-    the gradients (where the trainer returns them: not a library's) and of the parameters and state
-    after the update; exit 1 beyond the precision's tolerance. Where the gradients or parameters are
-    beyond it but the reference's gradient and update ops run on the compiled step's own forward
-    values agree, the difference is rounding of the forward crossing a discontinuity (a max-pool
-    argmax, a ReLU at 0) or Adam's eps amplifying a gradient's rounding: a warning, not a failure."""
-    from .ops.optim import learning_rate
-    from .passes.set_dtype import precision_of
-    from .runtime.compare import rule_text, training_tolerance
-    from .runtime.interp import compare_step
-    tol = training_tolerance(precision_of(net))
-    steps = args.steps or 1
-    print(f"{'step':>4s}  {'loss':>12s}  {'loss err (f32)':>20s}  {'grad err (f32)':>20s}  {'param err (f32)':>20s}  "
-          f"(max relative errors against the f64 reference; in parentheses the reference executor's own in f32 on "
-          f"the same step; each may be {rule_text(tol)})")
-    failed, notes = [], []
-
-    def pair(e, e32):
-        return f"{'-':>9s}  {'-':>9s}" if e is None else f"{e:9.2e} ({e32:8.2e})"
-
-    for k in range(steps):
-        row = compare_step(trainer, ref, inputs, learning_rate(schedule, k), tol)
-        flag = ""
-        bad = row["beyond"]
-        if bad:
-            local_ok = "local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol and "loss" not in bad
-            flag = "  rounding (see below)" if local_ok else "  FAILED"
-            loss = f"loss {row['loss_err']:.3e} (f32 reference {row['loss_err32']:.3e}), " if "loss" in bad else ""
-            grad = (f"gradient of '{row['grad_at']}' {row['grad_err']:.3e} (f32 reference {row['grad_err32']:.3e}), "
-                    if row["grad_err"] is not None else "")
-            msg = (f"step {row['step']}: {', '.join(bad)} beyond {rule_text(tol)} ({loss}{grad}'{row['param_at']}' "
-                   f"{row['param_err']:.3e} (f32 reference {row['param_err32']:.3e}) after the update)")
-            if local_ok:
-                notes.append(msg + f"; the reference's gradient and update ops on the compiled forward's own values "
-                                   f"agree ({row['local_grad']:.1e}, {row['local_param']:.1e}): f32 rounding of the "
-                                   f"forward crossed a discontinuity (a max-pool argmax or a ReLU at 0), or Adam's eps "
-                                   f"amplified a gradient's rounding")
-            else:
-                failed.append(msg)
-        print(f"{row['step']:4d}  {row['loss']:12.6f}  {pair(row['loss_err'], row['loss_err32']):>20s}  "
-              f"{pair(row['grad_err'], row['grad_err32']):>20s}  {pair(row['param_err'], row['param_err32']):>20s}"
-              f"{flag}", flush=True)
-    for n in notes:
-        sys.stderr.write(f"netc: warning: {n}\n")
-    print(f"compared {steps} training step{'s' if steps != 1 else ''} of network '{net.attrs['sym_name']}' "
-          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}) {where}: "
-          + ("ok" if not failed else f"{len(failed)} beyond the tolerance"))
-    if failed:
-        raise NetcError("the compiled training step differs from the reference: " + "; ".join(failed)
-                        + (f" ({args.output} not written)" if getattr(args, "output", None) else ""))
-    return 0
-
-
-def _warn_opaque_pass_through(module, diag):
-    """The reference executor runs a layer of a type netc does not know (netc.opaque, Paleo's
-    Generic) as its shape rule says: a pass-through. Say so, once per type, naming the layers, so an
-    output downstream of one is not taken for the real network's. (An RBM's visible layer passes its
-    input through in SINGA's positive phase too: no warning.)"""
-    by_type: dict = {}
-    for net in module.networks():
-        for op in net.regions[0].ops:
-            if op.name == "netc.opaque" and not op.attrs.get("energy_model"):
-                by_type.setdefault(op.attrs.get("type", "?"), []).append(op)
-    for kind, ops in by_type.items():
-        names = [op.attrs.get("name") for op in ops]
-        diag.warning(f"the reference executor passes {len(names)} layer{'s' if len(names) != 1 else ''} of unknown "
-                     f"type '{kind}' through unchanged (what '{kind}' computes is unknown to netc): "
-                     f"{', '.join(names)}", ops[0].loc, width=len(names[0] or "x"))
-
-
-def _scale(module, args):
-    """`netc run --batch B --spatial N`: new input shapes before shape inference (runtime/scale.py)."""
-    if args.batch is None and args.spatial is None:
-        return None
-    from .runtime.scale import scale_inputs, smallest_spatial
-    if args.spatial == "min":
-        n = smallest_spatial(lambda: _load(args, DiagnosticEngine()), args.batch, args.phase)
-        if n is None:
-            raise NetcError("--spatial min: no spatial size up to 4096 makes this network valid")
-        sys.stderr.write(f"--spatial min: {n} is the smallest valid spatial size\n")
-        args.spatial = str(n)
-    changed = scale_inputs(module, batch=args.batch, spatial=args.spatial)
-    for net, name, old, new in changed:
-        sys.stderr.write(f"input '{name}'{f' of {net}' if len(module.networks()) > 1 else ''}: {old} -> {new}\n")
-    return " ".join(f"--{k} {v}" for k, v in (("batch", args.batch), ("spatial", args.spatial)) if v is not None)
-
-
-def _print_outputs(args, outs, failed):
-    """`netc run`'s result: a summary line per output (or --output OUT.npz); then the --compare failures."""
-    from .runtime import io
-    from .runtime.params import save_tensors
-    if args.output:
-        save_tensors(args.output, outs)
-        sys.stderr.write(f"wrote {args.output} ({len(outs)} output{'s' if len(outs) != 1 else ''})\n")
-    else:
-        width = max((len(k) for k in outs), default=0)
-        for k, v in outs.items():
-            print(io.describe(k, v, width))
-    if failed:
-        raise NetcError(failed)
+    R.write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
     return 0
 
 
 def _run_compiled(args):
     """`netc run NET.so`: the compiled network on the GPU (runtime.native.run_cli); with --profile,
     its launches timed beside the cost model (netc.profile); with --train, a training library's steps."""
+    from .runtime import run as R
     if args.train:
-        return _train_compiled(args)
+        return R.train_library(args)
     if args.check_grads:
         raise NetcError("--check-grads checks the generated gradient ops of a network source against autograd "
                         "(netc run FILE --check-grads); a compiled library's steps are checked by --train --compare")
@@ -1317,74 +839,7 @@ def _run_compiled(args):
         return run_profile(args)
     from .runtime.native import run_cli
     outs, failed = run_cli(args)
-    return _print_outputs(args, outs, failed)
-
-
-_FIXED_IN_A_LIBRARY = ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze", "loss", "loss_on",
-                       "train_network")
-
-
-def _train_compiled(args):
-    """`netc run NET.so --train`: training steps of a training library (`netc compile --train`) on
-    the GPU -- --steps N, or --epochs over --data; the learning rate of --lr or the file's schedule;
-    parameters from --params, the embedded ones or --seed -- printed as `netc run FILE --train` prints
-    them; -o writes the trained parameters and optimizer state. With --compare each step is checked
-    against the float64 reference executor's on the library's source (runtime/library_train.py)."""
-    import torch
-    from .runtime import io
-    from .runtime.library_train import LibraryTrainer, training_reference
-    from .runtime.native import load
-    from .runtime.params import read_params
-    from .runtime.train import Dataset, ReferenceTrainer
-    fixed = [f"--{f.replace('_', '-')}" for f in _FIXED_IN_A_LIBRARY if getattr(args, f, None) not in (None, [], False)]
-    if fixed:
-        raise NetcError(f"{', '.join(fixed)} {'are' if len(fixed) > 1 else 'is'} fixed when a training library is "
-                        f"compiled (netc compile --train {' '.join(fixed)}), not when it runs")
-    for flag, why in (("check_grads", "checks a network source's gradient ops (netc run FILE --check-grads)"),
-                      ("grads", "writes the gradients the reference executor computes; a library does not return "
-                                "its gradients (they show in the parameters after the update)"),
-                      ("eval", "evaluates with the reference executor on a network source; run the trained "
-                               "parameters (-o) with `netc run NET.so --params`"),
-                      ("profile", "times a forward (netc run NET.so --profile)"),
-                      ("batch", "is fixed when a library is compiled: a training step runs at the compiled batch")):
-        if getattr(args, flag, None) not in (None, False):
-            raise NetcError(f"--{flag.replace('_', '-')} does not apply to a training library's --train: it {why}")
-    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "singa_version")
-                if getattr(args, f, None)]
-    if not_here:
-        raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
-                        f"'{args.file}': a compiled network runs as it was compiled (on the GPU)")
-    _check_training_run(args)
-    if args.compare and (args.data or args.history or args.plot):
-        raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
-                        "errors; --data/--history/--plot go with a training run without --compare")
-    if getattr(args, "source", None) and not args.compare:
-        raise NetcError("--source names the network source for --compare; give --compare too")
-    inputs = _given_inputs(args)
-    given = read_params(args.params, "--params") if args.params else None
-    data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
-    with load(args.file) as net:
-        trainer = LibraryTrainer(net, seed=args.seed)
-        if given is not None:
-            net.set_params(given, seed=args.seed)      # parameters the file lacks are random (--seed)
-        elif not net.params_embedded:
-            net.set_params(seed=args.seed)
-        schedule = _schedule(trainer.optimizer, args.lr)
-        optimizer = trainer.optimizer.get("name", "sgd")
-        if args.compare:
-            module, irnet = training_reference(net, getattr(args, "source", None))
-            on = net.device if net.device is not None and net.device.type == "cuda" else "cpu"
-            ref = ReferenceTrainer(module, irnet, None, seed=args.seed, dtype=torch.float64, device=on)
-            if not inputs:   # the reference's random inputs, fed to both
-                inputs = {k: v for k, v in ref.feed(None, 0.0).items() if k in trainer.input_shapes}
-            where = f"of '{os.path.basename(args.file)}'" + (" on the GPU" if net.device is not None and
-                                                               net.device.type == "cuda" else "")
-            _compare_training(args, trainer, ref, irnet, inputs, schedule, where)
-            _write_training(args, None, trainer, dict(given or {}), trainer.name)    # -o
-            return 0
-        history = _fit_and_report(args, trainer, schedule, inputs or None, data, None, trainer.name, optimizer)
-        _write_training(args, history, trainer, dict(given or {}), trainer.name)
-    return 0
+    return R.print_outputs(args, outs, failed)
 
 
 def _check_profile_flags(args):
@@ -1428,47 +883,6 @@ def _run_dtypes(args, target):
     return None, _precision_options(args) or Precision()
 
 
-def _run_interp(module, args, inputs, params, precision):
-    """`netc run --target interp`: every network (or --network), compiled in precision's dtype; with
-    --compare, the max relative error (max |diff| over max |reference|) of every output against the
-    float64 reference executor on the same values, and a diagnostic for each output beyond that
-    precision's tolerance (runtime.compare.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
-    when the file has several networks (as --reference does). Returns (outputs, diagnostics)."""
-    from .passes.set_dtype import precision_of
-    from .runtime.compare import check_outputs
-    from .runtime.interp import InterpProgram, default_inputs, split_inputs
-    from .runtime.reference import run_reference
-    nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
-    per = split_inputs(module, nets, inputs)
-    tuning = None
-    if args.tuning:
-        from .codegen.tuning_file import load_tuning
-        tuning = load_tuning(args.tuning, 90)
-        if not tuning:
-            sys.stderr.write(f"netc: warning: --tuning: '{args.tuning}' has no entries for sm_90: every kernel keeps "
-                             f"its default tiles\n")
-    outs, failed = {}, []
-    for name in nets:
-        prog = InterpProgram(module, name, params=params, seed=args.seed, phase=args.phase,
-                             dtype=precision.dtype, tf32=precision.tf32,
-                             blocks=args.interp_blocks or "cuda", tuning=tuning)
-        if tuning:
-            n = sum(1 for L in prog.launches if L.tuned)
-            sys.stderr.write(f"{prog.plan.network}: {n} of {len(prog.launches)} launches tuned by {args.tuning}\n")
-        ins = per[name] if per[name] is not None else default_inputs(module, prog.net, args.seed)
-        got = prog.run(ins)
-        prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
-        if args.compare:
-            import torch
-            from .ops.reference import computing_in
-            ref = run_reference(module, ins, params, network=prog.net, seed=args.seed)
-            with computing_in(torch.float32):     # the same run in f32 arithmetic: what f32 can hold
-                ref32 = run_reference(module, ins, params, network=prog.net, seed=args.seed, dtype=torch.float32)
-            failed += check_outputs(got, ref, precision_of(prog.net), prefix, ref32=ref32)
-        outs.update({prefix + k: v for k, v in got.items()})
-    return outs, failed
-
-
 def cmd_export(args, diag):
     from .export import export
     text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase,
@@ -1477,6 +891,8 @@ def cmd_export(args, diag):
 
 
 def cmd_compile(args, diag):
+    from .runtime import run as R
+    from .runtime import params as P
     from .codegen import compile_module
     from .pipelines import Options, Plan, Precision, compile
     precision = _precision_options(args)   # a bad --dtype fails before any work
@@ -1519,13 +935,13 @@ def cmd_compile(args, diag):
     if train is not None:
         _forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
     ctx = compile(module, _options(args, precision=precision), diag, plan=Plan(mode="inference"))
-    embed = _embedded_params(args)
+    embed = P.embedded_params(args)
     tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
-    packer = _packer(embed, args.seed if args.embed_params else None)
+    packer = P.packer(embed, args.seed if args.embed_params else None)
     if packer is not None and train is not None:
-        packer = _with_state_init(packer)
+        packer = P.with_state_init(packer)
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
-                       embed=packer, source=_source_record(args, train_options if train is not None else None),
+                       embed=packer, source=R.source_record(args, train_options if train is not None else None),
                        tuning=tuning, train=train)
     what = f"{r.launches} launches"
     if train is not None:
@@ -1552,10 +968,29 @@ def _forward_at_training_batch(module, batch: int, phase, diag):
                      f"samples; compile without --train for a forward at {old})", other[0].loc)
 
 
+def _tuning(args, module, plans, diag):
+    """compile --tuning FILE / --autotune (codegen/tune.py autotune): the tuned configurations, or None."""
+    from .codegen import parse_arch
+    from .codegen.tuning_file import load_tuning
+    if not (args.tuning or args.autotune):
+        return None
+    arch = parse_arch(args.arch)
+    path = args.tuning
+    if args.autotune:
+        from .codegen.tune import autotune
+        path = args.tuning or os.path.splitext(args.output)[0] + ".tuning.json"
+        autotune(module, plans, arch, path)
+    tuning = load_tuning(path, arch)
+    if not tuning:
+        diag.warning(f"--tuning: '{path}' has no entries for sm_{arch}: every kernel keeps its default tiles")
+    return tuning
+
+
 def _compile_workers(args, diag, precision):
     """`netc compile FILE --workers K -o NET.so`: partition the network, split it into one program per rank
     (forward, or with --train the training step) and compile each to NET.rank<r>.so (+ .h): a rank library,
     its schedule in segments between its communication ops (codegen.compile_rank)."""
+    from .runtime import run as R
     from .codegen import compile_rank
     from .pipelines import workers
     given = [f for f, v in (("--target interp", args.target == "interp"), ("--dtype/--tf32", precision is not None),
@@ -1578,7 +1013,7 @@ def _compile_workers(args, diag, precision):
     stem, ext = os.path.splitext(args.output)
     for net in ranks:
         out = f"{stem}.rank{net.attrs['rank']}{ext or '.so'}"
-        r = compile_rank(module, net.attrs["sym_name"], out, arch=args.arch, source=_source_record(args))
+        r = compile_rank(module, net.attrs["sym_name"], out, arch=args.arch, source=R.source_record(args))
         seg = r.manifest["segmented"]
         ns, nc = len(seg["segments"]), len(seg["comms"])
         shape = (f"in {ns} segments between {nc} communication op{'s' * (nc != 1)}" if nc
@@ -1587,102 +1022,6 @@ def _compile_workers(args, diag, precision):
                          f"{r.launches} launches {shape}, {r.kernels} kernels ({r.cached} from the cache), "
                          f"{r.seconds['total']:.1f}s\n")
     return 0
-
-
-def _with_state_init(packer):
-    """A packer that gives optimizer state and running statistics (training libraries: manifest
-    entries with `state`) their initial value where the parameters given do not hold them."""
-    def pack(layout):
-        import torch
-        init = {p["name"]: torch.full(tuple(p["shape"]), p["init"]) for p in layout["parameters"] if "state" in p}
-        return packer(layout, init)
-    return pack
-
-
-def _tuning(args, module, plans, diag):
-    """compile --tuning FILE / --autotune: the tuned configurations to compile with, or None."""
-    from .codegen import parse_arch
-    from .codegen.tuning_file import load_tuning, merge
-    if not (args.tuning or args.autotune):
-        return None
-    arch = parse_arch(args.arch)
-    if args.autotune:
-        import torch
-        if not torch.cuda.is_available():
-            raise NetcError("--autotune times kernels on a GPU, and torch sees none here: tune on a GPU machine, "
-                            "then compile anywhere with --tuning FILE")
-        major, minor = torch.cuda.get_device_capability()
-        if major * 10 != arch:
-            raise NetcError(f"--autotune: this GPU is sm_{major}{minor}, but the kernels are compiled for sm_{arch}; "
-                            f"give --arch sm_{major}0")
-        from .codegen.tune import tune_network
-        path = args.tuning or os.path.splitext(args.output)[0] + ".tuning.json"
-        net = module.networks()[0]
-
-        def progress(i, n, launch, ok):
-            if sys.stderr.isatty():
-                sys.stderr.write(f"\rtuning [{i}/{n}] {launch.layers[0][:40]:40s}")
-        entries = tune_network(module, net, plans[net.attrs["sym_name"]], progress=progress)
-        if sys.stderr.isatty():
-            sys.stderr.write("\n")
-        merge(path, entries)
-        faster = [e for e in entries if e["default_us"] and e["us"] < e["default_us"]]
-        saved = sum(e["default_us"] - e["us"] for e in faster)
-        sys.stderr.write(f"tuned {len(entries)} kernel specializations on {entries[0]['device'] if entries else 'the GPU'}: "
-                         f"{len(faster)} faster than the default tiles ({saved:.0f} us saved per forward, summed "
-                         f"over distinct kernels); wrote {path}\n")
-    else:
-        path = args.tuning
-    tuning = load_tuning(path, arch)
-    if not tuning:
-        diag.warning(f"--tuning: '{path}' has no entries for sm_{arch}: every kernel keeps its default tiles")
-    return tuning
-
-
-def _packer(given, seed):
-    """What compile_module embeds: the parameters `given` (by name) and random ones from `seed` for
-    the rest, packed in the library's layout (netc.runtime.params.pack); None: nothing embedded.
-    The packer takes the layout and, optionally, defaults for parameters `given` lacks."""
-    if given is None and seed is None:
-        return None
-    from .runtime.params import pack
-    return lambda layout, defaults=None: pack(layout, {**(defaults or {}), **(given or {})}, seed)
-
-
-def _inference_params(module, params, path, diag):
-    """--params written by `netc run --train -o`: its optimizer state and running statistics are
-    left out (and batch norms folded with the statistics), with a note."""
-    from .runtime.train import params_for_inference
-    params, dropped = params_for_inference(module, params)
-    if dropped:
-        diag.warning(f"--params: {path} holds training state, left out for inference: {len(dropped)} tensor"
-                     f"{'s' if len(dropped) != 1 else ''} ({', '.join(sorted(dropped)[:4])}"
-                     f"{', ...' if len(dropped) > 4 else ''}); batch norms use their running statistics")
-    return params
-
-
-def _embedded_params(args):
-    """--params FILE as tensors (checked against the network by compile_module), {} for --embed-params
-    alone, None when nothing is embedded."""
-    if args.params:
-        from .runtime.params import read_params
-        return read_params(args.params, "--params")
-    return {} if args.embed_params else None
-
-
-def _source_record(args, training: dict | None = None) -> dict:
-    """What `netc run NET.so --compare` needs to rebuild the reference: the source and load options
-    (and a training library's backward and optimizer options)."""
-    import hashlib
-    with open(args.file, "rb") as f:
-        digest = hashlib.sha256(f.read()).hexdigest()
-    # batch: the load batch (a Brainstorm file's B); rescaled_batch: compile --batch B rescaled every input
-    b = getattr(args, "batch", None)
-    rec = dict(path=os.path.abspath(args.file), sha256=digest, phase=args.phase, batch=b,
-               singa_version=getattr(args, "singa_version", None), rescaled_batch=b)
-    if training is not None:
-        rec["training"] = training
-    return rec
 
 
 def _compile_interp(args, diag, precision):
@@ -1711,28 +1050,6 @@ def _compile_interp(args, diag, precision):
     with open(out, "w") as f:
         json.dump(prog.manifest(), f, indent=1)
     sys.stderr.write(f"wrote {out}: {len(prog.launches)} launches (interpreter target)\n")
-    return 0
-
-
-def check_hub_document(args, diag, doc, locs, text=None) -> int:
-    """`netc check` on a hub layout (bare, or wrapped with an architecture, which is checked too)."""
-    from .diagnostics import Loc
-    from .frontend.hub_layout import LayoutError, nearest_loc, read_hub_layout
-    try:
-        lay = read_hub_layout(doc)
-    except LayoutError as e:
-        for path, msg in e.problems:
-            loc = locs.get(path) or nearest_loc(locs, path) or Loc(args.file, 1, 1)
-            diag.error(msg, Loc(loc.file, loc.line, loc.col, path))
-        raise NetcError(diag.diagnostics[:])
-    if isinstance(doc.get("architecture"), dict):
-        from .frontend import load_text
-        from .pipelines import Options, inference
-        module = load_text(text, args.file, diag, getattr(args, "batch", 1) or 1) if text is not None else None
-        if module is not None:
-            inference(module, Options(phase=getattr(args, "phase", "train")), diag)
-    sys.stdout.write(f"{args.file}: a valid Brainstorm hub layout: {len(lay.hub_sizes)} hubs, "
-                     f"{len(lay.arrays)} arrays\n")
     return 0
 
 

@@ -8,7 +8,9 @@ a layer fed directly by a network input is 0 (nothing upstream needs it).
 from __future__ import annotations
 
 import json
+import sys
 
+from .diagnostics import NetcError
 from .ir.core import DTYPES, Module, STRUCTURAL_OPS
 from .ops import layer_cost, lookup, prod
 
@@ -618,3 +620,171 @@ def workers_dot(module: Module) -> str:
                          f'label="{kind} {_bytes(members[0].results[0].type.nbytes)}", fontsize=9];')
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+# -- `netc explain`'s command: flags -> timing, the report, plan files ------------------------------
+
+def timing_of(args):
+    """costmodel.Timing from --device/--ppp-comp/--ppp-comm, or None; the simulation flags checked."""
+    import math
+    from .costmodel import Timing, get_device, get_network
+    for flag, v in (("--ppp-comp", args.ppp_comp), ("--ppp-comm", args.ppp_comm)):
+        if v is not None and not (v > 0 and math.isfinite(v)):
+            raise NetcError(f"{flag} must be a positive number (Paleo's fraction of peak, e.g. 0.49), got {v}")
+    needs = [f for f, v in (("--ppp-comp", args.ppp_comp), ("--ppp-comm", args.ppp_comm), ("--workers", args.workers),
+                            ("--hybrid", args.hybrid), ("--network", args.network)) if v is not None]
+    if needs and not args.device:
+        raise NetcError(f"{', '.join(needs)} need{'s' if len(needs) == 1 else ''} --device (Paleo's model times the "
+                        f"layers on a device: --device titanx, h100, ...)")
+    if args.hybrid is not None and args.hybrid < 1:
+        raise NetcError(f"--hybrid takes the number of workers (at least 1), got {args.hybrid}")
+    if args.workers is not None:
+        try:
+            args.worker_counts = [int(w) for w in args.workers.split(",")]
+        except ValueError:
+            args.worker_counts = None
+        if not args.worker_counts or min(args.worker_counts) < 1:
+            raise NetcError(f"--workers takes positive worker counts separated by commas (e.g. 1,2,4,8), got "
+                            f"'{args.workers}'")
+    if args.network is not None:
+        get_network(args.network)
+    if not args.device:
+        return None
+    return Timing(get_device(args.device), args.ppp_comp or 1.0, args.ppp_comm or 1.0)
+
+
+
+def calibrated_timing(timing, args, diag):
+    """explain --profile PROF.json: the timing with the profile's efficiency per op type."""
+    if not args.profile:
+        return timing
+    if timing is None:
+        raise NetcError("--profile calibrates the cost model's times, which need --device (e.g. --device h100, the "
+                        "device the profile was measured on)")
+    if args.workers or args.hybrid:
+        raise NetcError("--profile calibrates the per-layer table; Paleo's simulations (--workers, --hybrid) are not "
+                        "calibrated: drop one of them")
+    import dataclasses
+
+    from .diagnostics import Loc
+    from .profile import read_profile
+    cal = read_profile(args.profile)
+    if cal["device"].lower() != args.device.lower():
+        diag.warning(f"the profile was predicted with the cost model's device '{cal['device']}', but --device is "
+                     f"'{args.device}': its efficiency factors may not carry over", Loc(args.profile))
+    return dataclasses.replace(timing, calibration=cal)
+
+
+
+def verify_plans(module, plans) -> None:
+    """explain --verify: every network's plan verified at every batch 1..its compiled one."""
+    from .memory.verify import verify_plan
+    for net in module.networks():
+        plan = plans[net.attrs["sym_name"]]
+        problems = verify_plan(plan, module, net, batches=range(1, plan.batch + 1))
+        if problems:
+            raise AssertionError("the memory plan failed verification: " + "; ".join(problems[:5]))
+        sys.stderr.write(f"memory plan of '{plan.network}' verified for every batch 1..{plan.batch}: no two "
+                         f"live buffers overlap, offsets aligned, every read written before\n")
+
+
+def write_dot(module, path: str, workers: bool = False) -> None:
+    """explain --dot: the graph (workers as clusters) in Graphviz DOT to `path` ('-': stdout), and an SVG
+    beside it when Graphviz's `dot` is installed."""
+    import os
+    import shutil
+    import subprocess
+    dot = workers_dot(module) if workers else to_dot(module)
+    if path == "-":
+        sys.stdout.write(dot)
+        return
+    with open(path, "w") as f:
+        f.write(dot)
+    if shutil.which("dot"):
+        svg = os.path.splitext(path)[0] + ".svg"
+        r = subprocess.run(["dot", "-Tsvg", path, "-o", svg], capture_output=True, text=True)
+        if r.returncode != 0:
+            raise NetcError(f"Graphviz `dot` could not draw '{path}': {r.stderr.strip()[:500]}")
+        print(f"wrote {path} and {svg}")
+    else:
+        print(f"wrote {path} (install Graphviz, e.g. the apt package `graphviz`, to also get an SVG)")
+
+
+def write_report(args, module, timing, plans, at_batch):
+    """explain's report (text or JSON, --memory, the simulations, --workers K's per-worker report) on
+    stdout; with --nchw 4-D shapes in NCHW order. at_batch(b): the module at batch b (strong scaling)."""
+    global layer_rows
+    if not args.nchw:
+        return _write_report(args, module, timing, plans, at_batch)
+    from .frontend.singa.to_ir import nchw
+    rows_nhwc = layer_rows
+
+    def rows_nchw(module, network=None):
+        rows = rows_nhwc(module, network)
+        for r in rows:
+            r["shape"] = nchw(r["shape"])
+        return rows
+    layer_rows = rows_nchw
+    try:
+        return _write_report(args, module, timing, plans, at_batch)
+    finally:
+        layer_rows = rows_nhwc
+
+
+def _write_report(args, module, timing, plans, at_batch):
+    from .runtime.run import plot_to
+    sim = None
+    if timing is not None and (args.workers or args.hybrid):
+        from .costmodel import get_network
+        sim = simulate(module, timing, workers=getattr(args, "worker_counts", None), scaling=args.scaling,
+                       network=get_network(args.network or "ethernet"), hybrid=args.hybrid,
+                       at_batch=at_batch)
+    report = None
+    if args.partition_workers:   # explain --workers K: the per-worker report (workers_report)
+        from .costmodel import get_network
+        report = workers_report(module, timing, get_network(args.comm_network or "ethernet"))
+    if args.format == "json":
+        doc = explain_json(module, timing)
+        if args.memory:
+            from .memory.report import plan_json
+            for net in doc.get("networks", [doc]):
+                net["memory"] = plan_json(plans[net["name"]])
+        if sim is not None:
+            doc["simulation"] = sim
+        if report is not None:
+            doc["workers"] = report
+        sys.stdout.write(dumps(doc) + "\n")
+    else:
+        sys.stdout.write(explain_table(module, timing))
+        if args.memory:
+            for plan in plans.values():
+                sys.stdout.write(plan.table())
+        if sim is not None:
+            sys.stdout.write(simulation_text(sim))
+        if report is not None:
+            sys.stdout.write(workers_text(report))
+    if args.plot and args.workers:
+        plot_to(args.plot, lambda path: plot_scaling(sim, path))
+    return 0
+
+
+
+def write_plan_files(args, plans):
+    import json
+
+    from .export.layout import LayoutError, write_layout
+    from .memory.report import plot_plan
+    from .runtime.run import plot_to
+    if len(plans) != 1 and (args.layout or args.plot):
+        raise NetcError("--layout and --plot need a file with exactly one network")
+    plan = next(iter(plans.values()))
+    if args.layout:
+        try:
+            doc = write_layout(plan)
+        except LayoutError as e:
+            raise NetcError(f"cannot write the plan as a layout: {e}")
+        with open(args.layout, "w") as f:
+            json.dump(doc, f, indent=1)
+        sys.stderr.write(f"wrote {args.layout}\n")
+    if args.plot:
+        plot_to(args.plot, lambda path: plot_plan(plan, path))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, NetcError
 
 # Max relative error (max |out - ref| over max |ref|, per output) of a whole network against the
 # float64 reference, by the precision it was compiled in. Looser than one kernel's tolerance
@@ -166,3 +166,59 @@ def param_errors(got: dict, ref: dict, kinds: dict | None = None) -> tuple:
 def state_kinds(module) -> dict:
     """Each optimizer-state parameter's kind (velocity, adam_m, ...) by name."""
     return {p.attrs["sym_name"]: p.attrs["state"] for p in module.params() if "state" in p.attrs}
+
+
+def compare_training(trainer, ref, net, inputs, schedule, where, steps: int, output: str | None, step):
+    """`netc run --train --compare`: every step of a compiled training program (InterpTrainer on the
+    interpreter target, or a training library's LibraryTrainer on the GPU) beside the float64
+    reference executor's step `ref` from the same parameters and state, inputs, learning rate and
+    dropout seed (runtime/interp.py compare_step): per step the max relative error of the loss, of
+    the gradients (where the trainer returns them: not a library's) and of the parameters and state
+    after the update; exit 1 beyond the precision's tolerance. Where the gradients or parameters are
+    beyond it but the reference's gradient and update ops run on the compiled step's own forward
+    values agree, the difference is rounding of the forward crossing a discontinuity (a max-pool
+    argmax, a ReLU at 0) or Adam's eps amplifying a gradient's rounding: a warning, not a failure.
+    `step` is runtime/interp.py's compare_step (passed in: interp imports this module); `output`: -o, named
+    in the failure (not written)."""
+    from ..ops.optim import learning_rate
+    from ..passes.set_dtype import precision_of
+    tol = training_tolerance(precision_of(net))
+    print(f"{'step':>4s}  {'loss':>12s}  {'loss err (f32)':>20s}  {'grad err (f32)':>20s}  {'param err (f32)':>20s}  "
+          f"(max relative errors against the f64 reference; in parentheses the reference executor's own in f32 on "
+          f"the same step; each may be {rule_text(tol)})")
+    failed, notes = [], []
+
+    def pair(e, e32):
+        return f"{'-':>9s}  {'-':>9s}" if e is None else f"{e:9.2e} ({e32:8.2e})"
+
+    for k in range(steps):
+        row = step(trainer, ref, inputs, learning_rate(schedule, k), tol)
+        flag = ""
+        bad = row["beyond"]
+        if bad:
+            local_ok = "local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol and "loss" not in bad
+            flag = "  rounding (see below)" if local_ok else "  FAILED"
+            loss = f"loss {row['loss_err']:.3e} (f32 reference {row['loss_err32']:.3e}), " if "loss" in bad else ""
+            grad = (f"gradient of '{row['grad_at']}' {row['grad_err']:.3e} (f32 reference {row['grad_err32']:.3e}), "
+                    if row["grad_err"] is not None else "")
+            msg = (f"step {row['step']}: {', '.join(bad)} beyond {rule_text(tol)} ({loss}{grad}'{row['param_at']}' "
+                   f"{row['param_err']:.3e} (f32 reference {row['param_err32']:.3e}) after the update)")
+            if local_ok:
+                notes.append(msg + f"; the reference's gradient and update ops on the compiled forward's own values "
+                                   f"agree ({row['local_grad']:.1e}, {row['local_param']:.1e}): f32 rounding of the "
+                                   f"forward crossed a discontinuity (a max-pool argmax or a ReLU at 0), or Adam's eps "
+                                   f"amplified a gradient's rounding")
+            else:
+                failed.append(msg)
+        print(f"{row['step']:4d}  {row['loss']:12.6f}  {pair(row['loss_err'], row['loss_err32']):>20s}  "
+              f"{pair(row['grad_err'], row['grad_err32']):>20s}  {pair(row['param_err'], row['param_err32']):>20s}"
+              f"{flag}", flush=True)
+    for n in notes:
+        sys.stderr.write(f"netc: warning: {n}\n")
+    print(f"compared {steps} training step{'s' if steps != 1 else ''} of network '{net.attrs['sym_name']}' "
+          f"({net.attrs.get('optimizer', {}).get('name', 'sgd')}) {where}: "
+          + ("ok" if not failed else f"{len(failed)} beyond the tolerance"))
+    if failed:
+        raise NetcError("the compiled training step differs from the reference: " + "; ".join(failed)
+                        + (f" ({output} not written)" if output else ""))
+    return 0

@@ -297,3 +297,49 @@ def with_aliases(manifest: dict, values: dict) -> dict[str, torch.Tensor]:
         if "shares" in p:
             out[p["name"]] = out[p["shares"]].reshape(p["shape"])
     return out
+
+
+# -- what `netc compile` embeds and what `netc run` feeds: parameters from files, for a library or an inference
+
+
+def packer(given, seed):
+    """What compile_module embeds: the parameters `given` (by name) and random ones from `seed` for
+    the rest, packed in the library's layout (netc.runtime.params.pack); None: nothing embedded.
+    The packer takes the layout and, optionally, defaults for parameters `given` lacks."""
+    if given is None and seed is None:
+        return None
+    return lambda layout, defaults=None: pack(layout, {**(defaults or {}), **(given or {})}, seed)
+
+
+
+def with_state_init(packer):
+    """A packer that gives optimizer state and running statistics (training libraries: manifest
+    entries with `state`) their initial value where the parameters given do not hold them."""
+    def pack(layout):
+        import torch
+        init = {p["name"]: torch.full(tuple(p["shape"]), p["init"]) for p in layout["parameters"] if "state" in p}
+        return packer(layout, init)
+    return pack
+
+
+
+def embedded_params(args):
+    """--params FILE as tensors (checked against the network by compile_module), {} for --embed-params
+    alone, None when nothing is embedded."""
+    if args.params:
+        from .params import read_params
+        return read_params(args.params, "--params")
+    return {} if args.embed_params else None
+
+
+
+def params_for_run(module, params, path, diag):
+    """--params written by `netc run --train -o`: its optimizer state and running statistics are
+    left out (and batch norms folded with the statistics), with a note."""
+    from .train import params_for_inference
+    params, dropped = params_for_inference(module, params)
+    if dropped:
+        diag.warning(f"--params: {path} holds training state, left out for inference: {len(dropped)} tensor"
+                     f"{'s' if len(dropped) != 1 else ''} ({', '.join(sorted(dropped)[:4])}"
+                     f"{', ...' if len(dropped) > 4 else ''}); batch norms use their running statistics")
+    return params

@@ -1,0 +1,308 @@
+"""`netc run`'s jobs on a network source or a compiled library, below the CLI: inputs and parameter
+files, --batch/--spatial scaling, the interpreter target's outputs (with --compare), training runs
+(their step lines, summaries, -o/--history/--plot), a training library's steps. `args` is netc run's
+parsed options (an argparse namespace: the attributes its flags name)."""
+from __future__ import annotations
+
+import os
+import sys
+
+from ..diagnostics import DiagnosticEngine, NetcError
+
+
+def given_inputs(args) -> dict:
+    """`netc run`'s --inputs IN.npz and --input NAME=PATH.npy, by name (a name given twice is an error)."""
+    from . import io
+    inputs = io.load_npz(args.inputs, "--inputs") if args.inputs else {}
+    for k, v in io.parse_input_specs(args.input).items():
+        if k in inputs:
+            raise NetcError(f"input '{k}' is given both by --input and in {args.inputs}")
+        inputs[k] = v
+    return inputs
+
+
+
+def check_training_flags(args):
+    """The flags of a training run, a source's or a library's: --plot's format, --steps/--epochs
+    positive, --epochs with --data, --data or --inputs."""
+    if args.plot and not args.plot.lower().endswith((".png", ".svg", ".pdf")):
+        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+    for flag in ("steps", "epochs"):
+        v = getattr(args, flag)
+        if v is not None and v < 1:
+            raise NetcError(f"--{flag} takes a positive number, got {v}")
+    if args.epochs is not None and not args.data:
+        raise NetcError("--epochs counts passes over --data; without --data give --steps")
+    if args.data and (args.inputs or args.input):
+        raise NetcError("--data and --inputs/--input both give the training inputs: give one")
+
+
+
+def lr_schedule(optimizer: dict | None, lr: float | None) -> dict:
+    """The learning-rate schedule of a training run: --lr (fixed), else the file's, else 0.01 fixed."""
+    if lr is not None and not lr >= 0:
+        raise NetcError(f"--lr takes a learning rate >= 0, got {lr:g}")
+    if lr is not None:
+        return {"type": "fixed", "base_lr": lr}
+    return dict((optimizer or {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
+
+
+
+def step_log(every: int = 1):
+    """A training run's line per step (step 1, then every `every`-th): step, epoch, lr, loss(es)."""
+    def log(row):
+        if row["step"] % every == 0 or row["step"] == 1:
+            extra = "".join(f"  {k[5:]} {v:.6g}" for k, v in row.items() if k.startswith("loss:"))
+            print(f"step {row['step']:5d}  epoch {row['epoch']:3d}  lr {row['lr']:.4g}  loss {row['loss']:.6f}{extra}",
+                  flush=True)
+    return log
+
+
+
+def fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer):
+    """Train (runtime.train.fit: --steps, or --epochs over --data) and print a line per step (about
+    50 for a long run) and the summary; returns the history."""
+    from ..ops.optim import learning_rate
+    from .train import fit
+    every = 1
+    if data is not None:
+        per_epoch = data.size // trainer.data_batch(data)
+        total = args.steps or per_epoch * (args.epochs or 1)
+        every = max(1, total // 50)   # about 50 lines for a long run
+
+    history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
+                  inputs=inputs, log=step_log(every), grads_out=grads)
+    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{name}' ({optimizer}): "
+          f"loss {history[0]['loss']:.6f} -> {history[-1]['loss']:.6f}")
+    return history
+
+
+
+def write_training(args, history, trainer, given, name):
+    """--history, --plot and -o of a training run: -o writes what the file gave and this program does
+    not train (another network's parameters and state), then everything the trainer holds, updated."""
+    import json
+
+    from .params import save_tensors
+    from .train import plot_history
+    if args.history:
+        try:
+            with open(args.history, "w") as f:
+                json.dump(history, f, indent=1)
+        except OSError as e:
+            raise NetcError(f"cannot write '{args.history}': {e.strerror}") from None
+        sys.stderr.write(f"wrote {args.history}\n")
+    if args.plot:
+        plot_to(args.plot, lambda path: plot_history(history, path, f"training {name}"))
+    if args.output:
+        written = {**given, **{k: v for k, v in trainer.params.items()}}
+        save_tensors(args.output, written)
+        sys.stderr.write(f"wrote {args.output} ({len(written)} parameters and state tensors)\n")
+
+
+
+def warn_opaque_pass_through(module, diag):
+    """The reference executor runs a layer of a type netc does not know (netc.opaque, Paleo's
+    Generic) as its shape rule says: a pass-through. Say so, once per type, naming the layers, so an
+    output downstream of one is not taken for the real network's. (An RBM's visible layer passes its
+    input through in SINGA's positive phase too: no warning.)"""
+    by_type: dict = {}
+    for net in module.networks():
+        for op in net.regions[0].ops:
+            if op.name == "netc.opaque" and not op.attrs.get("energy_model"):
+                by_type.setdefault(op.attrs.get("type", "?"), []).append(op)
+    for kind, ops in by_type.items():
+        names = [op.attrs.get("name") for op in ops]
+        diag.warning(f"the reference executor passes {len(names)} layer{'s' if len(names) != 1 else ''} of unknown "
+                     f"type '{kind}' through unchanged (what '{kind}' computes is unknown to netc): "
+                     f"{', '.join(names)}", ops[0].loc, width=len(names[0] or "x"))
+
+
+
+def scale_for_run(module, args, load):
+    """`netc run --batch B --spatial N`: new input shapes before shape inference (runtime/scale.py)."""
+    if args.batch is None and args.spatial is None:
+        return None
+    from .scale import scale_inputs, smallest_spatial
+    if args.spatial == "min":
+        n = smallest_spatial(lambda: load(args, DiagnosticEngine()), args.batch, args.phase)
+        if n is None:
+            raise NetcError("--spatial min: no spatial size up to 4096 makes this network valid")
+        sys.stderr.write(f"--spatial min: {n} is the smallest valid spatial size\n")
+        args.spatial = str(n)
+    changed = scale_inputs(module, batch=args.batch, spatial=args.spatial)
+    for net, name, old, new in changed:
+        sys.stderr.write(f"input '{name}'{f' of {net}' if len(module.networks()) > 1 else ''}: {old} -> {new}\n")
+    return " ".join(f"--{k} {v}" for k, v in (("batch", args.batch), ("spatial", args.spatial)) if v is not None)
+
+
+
+def scale_quietly(module, args, load):
+    """scale_for_run without its report (ranks other than 0)."""
+    import contextlib
+    import io as _io
+    with contextlib.redirect_stderr(_io.StringIO()):
+        return scale_for_run(module, args, load)
+
+
+
+def print_outputs(args, outs, failed):
+    """`netc run`'s result: a summary line per output (or --output OUT.npz); then the --compare failures."""
+    from . import io
+    from .params import save_tensors
+    if args.output:
+        save_tensors(args.output, outs)
+        sys.stderr.write(f"wrote {args.output} ({len(outs)} output{'s' if len(outs) != 1 else ''})\n")
+    else:
+        width = max((len(k) for k in outs), default=0)
+        for k, v in outs.items():
+            print(io.describe(k, v, width))
+    if failed:
+        raise NetcError(failed)
+    return 0
+
+
+
+def run_interp(module, args, inputs, params, precision):
+    """`netc run --target interp`: every network (or --network), compiled in precision's dtype; with
+    --compare, the max relative error (max |diff| over max |reference|) of every output against the
+    float64 reference executor on the same values, and a diagnostic for each output beyond that
+    precision's tolerance (runtime.compare.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
+    when the file has several networks (as --reference does). Returns (outputs, diagnostics)."""
+    from ..passes.set_dtype import precision_of
+    from .compare import check_outputs
+    from .interp import InterpProgram, default_inputs, split_inputs
+    from .reference import run_reference
+    nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
+    per = split_inputs(module, nets, inputs)
+    tuning = None
+    if args.tuning:
+        from ..codegen.tuning_file import load_tuning
+        tuning = load_tuning(args.tuning, 90)
+        if not tuning:
+            sys.stderr.write(f"netc: warning: --tuning: '{args.tuning}' has no entries for sm_90: every kernel keeps "
+                             f"its default tiles\n")
+    outs, failed = {}, []
+    for name in nets:
+        prog = InterpProgram(module, name, params=params, seed=args.seed, phase=args.phase,
+                             dtype=precision.dtype, tf32=precision.tf32,
+                             blocks=args.interp_blocks or "cuda", tuning=tuning)
+        if tuning:
+            n = sum(1 for L in prog.launches if L.tuned)
+            sys.stderr.write(f"{prog.plan.network}: {n} of {len(prog.launches)} launches tuned by {args.tuning}\n")
+        ins = per[name] if per[name] is not None else default_inputs(module, prog.net, args.seed)
+        got = prog.run(ins)
+        prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
+        if args.compare:
+            import torch
+            from ..ops.reference import computing_in
+            ref = run_reference(module, ins, params, network=prog.net, seed=args.seed)
+            with computing_in(torch.float32):     # the same run in f32 arithmetic: what f32 can hold
+                ref32 = run_reference(module, ins, params, network=prog.net, seed=args.seed, dtype=torch.float32)
+            failed += check_outputs(got, ref, precision_of(prog.net), prefix, ref32=ref32)
+        outs.update({prefix + k: v for k, v in got.items()})
+    return outs, failed
+
+
+
+def train_library(args):
+    """`netc run NET.so --train`: training steps of a training library (`netc compile --train`) on
+    the GPU -- --steps N, or --epochs over --data; the learning rate of --lr or the file's schedule;
+    parameters from --params, the embedded ones or --seed -- printed as `netc run FILE --train` prints
+    them; -o writes the trained parameters and optimizer state. With --compare each step is checked
+    against the float64 reference executor's on the library's source (runtime/library_train.py)."""
+    import torch
+    from . import io
+    from .compare import compare_training
+    from .interp import compare_step
+    from .library_train import LibraryTrainer, training_reference
+    from .native import load
+    from .params import read_params
+    from .train import Dataset, ReferenceTrainer
+    fixed = [f"--{f.replace('_', '-')}" for f in FIXED_IN_A_LIBRARY if getattr(args, f, None) not in (None, [], False)]
+    if fixed:
+        raise NetcError(f"{', '.join(fixed)} {'are' if len(fixed) > 1 else 'is'} fixed when a training library is "
+                        f"compiled (netc compile --train {' '.join(fixed)}), not when it runs")
+    for flag, why in (("check_grads", "checks a network source's gradient ops (netc run FILE --check-grads)"),
+                      ("grads", "writes the gradients the reference executor computes; a library does not return "
+                                "its gradients (they show in the parameters after the update)"),
+                      ("eval", "evaluates with the reference executor on a network source; run the trained "
+                               "parameters (-o) with `netc run NET.so --params`"),
+                      ("profile", "times a forward (netc run NET.so --profile)"),
+                      ("batch", "is fixed when a library is compiled: a training step runs at the compiled batch")):
+        if getattr(args, flag, None) not in (None, False):
+            raise NetcError(f"--{flag.replace('_', '-')} does not apply to a training library's --train: it {why}")
+    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "singa_version")
+                if getattr(args, f, None)]
+    if not_here:
+        raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
+                        f"'{args.file}': a compiled network runs as it was compiled (on the GPU)")
+    check_training_flags(args)
+    if args.compare and (args.data or args.history or args.plot):
+        raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
+                        "errors; --data/--history/--plot go with a training run without --compare")
+    if getattr(args, "source", None) and not args.compare:
+        raise NetcError("--source names the network source for --compare; give --compare too")
+    inputs = given_inputs(args)
+    given = read_params(args.params, "--params") if args.params else None
+    data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
+    with load(args.file) as net:
+        trainer = LibraryTrainer(net, seed=args.seed)
+        if given is not None:
+            net.set_params(given, seed=args.seed)      # parameters the file lacks are random (--seed)
+        elif not net.params_embedded:
+            net.set_params(seed=args.seed)
+        schedule = lr_schedule(trainer.optimizer, args.lr)
+        optimizer = trainer.optimizer.get("name", "sgd")
+        if args.compare:
+            module, irnet = training_reference(net, getattr(args, "source", None))
+            on = net.device if net.device is not None and net.device.type == "cuda" else "cpu"
+            ref = ReferenceTrainer(module, irnet, None, seed=args.seed, dtype=torch.float64, device=on)
+            if not inputs:   # the reference's random inputs, fed to both
+                inputs = {k: v for k, v in ref.feed(None, 0.0).items() if k in trainer.input_shapes}
+            where = f"of '{os.path.basename(args.file)}'" + (" on the GPU" if net.device is not None and
+                                                               net.device.type == "cuda" else "")
+            compare_training(trainer, ref, irnet, inputs, schedule, where, args.steps or 1,
+                             getattr(args, "output", None), compare_step)
+            write_training(args, None, trainer, dict(given or {}), trainer.name)    # -o
+            return 0
+        history = fit_and_report(args, trainer, schedule, inputs or None, data, None, trainer.name, optimizer)
+        write_training(args, history, trainer, dict(given or {}), trainer.name)
+    return 0
+
+
+
+FIXED_IN_A_LIBRARY = ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze", "loss", "loss_on",
+                       "train_network")
+
+
+
+def source_record(args, training: dict | None = None) -> dict:
+    """What `netc run NET.so --compare` needs to rebuild the reference: the source and load options
+    (and a training library's backward and optimizer options)."""
+    import hashlib
+    with open(args.file, "rb") as f:
+        digest = hashlib.sha256(f.read()).hexdigest()
+    # batch: the load batch (a Brainstorm file's B); rescaled_batch: compile --batch B rescaled every input
+    b = getattr(args, "batch", None)
+    rec = dict(path=os.path.abspath(args.file), sha256=digest, phase=args.phase, batch=b,
+               singa_version=getattr(args, "singa_version", None), rescaled_batch=b)
+    if training is not None:
+        rec["training"] = training
+    return rec
+
+
+
+def plot_to(path: str, draw) -> None:
+    """--plot: draw(path) with matplotlib (the `plot` extra), PNG, SVG or PDF by the extension."""
+    if not path.lower().endswith((".png", ".svg", ".pdf")):
+        raise NetcError("--plot writes PNG, SVG or PDF (by the extension); name the file *.png, *.svg or *.pdf")
+    try:
+        draw(path)
+    except ImportError:
+        raise NetcError("--plot draws with matplotlib, which is not installed: pip install 'netc[plot]' "
+                        "(or pip install matplotlib)") from None
+    except OSError as e:
+        raise NetcError(f"cannot write '{path}': {e.strerror or e}") from None
+    sys.stderr.write(f"wrote {path}\n")
+
