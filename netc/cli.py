@@ -132,15 +132,15 @@ def _training_options(args, listed=(), gradients_only: bool = False):
                     gradients_only=gradients_only)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="netc", description="netc: a compiler toolchain for neural networks")
-    ap.add_argument("--version", action="version", version=f"netc {__version__}")
-    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
-    sub.required = True
-
+def _parser_check(sub):
+    """`netc check`'s arguments."""
     p = sub.add_parser("check", help="parse and check a network; print nothing if it is well-formed")
     _common(p)
     _training(p)
+
+
+def _parser_opt(sub):
+    """`netc opt`'s arguments."""
     p = sub.add_parser("opt", help="run passes and print the resulting IR")
     _common(p)
     p.add_argument("-p", "--passes", default=None,
@@ -158,6 +158,9 @@ def build_parser() -> argparse.ArgumentParser:
     _precision(p, "add the set-dtype pass: floating tensors and parameters in f32, bf16 or fp16")
     _training(p)
 
+
+def _parser_explain(sub):
+    """`netc explain`'s arguments."""
     p = sub.add_parser("explain", help="IR after each pass, then shapes, parameters, FLOPs and memory per layer")
     _common(p)
     _training(p)
@@ -209,11 +212,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nchw", action="store_true",
                    help="show 4-D shapes in NCHW order (SINGA's) instead of netc's NHWC")
 
+
+def _parser_import(sub):
+    """`netc import`'s arguments."""
     p = sub.add_parser("import", help="convert a Paleo JSON network (more formats to come) into .nd source")
     p.add_argument("file", help="the original file (format detected from its content)")
     p.add_argument("-o", "--output", default="-", metavar="OUT.nd", help="where to write (default: stdout)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     _singa_version(p)
+
+
+def _parser_run(sub):
+    """`netc run`'s arguments."""
     p = sub.add_parser("run", help="execute a network (a source, or a compiled NET.so on the GPU) and print (or save) "
                                    "its outputs")
     _common(p)
@@ -284,10 +294,18 @@ def build_parser() -> argparse.ArgumentParser:
         if a.dest == "batch":   # a source's inputs all take batch B (a NET.so runs at batch B)
             a.help = ("run at batch B: every input's first axis becomes B (a Brainstorm file's B, default 1); "
                       "NET.so: at most its compiled batch (default: that batch)")
+
+
+def _parser_export(sub):
+    """`netc export`'s arguments."""
     p = sub.add_parser("export", help="write the network as Paleo JSON, a SINGA v0.3 job.conf or a Brainstorm layout")
     _common(p)
     p.add_argument("--format", required=True, choices=("paleo", "singa", "layout"), help="the format to write")
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="where to write (default: stdout)")
+
+
+def _parser_compile(sub):
+    """`netc compile`'s arguments."""
     p = sub.add_parser("compile", help="compile a network to a shared library (fused Triton kernels + C launcher)")
     _common(p)
     p.set_defaults(phase="test", batch=None)   # a Brainstorm file's B (default 1); other formats: rescaled to B
@@ -330,6 +348,15 @@ def build_parser() -> argparse.ArgumentParser:
             a.help = ("a training library: the training step (backward and optimizer passes, planned for training) "
                       "as netc_train_step, beside netc_forward on the same parameters; netc_get_params/"
                       "netc_set_params hold the optimizer state too (docs/training.md)")
+
+def build_parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="netc", description="netc: a compiler toolchain for neural networks")
+    ap.add_argument("--version", action="version", version=f"netc {__version__}")
+    sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
+    sub.required = True
+    for add in (_parser_check, _parser_opt, _parser_explain, _parser_import, _parser_run, _parser_export,
+                _parser_compile):
+        add(sub)
     return ap
 
 
