@@ -36,24 +36,12 @@ def _singa_version(p):
 
 
 def _precision(p, dtype_help):
-    """--dtype / --tf32 of compile and opt (checked by _precision_options: a bad dtype is exit 1)."""
+    """--dtype / --tf32 of compile and opt (checked by runtime.flags.precision_options: a bad dtype is exit 1)."""
     p.add_argument("--dtype", default=None, metavar="DTYPE",
                    help=dtype_help + "; accumulation is always f32. Softmax outputs, losses and batch-norm "
                         "parameters stay f32")
     p.add_argument("--tf32", action="store_true",
                    help="let f32 convolutions and inner products use TF32 tensor cores (off by default)")
-
-
-def _precision_options(args):
-    """pipelines.Precision from --dtype/--tf32, or None when neither is given."""
-    from .passes.set_dtype import parse_dtype
-    from .pipelines import Precision
-    if args.dtype is None and not args.tf32:
-        return None
-    dtype = parse_dtype(args.dtype) if args.dtype is not None else None
-    if args.tf32 and dtype not in (None, "f32"):
-        raise NetcError(f"--tf32 applies to f32 matrix products; --dtype {args.dtype} has none (drop one of them)")
-    return Precision(dtype, args.tf32)
 
 
 def _stdout_output(p, metavar, what):
@@ -105,31 +93,6 @@ def _training(p, run: bool = False):
                         "print the worst relative error per parameter; exit 1 beyond 1e-8")
     t.add_argument("--history", metavar="HIST.json", help="write the loss per step as JSON")
     t.add_argument("--plot", metavar="LOSS.png|svg|pdf", help="draw the loss curve (matplotlib)")
-
-
-def _training_options(args, listed=(), gradients_only: bool = False):
-    """pipelines.Training from the training flags: for --train (or --check-grads), or when `listed`
-    (opt's -p) names backward or optimizer; else None (and the training flags are an error)."""
-    from .pipelines import Training
-    if not (getattr(args, "train", False) or getattr(args, "check_grads", False)
-            or any(n in ("backward", "optimizer") for n in listed)):
-        given = [f"--{f.replace('_', '-')}" for f in ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze",
-                                                      "loss", "loss_on", "train_network")
-                 if getattr(args, f, None) not in (None, [], False)]
-        if given:
-            raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
-        return None
-    if args.loss_on and not args.loss:
-        raise NetcError("--loss-on names the layer for --loss: give --loss softmax|euclidean too")
-    return Training(freeze=tuple(n.strip() for f in args.freeze for n in f.split(",") if n.strip()),
-                    loss=args.loss, loss_on=args.loss_on,
-                    networks=(args.train_network,) if args.train_network else (
-                        (args.network,) if getattr(args, "network", None) and getattr(args, "cmd", "") == "run"
-                        else None),
-                    optimizer={k: v for k, v in (("name", args.optimizer), ("momentum", args.momentum),
-                                                 ("weight_decay", args.weight_decay),
-                                                 ("clip_norm", args.clip_norm)) if v is not None},
-                    gradients_only=gradients_only)
 
 
 def _parser_check(sub):
@@ -398,48 +361,20 @@ def main(argv=None) -> int:
         return EXIT_INTERNAL
 
 
-def _load(args, diag):
-    from .frontend import load
-    # Errors the frontend collected do not stop here: the passes skip the layers it marked
-    # invalid and go on to report independent problems elsewhere in the file.
-    return load(args.file, diag, getattr(args, "batch", None) or 1,
-                options={"singa_version": getattr(args, "singa_version", None)})
-
-
-def _load_network(args, diag):
-    """_load for `netc run`: a file that defines no network (only comments, or cut before its first
-    `network`) is an error, not a silent success."""
-    module = _load(args, diag)
-    if not module.networks() and not diag.has_errors():
-        from .diagnostics import Loc
-        raise NetcError(f"'{args.file}' defines no network to run", Loc(args.file, 1, 1))
-    return module
-
-
-def _options(args, *, training: bool = False, listed=(), gradients_only: bool = False, precision=None,
-             phase: str | None = None):
-    """pipelines.Options from the command's flags: --phase, --workers K (the partition pass places the
-    network on K workers), --opaque-as-identity, and with `training` the training flags (_training_options)."""
-    from .pipelines import Options
-    k = getattr(args, "partition_workers", None)
-    if k is not None and k < 1:
-        raise NetcError(f"--workers takes the number of workers (at least 1), got {k}")
-    return Options(phase=phase or args.phase, workers=k, opaque_as_identity=bool(getattr(args, "opaque_as_identity", False)),
-                   precision=precision, training=_training_options(args, listed, gradients_only) if training else None)
-
-
 def cmd_check(args, diag):
+    from .runtime import flags as F
     from .pipelines import program
     from .frontend.layout_files import layout_text
     text = layout_text(args.file)
     if text is not None:
         return _check_layout(args, diag, text)
-    module = _load(args, diag)
-    program(module, _options(args, training=True), diag)
+    module = F.load_source(args, diag)
+    program(module, F.pipeline_options(args, training=True), diag)
     return 0
 
 
 def cmd_opt(args, diag):
+    from .runtime import flags as F
     from .ir.printer import print_ir
     from .passes.manager import DEFAULT_PIPELINE, PASSES
     from .pipelines import custom
@@ -450,11 +385,11 @@ def cmd_opt(args, diag):
         for n in sorted(set(PASSES) - set(DEFAULT_PIPELINE)):
             print(f"  {n:24s} {PASSES[n].summary}")
         return 0
-    module = _load(args, diag)
+    module = F.load_source(args, diag)
     names = [n.strip() for n in args.passes.split(",") if n.strip()] if args.passes is not None else DEFAULT_PIPELINE
     after = {n.strip() for a in args.print_ir_after for n in a.split(",") if n.strip()}
-    options = _options(args, training=True, listed=names)
-    options = dataclasses.replace(options, precision=_precision_options(args))
+    options = F.pipeline_options(args, training=True, listed=names)
+    options = dataclasses.replace(options, precision=F.precision_options(args))
     pm, ctx = custom(names, options, diag, train=args.train, print_after_all=args.print_ir_after_all,
                      print_after=after)
     try:
@@ -480,10 +415,11 @@ def _per_worker(args, diag):
     location, parallel splits, a SINGA job) asks for the per-worker report (the network on K workers,
     one program per rank); a list, or a network without such annotations, for Paleo's data-parallel
     scaling table (with --device). Returns the loaded module in the first case, else None."""
+    from .runtime import flags as F
     if args.workers is None or not args.workers.strip().isdigit():
         return None
     from .passes.partition import has_partitioning
-    module = _load(args, diag)
+    module = F.load_source(args, diag)
     if not has_partitioning(module):
         return None
     args.partition_workers = int(args.workers)
@@ -493,6 +429,7 @@ def _per_worker(args, diag):
 
 
 def cmd_explain(args, diag):
+    from .runtime import flags as F
     from .explain import calibrated_timing, timing_of, verify_plans, write_dot, write_plan_files, write_report
     from .pipelines import Plan, explain
     args.partition_workers = args.comm_network = None
@@ -501,7 +438,7 @@ def cmd_explain(args, diag):
     if args.comm_network is not None:
         from .costmodel import get_network
         get_network(args.comm_network)
-    module = module or _load(args, diag)
+    module = module or F.load_source(args, diag)
     _rescale(module, args)
     show_ir = args.format == "text" and not args.brief and args.dot is None
     want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify \
@@ -510,7 +447,7 @@ def cmd_explain(args, diag):
     # (one array per layer output): plan contiguous slices, op by op, then
     plan = Plan(reuse=not args.no_reuse, **({"concat": "contiguous", "fusion": "none"} if args.layout else {}))
     # --dot draws fusion groups: the fuse pass marks them (it only annotates, the table is unchanged)
-    ctx = explain(module, _options(args, training=True), diag, split_workers=bool(args.partition_workers),
+    ctx = explain(module, F.pipeline_options(args, training=True), diag, split_workers=bool(args.partition_workers),
                   fuse=args.dot is not None, budget=args.memory_budget, plan=plan if want_plan else None,
                   print_after_all=show_ir)
     plans = ctx.notes.get("memory_plan", {})
@@ -526,12 +463,13 @@ def cmd_explain(args, diag):
 
 def _module_at_batch(args, batch: int):
     """The source again, every input at `batch`, through the inference pipeline (strong scaling)."""
+    from .runtime import flags as F
     from .pipelines import inference
     from .runtime.scale import scale_inputs
     diag = DiagnosticEngine()
-    module = _load(args, diag)
+    module = F.load_source(args, diag)
     scale_inputs(module, batch=batch)
-    inference(module, _options(args), diag)
+    inference(module, F.pipeline_options(args), diag)
     if diag.has_errors():
         raise NetcError([d for d in diag.diagnostics if d.severity == "error"][:1] or diag.diagnostics[:1])
     return module
@@ -553,12 +491,13 @@ def _check_layout(args, diag, text):
 
 
 def cmd_import(args, diag):
+    from .runtime import flags as F
     from .frontend.nd_writer import write_nd
     from .frontend.layout_files import layout_text
     text = layout_text(args.file)
     if text is not None and '"architecture"' not in text:  # with one, import the Brainstorm architecture
         return _check_layout(args, diag, text)
-    module = _load(args, diag)
+    module = F.load_source(args, diag)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])
     header = f"Imported from {os.path.basename(args.file)} by `netc import`."
@@ -580,13 +519,15 @@ def _emit(text: str, output: str) -> int:
 
 
 def cmd_run(args, diag):
+    from .runtime import flags as F
+    from .runtime import workers as W
     from .runtime import run as R
     from .runtime import params as P
     import torch
     from .pipelines import inference
     from .runtime import run_module
     from .runtime.native import is_compiled
-    _check_profile_flags(args)
+    F.check_profile_flags(args)
     if is_compiled(args.file):
         for flag in ("spatial", "opaque_as_identity", "interp_blocks", "tuning"):
             if getattr(args, flag):
@@ -597,7 +538,7 @@ def cmd_run(args, diag):
         raise NetcError("--tuning runs a forward on the interpreter target with a tuning file's configurations; "
                         "training steps and ranks run with the default tiles")
     if (args.partition_workers or 1) > 1:
-        return _run_workers(args, diag)
+        return W.run_workers(args, diag)
     for flag, v in (("--timeout", args.timeout), ("--comm-log", args.comm_log)):
         if v is not None:
             raise NetcError(f"{flag} applies to a run on several workers (--workers K, K > 1)")
@@ -607,8 +548,8 @@ def cmd_run(args, diag):
                         f"source: compile it first (netc compile {args.file} -o {stem}.so) and run "
                         f"`netc run {stem}.so --profile`")
     if args.train or args.check_grads:
-        return _run_train(args, diag)
-    _no_training_flags(args)
+        return R.train_source(args, diag)
+    F.no_training_flags(args)
     # --workers 1 is the baseline of a K-worker run, which runs on the reference executor
     target = args.target or ("reference" if args.reference or args.partition_workers else None)
     if target is None:
@@ -626,15 +567,15 @@ def cmd_run(args, diag):
         raise NetcError("--tuning runs the kernels with a tuning file's configurations: it needs --target interp")
     if args.tuning and args.interp_blocks == "large":
         raise NetcError("--tuning and --interp-blocks large both choose the tiles: give one")
-    ref_dtype, precision = _run_dtypes(args, target)
+    ref_dtype, precision = F.run_dtypes(args, target)
     if target == "interp":
         # before anything imports netc.kernels: the interpreter mode is fixed at import
         from .runtime.interp import ensure_interpreter
         ensure_interpreter()
-    module = _load_network(args, diag)
-    scaled = R.scale_for_run(module, args, _load)
+    module = F.load_network(args, diag)
+    scaled = R.scale_for_run(module, args, F.load_source)
     try:
-        inference(module, _options(args), diag)
+        inference(module, F.pipeline_options(args), diag)
     except NetcError as e:
         errors = [d for d in e.diagnostics if d.severity == "error"]
         if scaled and errors:
@@ -655,207 +596,17 @@ def cmd_run(args, diag):
     return R.print_outputs(args, outs, failed)
 
 
-def _run_workers(args, diag):
-    """`netc run FILE --workers K` (K > 1): outside a distributed launch, check and partition the network,
-    then start K ranks (runtime/launch.py); inside one (RANK, WORLD_SIZE: this launcher's or torchrun's),
-    run this rank's program (runtime/distributed.py) and, on rank 0, print what the single-process run
-    prints: the outputs, or the training steps."""
-    import torch
-    from .pipelines import workers
-    from .runtime import run as R
-    from .runtime import workers as W
-    from .runtime import distributed as D
-    K = args.partition_workers
-    target = args.target or "reference"
-    if args.reference and target != "reference":
-        raise NetcError(f"--reference and --target {target} contradict each other; give one")
-    if target == "interp":
-        # before anything imports netc.kernels: the interpreter mode is fixed at import
-        from .runtime.interp import ensure_interpreter
-        ensure_interpreter()
-    for flag in ("compare", "profile", "check_grads"):
-        if getattr(args, flag):
-            raise NetcError(f"--{flag.replace('_', '-')} does not apply to --workers K")
-    if args.steps is not None and args.steps < 1:
-        raise NetcError(f"--steps takes a positive number, got {args.steps}")
-    if args.interp_blocks and target != "interp":
-        raise NetcError("--interp-blocks needs --target interp")
-    if target != "reference":
-        if args.dtype is not None or args.tf32:
-            raise NetcError(f"--target {target} runs each rank's program compiled in f32: drop --dtype/--tf32 (the "
-                            f"reference run to compare with: --workers 1 --dtype f64)")
-        if target == "cuda" and args.grads:
-            raise NetcError("--grads with --target cuda: a rank library keeps no gradients (use --target interp)")
-        if target == "cuda" and not torch.cuda.is_available():
-            raise NetcError("--target cuda runs each rank's program compiled on a GPU, and torch sees none here "
-                            "(--target interp runs the same programs on the CPU)")
-    if args.eval:
-        raise NetcError("--eval with --workers K is not supported yet: evaluate the trained parameters (-o) with "
-                        "`netc run FILE --reference --params P.npz --inputs TEST.npz`")
-    if not args.train:
-        _no_training_flags(args)
-    else:
-        R.check_training_flags(args)
-    timeout = args.timeout if args.timeout is not None else float(os.environ.get("NETC_DIST_TIMEOUT", D.DEFAULT_TIMEOUT))
-    if timeout <= 0:
-        raise NetcError(f"--timeout must be positive, got {timeout:g}")
-    ref_dtype, _ = _run_dtypes(args, "reference")
-    if target != "reference":
-        dtype = torch.float64      # values drawn as the f64 reference draws them, rounded to the arena's f32
-    elif args.train:
-        dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
-    else:
-        dtype = torch.float32 if ref_dtype == "f32" else torch.float64
-    er = D.env_rank()
-    module = _load_network(args, diag)
-    R.scale_for_run(module, args, _load) if er is None or er[0] == 0 else R.scale_quietly(module, args, _load)
-    options = _options(args, training=args.train)
-    if args.train and args.clip_norm:
-        raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
-    workers(module, options, diag)
-    if er is None and args.data:   # the dataset fits the logical inputs: say so before any rank starts
-        W.rank_dataset(args, module)
-    if er is None:   # the launcher: the network is fine; start the ranks (they print warnings no more)
-        from .runtime import launch
-        diag.flush()
-        diag.diagnostics[:] = []
-        if os.environ.get("NETC_LAUNCH", "fork") == "spawn" or not hasattr(os, "fork"):
-            return launch.launch(args.argv, K, timeout, env={"NETC_LAUNCHED": "1"})
-        # forked ranks start at once with the program compiled here (no second import of torch)
-        return launch.launch_forked(lambda r: W.run_rank(args, diag, module, r, K, timeout, dtype, target), K, timeout)
-    rank, world = er
-    if world != K:
-        raise NetcError(f"--workers {K}, but this process is one of WORLD_SIZE={world}")
-    if os.environ.get("NETC_LAUNCHED") or rank != 0:   # the launcher (or rank 0) reported them
-        diag.diagnostics[:] = [d for d in diag.diagnostics if d.severity == "error"]
-    return W.run_rank(args, diag, module, rank, world, timeout, dtype, target)
-
-
-_TRAINING_FLAGS = ("steps", "epochs", "data", "eval", "optimizer", "lr", "momentum", "weight_decay", "clip_norm",
-                   "freeze", "loss", "grads", "history", "plot")  # (run's; explain and opt take the passes' ones)
-
-
-def _no_training_flags(args):
-    given = [f"--{f.replace('_', '-')}" for f in _TRAINING_FLAGS if getattr(args, f, None) not in (None, [], False)]
-    if given:
-        raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
-
-
-def _run_train(args, diag):
-    """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
-    executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
-    from .runtime import run as R
-    import torch
-    from .pipelines import inference as inference_pipeline, program
-    from .runtime import io
-    from .runtime.train import Dataset, ReferenceTrainer, check_grads, evaluate
-    target = args.target or "reference"
-    if args.reference and target != "reference":
-        raise NetcError("--reference and --target interp contradict each other; give one")
-    if target == "interp":
-        # before anything imports netc.kernels: the interpreter mode is fixed at import
-        from .runtime.interp import ensure_interpreter
-        ensure_interpreter()
-        if args.check_grads:
-            raise NetcError("--check-grads checks the reference executor's gradient ops against autograd; "
-                            "--target interp --compare checks the compiled step against the reference")
-        if args.dtype not in (None, "f32", "fp32") or args.tf32:
-            raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32")
-    else:
-        for flag in ("compare", "interp_blocks"):
-            if getattr(args, flag):
-                raise NetcError(f"--{flag.replace('_', '-')} needs --target interp with --train (the compiled "
-                                f"training step on the CPU)")
-    if args.profile:
-        raise NetcError("--profile does not apply to --train")
-    R.check_training_flags(args)
-    ref_dtype, _ = _run_dtypes(args, "reference") if target == "reference" else ("f32", None)
-    # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
-    dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
-    module = _load_network(args, diag)
-    R.scale_for_run(module, args, _load)
-    program(module, _options(args, training=True, gradients_only=args.check_grads), diag)
-    nets = [n for n in module.networks() if "gradients" in n.attrs]
-    if len(nets) > 1:
-        raise NetcError(f"{len(nets)} networks of this file have a loss ({', '.join(n.attrs['sym_name'] for n in nets)}); "
-                        f"train one at a time with --network NAME (networks sharing parameters train alternately: "
-                        f"-o after one, --params before the next)")
-    net = nets[0]
-    inputs = R.given_inputs(args)
-    from .runtime.params import read_params, save_tensors
-    params = read_params(args.params, "--params") if args.params else None
-    carried = {}
-    if params:
-        # a file written by training another network of the same file (a GAN's other half) holds
-        # that network's optimizer state too: carried through to -o untouched, not an error
-        declared = {p.attrs["sym_name"] for p in module.params()}
-        carried = {k: v for k, v in params.items() if k not in declared}
-        params = {k: v for k, v in params.items() if k in declared}
-        if carried:
-            shown = ", ".join(sorted(carried)[:6]) + (", ..." if len(carried) > 6 else "")
-            diag.warning(f"--params: {len(carried)} tensor{'s' if len(carried) != 1 else ''} of {args.params} "
-                         f"{'are' if len(carried) != 1 else 'is'} not in this training program (another network's "
-                         f"state?), kept as they are{' in -o' if args.output else ''}: {shown}")
-    if args.check_grads:
-        rows = check_grads(module, net, inputs or None, params, seed=args.seed)
-        width = max(len(r["param"]) for r in rows)
-        print(f"{'parameter':{width}s}  {'shape':>16s}  {'max |grad|':>12s}  rel. error vs autograd")
-        worst = 0.0
-        for r in rows:
-            print(f"{r['param']:{width}s}  {str(r['shape']):>16s}  {r['max_abs']:12.4e}  {r['rel_error']:.3e}")
-            worst = max(worst, r["rel_error"])
-        print(f"worst relative error {worst:.3e} over {len(rows)} parameter gradient{'s' if len(rows) != 1 else ''} "
-              f"({'ok' if worst <= 1e-8 else 'FAILED'}: tolerance 1e-8)")
-        if worst > 1e-8:
-            raise NetcError(f"generated gradients differ from torch.autograd: worst relative error {worst:.3e} > 1e-8")
-        return 0
-    schedule = R.lr_schedule(net.attrs.get("optimizer"), args.lr)
-    if args.compare and (args.data or args.eval or args.grads or args.history or args.plot):
-        raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
-                        "errors; --data/--eval/--grads/--history/--plot go with a training run without --compare")
-    if target == "interp":
-        from .runtime.interp import InterpTrainer
-        trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
-                                blocks=args.interp_blocks or "cuda")
-        if args.compare:
-            ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
-            from .runtime.compare import compare_training
-            from .runtime.interp import compare_step
-            compare_training(trainer, ref, net, inputs or None, schedule, "on the interpreter target", args.steps or 1,
-                             args.output, compare_step)
-            R.write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
-            return 0
-    else:
-        trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
-    data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
-    grads = {} if args.grads else None
-    history = R.fit_and_report(args, trainer, schedule, inputs or None, data, grads, net.attrs["sym_name"],
-                              net.attrs.get("optimizer", {}).get("name", "sgd"))
-    if args.eval:
-        inference = _load(args, diag)
-        R.scale_for_run(inference, args, _load)
-        inference_pipeline(inference, _options(args), diag)
-        r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
-                     network=net.attrs["sym_name"], dtype=dtype)
-        acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
-        print(f"eval on {r['samples']} samples of {args.eval}: loss {r.get('loss', float('nan')):.6f}{acc}")
-    if args.grads:
-        save_tensors(args.grads, {k: v for k, v in grads.items()})
-        sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
-    R.write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
-    return 0
-
-
 def _run_compiled(args):
     """`netc run NET.so`: the compiled network on the GPU (runtime.native.run_cli); with --profile,
     its launches timed beside the cost model (netc.profile); with --train, a training library's steps."""
+    from .runtime import flags as F
     from .runtime import run as R
     if args.train:
         return R.train_library(args)
     if args.check_grads:
         raise NetcError("--check-grads checks the generated gradient ops of a network source against autograd "
                         "(netc run FILE --check-grads); a compiled library's steps are checked by --train --compare")
-    _no_training_flags(args)
+    F.no_training_flags(args)
     if args.profile:
         if args.compare:
             raise NetcError("--profile times the network and --compare checks its outputs: run them separately")
@@ -869,47 +620,6 @@ def _run_compiled(args):
     return R.print_outputs(args, outs, failed)
 
 
-def _check_profile_flags(args):
-    """`netc run`'s --profile and the flags that go with it."""
-    if not args.profile:
-        given = [f for f, v in (("--repeat", args.repeat), ("--device", args.device),
-                                ("--profile-out", args.profile_out)) if v is not None]
-        if given:
-            raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to --profile (netc run NET.so "
-                            f"--profile)")
-        return
-    if args.repeat is not None and args.repeat < 1:
-        raise NetcError(f"--repeat takes the number of timed runs (at least 1), got {args.repeat}")
-
-
-_REFERENCE_DTYPES = {"f64": "f64", "fp64": "f64", "f32": "f32", "fp32": "f32"}
-
-
-def _run_dtypes(args, target):
-    """(reference executor dtype, interp precision {dtype, tf32}) from `netc run`'s --dtype/--tf32.
-    One flag, one meaning per target: the reference executor computes in f64 or f32; the interpreter
-    target runs the network compiled in f32, bf16 or fp16 (default: as the file declares it)."""
-    from .diagnostics import did_you_mean
-    from .passes.set_dtype import DTYPE_NAMES
-    d = args.dtype
-    if target == "reference":
-        if args.tf32:
-            raise NetcError("--tf32 needs --target interp (the reference executor has no TF32)")
-        if d is None or d in _REFERENCE_DTYPES:
-            return _REFERENCE_DTYPES.get(d, "f64"), None
-        if d in DTYPE_NAMES:
-            raise NetcError(f"--dtype {d} is a compiled dtype: use it with --target interp (compared against the "
-                            f"f64 reference with --compare); the reference executor computes in f64 or f32")
-        hint = did_you_mean(d, list(_REFERENCE_DTYPES) + list(DTYPE_NAMES))
-        raise NetcError(f"unknown --dtype '{d}' (the reference executor: f64, f32; --target interp: f32, bf16, "
-                        f"fp16)" + (f"; did you mean '{hint}'?" if hint else ""))
-    if d in ("f64", "fp64"):
-        raise NetcError("--target interp runs f32, bf16 or fp16 kernels; f64 is the reference executor's "
-                        "(--reference --dtype f64), which --compare checks against")
-    from .pipelines import Precision
-    return None, _precision_options(args) or Precision()
-
-
 def cmd_export(args, diag):
     from .export import export
     text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase,
@@ -918,11 +628,12 @@ def cmd_export(args, diag):
 
 
 def cmd_compile(args, diag):
+    from .runtime import flags as F
     from .runtime import run as R
     from .runtime import params as P
     from .codegen import compile_module
     from .pipelines import Options, Plan, Precision, compile
-    precision = _precision_options(args)   # a bad --dtype fails before any work
+    precision = F.precision_options(args)   # a bad --dtype fails before any work
     if args.partition_workers is not None and args.partition_workers > 1:
         return _compile_workers(args, diag, precision)
     if args.target == "interp":
@@ -947,21 +658,22 @@ def cmd_compile(args, diag):
     if args.train:
         if precision is not None and (precision.dtype not in (None, "f32") or precision.tf32):
             raise NetcError("a training library computes in f32 for now: drop --dtype/--tf32 with --train")
-        tmodule = _load(args, diag)
+        tmodule = F.load_source(args, diag)
         _rescale(tmodule, args)
-        training = _training_options(args)
+        training = F.training_options(args)
         tctx = compile(tmodule, Options(phase="train", opaque_as_identity=bool(args.opaque_as_identity),
                                         training=training), diag, plan=Plan(mode="training"))
         train = (tmodule, tctx.notes["memory_plan"])
         # what `netc run NET.so --train --compare` rebuilds the reference's training program with
         train_options = dict(**training.record(), opaque_as_identity=bool(args.opaque_as_identity))
     else:
-        _options(args, training=True)      # the training flags need --train
-    module = _load(args, diag)
+        F.pipeline_options(args, training=True)      # the training flags need --train
+    module = F.load_source(args, diag)
     _rescale(module, args)
     if train is not None:
-        _forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
-    ctx = compile(module, _options(args, precision=precision), diag, plan=Plan(mode="inference"))
+        from .runtime.scale import forward_at_training_batch
+        forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
+    ctx = compile(module, F.pipeline_options(args, precision=precision), diag, plan=Plan(mode="inference"))
     embed = P.embedded_params(args)
     tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
     packer = P.packer(embed, args.seed if args.embed_params else None)
@@ -978,21 +690,6 @@ def cmd_compile(args, diag):
                      f"({r.cached} from the cache), {r.seconds['total']:.1f}s"
                      + (f"; {r.tuned} of {r.tunable} kernels tuned" if tuning is not None else "") + "\n")
     return 0
-
-
-def _forward_at_training_batch(module, batch: int, phase, diag):
-    """A training library's forward shares the training step's arena and compiled batch: where the
-    forward's phase declares another batch (SINGA's test phase reading 100 records, the training
-    phase 64), its inputs get the training batch, and a warning says so."""
-    from .runtime.scale import scale_inputs
-    other = [op for n in module.networks() for op in n.regions[0].ops
-             if op.name == "netc.input" and op.attrs.get("shape") and int(op.attrs["shape"][0]) != batch]
-    if other:
-        old = int(other[0].attrs["shape"][0])
-        scale_inputs(module, batch=batch)
-        diag.warning(f"the library's forward (phase '{phase}') declares batch {old} but the training step runs at "
-                     f"{batch}: the forward is compiled at the training batch (netc_forward takes up to {batch} "
-                     f"samples; compile without --train for a forward at {old})", other[0].loc)
 
 
 def _tuning(args, module, plans, diag):
@@ -1017,6 +714,7 @@ def _compile_workers(args, diag, precision):
     """`netc compile FILE --workers K -o NET.so`: partition the network, split it into one program per rank
     (forward, or with --train the training step) and compile each to NET.rank<r>.so (+ .h): a rank library,
     its schedule in segments between its communication ops (codegen.compile_rank)."""
+    from .runtime import flags as F
     from .runtime import run as R
     from .codegen import compile_rank
     from .pipelines import workers
@@ -1027,9 +725,9 @@ def _compile_workers(args, diag, precision):
         raise NetcError(f"{', '.join(given)} with --workers K is not supported: a rank library is compiled in f32 "
                         f"with the default tiles, its parameters set at run time (netc run --workers K runs them)")
     os.environ.pop("TRITON_INTERPRET", None)   # AOT compilation needs real @triton.jit kernels
-    module = _load(args, diag)
+    module = F.load_source(args, diag)
     _rescale(module, args)
-    options = _options(args, training=True, phase="train" if args.train else None)
+    options = F.pipeline_options(args, training=True, phase="train" if args.train else None)
     if args.train and args.clip_norm:
         raise NetcError("--clip-norm with --workers K is not supported yet (the norm would need an all-reduce)")
     workers(module, options, diag, fuse=True)
@@ -1054,10 +752,11 @@ def _compile_workers(args, diag, precision):
 def _compile_interp(args, diag, precision):
     """`netc compile --target interp`: lower the network for the interpreter (validating every group
     against the plan) and write a JSON manifest (OUT if it ends in .json, else OUT/<network>.interp.json)."""
+    from .runtime import flags as F
     import json
     from .runtime.interp import InterpProgram, ensure_interpreter
     ensure_interpreter()
-    module = _load(args, diag)
+    module = F.load_source(args, diag)
     _rescale(module, args)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])
@@ -1065,7 +764,7 @@ def _compile_interp(args, diag, precision):
     nets = [one_network(module, "netc compile needs a file with")]
     if args.opaque_as_identity:   # its warnings go to the command's diagnostics; InterpProgram skips done work
         from .pipelines import inference
-        inference(module, _options(args), diag)
+        inference(module, F.pipeline_options(args), diag)
     prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase, dtype=precision.dtype,
                          tf32=precision.tf32)
     out = args.output

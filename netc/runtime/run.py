@@ -306,3 +306,108 @@ def plot_to(path: str, draw) -> None:
         raise NetcError(f"cannot write '{path}': {e.strerror or e}") from None
     sys.stderr.write(f"wrote {path}\n")
 
+
+
+def train_source(args, diag):
+    """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
+    executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
+    from .flags import load_network, load_source, pipeline_options, run_dtypes
+    import torch
+    from ..pipelines import inference as inference_pipeline, program
+    from . import io
+    from .train import Dataset, ReferenceTrainer, check_grads, evaluate
+    target = args.target or "reference"
+    if args.reference and target != "reference":
+        raise NetcError("--reference and --target interp contradict each other; give one")
+    if target == "interp":
+        # before anything imports netc.kernels: the interpreter mode is fixed at import
+        from .interp import ensure_interpreter
+        ensure_interpreter()
+        if args.check_grads:
+            raise NetcError("--check-grads checks the reference executor's gradient ops against autograd; "
+                            "--target interp --compare checks the compiled step against the reference")
+        if args.dtype not in (None, "f32", "fp32") or args.tf32:
+            raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32")
+    else:
+        for flag in ("compare", "interp_blocks"):
+            if getattr(args, flag):
+                raise NetcError(f"--{flag.replace('_', '-')} needs --target interp with --train (the compiled "
+                                f"training step on the CPU)")
+    if args.profile:
+        raise NetcError("--profile does not apply to --train")
+    check_training_flags(args)
+    ref_dtype, _ = run_dtypes(args, "reference") if target == "reference" else ("f32", None)
+    # training computes in f32 unless told otherwise (--dtype f64); --check-grads always in f64
+    dtype = torch.float64 if (ref_dtype == "f64" and args.dtype is not None) else torch.float32
+    module = load_network(args, diag)
+    scale_for_run(module, args, load_source)
+    program(module, pipeline_options(args, training=True, gradients_only=args.check_grads), diag)
+    nets = [n for n in module.networks() if "gradients" in n.attrs]
+    if len(nets) > 1:
+        raise NetcError(f"{len(nets)} networks of this file have a loss ({', '.join(n.attrs['sym_name'] for n in nets)}); "
+                        f"train one at a time with --network NAME (networks sharing parameters train alternately: "
+                        f"-o after one, --params before the next)")
+    net = nets[0]
+    inputs = given_inputs(args)
+    from .params import read_params, save_tensors
+    params = read_params(args.params, "--params") if args.params else None
+    carried = {}
+    if params:
+        # a file written by training another network of the same file (a GAN's other half) holds
+        # that network's optimizer state too: carried through to -o untouched, not an error
+        declared = {p.attrs["sym_name"] for p in module.params()}
+        carried = {k: v for k, v in params.items() if k not in declared}
+        params = {k: v for k, v in params.items() if k in declared}
+        if carried:
+            shown = ", ".join(sorted(carried)[:6]) + (", ..." if len(carried) > 6 else "")
+            diag.warning(f"--params: {len(carried)} tensor{'s' if len(carried) != 1 else ''} of {args.params} "
+                         f"{'are' if len(carried) != 1 else 'is'} not in this training program (another network's "
+                         f"state?), kept as they are{' in -o' if args.output else ''}: {shown}")
+    if args.check_grads:
+        rows = check_grads(module, net, inputs or None, params, seed=args.seed)
+        width = max(len(r["param"]) for r in rows)
+        print(f"{'parameter':{width}s}  {'shape':>16s}  {'max |grad|':>12s}  rel. error vs autograd")
+        worst = 0.0
+        for r in rows:
+            print(f"{r['param']:{width}s}  {str(r['shape']):>16s}  {r['max_abs']:12.4e}  {r['rel_error']:.3e}")
+            worst = max(worst, r["rel_error"])
+        print(f"worst relative error {worst:.3e} over {len(rows)} parameter gradient{'s' if len(rows) != 1 else ''} "
+              f"({'ok' if worst <= 1e-8 else 'FAILED'}: tolerance 1e-8)")
+        if worst > 1e-8:
+            raise NetcError(f"generated gradients differ from torch.autograd: worst relative error {worst:.3e} > 1e-8")
+        return 0
+    schedule = lr_schedule(net.attrs.get("optimizer"), args.lr)
+    if args.compare and (args.data or args.eval or args.grads or args.history or args.plot):
+        raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
+                        "errors; --data/--eval/--grads/--history/--plot go with a training run without --compare")
+    if target == "interp":
+        from .interp import InterpTrainer
+        trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
+                                blocks=args.interp_blocks or "cuda")
+        if args.compare:
+            ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
+            from .compare import compare_training
+            from .interp import compare_step
+            compare_training(trainer, ref, net, inputs or None, schedule, "on the interpreter target", args.steps or 1,
+                             args.output, compare_step)
+            write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
+            return 0
+    else:
+        trainer = ReferenceTrainer(module, net, params, seed=args.seed, dtype=dtype)
+    data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
+    grads = {} if args.grads else None
+    history = fit_and_report(args, trainer, schedule, inputs or None, data, grads, net.attrs["sym_name"],
+                              net.attrs.get("optimizer", {}).get("name", "sgd"))
+    if args.eval:
+        inference = load_source(args, diag)
+        scale_for_run(inference, args, load_source)
+        inference_pipeline(inference, pipeline_options(args), diag)
+        r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
+                     network=net.attrs["sym_name"], dtype=dtype)
+        acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
+        print(f"eval on {r['samples']} samples of {args.eval}: loss {r.get('loss', float('nan')):.6f}{acc}")
+    if args.grads:
+        save_tensors(args.grads, {k: v for k, v in grads.items()})
+        sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")
+    write_training(args, history, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])
+    return 0

@@ -78,3 +78,17 @@ def smallest_spatial(load, batch: int | None = None, phase: str = "train", hi: i
         if not any(not_runnable(op) for net in m.networks() for op in net.regions[0].ops):
             return n
     return None
+
+
+def forward_at_training_batch(module, batch: int, phase, diag):
+    """A training library's forward shares the training step's arena and compiled batch: where the
+    forward's phase declares another batch (SINGA's test phase reading 100 records, the training
+    phase 64), its inputs get the training batch, and a warning says so."""
+    other = [op for n in module.networks() for op in n.regions[0].ops
+             if op.name == "netc.input" and op.attrs.get("shape") and int(op.attrs["shape"][0]) != batch]
+    if other:
+        old = int(other[0].attrs["shape"][0])
+        scale_inputs(module, batch=batch)
+        diag.warning(f"the library's forward (phase '{phase}') declares batch {old} but the training step runs at "
+                     f"{batch}: the forward is compiled at the training batch (netc_forward takes up to {batch} "
+                     f"samples; compile without --train for a forward at {old})", other[0].loc)

@@ -1,0 +1,125 @@
+"""What `netc`'s command-line flags mean to the library: the source a command reads, the pipelines'
+typed options (pipelines.Options, Training, Precision) and the executors' dtypes from the flags, and
+the checks that flags go together. `args` is a command's parsed options (an argparse namespace: the
+attributes its flags name); the CLI parses, these functions interpret, the library runs."""
+from __future__ import annotations
+
+from ..diagnostics import NetcError
+
+
+def precision_options(args):
+    """pipelines.Precision from --dtype/--tf32, or None when neither is given."""
+    from ..passes.set_dtype import parse_dtype
+    from ..pipelines import Precision
+    if args.dtype is None and not args.tf32:
+        return None
+    dtype = parse_dtype(args.dtype) if args.dtype is not None else None
+    if args.tf32 and dtype not in (None, "f32"):
+        raise NetcError(f"--tf32 applies to f32 matrix products; --dtype {args.dtype} has none (drop one of them)")
+    return Precision(dtype, args.tf32)
+
+
+def training_options(args, listed=(), gradients_only: bool = False):
+    """pipelines.Training from the training flags: for --train (or --check-grads), or when `listed`
+    (opt's -p) names backward or optimizer; else None (and the training flags are an error)."""
+    from ..pipelines import Training
+    if not (getattr(args, "train", False) or getattr(args, "check_grads", False)
+            or any(n in ("backward", "optimizer") for n in listed)):
+        given = [f"--{f.replace('_', '-')}" for f in ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze",
+                                                      "loss", "loss_on", "train_network")
+                 if getattr(args, f, None) not in (None, [], False)]
+        if given:
+            raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
+        return None
+    if args.loss_on and not args.loss:
+        raise NetcError("--loss-on names the layer for --loss: give --loss softmax|euclidean too")
+    return Training(freeze=tuple(n.strip() for f in args.freeze for n in f.split(",") if n.strip()),
+                    loss=args.loss, loss_on=args.loss_on,
+                    networks=(args.train_network,) if args.train_network else (
+                        (args.network,) if getattr(args, "network", None) and getattr(args, "cmd", "") == "run"
+                        else None),
+                    optimizer={k: v for k, v in (("name", args.optimizer), ("momentum", args.momentum),
+                                                 ("weight_decay", args.weight_decay),
+                                                 ("clip_norm", args.clip_norm)) if v is not None},
+                    gradients_only=gradients_only)
+
+
+def load_source(args, diag):
+    from ..frontend import load
+    # Errors the frontend collected do not stop here: the passes skip the layers it marked
+    # invalid and go on to report independent problems elsewhere in the file.
+    return load(args.file, diag, getattr(args, "batch", None) or 1,
+                options={"singa_version": getattr(args, "singa_version", None)})
+
+
+def load_network(args, diag):
+    """load_source for `netc run`: a file that defines no network (only comments, or cut before its first
+    `network`) is an error, not a silent success."""
+    module = load_source(args, diag)
+    if not module.networks() and not diag.has_errors():
+        from ..diagnostics import Loc
+        raise NetcError(f"'{args.file}' defines no network to run", Loc(args.file, 1, 1))
+    return module
+
+
+def pipeline_options(args, *, training: bool = False, listed=(), gradients_only: bool = False, precision=None,
+             phase: str | None = None):
+    """pipelines.Options from the command's flags: --phase, --workers K (the partition pass places the
+    network on K workers), --opaque-as-identity, and with `training` the training flags (training_options)."""
+    from ..pipelines import Options
+    k = getattr(args, "partition_workers", None)
+    if k is not None and k < 1:
+        raise NetcError(f"--workers takes the number of workers (at least 1), got {k}")
+    return Options(phase=phase or args.phase, workers=k, opaque_as_identity=bool(getattr(args, "opaque_as_identity", False)),
+                   precision=precision, training=training_options(args, listed, gradients_only) if training else None)
+
+
+TRAINING_FLAGS = ("steps", "epochs", "data", "eval", "optimizer", "lr", "momentum", "weight_decay", "clip_norm",
+                   "freeze", "loss", "grads", "history", "plot")  # (run's; explain and opt take the passes' ones)
+
+
+def no_training_flags(args):
+    given = [f"--{f.replace('_', '-')}" for f in TRAINING_FLAGS if getattr(args, f, None) not in (None, [], False)]
+    if given:
+        raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to training: add --train")
+
+
+REFERENCE_DTYPES = {"f64": "f64", "fp64": "f64", "f32": "f32", "fp32": "f32"}
+
+
+def run_dtypes(args, target):
+    """(reference executor dtype, interp precision {dtype, tf32}) from `netc run`'s --dtype/--tf32.
+    One flag, one meaning per target: the reference executor computes in f64 or f32; the interpreter
+    target runs the network compiled in f32, bf16 or fp16 (default: as the file declares it)."""
+    from ..diagnostics import did_you_mean
+    from ..passes.set_dtype import DTYPE_NAMES
+    d = args.dtype
+    if target == "reference":
+        if args.tf32:
+            raise NetcError("--tf32 needs --target interp (the reference executor has no TF32)")
+        if d is None or d in REFERENCE_DTYPES:
+            return REFERENCE_DTYPES.get(d, "f64"), None
+        if d in DTYPE_NAMES:
+            raise NetcError(f"--dtype {d} is a compiled dtype: use it with --target interp (compared against the "
+                            f"f64 reference with --compare); the reference executor computes in f64 or f32")
+        hint = did_you_mean(d, list(REFERENCE_DTYPES) + list(DTYPE_NAMES))
+        raise NetcError(f"unknown --dtype '{d}' (the reference executor: f64, f32; --target interp: f32, bf16, "
+                        f"fp16)" + (f"; did you mean '{hint}'?" if hint else ""))
+    if d in ("f64", "fp64"):
+        raise NetcError("--target interp runs f32, bf16 or fp16 kernels; f64 is the reference executor's "
+                        "(--reference --dtype f64), which --compare checks against")
+    from ..pipelines import Precision
+    return None, precision_options(args) or Precision()
+
+
+def check_profile_flags(args):
+    """`netc run`'s --profile and the flags that go with it."""
+    if not args.profile:
+        given = [f for f, v in (("--repeat", args.repeat), ("--device", args.device),
+                                ("--profile-out", args.profile_out)) if v is not None]
+        if given:
+            raise NetcError(f"{', '.join(given)} appl{'y' if len(given) > 1 else 'ies'} to --profile (netc run NET.so "
+                            f"--profile)")
+        return
+    if args.repeat is not None and args.repeat < 1:
+        raise NetcError(f"--repeat takes the number of timed runs (at least 1), got {args.repeat}")
