@@ -168,3 +168,33 @@ LABELS_GATHERED = """network rn {
 def test_partitioned_labels_are_the_single_process_labels(tmp_path):
     _workers_equal_one_process(tmp_path, LABELS_READ_THROUGH_A_SLICE)
     _workers_equal_one_process(tmp_path, LABELS_GATHERED)
+
+
+# randnet part check, seeds 1006 and 1025 (minimized): with partition_dim 0 each worker normalized
+# with its own shard's batch statistics and kept its own running statistics ('l3:0.running_mean'),
+# so 2 workers differed from one process. The partition pass marks the shards' copies sync_stats;
+# their training form all-reduces the statistics (means and means of squares weighted by the shards'
+# shares, as torch's SyncBatchNorm), the data gradient all-reduces the sums of dy and dy * xhat, and
+# the running statistics are the logical layer's.
+SYNC_BATCH_NORM = ["""optimizer sgd { lr: 0.01 }
+
+network rn {
+  input x1: f32[4, 9, 7, 5]
+  l3 = BatchNorm(x1) { partition_dim: 0 }
+  input label7: i32[4] { partition_dim: 0 }
+  l8 = SoftmaxLoss(l3, label7) { partition_dim: 0 }
+}
+""", """optimizer nesterov { lr: 0.01 }
+
+network rn {
+  input x1: f32[2, 7, 5, 2] { partition_dim: 0 }
+  l2 = InnerProduct(x1) { num_outputs: 2, bias: false, location: 0 }
+  l3 = BatchNorm(l2) { partition_dim: 0 }
+  l4 = EuclideanLoss(l3, l2)
+}
+"""]
+
+
+def test_data_parallel_batch_norm_equals_one_process(tmp_path):
+    for text in SYNC_BATCH_NORM:
+        _workers_equal_one_process(tmp_path, text, train=True)

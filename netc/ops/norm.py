@@ -14,6 +14,7 @@ class BatchNorm(OpDef):
     arity = (1, 3)
     param_roles = ("scale", "shift")
     f32_params = ("scale", "shift")   # cuDNN/apex-style: batch-norm parameters stay f32 in 16-bit nets
+    batch_statistics = True
     attrs = {"epsilon": AttrSpec("number", 1e-5),
              "momentum": AttrSpec("number", 0.9, doc="running statistics: new = momentum * old + "
                                                      "(1 - momentum) * batch (torch's momentum is 1 - this)")}
@@ -79,10 +80,34 @@ class BatchNorm(OpDef):
         a = self.attrs_of(op)
         c = x.type.shape[-1]
         mean, var = g.emit("netc.batch_stats", [x], tag="stats", results=2)
+        count = prod(x.type.shape) // max(c, 1)
+        layer = None
+        sync = op.attrs.get("sync_stats")
+        if sync:
+            # a copy on one shard of a batch split (the partition pass's sync_stats): the batch's
+            # statistics are those of all shards, as one process computes them (torch's
+            # SyncBatchNorm) -- the shards' means and means of squares weighted by their share of
+            # the batch, all-reduced; the running statistics are the logical layer's
+            w, ranks, worker = sync["weight"], sync["ranks"], op.attrs.get("worker")
+
+            def emit(name, operands, attrs, tag):
+                return g.emit(f"netc.{name}", operands, {**attrs, **({"worker": worker} if name == "all_reduce" else {})},
+                              tag=tag)
+            sq = emit("elementwise", [mean, mean], {"operation": "product"}, "stats_sq")
+            m2 = emit("elementwise", [var, sq], {"operation": "sum"}, "stats_m2")
+            mean = emit("all_reduce", [emit("scale", [mean], {"factor": w}, "stats_wmean")], {"ranks": ranks},
+                        "stats_mean")
+            m2 = emit("all_reduce", [emit("scale", [m2], {"factor": w}, "stats_wm2")], {"ranks": ranks}, "stats_m2sum")
+            msq = emit("scale", [emit("elementwise", [mean, mean], {"operation": "product"}, "stats_msq")],
+                       {"factor": -1.0}, "stats_negmsq")
+            var = emit("elementwise", [m2, msq], {"operation": "sum"}, "stats_var")
+            count = sync["count"]
+            layer = (op.attrs.get("partition") or {}).get("of")
         op.operands.extend([mean, var])
         g.emit("netc.running_stats_update", [mean, var],
-               {"momentum": a["momentum"], "count": prod(x.type.shape) // max(c, 1)},
-               params={"mean": g.state("running_mean", [c], 0.0), "var": g.state("running_var", [c], 1.0)},
+               {"momentum": a["momentum"], "count": count},
+               params={"mean": g.state("running_mean", [c], 0.0, layer=layer),
+                       "var": g.state("running_var", [c], 1.0, layer=layer)},
                tag="running_stats", results=0)
 
     def gradient(self, g, op, dy):
@@ -93,20 +118,33 @@ class BatchNorm(OpDef):
             raise AssertionError("batch_norm is differentiated in its training form (3 operands)")
         x, mean, var = op.operands
         a = self.attrs_of(op)
-        stats = mean.owner.name == "netc.batch_stats" and mean.owner.operands[0] is x and var.owner is mean.owner
+        sync = op.attrs.get("sync_stats")
+        stats = sync is not None or (mean.owner.name == "netc.batch_stats" and mean.owner.operands[0] is x
+                                     and var.owner is mean.owner)
         if not stats and (g.needs(1) or g.needs(2)):
             raise NetcError(f"cannot differentiate BatchNorm '{op.attrs.get('name')}' with respect to the "
                             f"statistics it is given (only batch statistics of its input are supported)", op.loc)
         ops = [x, mean, var, dy]
         dx = dscale = dshift = None
-        if g.needs(0):
-            dx = g.emit("netc.batch_norm_grad", ops, {"epsilon": a["epsilon"], "batch_stats": stats},
-                        params={"scale": g.param("scale")}, tag="grad_data")
-        if g.needs_param("scale"):
+        if g.needs_param("scale") or (sync and g.needs(0)):
             dscale = g.emit("netc.batch_norm_grad_scale", ops, {"epsilon": a["epsilon"]}, tag="grad_scale")
-        if g.needs_param("shift"):
+        if g.needs_param("shift") or (sync and g.needs(0)):
             dshift = g.emit("netc.bias_grad", [dy], tag="grad_shift")
-        return [dx, None, None], {"scale": dscale, "shift": dshift}
+        if g.needs(0):
+            if sync:
+                # through statistics of the whole batch: the sums over all shards of dy and of
+                # dy * xhat (each shard's shift and scale gradients, all-reduced)
+                w = op.attrs.get("worker")
+                sums = [g.emit("netc.all_reduce", [v], {"ranks": sync["ranks"], **({"worker": w} if w is not None else {})},
+                               tag=f"grad_{k}_sum") for k, v in (("shift", dshift), ("scale", dscale))]
+                dx = g.emit("netc.batch_norm_grad", ops + sums,
+                            {"epsilon": a["epsilon"], "batch_stats": True, "count": sync["count"]},
+                            params={"scale": g.param("scale")}, tag="grad_data")
+            else:
+                dx = g.emit("netc.batch_norm_grad", ops, {"epsilon": a["epsilon"], "batch_stats": stats},
+                            params={"scale": g.param("scale")}, tag="grad_data")
+        return [dx, None, None], {"scale": dscale if g.needs_param("scale") else None,
+                                  "shift": dshift if g.needs_param("shift") else None}
 
 
 @register
@@ -242,18 +280,26 @@ def _bn_grad_infer(ins):
 class BatchNormGrad(OpDef):
     name = "batch_norm_grad"
     training_only = True
-    arity = (4, 4)
+    arity = (4, 6)
     param_roles = ("scale",)
     f32_params = ("scale",)
     attrs = {"epsilon": _EPSILON,
              "batch_stats": AttrSpec("bool", True, doc="mean and var are the batch statistics of x (the "
-                                                       "gradient flows through them); false: constants")}
+                                                       "gradient flows through them); false: constants"),
+             "count": AttrSpec("int", 0, doc="with 6 operands: the elements per channel of the whole batch, whose "
+                                             "statistics mean and var are (a shard's copy of a batch split)")}
     doc = ("The data gradient of a training-form batch norm: x, its mean and variance, dy -> dx, through the "
            "batch statistics: rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)), dxhat = dy * scale. "
            "FLOPs: batch norm's backward-data FLOPs (4 per element).")
 
     def infer(self, a, ins):
-        return _bn_grad_infer(ins)
+        if len(ins) == 5:
+            raise ShapeError("batch norm's gradient takes 4 operands, or 6 with the sums of dy and dy * xhat "
+                             "over the whole batch", operand=4)
+        out = _bn_grad_infer(ins[:4])
+        if len(ins) == 6:
+            _channel_vectors(ins, 4, ins[0][-1])
+        return out
 
     def param_shapes(self, a, ins, out):
         return {"scale": (ins[0][-1],)}
@@ -263,6 +309,8 @@ class BatchNormGrad(OpDef):
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
+        if len(ins) == 6:
+            return R.batch_norm_grad(*ins[:4], params["scale"], a["epsilon"], True, sums=ins[4:], count=a["count"])
         return R.batch_norm_grad(*ins, params["scale"], a["epsilon"], a["batch_stats"])
 
 

@@ -426,10 +426,12 @@ def running_stats_update(old_mean, old_var, mean, var, count, momentum=0.9):
             momentum * in_compute_dtype(old_var) + (1 - momentum) * unbiased)
 
 
-def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True):
+def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True, sums=None, count=0):
     """d batch_norm_train / d x. With the batch's statistics (mean and var computed from x, M elements
     per channel, xhat = (x - mean) * rstd): dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat)),
-    dxhat = dy * scale. With constant (given) statistics: dx = dy * scale * rstd."""
+    dxhat = dy * scale. With constant (given) statistics: dx = dy * scale * rstd. With `sums` (the
+    sums of dy and of dy * xhat over a whole batch of `count` elements per channel, x one shard of it):
+    the means are those sums' (times scale) over count."""
     shape = x.shape
     xm, dym = _channels(x), _channels(dy)
     rstd = 1.0 / torch.sqrt(in_compute_dtype(var) + epsilon)
@@ -437,6 +439,11 @@ def batch_norm_grad(x, mean, var, dy, scale, epsilon=1e-5, batch_stats=True):
     if not batch_stats:
         return (dxhat * rstd).reshape(shape)
     xhat = (xm - in_compute_dtype(mean)) * rstd
+    if sums is not None:
+        sc = in_compute_dtype(scale)
+        s1, s2 = (in_compute_dtype(s) for s in sums)
+        dx = rstd * (dxhat - sc * s1 / count - xhat * sc * s2 / count)
+        return dx.reshape(shape)
     m = xm.shape[0]
     dx = rstd * (dxhat - dxhat.sum(0) / m - xhat * (dxhat * xhat).sum(0) / m)
     return dx.reshape(shape)

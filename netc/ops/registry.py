@@ -246,6 +246,8 @@ class OpDef:
     feature_attr: tuple = ()             # (attribute, index in it or None): where its output feature count is
     feature_noun: str = ""               # that count in netc's errors ("output channels")
     singa_feature_field: str = ""        # ... and in SINGA's ("num_filters")
+    batch_statistics: bool = False       # normalizes with statistics over the batch (batch norm's training form):
+                                         # split along the batch, its copies all-reduce them (sync_stats)
     channelwise: bool = False            # works on each feature (channel) on its own: follows an input split
                                          # by features
     row_parallel: bool = False           # a matrix product that may run row-parallel (Megatron's second half)

@@ -73,11 +73,12 @@ class GradBuilder:
         named after its role and marked with it (executors feed inputs by role)."""
         return self._p.program_input(role, list(shape), dtype, self.op.loc, role)
 
-    def state(self, role: str, shape, value: float = 0.0, dtype: str = "f32") -> SymbolRef:
+    def state(self, role: str, shape, value: float = 0.0, dtype: str = "f32", layer: str | None = None) -> SymbolRef:
         """A state symbol of this layer (batch norm's running statistics): a module-level
         `netc.param` named '<layer>.<role>', marked `state = role`, initialized to `value`, never
-        trained (the memory plan's constant class); bind it in `params=` of the op that writes it."""
-        layer = self.op.attrs.get("name") or self.op.name
+        trained (the memory plan's constant class); bind it in `params=` of the op that writes it.
+        `layer`: another name for it (the logical layer, for the copies of a partitioned one)."""
+        layer = layer or self.op.attrs.get("name") or self.op.name
         return self._p.state_param(f"{layer}.{role}", role, list(shape), value, dtype, self.op.loc)
 
     def emit(self, ir_name: str, operands, attrs=None, params=None, tag: str = "grad", results: int = 1):

@@ -269,6 +269,17 @@ class NetcLowering:
                 out.update(id(m) for m in members)
         return out
 
+    def sync_stats(self, op, vals: dict):
+        """The copies of a layer normalizing with batch statistics, split along the batch, all-reduce
+        them (torch's SyncBatchNorm), so that K workers compute what one process does: each copy
+        records the ranks, its shard's share of the batch (`weight`) and the elements per channel of
+        the whole batch (`count`); the training form and the gradient (BatchNorm's) read them."""
+        shape = op.results[0].type.shape
+        count = prod(shape) // max(shape[-1], 1)
+        ranks = sorted(vals)
+        for i, v in vals.items():
+            v.owner.attrs["sync_stats"] = {"ranks": ranks, "weight": v.type.shape[0] / shape[0], "count": count}
+
     def layer(self, op, kind, ins):
         em, K = self.em, self.K
         name = op.attrs["name"]
@@ -285,12 +296,18 @@ class NetcLowering:
                     and self.row_parallel_cheaper(op, ins[0], "split"):
                 return self.row_parallel(op, ins[0], ("split", 0))
             vals = {}
+            sync = opdef.batch_statistics and bool(op.results[0].type.shape)
+            # copies that all-reduce their statistics: every shard is in place (sent) before the first
+            # copy's all-reduce, which would otherwise wait on a worker still waiting for its shard
+            shards = [[self.shard(lay, 0, i, op.loc) for lay in ins] for i in range(K)] if sync else None
             for i in range(K):
-                x = [self.shard(lay, 0, i, op.loc) for lay in ins]
+                x = shards[i] if sync else [self.shard(lay, 0, i, op.loc) for lay in ins]
                 part = {"of": name, "dim": 0, "index": i, "count": K}
                 if not op.results[0].type.shape:
                     part = {"of": name, "reduce": "mean"} if opdef.is_loss else {"of": name, "replica": True}
                 vals[i] = em.clone(op, f"{name}:{i}", x, i, partition=part).results[0]
+            if sync:
+                self.sync_stats(op, vals)
             return _Layout("split", vals, dim=0, name=name)
         if kind[0] == "feature":
             if opdef.row_parallel and ins[0].kind == "split" and ins[0].dim != 0 \
