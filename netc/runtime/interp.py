@@ -287,6 +287,9 @@ class InterpProgram:
         """Every parameter and state tensor by name, as a view of the arena (updates show through)."""
         return {t.name[1:]: self.view(t) for t in self.plan.tensors if t.kind == "param"}
 
+    def get_params(self) -> dict:          # executor.Executor
+        return {k: v.clone() for k, v in self.param_views().items()}
+
     def run(self, inputs: dict, capture=()) -> dict:
         """Inputs by name ([batch, ...]); returns the network outputs by layer name (fresh tensors)
         and, for every plan tensor named in `capture` (a training step's gradients), its value as the
@@ -664,6 +667,9 @@ class InterpLibrary:
             shape = (b,) + tuple(t.shape[1:]) if t.cls == BATCH else tuple(t.shape)
             out[t.name] = self._copy_out(io_copy(lib.plan, t, lib.layout), b, base, TORCH_DTYPES[t.dtype], shape)
         return out
+
+    def run(self, inputs: dict) -> dict:    # executor.Executor
+        return self.forward(inputs)
 
     def train_step(self, inputs: dict, lr: float, seed: int = 0) -> float:
         """netc_train_step at the compiled batch: the data inputs by name, the learning rate and the

@@ -144,6 +144,9 @@ class PlannedProgram:
         """Every parameter and state symbol's current value (copies)."""
         return {t.name[1:]: self.read(t) for t in self.plan.tensors if t.kind == "param"}
 
+    def get_params(self) -> dict:          # executor.Executor
+        return self.param_values()
+
     # ------------------------------------------------------------------------------ running
     def run(self, feed: dict) -> dict:
         """One run: garbage everywhere but the parameters, `feed` (input tensors by name) into
@@ -231,6 +234,11 @@ class PlannedTrainer(ReferenceTrainer):
         self.program.set_params(self.params)
         self._views = self.program.param_views()
         self.params = self._views if self._views is not None else self.program.param_values()
+
+    def set_params(self, values: dict) -> None:
+        super().set_params(values)
+        if self._views is None:              # copies: into the arena too
+            self.program.set_params(self.params)
 
     def step(self, inputs: dict | None = None, lr: float | None = None, step_seed: int | None = None) -> dict:
         named = self.program.run(self.feed(inputs, lr, step_seed))

@@ -251,6 +251,29 @@ def run_op(op, values: dict, named: dict, ptensors: dict, dtype) -> None:
     named[_name(op)] = values[id(op.results[0])]
 
 
+class ReferenceExecutor:
+    """run_reference as an executor.Executor: one network of a shape-inferred module with parameters
+    it keeps (random ones from `seed` until set_params gives others), in `dtype`."""
+
+    def __init__(self, module: Module, network=None, seed: int = 0, dtype=torch.float64, device="cpu"):
+        self.module, self.net, self.dtype, self.device = module, network_of(module, network), dtype, device
+        used = {ref.name for op in _layers(self.net) for ref in (op.attrs.get("params") or {}).values()
+                if isinstance(ref, SymbolRef)}
+        self.params = module_params(module, None, seed, dtype, device, names=used)
+
+    def set_params(self, values: dict) -> None:
+        from .executor import unknown_params
+        unknown_params(values, self.params)
+        for k, v in values.items():
+            self.params[k] = torch.as_tensor(v).reshape(self.params[k].shape).to(self.device, self.params[k].dtype)
+
+    def get_params(self) -> dict:
+        return {k: v.clone() for k, v in self.params.items()}
+
+    def run(self, inputs: dict) -> dict:
+        return run_reference(self.module, inputs, self.params, self.net, self.device, self.dtype)
+
+
 def run_module(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,
                **kw) -> dict[str, torch.Tensor]:
     """run_reference over one network (`network`) or every network of the module. With several,

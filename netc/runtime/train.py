@@ -98,6 +98,21 @@ class ReferenceTrainer:
         self.steps += 1
         return named
 
+    # executor.TrainingExecutor
+    def set_params(self, values: dict) -> None:
+        from .executor import unknown_params
+        unknown_params(values, self.params)
+        for k, v in values.items():
+            t = self.params[k]
+            t.copy_(torch.as_tensor(v).reshape(t.shape).to(t.dtype))
+
+    def get_params(self) -> dict:
+        return {k: v.detach().clone() for k, v in self.params.items()}
+
+    def train_step(self, inputs: dict, lr: float, seed: int = 0) -> float:
+        named = self.step(inputs, lr, step_seed=seed)
+        return float(sum(float(v) for v in self.losses(named).values()))
+
     def step_on(self, feed: dict) -> dict:
         """One step on a given feed (a feed() of this trainer or of its twin: the same inputs, learning
         rate and seeds), its floating tensors in this trainer's dtype."""
