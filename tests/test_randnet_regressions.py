@@ -198,3 +198,21 @@ network rn {
 def test_data_parallel_batch_norm_equals_one_process(tmp_path):
     for text in SYNC_BATCH_NORM:
         _workers_equal_one_process(tmp_path, text, train=True)
+
+
+# randnet part check, seed 1013: training with Adam a layer split by features (partition_dim 1) failed
+# when the ranks' parameters were gathered -- "zero-dimensional tensor (at position 0) cannot be
+# concatenated": each slice's Adam step count (a scalar) was taken for a shard of the logical one.
+ADAM_ON_A_FEATURE_SPLIT = """optimizer adam { lr: 0.001, weight_decay: 0.001 }
+
+network rn {
+  input x1: f32[2, 7, 5, 2]
+  l8 = InnerProduct(x1) { num_outputs: 2, partition_dim: 1 }
+  input label9: i32[2] { partition_dim: 0 }
+  l10 = SoftmaxCrossEntropy(l8, label9)
+}
+"""
+
+
+def test_adam_state_of_a_feature_split_is_gathered(tmp_path):
+    _workers_equal_one_process(tmp_path, ADAM_ON_A_FEATURE_SPLIT, train=True)

@@ -163,7 +163,9 @@ class AliasForest:
                     full = tuple(strides)
                 else:
                     return False
-                if not is_rows(tuple(tw.shape), full):
+                # the plan holds at every batch (a sample's layout): the batch axis counts as longer than 1
+                shape = (max(tw.shape[0], 2),) + tuple(tw.shape[1:]) if tw.cls == BATCH else tuple(tw.shape)
+                if not is_rows(shape, full):
                     return False
                 unit = g.producer[w]
                 if unit < 0 or (self.parent[w] >= 0 and self.kind[w] in ("identity", "view")):

@@ -251,6 +251,10 @@ def logical_param_parts(module, tensors: dict) -> list:
         if sl is None:
             out.append((n, t, None))
             continue
+        if t.dim() <= sl["dim"]:
+            # a scalar state of a slice (Adam's step count): the same on every slice, not a shard
+            out.append((n, t, {"of": sl["name"] + suffix, "replica": True}))
+            continue
         count = sl["shape"][sl["dim"]] // sl["length"]
         out.append((n, t, {"of": sl["name"] + suffix, "dim": sl["dim"], "index": sl["start"] // sl["length"],
                            "count": count}))
