@@ -495,8 +495,8 @@ def g_rbm_visible(g):
     """SINGA's kRBMVis in its positive phase (out = in, a visible bias [vdim]). Its bias learns by
     contrastive divergence, which is not compiled: it has no gradient, so it is always frozen."""
     x = g.pick(lambda s: len(s) >= 2)
-    if x is None:
-        return None
+    if x is None or (g.check != "infer" and g.deps.get(x)):
+        return None       # no gradient flows through it: nothing trainable before it
     s = g.try_layer("netc.rbm_visible", [x], {"gaussian": True} if g.rng.random() < 0.5 else {}, keep=False)
     if s is None:
         return None
