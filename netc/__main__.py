@@ -1,3 +1,4 @@
+"""`python -m netc`: the netc command (netc/cli.py)."""
 import sys
 
 from .cli import main
