@@ -226,7 +226,7 @@ def bench_one(name: str, precision: str, a, arch: str) -> dict:
     from netc.diagnostics import DiagnosticEngine
     from netc.explain import layer_rows
     from netc.frontend import load as load_source
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference
     from netc.runtime.eager import EagerNet
     flags, dtype_name, tf32 = PRECISIONS[precision]
     torch.backends.cuda.matmul.allow_tf32 = tf32
@@ -241,8 +241,7 @@ def bench_one(name: str, precision: str, a, arch: str) -> dict:
         xs = net.random_inputs(seed=a.seed)                      # the corpus batch
         diag = DiagnosticEngine()
         module = load_source(src, diag)
-        PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if opaque else [])).run(
-            module, PassContext(diag=diag, phase="test"))
+        inference(module, Options(phase="test", opaque_as_identity=opaque), diag)
         rows = layer_rows(module)
         flops = sum(r["flops_fwd"] for r in rows)
         owners = {p["name"] for p in net.manifest["parameters"] if "shares" not in p}
@@ -331,14 +330,13 @@ def eager_training_module(src: str, opaque: bool, loss_on: str | None = None):
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_source
     from netc.passes.backward import append_loss
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference, reinfer_shapes
     diag = DiagnosticEngine()
     module = load_source(src, diag)
-    ctx = PassContext(diag=diag, phase="train")
-    PassManager(DEFAULT_PIPELINE + (["opaque-as-identity"] if opaque else [])).run(module, ctx)
+    ctx = inference(module, Options(phase="train", opaque_as_identity=opaque), diag)
     for net in module.networks():
         append_loss(net, "softmax", diag, on=loss_on)
-    PassManager(["shape-inference"]).run(module, ctx)
+    reinfer_shapes(module, ctx)
     return module
 
 

@@ -67,11 +67,11 @@ def plan_file(path: str, phase: str = "train"):
     from netc.memory.model import BATCH
     from netc.memory.report import plan_json
     from netc.memory.verify import verify_plan
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, compile
     diag = DiagnosticEngine()
     try:
         m = load(path, diag)
-        PassManager(DEFAULT_PIPELINE + ["fuse"]).run(m, PassContext(diag=diag, phase=phase))
+        compile(m, Options(phase=phase), diag)        # the default pipeline + fuse, as codegen plans it
     except NetcError as e:
         return {"file": os.path.relpath(path, ROOT), "error": e.diagnostics[0].message}
     out = []
@@ -110,16 +110,11 @@ def _build_training(path: str, budget=None):
     """(module, diagnostics) of the training program of `path` (+ rematerialize under `budget`)."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Training, explain
     diag = DiagnosticEngine()
     m = load(path, diag)
-    ctx = PassContext(diag=diag, phase="train")
-    ctx.options["backward"] = {"loss": "softmax"}
-    names = DEFAULT_PIPELINE + ["backward", "optimizer", "fuse"]
-    if budget is not None:
-        ctx.options["rematerialize"] = {"budget": budget}
-        names.append("rematerialize")
-    PassManager(names).run(m, ctx)
+    # the training program (+ a softmax loss), fused, + rematerialize under `budget`
+    explain(m, Options(phase="train", training=Training(loss="softmax")), diag, fuse=True, budget=budget)
     return m
 
 

@@ -20,6 +20,7 @@ Every pipeline is a prefix of one canonical order, each stage present or not:
     explain     program (+ split-workers, fuse, rematerialize, plan-memory): `netc explain`'s report
     fuse        fuse alone, over a program the pipelines above made (codegen and the interpreter target)
     custom      the passes a user names (`netc opt -p`), prerequisites and --train's passes added
+    reinfer-shapes  shape inference again over a module a caller edited after a pipeline (a loss appended)
 
 A pipeline returns the PassContext it ran with (ctx.notes holds the memory plans). The manager
 raises NetcError after a pass that reported errors.
@@ -214,6 +215,12 @@ def explain(module, options: Options = Options(), diag=None, *, split_workers: b
     return _run(names, module, context(options, diag, None, plan, budget), print_after_all=print_after_all)
 
 
+def reinfer_shapes(module, ctx: PassContext) -> PassContext:
+    """Shape inference again, over a module the pipelines above made and a caller then edited (a loss
+    appended to a checked network: bench/gpu.py's training benchmark)."""
+    return _run(["shape-inference"], module, ctx)
+
+
 def layout(module, ctx: PassContext) -> PassContext:
     """A Brainstorm layout's plan: the default pipeline + plan-memory with LAYOUT_PLAN."""
     return _run(pass_names(plan=True), module, context(ctx=ctx, plan=LAYOUT_PLAN))
@@ -250,4 +257,5 @@ def custom(names: list[str], options: Options = Options(), diag=None, *, train: 
 
 
 PIPELINES = {"inference": inference, "training": training, "program": program, "compile": compile,
-             "workers": workers, "explain": explain, "layout": layout, "fuse": fuse, "custom": custom}
+             "workers": workers, "explain": explain, "layout": layout, "fuse": fuse, "custom": custom,
+             "reinfer-shapes": reinfer_shapes}
