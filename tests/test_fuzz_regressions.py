@@ -724,6 +724,8 @@ def test_safetensors_parameter_file_errors_name_the_file(tmp_path, capsys):
     (dict(label=[0, 1]), "every array needs the same number of samples"),
     (dict(data="bool"), "'data' has dtype bool"),
     (dict(data="nan"), "'data' holds a value that is not finite (NaN or infinity) in sample 2"),  # the loss was NaN
+    # named the file but none of its arrays (the fuzzer's 'unlocated', seed 21)
+    (dict(data="one", label=[0]), "1 sample is fewer than one batch of 2 (arrays 'data', 'label')"),
 ])
 def test_data_file_errors_name_the_file(tmp_path, capsys, arrays, text):
     import numpy as np
@@ -735,6 +737,8 @@ def test_data_file_errors_name_the_file(tmp_path, capsys, arrays, text):
             d[k] = d[k].astype(bool)
         elif v == "nan":
             d[k][2, 1, 1, 0] = np.nan
+        elif v == "one":
+            d[k] = d[k][:1]
         else:
             d[k] = np.array(v)
     rc, err, path = _run_with(tmp_path, capsys, "d.npz", _npz(**d), "--reference", "--train", "--steps", "1",
@@ -955,3 +959,41 @@ def test_json_fast_path_reads_as_the_strict_reader():
         fast += jsonloc._load_fast(t, "f.json") is not None
         assert outcome(lambda s: jsonloc.load_json(s, "f.json"), t) == outcome(strict, t), t[:200]
     assert fast > len(texts) // 10
+
+
+# -- the Python API's friendly builders given an argument of the wrong kind ----------------------
+
+@pytest.mark.parametrize("call, text", [
+    (lambda L, v: L.reshape(v, float("inf")), "reshape's shape is a list of integers"),
+    (lambda L, v: L.conv2d([], [3, 3], 2), "conv2d takes one input layer, got 0"),
+    (lambda L, v: L.conv2d(v, None, 2), "filter_size is an integer or (height, width)"),
+    (lambda L, v: L.pool(v, None), "pool_size is an integer or (height, width)"),
+    (lambda L, v: L.dropout(v, dropout_rate=b"x"), "dropout_rate is a number"),
+    (lambda L, v: L.softmax_loss([], v), "softmax_loss takes one input layer, got 0"),
+    (lambda L, v: L.rank_cost([v, v], v, v), "rank_cost takes one input layer, got 2"),
+    (lambda L, v: L.embedding([v, v], 3), "embedding takes one input layer, got 2"),
+])
+def test_api_builders_locate_arguments_of_the_wrong_kind(call, text):
+    """The fuzzer's API scripts (seed 21): list(float) in reshape, [][0] in conv2d, None[0] in pool,
+    1.0 - b"x" in dropout -- TypeErrors and IndexErrors from inside netc.api.layer; now each is the
+    API's error at the caller's line."""
+    import netc
+    from netc.api import Error
+    v = netc.layer.data("x", [4, 4, 3])
+    with pytest.raises(Error, match=None) as e:
+        call(netc.layer, v)
+    assert text in str(e.value) and "test_fuzz_regressions.py:" in str(e.value), str(e.value)
+
+
+
+def test_interp_target_arena_larger_than_memory_is_located(tmp_path, capsys):
+    """compile --target interp of a SINGA job whose input shape became 2^31 - 1 (seed 21): torch's
+    allocator refused a 1 PB arena (RuntimeError: can't allocate memory); the arena is checked
+    against the machine's memory first, and the error points at the layer of the largest tensor."""
+    text = SMALL.replace("f32[2, 4, 4, 1]", "f32[2, 4, 2147483647, 1]")
+    line = next(i for i, ln in enumerate(text.split("\n"), 1) if ln.strip().startswith("fc1 ="))
+    rc, err, path = run(tmp_path, capsys, "big.nd", text, "compile", "--target", "interp", "-o",
+                        str(tmp_path / "out"))
+    assert rc == 1, err
+    located_error(err, path, line, None, "the interpreter target needs a")
+    assert "parameter 'fc1.weight' alone is" in err

@@ -327,8 +327,16 @@ def data(name: str, shape, dtype: str = "f32", batch_size: int | None = None, **
                  batch_size, loc, sample_shape=tuple(shape))
 
 
-def _pair(v, what, loc):
-    if v is None:
+def _one_layer(input, what, loc):
+    """The one input layer of a builder that takes one (a layer, or a list holding one)."""
+    xs = as_layers([input], what, loc)
+    if len(xs) != 1:
+        raise error(f"{what} takes one input layer, got {len(xs)}", loc)
+    return xs[0]
+
+
+def _pair(v, what, loc, required: bool = False):
+    if v is None and not required:
         return None
     v = _plain(v)
     if isinstance(v, int) and not isinstance(v, bool):
@@ -380,11 +388,11 @@ def conv2d(input, filter_size, num_filters: int, stride=None, padding=None, act=
     """A 2-D convolution (Convolution) of an NHWC input: filter [fh, fw, C_in, num_filters], stride an int
     or (sh, sw), padding "VALID", "SAME" (the default), an int or (ph, pw); act relu/sigmoid/tanh fused."""
     loc = user_loc()
-    x = as_layers([input], "conv2d", loc)[0]
+    x = _one_layer(input, "conv2d", loc)
     if len(x.shape) != 4:
         raise error(f"conv2d takes an NHWC input [N, H, W, C]; '{x.name}' has shape {x.shape_str()}", loc,
                     [("defined here", x.loc)])
-    fh, fw = _pair(filter_size, "filter_size", loc)
+    fh, fw = _pair(filter_size, "filter_size", loc, required=True)
     s = _pair(stride, "stride", loc)
     a = _act(act, loc)
     layer = make_layer("Convolution", [x], dict(filter=[fh, fw, x.shape[-1], num_filters],
@@ -401,7 +409,7 @@ def pool(input, pool_size, stride=None, padding=None, pool_type: str = "max", na
     loc = user_loc()
     if pool_type not in ("max", "avg", "average"):
         raise error(f"pool_type is 'max' or 'avg', got {pool_type!r}", loc)
-    k = _pair(pool_size, "pool_size", loc)
+    k = _pair(pool_size, "pool_size", loc, required=True)
     s = _pair(stride, "stride", loc)
     return make_layer("Pooling" if pool_type == "max" else "AvgPool", [input],
                       dict(ksize=[1, k[0], k[1], 1], strides=[1, s[0], s[1], 1] if s else None,
@@ -445,6 +453,8 @@ def dropout(input, keep_prob=None, dropout_rate=None, name=None, **attrs) -> Lay
     if keep_prob is not None and dropout_rate is not None:
         raise error("give keep_prob or dropout_rate, not both", loc)
     if dropout_rate is not None:
+        if isinstance(dropout_rate, bool) or not isinstance(dropout_rate, (int, float)):
+            raise error(f"dropout_rate is a number (the probability of dropping a value), got {dropout_rate!r}", loc)
         keep_prob = 1.0 - dropout_rate
     return make_layer("Dropout", [input], dict(dropout_keep_prob=keep_prob, **attrs), name, loc=loc, kind="dropout")
 
@@ -461,7 +471,7 @@ def embedding(input, size: int, name=None, param_name=None, param_attr=None, **a
     without bias over one-hot (or multi-hot) rows, input f32 [N, vocabulary] (netc.reader.one_hot makes
     them), so its weight [vocabulary, size] is the table and its gradient the rows' updates."""
     loc = user_loc()
-    x = as_layers([input], "embedding", loc)[0]
+    x = _one_layer(input, "embedding", loc)
     if len(x.shape) != 2 or not x.dtype.startswith(("f", "b")):
         raise error(f"embedding takes one-hot rows, a float input [N, vocabulary]; '{x.name}' is "
                     f"{x.dtype} {x.shape_str()}", loc,
@@ -519,7 +529,10 @@ def maximum(*inputs, name=None, **attrs) -> Layer:
 
 def reshape(input, shape, name=None, **attrs) -> Layer:
     """A view with a new shape, batch included (one -1 is inferred; a leading -1 is the batch)."""
-    return make_layer("Reshape", [input], dict(output_shape=_plain(list(shape)), **attrs), name, loc=user_loc(),
+    loc = user_loc()
+    if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
+        raise error(f"reshape's shape is a list of integers, got {shape!r}", loc)
+    return make_layer("Reshape", [input], dict(output_shape=_plain(list(shape)), **attrs), name, loc=loc,
                       kind="reshape")
 
 
@@ -538,7 +551,7 @@ def softmax_loss(input, label, name=None, **attrs) -> Layer:
     """The mean cross-entropy of softmax(input) against `label`: class indices i32 [N] / [N, 1], or one-hot
     / soft targets [N, C]. `input` is the logits (a Softmax layer's input is taken when given one)."""
     loc = user_loc()
-    x = as_layers([input], "softmax_loss", loc)[0]
+    x = _one_layer(input, "softmax_loss", loc)
     return make_layer("SoftmaxLoss", [_logits(x), label], attrs, name, loc=loc, kind="cost")
 
 
@@ -562,7 +575,7 @@ def rank_cost(left, right, label, name=None, **attrs) -> Layer:
     (The registry has no subtraction or scaling op, so a [N, 1] float T cannot be turned into [1 - T, T]
     inside the network: the reader gives it.)"""
     loc = user_loc()
-    l, r = as_layers([left, right], "rank_cost", loc)
+    l, r = _one_layer(left, "rank_cost", loc), _one_layer(right, "rank_cost", loc)
     name = name or f"rank_cost_{next(_AUTO['rank_cost'])}"
     for x in (l, r):
         if len(x.shape) != 2 or x.shape[1] != 1:

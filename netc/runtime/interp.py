@@ -166,6 +166,31 @@ def prepare_rank(module: Module, network, training: bool = False):
     return net, plan
 
 
+def check_arena(total: int, plan, net) -> None:
+    """The arena the interpreter allocates and fills must fit in half this machine's memory (the
+    parameters are drawn beside it in float64): a network whose tensors do not (a dimension of 2^31
+    in a file) is the user's error, at the layer of its largest tensor, not an allocator's failure."""
+    try:
+        phys = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        phys = 1 << 40
+    if total <= phys // 2:
+        return
+    from ..memory.model import CONSTANT
+    big = max(plan.tensors, key=lambda t: t.size * (1 if t.cls == CONSTANT else plan.batch))
+    layer = None
+    for op in net.regions[0].ops:
+        refs = op.attrs.get("params") or {}
+        if op.attrs.get("name") == big.name or any(getattr(r, "name", None) == big.name[1:] for r in refs.values()):
+            layer = op
+            break
+    nbytes = big.size * (1 if big.cls == CONSTANT else plan.batch)
+    what = f"parameter '{big.name[1:]}'" if big.kind == "param" else f"the output of '{big.name}'"
+    raise NetcError(f"the interpreter target needs a {total:,}-byte arena, more than half of this machine's "
+                    f"{phys:,} bytes of memory: {what} alone is {nbytes:,} bytes ({list(big.shape)} "
+                    f"{big.dtype})", layer.loc if layer is not None else net.loc)
+
+
 class InterpProgram:
     """One network lowered like the .so, runnable on the CPU through Triton's interpreter.
     training=True: `module` holds a training program (the backward and optimizer passes' IR), which
@@ -221,6 +246,7 @@ class InterpProgram:
         self.segmented = segment_manifest(self.lowered, self.batch, "training" if training else "forward")
         self.segments = [(s["first"], s["launches"]) for s in self.segmented["segments"]]
         total = self.ws_off + self.lowered.workspace_bytes
+        check_arena(total, plan, self.net)
         self.arena = torch.empty((total + 7) // 8 * 8, dtype=torch.uint8)
         self.arena.fill_(0xFF)
         if data:

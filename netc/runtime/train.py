@@ -273,7 +273,8 @@ class Dataset:
                                 f"{list(shape[1:])} per sample ({list(shape)} per batch)")
             batch = shape[0] if batch is None else batch
         if self.size < batch:
-            raise NetcError(f"{self.what}: {self.size} samples are fewer than one batch of {batch}")
+            raise NetcError(f"{self.what}: {self.size} sample{'s are' if self.size != 1 else ' is'} fewer than one "
+                            f"batch of {batch} (arrays {', '.join(map(repr, names))})")
         return batch
 
     def batches(self, batch: int, seed: int, epoch: int, shuffle: bool = True, pad: bool = False):
