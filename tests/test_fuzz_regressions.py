@@ -997,3 +997,15 @@ def test_interp_target_arena_larger_than_memory_is_located(tmp_path, capsys):
     assert rc == 1, err
     located_error(err, path, line, None, "the interpreter target needs a")
     assert "parameter 'fc1.weight' alone is" in err
+
+
+@pytest.mark.parametrize("value", ["-3", "0", "1.5", "-2147483649"])
+def test_dropout_keep_prob_out_of_range_is_located(tmp_path, capsys, value):
+    """explain --train of a dropout whose keep_prob is out of (0, 1] (seed 21, IR text of AlexNet): the
+    training form's mask op failed its own shape rule inside the backward pass (ShapeError escaped,
+    an internal error); Dropout's shape rule checks it, so every command reports it at the attribute."""
+    text = f"network n {{\n  input data: f32[2, 4]\n  d = Dropout(data) {{ dropout_keep_prob: {value} }}\n  output d\n}}\n"
+    for cmd in (("check",), ("explain", "--brief", "--train", "--loss", "euclidean")):
+        rc, err, path = run(tmp_path, capsys, "d.nd", text, *cmd)
+        assert rc == 1, err
+        located_error(err, path, 3, 23, "dropout_keep_prob must be in (0, 1]")

@@ -127,6 +127,9 @@ class Dropout(_Unary):
         return lambda x: F.dropout(x, p, training=True)
 
     def infer(self, a, ins):
+        p = a["dropout_keep_prob"]
+        if not 0 < p <= 1:   # (the training form's mask draws with it: checked here, where every command sees it)
+            raise ShapeError(f"dropout_keep_prob must be in (0, 1], got {p}", attr="dropout_keep_prob")
         if len(ins) == 2 and tuple(ins[1]) != tuple(ins[0]):
             raise ShapeError(f"the dropout mask {list(ins[1])} must have the input's shape {list(ins[0])}", operand=1)
         return tuple(ins[0])
