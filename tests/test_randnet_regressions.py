@@ -216,3 +216,104 @@ network rn {
 
 def test_adam_state_of_a_feature_split_is_gathered(tmp_path):
     _workers_equal_one_process(tmp_path, ADAM_ON_A_FEATURE_SPLIT, train=True)
+
+
+# randnet part check, seeds 1029 and 1045: a Dropout split along the batch drew on each worker a mask
+# of its own (salted by the copy's name 'l4:0', counters from 0), not its part of the single process's
+# mask, so training on 2 workers differed (parameters 0.26 to 0.73 off). A shard's copy now draws
+# with the logical layer's salt from where its shard starts (netc.dropout_mask's offset).
+DROPOUT_ON_SHARDS = """optimizer adagrad { lr: 0.001 }
+
+network rn {
+  input x1: f32[4, 4, 7, 5] { partition_dim: 0 }
+  l4 = Dropout(x1) { partition_dim: 0 }
+  l5 = InnerProduct(l4) { num_outputs: 2 }
+  input label6: i32[4]
+  l7 = SoftmaxCrossEntropy(l5, label6)
+}
+"""
+
+
+def test_dropout_on_shards_draws_the_single_process_mask(tmp_path):
+    _workers_equal_one_process(tmp_path, DROPOUT_ON_SHARDS, train=True)
+
+
+def _compiled_training_matches_the_reference(tmp_path, text):
+    """`netc run --train --target interp --compare` (the randnet train check's decision) exits 0."""
+    import os
+    import subprocess
+    import sys
+    f = tmp_path / "rn.nd"
+    f.write_text(text)
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--train", "--target", "interp", "--compare",
+                        "--steps", "2"], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
+                       timeout=300)
+    assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
+
+
+# randnet train check, seeds 1151, 1199, 1276, 1372, 1380: a group writing only unbatched tensors (the
+# sum of a shared parameter's gradients) was lowered with rows per sample numel // batch, so its grid
+# "scaled" with the batch: "grid (1,) at batch 3 is not cdiv(8*b, 16)*1", or ZeroDivisionError for a
+# vector shorter than the batch. Such a launch's grid is now fixed (codegen/lower.py).
+SHARED_PARAMETER_GRADIENTS = ["""optimizer momentum { lr: 0.01 }
+
+network rn {
+  input x2: f32[4, 1]
+  l4 = BatchNorm(x2)
+  l8 = BatchNorm(l4) { params: { scale: l4.scale, shift: p_l4_shift } }
+  input target9: f32[4, 1]
+  l10 = EuclideanLoss(l8, target9)
+}
+""", """optimizer nesterov { lr: 0.01 }
+
+network rn {
+  input x1: f32[2, 16]
+  l4 = BatchNorm(x1)
+  l6 = BatchNorm(l4) { params: { scale: l4.scale, shift: l4.shift } }
+  input label8: i32[2, 1]
+  l9 = SoftmaxCrossEntropy(l6, label8)
+}
+"""]
+
+
+def test_unbatched_groups_have_a_fixed_grid(tmp_path):
+    for text in SHARED_PARAMETER_GRADIENTS:
+        _compiled_training_matches_the_reference(tmp_path, text)
+
+
+# randnet train check, seed 1470: the fuse pass chained a training-form batch norm with an Elementwise
+# after it, which its kernel cannot take ("batch norm's training form takes one fused activation, not
+# netc.elementwise"); BatchNorm.chain_followers now says what may follow it (one activation).
+TRAINING_BATCH_NORM_THEN_SUM = """optimizer momentum { lr: 0.02, clip_norm: 1.0 }
+
+network rn {
+  input x1: f32[3, 1]
+  l4 = BatchNorm(x1)
+  l5 = Elementwise(x1, l4)
+  l9 = EuclideanLoss(l5, l5)
+}
+"""
+
+
+def test_training_batch_norm_fuses_only_an_activation(tmp_path):
+    _compiled_training_matches_the_reference(tmp_path, TRAINING_BATCH_NORM_THEN_SUM)
+
+
+# randnet train check, seed 1128: a saturated softmax loss (5e-7) came out of the kernel as 0 -- it
+# computed (max + log(sum)) - the label's logit, and max + log(1 + tiny) rounds to max in f32 -- 100%
+# off where the f32 reference is 6% off. The kernel now adds log(sum) last.
+SATURATED_SOFTMAX_LOSS = """optimizer sgd { lr: 0.05, weight_decay: 0.001 }
+
+network rn {
+  input x1: f32[1, 9, 3, 2]
+  l3 = Elementwise(x1, x1, x1)
+  l7 = ReLU(l3)
+  l8 = InnerProduct(l7) { num_outputs: 3, params: { bias: p_l8_bias } }
+  input label9: i64[1]
+  l10 = SoftmaxCrossEntropy(l8, label9)
+}
+"""
+
+
+def test_saturated_softmax_loss_keeps_its_small_value(tmp_path):
+    _compiled_training_matches_the_reference(tmp_path, SATURATED_SOFTMAX_LOSS)

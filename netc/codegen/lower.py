@@ -348,9 +348,19 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
     (s0, p0), (s1, p1) = results
     if len(s0) != len(s1):
         raise AssertionError(f"{name}: the number of kernels changed with the batch")
+    # a group writing only unbatched tensors (the sum of a shared parameter's gradients, a batch
+    # norm's statistics): its grid is the same at every batch, whatever rows per sample the entry
+    # reckoned from the compiled batch (numel // batch: 0 for a vector shorter than the batch)
+    if copy is None:
+        written = [tensors.get(_vname(r)) for r in members[-1].results]
+    elif callable(copy):
+        written = [None]
+    else:
+        written = [copy[1]]
+    unbatched = bool(written) and all(t is not None and t.cls == CONSTANT for t in written)
     out = []
     for part, ((c0, ps, blk), (c1, _, _)) in enumerate(zip(s0, s1)):
-        if fixed:     # the grid as it is at the compiled batch: cdiv(1 * B, FIXED_GRID) * grid[0]
+        if fixed or unbatched:     # the grid as it is at the compiled batch: cdiv(1 * B, FIXED_GRID) * grid[0]
             ps, blk = 1, FIXED_GRID
         out.append(_launch(name if part == 0 else f"{name}+{part}", members, step, c0, c1, ps, blk, p0, p1, B))
         out[-1].part = part

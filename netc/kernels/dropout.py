@@ -54,14 +54,15 @@ def _seed_tensor(seed, device):
     return torch.tensor(int(seed), dtype=torch.int64, device=device)
 
 
-def _dropout(x, seed, shape, keep_prob, salt, out, out_channel_offset, out_dtype, device, block, num_warps, launch):
+def _dropout(x, seed, shape, keep_prob, salt, out, out_channel_offset, out_dtype, device, block, num_warps, launch,
+             offset=0):
     if not 0 < keep_prob <= 1:
         raise ValueError(f"keep_prob must be in (0, 1], got {keep_prob}")
     shape = tuple(int(s) for s in shape)
     n = 1
     for s in shape:
         n *= s
-    if n > 2 ** 32:
+    if n + offset > 2 ** 32:
         raise ValueError(f"a dropout mask of {n} elements exceeds the 2**32 counters of one salt")
     s = _seed_tensor(seed, device)
     if not shape:
@@ -73,18 +74,18 @@ def _dropout(x, seed, shape, keep_prob, salt, out, out_channel_offset, out_dtype
     block = min(block, triton.next_power_of_2(max(n, 1)))
     sx = row_stride(x, "x") if x is not None else 0
     return finish(KernelCall(dropout_kernel, (triton.cdiv(n, block),), (
-        x if x is not None else dummy(device), s, o, n, max(c, 1), sx, row_stride(o, "out"), philox_base(salt),
+        x if x is not None else dummy(device), s, o, n, max(c, 1), sx, row_stride(o, "out"), philox_base(salt) + int(offset),
         float(keep_prob), float(1.0 / keep_prob)), dict(HAS_X=x is not None, BLOCK=block),
         dict(num_warps=num_warps), o), launch)
 
 
 def dropout_mask(seed, shape, keep_prob: float, salt: int = 0, *, out=None, out_channel_offset=0,
-                 out_dtype=torch.float32, device=None, block=1024, num_warps=4, launch=True):
+                 out_dtype=torch.float32, device=None, block=1024, num_warps=4, launch=True, offset: int = 0):
     """netc.dropout_mask: the mask of `shape` (0 or 1/keep_prob) from `seed` (a 1-element int64 tensor
     on the kernel's device, or an int) and the op's salt. f32 by default (the op's result dtype)."""
     dev = device or (seed.device if torch.is_tensor(seed) else (out.device if out is not None else "cpu"))
     return _dropout(None, seed, shape, keep_prob, salt, out, out_channel_offset, out_dtype, dev, block, num_warps,
-                    launch)
+                    launch, offset)
 
 
 def dropout(x: torch.Tensor, mask: torch.Tensor, **kw):

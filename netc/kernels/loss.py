@@ -53,16 +53,19 @@ def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym,
                             other=0).to(tl.float32)
                 sy += tl.sum(y, axis=1)
                 syx += tl.sum(y * tl.where(m, x, 0.0), axis=1)   # masked lanes: y = 0, x = -inf
-        lse = tl.where(mask_r, m_i, 0.0) + tl.log(tl.where(mask_r, l_i, 1.0))
+        # the loss is (max - the label's logit) + log(sum): adding the log term last keeps a saturated
+        # row's small loss (log(1 + tiny)), which max + log(sum) would round away against the max
+        mx = tl.where(mask_r, m_i, 0.0)
+        lg = tl.log(tl.where(mask_r, l_i, 1.0))
         if ONE_HOT:
-            row_loss = lse * sy - syx
+            row_loss = (mx * sy - syx) + lg * sy
         else:
             label = tl.load(y_ptr + rows.to(tl.int64) * stride_ym, mask=mask_r, other=0)
             label_f = label.to(tl.float32)
             ok = (label_f >= 0.0) & (label_f < C) & (label_f == tl.floor(label_f))
             lab = tl.where(ok, label_f, 0.0).to(tl.int64)
             x_lab = tl.load(x_rows + lab, mask=mask_r & ok, other=0.0).to(tl.float32)
-            row_loss = tl.where(ok, lse - x_lab, float("nan"))
+            row_loss = tl.where(ok, (mx - x_lab) + lg, float("nan"))
         total += tl.where(mask_r, row_loss, 0.0)
     loss = tl.sum(total, axis=0) / NB
     tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))

@@ -566,7 +566,8 @@ def _lower_dropout_mask(ctx, members) -> KernelSpec:
     a = _attrs(op)
     out = ctx.out
     call = dropout_mask(ctx.value(op.operands[0]), tuple(out.shape), float(a["keep_prob"]), int(a["salt"]), out=out,
-                        out_dtype=out.dtype, device=out.device, launch=False, **pinned(dropout_mask, ctx))
+                        out_dtype=out.dtype, device=out.device, launch=False, offset=int(a.get("offset", 0)),
+                        **pinned(dropout_mask, ctx))
     return KernelSpec(call, out.numel() // ctx.batch, "BLOCK")
 
 

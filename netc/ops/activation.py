@@ -155,9 +155,19 @@ class Dropout(_Unary):
         x = op.operands[0]
         a = self.attrs_of(op)
         layer = op.attrs.get("name") or op.name
+        extra = {}
+        part = op.attrs.get("partition") or {}
+        if part.get("dim") == 0 and x.type.shape:
+            # a shard's copy of a batch split (the partition pass's): its part of the logical layer's
+            # mask -- the logical name's salt, counters from where its shard starts in the batch
+            n = x.type.shape[0]
+            sizes = part.get("sizes")
+            start = sum(sizes[:part["index"]]) if sizes else part["index"] * n
+            layer = part.get("of", layer)
+            extra["offset"] = start * prod(x.type.shape[1:])
         mask = g.emit("netc.dropout_mask", [g.input("seed", (), "i64")],
                       {"keep_prob": a["dropout_keep_prob"], "shape": list(x.type.shape),
-                       "salt": zlib.crc32(layer.encode())}, tag="mask")
+                       "salt": zlib.crc32(layer.encode()), **extra}, tag="mask")
         op.operands.append(mask)
 
     def gradient(self, g, op, dy):
@@ -176,7 +186,9 @@ class DropoutMask(OpDef):
     arity = (1, 1)
     attrs = {"keep_prob": AttrSpec("number", doc="the probability of keeping an element"),
              "shape": AttrSpec("shape", doc="the mask's (the dropout input's) shape"),
-             "salt": AttrSpec("int", 0, doc="crc32 of the dropout layer's name: the Philox counter's high word")}
+             "salt": AttrSpec("int", 0, doc="crc32 of the dropout layer's name: the Philox counter's high word"),
+             "offset": AttrSpec("int", 0, doc="the first element's counter (a shard of a batch split: where it "
+                                              "starts in the whole batch's mask)")}
     doc = ("A dropout mask from the scalar integer seed: element i (row-major) is 1/keep_prob where "
            "u = tl.rand(seed, salt * 2**32 + i) < keep_prob (float32), else 0. u is Triton's Philox4x32-10 "
            "(counter (i, salt, 0, 0), key the seed's two 32-bit words), so a kernel computing tl.rand at those "
@@ -197,7 +209,7 @@ class DropoutMask(OpDef):
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
-        return R.dropout_mask(int(ins[0]), a["shape"], a["keep_prob"], a["salt"])
+        return R.dropout_mask(int(ins[0]), a["shape"], a["keep_prob"], a["salt"], a.get("offset", 0))
 
 
 # --------------------------------------------------------------------------- gradients

@@ -30,6 +30,13 @@ class BatchNorm(OpDef):
             raise No(f"batch norm '{a.get('name')}' normalizes a {len(ins[0])}-D tensor; SINGA's kBM takes 4-D ones")
         return "kBM", [], ["bm"] * 4
 
+    def chain_followers(self, op) -> tuple:
+        """The training form (x, mean, var) is its own kernel, with at most one activation after it
+        (kernels/lowering.py's batch_norm_train); the inference form is a chain step like any."""
+        if len(op.operands) == 3:
+            return ("activation",), 1
+        return super().chain_followers(op)
+
     def eager(self, a, params, x_shape, out_shape, training):
         """Training: the batch's statistics, over every axis but the last (F.batch_norm); inference:
         the folded scale and shift."""

@@ -494,22 +494,22 @@ def tl_rand(seed: int, offsets):
     return x.astype(np.float32) * np.float32(4.6566127342e-10)
 
 
-def dropout_offsets(salt: int, n: int):
+def dropout_offsets(salt: int, n: int, offset: int = 0):
     """The Philox offsets of a dropout mask's n elements: salt * 2**32 + the row-major element index,
     as int64 (the counter's high word is the salt, its low word the index; n <= 2**32)."""
-    if n > 2 ** 32:
+    if n + offset > 2 ** 32:
         raise ValueError(f"a dropout mask of {n} elements exceeds the 2**32 counters of one salt")
-    base = (int(salt) % 2 ** 32) << 32
+    base = ((int(salt) % 2 ** 32) << 32) + int(offset)
     return (np.uint64(base) + np.arange(n, dtype=np.uint64)).view(np.int64)
 
 
-def dropout_mask(seed: int, shape, keep_prob: float, salt: int):
+def dropout_mask(seed: int, shape, keep_prob: float, salt: int, offset: int = 0):
     """The dropout mask a kernel draws with u = tl.rand(seed, dropout_offsets(salt, n)): 1/keep_prob
     where u < keep_prob (compared in float32), else 0, in `shape` (float64)."""
     n = 1
     for d in shape:
         n *= int(d)
-    u = tl_rand(int(seed), dropout_offsets(salt, n))
+    u = tl_rand(int(seed), dropout_offsets(salt, n, offset))
     keep = torch.from_numpy(u < np.float32(keep_prob))
     return (keep.to(torch.float64) / float(keep_prob)).reshape(tuple(shape))
 

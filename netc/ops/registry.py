@@ -303,6 +303,11 @@ class OpDef:
         """Whether this op adds a residual into a GEMM's epilogue (a sum of two operands)."""
         return False
 
+    def chain_followers(self, op) -> tuple:
+        """(pointwise kinds, how many or None for any) of the ops an elementwise chain this op heads may
+        take after it (fuse.py)."""
+        return ("activation", "affine", "elementwise"), None
+
     def feature_count(self, a: dict) -> int:
         """Its output feature count (feature_attr) in attributes `a`."""
         key, i = self.feature_attr

@@ -133,10 +133,11 @@ def fuse_network(net):
         elif d.pointwise and d.chains(op):
             tensors = len(op.operands) - 1
             bns = d.pointwise == "affine"
+            kinds, most = d.chain_followers(op)
             cur = op
-            while True:
+            while most is None or len(members) <= most:
                 u = sole_user(cur)
-                if u is None or not _def(u).pointwise or not _def(u).chains(u):
+                if u is None or not _def(u).pointwise or not _def(u).chains(u) or _def(u).pointwise not in kinds:
                     break
                 t = tensors + len(u.operands) - 1
                 b = bns + (_def(u).pointwise == "affine")
