@@ -427,11 +427,11 @@ class Identity(OpDef):
 
 
 @register
-class Dummy(OpDef):
+class Dummy(Identity):
+    """Identity's shape rule, reference and gradient, SINGA's name, attributes and partitioning."""
     name = "dummy"
     types = ("Dummy",)
-    moves_data = False
-    identity_at_inference = True   # the memory plan places it on its operand's bytes (no kernel)
+    channelwise = False            # an ordinary SINGA layer to the partition pass, not a channel-wise one
     attrs = {"output": AttrSpec("bool", False, doc="SINGA's dummy_conf.output: the net's end (SINGA's "
                                                    "ComputeGradient draws its gradient uniformly from [0, 1))")}
     doc = ("SINGA's kDummy (DummyLayer), the layer SINGA's own tests are built of. Reading a source it passes it "
@@ -443,16 +443,6 @@ class Dummy(OpDef):
 
     def singa_layer(self, a, ins, v1, scale, plain):
         return "kDummy", (["dummy_conf { output: true }"] if a.get("output") else []), []
-
-    def infer(self, a, ins):
-        return tuple(ins[0])
-
-    def reference(self, a, ins, params):
-        return ins[0]
-
-    def gradient(self, g, op, dy):
-        """dy unchanged (SINGA: Copy(grad_, src grad))."""
-        return [dy], {}
 
 
 # --------------------------------------------------------------------------- gradients
