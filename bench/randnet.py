@@ -881,10 +881,21 @@ def check_grad(text: str, cfg: dict, path: str) -> Outcome:
 
 
 def _npz_err(a, b) -> tuple:
+    """(max relative error, at) of the tensors of npz `a` against `b`, each measured against the larger
+    of its own max and 1e-2 x the largest of its kind (runtime.compare's grad_scales/param_scales:
+    a gradient that is zero up to rounding, and the optimizer state Adam or AdaGrad accumulates from
+    it, is rounding noise, not a scale; kind = the name's last component: weight, bias, adam_v, ...;
+    gradients (a .g.npz) are one kind)."""
     import numpy as np
+    grads = str(a).endswith(".g.npz")
     a, b = np.load(a), np.load(b)
     if sorted(a.files) != sorted(b.files):
         return float("inf"), f"different tensors: {sorted(set(a.files) ^ set(b.files))[:4]}"
+    kind = (lambda k: "grad") if grads else (lambda k: k.rpartition(".")[2])
+    big: dict = {}
+    for k in b.files:
+        if b[k].size:
+            big[kind(k)] = max(big.get(kind(k), 0.0), float(np.abs(b[k].astype("f8")).max()))
     worst, at = 0.0, None
     for k in a.files:
         x, y = a[k], b[k]
@@ -892,7 +903,7 @@ def _npz_err(a, b) -> tuple:
             return float("inf"), f"'{k}' has shape {x.shape}, the single process {y.shape}"
         if not y.size:
             continue
-        scale = max(float(np.abs(y).max()), 1e-300)
+        scale = max(float(np.abs(y).max()), 1e-2 * big.get(kind(k), 0.0), 1e-300)
         e = float(np.abs(x.astype("f8") - y.astype("f8")).max()) / scale
         e = float("inf") if e != e else e
         if e >= worst:
