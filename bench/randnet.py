@@ -315,6 +315,9 @@ def g_deconv(g):
             a["activation"] = _act(r)
         s = g.try_layer("netc.deconv2d", [x], a)
         if s is not None:
+            # its bias is not applied (netc.deconv2d): it gets no gradient, so nothing trains through it
+            b = (s.attrs.get("params") or {}).get("bias")
+            g.deps[s.name] = g.deps[s.name] - {b["name"] if isinstance(b, dict) else (b or f"{s.name}.bias")}
             return g.commit(s)
     return None
 
