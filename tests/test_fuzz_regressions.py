@@ -1009,3 +1009,21 @@ def test_dropout_keep_prob_out_of_range_is_located(tmp_path, capsys, value):
         rc, err, path = run(tmp_path, capsys, "d.nd", text, *cmd)
         assert rc == 1, err
         located_error(err, path, 3, 23, "dropout_keep_prob must be in (0, 1]")
+
+
+@pytest.mark.parametrize("cmd", [("export", "--format", "singa"), ("check",), ("explain", "--brief")])
+def test_ir_recorded_optimizer_is_checked_by_every_command(tmp_path, capsys, cmd):
+    """export --format singa of IR text whose recorded optimizer has a schedule of an unknown type
+    ('input', seed 21): the SINGA writer's table lookup failed (KeyError: 'input'). The reader checks
+    the recorded optimizer as the optimizer pass resolves it, so every command reports it."""
+    from netc.cli import main as netc_main
+    ir = tmp_path / "c.mlir"
+    assert netc_main(["opt", str(ROOT / "examples" / "cifar10_phases.nd"), "--no-locs", "-p", "select-phase",
+                      "-o", str(ir)]) == 0
+    text = ir.read_text()
+    assert 'type = "fixed_step"' in text
+    text = text.replace('type = "fixed_step"', 'type = "input"')
+    capsys.readouterr()
+    rc, err, path = run(tmp_path, capsys, "c.mlir", text, *cmd)
+    assert rc == 1, err
+    located_error(err, path, 1, 1, "unknown learning-rate schedule type 'input'")

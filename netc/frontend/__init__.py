@@ -47,6 +47,7 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
             from ..diagnostics import Diagnostic
             raise NetcError([Diagnostic("error", f"invalid IR: {msg}", op.loc if op is not None else Loc(path))
                              for msg, op in problems])
+        _check_recorded_optimizer(module)
         return module
     if fmt == "json":
         from .jsonloc import load_json
@@ -66,6 +67,23 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         from .singa.to_ir import import_singa
         return import_singa(text, path, diag, version=(options or {}).get("singa_version"))
     raise NetcError(f"unknown input format '{fmt}'", Loc(path, 1, 1))
+
+
+def _check_recorded_optimizer(module) -> None:
+    """IR text's recorded optimizer (the module's `optimizer` attribute) resolves as the optimizer pass
+    would resolve it, or the error is at that attribute: every command reads it (export writes it as a
+    SINGA updater), not only the training ones."""
+    opt = module.attrs.get("optimizer")
+    if opt is None:
+        return
+    from ..ops.optim import OptimizerError, resolve_optimizer
+    try:
+        resolve_optimizer(opt, {})
+    except OptimizerError as e:
+        for d in e.diagnostics:
+            if d.loc is None or not d.loc.line:
+                d.loc = module.attr_loc("optimizer")
+        raise
 
 
 def _attr_problems(module) -> list[tuple]:
