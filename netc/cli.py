@@ -630,7 +630,6 @@ def cmd_export(args, diag):
 def cmd_compile(args, diag):
     from .runtime import flags as F
     from .runtime import run as R
-    from .runtime import params as P
     from .codegen import compile_module
     from .pipelines import Options, Plan, Precision, compile
     precision = F.precision_options(args)   # a bad --dtype fails before any work
@@ -674,11 +673,13 @@ def cmd_compile(args, diag):
         from .runtime.scale import forward_at_training_batch
         forward_at_training_batch(module, next(iter(train[1].values())).batch, args.phase, diag)
     ctx = compile(module, F.pipeline_options(args, precision=precision), diag, plan=Plan(mode="inference"))
-    embed = P.embedded_params(args)
+    packer = None
+    if args.params or args.embed_params:     # (params.py imports torch: a warm compile without them does not)
+        from .runtime import params as P
+        packer = P.packer(P.embedded_params(args), args.seed if args.embed_params else None)
+        if train is not None:
+            packer = P.with_state_init(packer)
     tuning = _tuning(args, module, ctx.notes["memory_plan"], diag)
-    packer = P.packer(embed, args.seed if args.embed_params else None)
-    if packer is not None and train is not None:
-        packer = P.with_state_init(packer)
     r = compile_module(module, ctx.notes["memory_plan"], args.output, arch=args.arch, emit_triton=emit.get("triton"),
                        embed=packer, source=R.source_record(args, train_options if train is not None else None),
                        tuning=tuning, train=train)

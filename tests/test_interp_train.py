@@ -278,8 +278,9 @@ def test_cli_trains_and_writes_parameters(tmp_path, capsys):
     with np.load(out) as z:
         assert "conv1.weight.velocity" in z.files and float(np.abs(z["conv1.weight.velocity"]).sum()) > 0
     with pytest.raises(NetcError, match="--compare needs --target interp"):
-        from netc.cli import build_parser, _run_train
-        _run_train(build_parser().parse_args(["run", str(ROOT / "examples/lenet.nd"), "--train", "--compare"]),
+        from netc.cli import build_parser
+        from netc.runtime.run import train_source
+        train_source(build_parser().parse_args(["run", str(ROOT / "examples/lenet.nd"), "--train", "--compare"]),
                    DiagnosticEngine())
 
 
