@@ -317,3 +317,26 @@ network rn {
 
 def test_saturated_softmax_loss_keeps_its_small_value(tmp_path):
     _compiled_training_matches_the_reference(tmp_path, SATURATED_SOFTMAX_LOSS)
+
+
+def test_synchronized_batch_norm_gradient_says_it_has_no_kernel(tmp_path):
+    """A data-parallel batch norm's synchronized gradient (6 operands) has reference semantics only:
+    a compiled rank says so at the layer, instead of failing inside its lowering ('too many values
+    to unpack')."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend.dsl import parse_nd
+    from netc.kernels.lowering import no_kernel
+    from netc.pipelines import Options, Training, workers
+    m = parse_nd("""network bnp {
+  input data: f32[4, 6, 6, 3] { partition_dim: 0 }
+  conv1 = Convolution(data) { filter: [3, 3, 3, 4], padding: SAME, partition_dim: 0 }
+  bn1 = BatchNorm(conv1) { partition_dim: 0 }
+  ip1 = InnerProduct(bn1) { num_outputs: 3, partition_dim: 0 }
+  input label: i32[4] { partition_dim: 0 }
+  loss = SoftmaxLoss(ip1, label) { partition_dim: 0 }
+}
+""", "bnp.nd")
+    workers(m, Options(workers=2, training=Training()), DiagnosticEngine())
+    grads = [op for op in m.walk() if op.name == "netc.batch_norm_grad"]
+    assert grads and all(len(op.operands) == 6 for op in grads)
+    assert all("reference semantics only" in no_kernel(op) for op in grads)

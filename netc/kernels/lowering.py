@@ -615,6 +615,14 @@ def _lower_batch_norm_grad(ctx, members) -> list:
     return _fixed(calls[:-1]) + [KernelSpec(calls[-1], rows, "BLOCK_R")]
 
 
+def _synchronized_batch_norm_grad(op) -> str | None:
+    """A data-parallel batch norm's gradient (6 operands: the all-reduced sums of dy and dy * xhat)."""
+    if len(op.operands) > 4:
+        return ("the synchronized form of a batch norm split along the batch (its all-reduced sums) has "
+                "reference semantics only so far: run the ranks on the reference executor (--target reference)")
+    return None
+
+
 def _lower_batch_norm_grad_scale(ctx, members) -> list:
     from .norm_grad import batch_norm_grad_scale
     op = _single(members)
@@ -776,7 +784,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.euclidean_loss_grad": Lowering(lower=_lower_euclidean_loss_grad),
     "netc.softmax_grad": Lowering(lower=_lower_softmax_grad),
     "netc.lrn_grad": Lowering(lower=_lower_lrn_grad),
-    "netc.batch_norm_grad": Lowering(lower=_lower_batch_norm_grad),
+    "netc.batch_norm_grad": Lowering(lower=_lower_batch_norm_grad, unsupported=_synchronized_batch_norm_grad),
     "netc.batch_norm_grad_scale": Lowering(lower=_lower_batch_norm_grad_scale),
     "netc.elementwise_max_grad": Lowering(lower=_lower_elementwise_max_grad),
     "netc.narrow": Lowering(lower=_lower_narrow),
