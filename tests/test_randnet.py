@@ -160,7 +160,34 @@ def test_internal_errors_are_caught_with_a_signature(monkeypatch, tmp_path):
     assert o.status == "internal" and o.signature.startswith("infer:internal:IndexError:"), o.as_dict()
 
 
-def test_known_bugs_are_recognized():
+def test_known_bugs_are_recognized(monkeypatch):
+    # no known bug is open now (the last, bn-specialization, is fixed): the mechanism with one
+    monkeypatch.setattr(randnet, "KNOWN", [("some-bug", None, r"the specialization changed with the batch")])
     o = randnet._known(randnet.Outcome("internal", "train:internal:AssertionError:lower.py:x:y",
                                        "AssertionError: ... the specialization changed with the batch"), "train")
-    assert o.status == "known" and o.signature == "known:bn-specialization"
+    assert o.status == "known" and o.signature == "known:some-bug"
+    monkeypatch.setattr(randnet, "KNOWN", [])
+    o = randnet._known(randnet.Outcome("internal", "train:internal:AssertionError:lower.py:x:y",
+                                       "AssertionError: ... the specialization changed with the batch"), "train")
+    assert o.status == "internal"
+
+
+def test_update_noise_bounds_what_adam_makes_of_rounding(tmp_path):
+    """randnet part check, seed 1070: Adam moved a conv bias whose gradient is 0 up to rounding (1e-16
+    on 2 workers, 0 in one process) by 1.7e-11 (lr / eps = 1e5 times the gradient): 3e-10 relative,
+    beyond 1e-10. _update_noise allows what the update makes of the gradients' difference, no more."""
+    import numpy as np
+    text = "optimizer adam { lr: 0.001 }\n\nnetwork rn {\n}\n"
+    np.savez(tmp_path / "g1.npz", b=np.array([0.0]), w=np.array([0.3, 0.2]))
+    np.savez(tmp_path / "g2.npz", b=np.array([-1.1e-16]), w=np.array([0.3, 0.2]))
+    noise = randnet._update_noise(text, str(tmp_path / "g2.npz"), str(tmp_path / "g1.npz"))
+    assert noise["w"] == 0.0 and abs(noise["b"] - 2 * randnet.TRAIN_STEPS * 1e-3 / 1e-8 * 1.1e-16) < 1e-20
+    np.savez(tmp_path / "p1.npz", b=np.array([0.0553358]), w=np.array([0.5, 0.1]))
+    np.savez(tmp_path / "p2.npz", b=np.array([0.0553358 + 1.7e-11]), w=np.array([0.5, 0.1]))
+    a, b = str(tmp_path / "p2.npz"), str(tmp_path / "p1.npz")
+    assert randnet._npz_err(a, b)[0] > randnet.PART_TOL            # the old rule: a mismatch
+    assert randnet._npz_err(a, b, noise)[0] <= randnet.PART_TOL     # explained by the update
+    np.savez(tmp_path / "p2.npz", b=np.array([0.0553358 + 1e-9]), w=np.array([0.5, 0.1]))
+    assert randnet._npz_err(a, b, noise)[0] > randnet.PART_TOL      # more than rounding: still one
+    sgd = randnet._update_noise("optimizer sgd { lr: 0.01 }\n", str(tmp_path / "g2.npz"), str(tmp_path / "g1.npz"))
+    assert sgd["b"] < 1e-16                                          # SGD amplifies nothing

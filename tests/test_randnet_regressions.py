@@ -340,3 +340,58 @@ def test_synchronized_batch_norm_gradient_says_it_has_no_kernel(tmp_path):
     grads = [op for op in m.walk() if op.name == "netc.batch_norm_grad"]
     assert grads and all(len(op.operands) == 6 for op in grads)
     assert all("reference semantics only" in no_kernel(op) for op in grads)
+
+
+# randnet infer check, seeds 1563 and 1699 (the campaign's 4 "known" nets, minimized): at batch 1 a
+# concatenation along H is one contiguous block, so its copy was lowered as a flat elementwise copy,
+# and at batch 2 as a strided one -- "the specialization changed with the batch" in codegen/lower.py.
+CONCAT_ALONG_H_AT_BATCH_1 = """network rn {
+  input x1: f32[1, 4, 7, 2]
+  l2 = LRN(x1) { local_size: 5, alpha: 0.0001, beta: 0.75, knorm: 2.0 }
+  l3 = Concatenate(l2, l2, l2) { dim: -3 }
+  input target: f32[1, 56]
+  l4 = EuclideanLoss(l2, target)
+  output l3, l4
+}
+"""
+
+
+def test_concatenation_along_h_at_batch_1_lowers_for_every_batch():
+    from netc.passes.set_dtype import precision_of
+    from netc.runtime.compare import check_outputs
+    from netc.runtime.interp import InterpProgram, default_inputs
+    from netc.runtime.reference import run_reference
+    m = load_text(CONCAT_ALONG_H_AT_BATCH_1, "rn.nd")
+    prog = InterpProgram(m, None, seed=3)
+    ins = default_inputs(m, prog.net, 3)
+    got = prog.run(ins)
+    ref = run_reference(m, ins, None, network=prog.net, seed=3)
+    assert set(got) == {"l3", "l4"} and not check_outputs(got, ref, precision_of(prog.net))
+
+
+# randnet infer check, seed 1488 (f16, minimized): an inner product to one output whose terms nearly
+# cancel is 2.2% off in f16 storage in any implementation; --compare's second reference was f32, so a
+# correct f16 network failed. The second reference now stores values in the network's own precision.
+F16_CANCELLATION = """network rn {
+  input x1: f32[2, 4, 7, 3]
+  l3 = Convolution(x1) { filter: [1, 1, -1, 5], strides: [1, 2, 2, 1], padding: [1, 1], params: { weight: p_l3_weight, bias: p_l3_bias } }
+  l4 = InnerProduct(l3) { num_outputs: 1, params: { bias: p_l4_bias } }
+  l6 = ReLU(l4)
+}
+"""
+
+
+def test_f16_cancellation_is_judged_against_an_f16_reference():
+    from netc.runtime.compare import relative_error
+    from netc.runtime.interp import InterpProgram, default_inputs
+    from netc.runtime.run import check_against_reference
+    m = load_text(F16_CANCELLATION, "rn.nd")
+    prog = InterpProgram(m, None, seed=1488, phase="val", dtype="f16", blocks="large")
+    ins = default_inputs(m, prog.net, 1488)
+    got = prog.run(ins)
+    from netc.runtime.reference import run_reference
+    ref = run_reference(m, ins, None, network=prog.net, seed=1488)
+    assert relative_error(got["l6"], ref["l6"]) > 1e-2      # beyond the f16 tolerance, 5e-3
+    assert not check_against_reference(m, prog.net, got, ins, None, 1488, ref=ref)
+    bad = {"l6": got["l6"] * 1.2}                          # a kernel 20% off still fails
+    assert check_against_reference(m, prog.net, bad, ins, None, 1488, ref=ref)

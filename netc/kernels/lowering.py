@@ -202,7 +202,10 @@ def copy_spec(ctx, src, dst) -> KernelSpec:
         # rows of the common leading dimension (the batch, in a rank's program maybe another)
         n = src.shape[0] if src.dim() and dst.dim() and src.shape[0] == dst.shape[0] else ctx.batch
         src, dst = as_rows(src, n), as_rows(dst, n)
-    strided = src.dim() > 0 and not all(is_rows(tuple(t.shape), tuple(t.stride())) for t in (src, dst))
+    # the choice holds at every batch (memory/aliasing.py decides the same way): a leading axis of 1
+    # may be the batch at batch 1, and at batch 2 a slice along H or W is no longer rows
+    strided = src.dim() > 0 and not all(is_rows(s, tuple(t.stride())) for t in (src, dst)
+                                        for s in {tuple(t.shape), (max(t.shape[0], 2),) + tuple(t.shape[1:])})
     if not src.dtype.is_floating_point or strided:
         # integers (class labels a partitioned program gathers) are copied as they are, not through
         # the chain's f32 arithmetic

@@ -33,7 +33,24 @@ NETWORK_TOLERANCES = {"f32": 1e-4, "tf32": 1e-2, "f16": 5e-3, "bf16": 4e-2}
 # compiled result's RMS error within a multiple of eager f32's plus an absolute floor); netc keeps
 # its max-relative measure (relative_error, grad_errors, param_errors) for both sides. A NaN in the
 # compiled result fails whatever the f32 reference did.
+#
+# A network compiled in f16 or bf16 stores every layer's output in that dtype and computes in f32,
+# so its second reference does the same (own_precision_reference: values rounded to f16/bf16
+# between ops, arithmetic in f32): a sum that cancels (an inner product to one output whose terms
+# nearly cancel) is as far off in any f16 implementation, and the rule then knows f16 as it knows f32.
 F32_MULTIPLE = 8.0
+
+
+def own_precision_dtype(precision: dict):
+    """The dtype the second reference stores values in for a network of `precision`: f16 or bf16
+    for such networks (computing in f32, as the kernels do), f32 otherwise."""
+    import torch
+    return {"f16": torch.float16, "bf16": torch.bfloat16}.get(precision.get("dtype"), torch.float32)
+
+
+def own_precision_name(precision: dict) -> str:
+    """How messages name the second reference: 'f16', 'bf16' or 'f32'."""
+    return precision.get("dtype") if precision.get("dtype") in ("f16", "bf16") else "f32"
 
 
 def allowance(tol: float, err32: float | None) -> float:
@@ -47,9 +64,9 @@ def within(err: float, err32: float | None, tol: float) -> bool:
     return err == err and err != float("inf") and err <= allowance(tol, err32)
 
 
-def rule_text(tol: float) -> str:
-    """The rule in words, for --compare's output."""
-    return f"{tol:.0e} + {F32_MULTIPLE:g} x the f32 reference's own error"
+def rule_text(tol: float, low: str = "f32") -> str:
+    """The rule in words, for --compare's output (low: own_precision_name)."""
+    return f"{tol:.0e} + {F32_MULTIPLE:g} x the {low} reference's own error"
 
 
 def network_tolerance(precision: dict) -> float:
@@ -80,23 +97,25 @@ def relative_error(got, ref) -> float:
 def check_outputs(got: dict, ref: dict, precision: dict, prefix: str = "", subject: str = "",
                   ref32: dict | None = None) -> list:
     """Print each output's max relative error against `ref` (the f64 reference) on stderr, beside
-    that of `ref32` (the reference executor's f32 result of the same run, when given); return an
+    that of `ref32` (the reference executor's result of the same run in the network's own precision,
+    own_precision_dtype, when given); return an
     error Diagnostic per output beyond what the rule allows (allowance: the precision's tolerance
     plus F32_MULTIPLE times the f32 reference's error). `subject` names what was compiled in
     messages (e.g. "of 'net.so'"); `prefix` goes before output names."""
     tol = network_tolerance(precision)
     what = precision["dtype"] + (" (TF32 products)" if precision.get("tf32") else "")
+    low = own_precision_name(precision)
     failed = []
     for k, v in got.items():
         err = relative_error(v, ref[k])
         err32 = relative_error(ref32[k], ref[k]) if ref32 is not None and k in ref32 else None
         rule = f"tolerance {tol:.0e}"
         if err32 is not None:
-            rule += (f"; the f32 reference's own error {err32:.3e}, so allowed {tol:.0e} + {F32_MULTIPLE:g} x "
+            rule += (f"; the {low} reference's own error {err32:.3e}, so allowed {tol:.0e} + {F32_MULTIPLE:g} x "
                      f"{err32:.3e} = {allowance(tol, err32):.3e}")
         sys.stderr.write(f"{prefix}{k}: max relative error {err:.3e} against the f64 reference ({what}: {rule})\n")
         if not within(err, err32, tol):
-            limit = f"{tol:.0e}" if err32 is None else f"{allowance(tol, err32):.3e} ({rule_text(tol)}, {err32:.3e})"
+            limit = f"{tol:.0e}" if err32 is None else f"{allowance(tol, err32):.3e} ({rule_text(tol, low)}, {err32:.3e})"
             failed.append(Diagnostic("error", f"output '{prefix}{k}' {subject or f'of the {what} network'} differs "
                                               f"from the f64 reference: max relative error {err:.3e} > {limit}"))
     return failed

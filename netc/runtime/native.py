@@ -798,10 +798,10 @@ def source_of(net: Net, given: str | None = None) -> str:
 def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
     """--compare: the f64 reference executor on the network's source (recorded in the manifest, or
     --source) with the very inputs and parameters the library ran with; prints the max relative
-    error of every output beside the f32 reference's (the same run in f32 arithmetic) and returns a
+    error of every output beside the reference's in the library's own precision (compare.py) and returns a
     diagnostic for each beyond what compare.check_outputs allows."""
     from ..ops.reference import computing_in
-    from .compare import check_outputs
+    from .compare import check_outputs, own_precision_dtype
     rec = net.manifest.get("source") or {}
     path = source_of(net, getattr(args, "source", None))
     so = os.path.basename(net.path)
@@ -812,10 +812,10 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
         if k not in ref:
             raise NetcInputError(f"--compare: the reference of '{path}' has no output '{k}' (it has "
                                  f"{', '.join(ref)}): is it the source of '{so}'?")
-    with computing_in(torch.float32):     # the same run in f32 arithmetic: what f32 can hold (compare.py)
-        ref32 = reference_outputs(net, path, inputs, dtype=torch.float32, **kw)
-    return check_outputs(outs, ref, net.manifest.get("precision") or {"dtype": "f32"}, subject=f"of '{so}'",
-                         ref32=ref32)
+    precision = net.manifest.get("precision") or {"dtype": "f32"}
+    with computing_in(torch.float32):     # the same run in the library's precision: what it can hold (compare.py)
+        ref32 = reference_outputs(net, path, inputs, dtype=own_precision_dtype(precision), **kw)
+    return check_outputs(outs, ref, precision, subject=f"of '{so}'", ref32=ref32)
 
 
 def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase: str = "test",

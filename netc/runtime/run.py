@@ -169,10 +169,7 @@ def run_interp(module, args, inputs, params, precision):
     float64 reference executor on the same values, and a diagnostic for each output beyond that
     precision's tolerance (runtime.compare.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
     when the file has several networks (as --reference does). Returns (outputs, diagnostics)."""
-    from ..passes.set_dtype import precision_of
-    from .compare import check_outputs
     from .interp import InterpProgram, default_inputs, split_inputs
-    from .reference import run_reference
     nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
     per = split_inputs(module, nets, inputs)
     tuning = None
@@ -194,14 +191,28 @@ def run_interp(module, args, inputs, params, precision):
         got = prog.run(ins)
         prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
         if args.compare:
-            import torch
-            from ..ops.reference import computing_in
-            ref = run_reference(module, ins, params, network=prog.net, seed=args.seed)
-            with computing_in(torch.float32):     # the same run in f32 arithmetic: what f32 can hold
-                ref32 = run_reference(module, ins, params, network=prog.net, seed=args.seed, dtype=torch.float32)
-            failed += check_outputs(got, ref, precision_of(prog.net), prefix, ref32=ref32)
+            failed += check_against_reference(module, prog.net, got, ins, params, args.seed, prefix)
         outs.update({prefix + k: v for k, v in got.items()})
     return outs, failed
+
+
+def check_against_reference(module, net, got: dict, inputs: dict, params, seed: int, prefix: str = "",
+                            ref: dict | None = None) -> list:
+    """--compare of one network's outputs `got` (a compiled run on `inputs`): the f64 reference (`ref`,
+    when the caller has it) and the reference in the network's own precision
+    (compare.own_precision_dtype) on the same inputs and parameters; prints each output's errors and
+    returns a Diagnostic per output beyond the rule."""
+    import torch
+    from ..ops.reference import computing_in
+    from ..passes.set_dtype import precision_of
+    from .compare import check_outputs, own_precision_dtype
+    from .reference import run_reference
+    if ref is None:
+        ref = run_reference(module, inputs, params, network=net, seed=seed)
+    precision = precision_of(net)
+    with computing_in(torch.float32):     # the same run in the network's precision: what it can hold
+        low = run_reference(module, inputs, params, network=net, seed=seed, dtype=own_precision_dtype(precision))
+    return check_outputs(got, ref, precision, prefix, ref32=low)
 
 
 
