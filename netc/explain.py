@@ -13,6 +13,7 @@ import sys
 from .diagnostics import NetcError
 from .ir.core import DTYPES, Module, STRUCTURAL_OPS
 from .ops import layer_cost, lookup, prod
+from .ops.comm import COMM_OPS
 
 
 def phase(op) -> str:
@@ -443,9 +444,6 @@ def dumps(obj) -> str:
 # ------------------------------------------------------------------------------------------------
 # `netc explain FILE --workers K`: the programs of K workers (split-workers) and their communication
 
-_COMM = ("netc.send", "netc.recv", "netc.all_gather", "netc.reduce_scatter", "netc.all_reduce", "netc.broadcast")
-
-
 def rank_networks(module: Module) -> list:
     return sorted([n for n in module.networks() if "rank" in n.attrs], key=lambda n: n.attrs["rank"])
 
@@ -467,7 +465,7 @@ def comm_groups(module: Module):
                 sends.setdefault((r, op.attrs["peer"]), []).append(op)
             elif op.name == "netc.recv":
                 recvs.setdefault((op.attrs["peer"], r), []).append(op)
-            elif op.name in _COMM:
+            elif op.name in COMM_OPS:
                 colls.setdefault((tuple(op.attrs["ranks"]), r), []).append(op)
     p2p = []
     for (i, j), ss in sorted(sends.items()):
@@ -495,7 +493,7 @@ def workers_report(module: Module, timing=None, network=None) -> dict:
     ranks = []
     for net in nets:
         ops = [op for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
-        compute = [op for op in ops if op.name not in _COMM]
+        compute = [op for op in ops if op.name not in COMM_OPS]
         used = {ref.name for op in ops for ref in (op.attrs.get("params") or {}).values()
                 if hasattr(ref, "name") and ref.name in params and not params[ref.name].attrs.get("state")}
         row = {"rank": net.attrs["rank"], "network": net.attrs["sym_name"], "ops": len(compute),
@@ -504,7 +502,7 @@ def workers_report(module: Module, timing=None, network=None) -> dict:
                "activation_bytes": sum(r.type.nbytes for op in ops for r in op.results),
                "param_bytes": sum(params[n].attrs["type"].nbytes for n in used),
                "params": sum(params[n].attrs["type"].numel for n in used),
-               "sent_bytes": sum(_wire(op) for op in ops if op.name in _COMM)}
+               "sent_bytes": sum(_wire(op) for op in ops if op.name in COMM_OPS)}
         if timing is not None:
             rows = [r for r in layer_rows(module, net) if r["phase"] == "forward"]
             row["time_fwd_ms"] = annotate_times(rows, layer_costs(module, net), timing)["time_fwd_ms"]
@@ -601,7 +599,7 @@ def workers_dot(module: Module) -> str:
             nid[id(op)] = f"{r}:{op.attrs.get('name')}"
             shape = "x".join(map(str, op.results[0].type.shape or ())) if op.results else ""
             label = f'{op.attrs.get("name")}\\n{lookup(op.name).type_name} {shape or "scalar" if op.results else ""}'
-            style = ', style=filled, fillcolor="#fde9e7"' if op.name in _COMM else \
+            style = ', style=filled, fillcolor="#fde9e7"' if op.name in COMM_OPS else \
                 ', style=filled, fillcolor="#e8f0fe"' if op.name == "netc.input" else ""
             lines.append(f'    "{_esc(nid[id(op)])}" [label="{_esc(label)}"{style}];')
         for op in net.regions[0].ops:

@@ -30,7 +30,7 @@ from ..ir.query import layer_name, layers, network_outputs
 from ..ops import lookup
 from ..pipelines import Training
 from ..runtime.reference import run_reference
-from ..runtime.train import ReferenceTrainer, inference_params
+from ..runtime.train import ReferenceTrainer, classified_right, classifiers, inference_params
 from . import event as ev
 from .errors import Error, error, user_errors, user_loc
 from .optimizer import SGD, Optimizer, Recorded
@@ -75,7 +75,7 @@ def _check_target(target, what, loc):
 
 def _logits(net) -> list:
     """The values _measure reads besides the losses: each softmax loss's logits (by layer name)."""
-    return [layer_name(op.operands[0].owner) for op in _loss_ops(net) if op.name == "netc.softmax_loss"]
+    return [layer_name(op.operands[0].owner) for op in classifiers(_loss_ops(net))]
 
 
 # -- feeding ----------------------------------------------------------------------------------------
@@ -203,12 +203,9 @@ def _measure(net, named, batch) -> tuple:
     losses = _loss_ops(net)
     cost = sum(float(named[layer_name(op)]) for op in losses)
     metrics = {}
-    soft = [op for op in losses if op.name == "netc.softmax_loss"]
+    soft = classifiers(losses)
     for op in soft:
-        logits = named[layer_name(op.operands[0].owner)].reshape(batch, -1)
-        labels = named[layer_name(op.operands[1].owner)]
-        labels = labels.reshape(batch, -1).argmax(1) if labels.numel() != batch else labels.reshape(-1)
-        acc = float((logits.argmax(1) == labels.long()).double().mean())
+        acc = classified_right(op, named, batch) / batch
         metrics["accuracy" if len(soft) == 1 else f"accuracy:{layer_name(op)}"] = acc
     if len(losses) > 1:
         for op in losses:

@@ -41,6 +41,9 @@ from ..ir.core import DTYPES
 
 COMM_OPS = ("netc.send", "netc.recv", "netc.all_gather", "netc.reduce_scatter", "netc.all_reduce",
             "netc.broadcast")
+# the collectives whose global form has one operand per member rank (a rank's program keeps its own);
+# a broadcast has the root's only, a recv none
+COLLECTIVE_OPS = ("netc.all_gather", "netc.all_reduce", "netc.reduce_scatter")
 
 
 def is_comm(op_or_name) -> bool:

@@ -11,6 +11,7 @@ class SoftmaxLoss(OpDef):
     name = "softmax_loss"
     is_loss = True
     label_operand = 1   # class indices or one-hot targets
+    classifier = True
     types = ("SoftmaxLoss", "SoftmaxCrossEntropy")
     f32_result = True   # losses stay f32 in 16-bit nets
     arity = (2, 2)

@@ -30,6 +30,15 @@ class BatchNorm(OpDef):
             raise No(f"batch norm '{a.get('name')}' normalizes a {len(ins[0])}-D tensor; SINGA's kBM takes 4-D ones")
         return "kBM", [], ["bm"] * 4
 
+    def inference_params(self, a, params, state):
+        """Trained on batch statistics: folded with the running statistics into the inference affine
+        (scale' = scale / sqrt(var + eps), shift' = shift - mean * scale')."""
+        if "running_mean" not in state or "running_var" not in state or "scale" not in params:
+            return {}
+        import torch
+        scale = params["scale"] / torch.sqrt(state["running_var"] + a["epsilon"])
+        return {"scale": scale, "shift": params["shift"] - state["running_mean"] * scale}
+
     def chain_followers(self, op) -> tuple:
         """The training form (x, mean, var) is its own kernel, with at most one activation after it
         (kernels/lowering.py's batch_norm_train); the inference form is a chain step like any."""

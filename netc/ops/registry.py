@@ -258,6 +258,10 @@ class OpDef:
     singa_weight_transposed: bool = False  # SINGA stores its weight transposed (inner product: [M, K], netc [K, M])
     # Operand facts:
     label_operand: int | None = None     # the operand read as class labels (a loss's, an accuracy's)
+    classifier: bool = False             # a loss whose operand 0 holds per-class scores (logits, flattened to
+                                         # [N, C]) and whose label_operand the classes: class indices [N] or
+                                         # one-hot [N, C]; the executors measure its accuracy (argmax of the
+                                         # scores) and draw its random labels in [0, C)
     # The gradient protocol. `gradient(g, op, dy)` emits the ops that compute the gradients of
     # `op`'s operands and parameters from `dy`, the gradient of its (first) result (None for a loss
     # the backward pass starts from: a unit seed), through the builder `g`, and returns
@@ -328,6 +332,12 @@ class OpDef:
         F.linear on the network's dtype), a function of its operand tensors; None: the baseline runs
         its reference() instead and says so."""
         return None
+
+    def inference_params(self, a: dict, params: dict, state: dict) -> dict:
+        """Its parameters for an inference program, from a training run's (runtime/train.py
+        inference_params): {role: tensor} to replace, given its `params` and `state` tensors by role
+        (state: its running statistics, when the run kept them). {}: as they are."""
+        return {}
 
     def singa_layer(self, a: dict, ins: list, v1: bool, scale: int, plain: bool):
         """The SINGA layer that writes this op (export/singa.py): (layer type, [conf pieces], [param

@@ -28,12 +28,11 @@ from __future__ import annotations
 from ..diagnostics import NetcError
 from ..ir.core import STRUCTURAL_OPS, Operation, Region, SymbolRef, copy_attr
 from ..ops import lookup
-from ..ops.comm import COMM_OPS
+from ..ops.comm import COLLECTIVE_OPS, COMM_OPS
 from .partition import is_partitioned, make_op
 from .registry import Pass, register_pass
 
 BUCKET_BYTES = 25 * 2 ** 20
-_COLLECTIVES = ("netc.all_gather", "netc.all_reduce", "netc.reduce_scatter")
 
 
 def is_split(net) -> bool:
@@ -287,7 +286,7 @@ class _Training:
                 out.append(op)
                 continue
             w = op.attrs["worker"]
-            if op.name in _COLLECTIVES or op.name in ("netc.recv", "netc.broadcast"):
+            if op.name in COLLECTIVE_OPS or op.name in ("netc.recv", "netc.broadcast"):
                 out.append(op)
                 continue
             new_ops = []
@@ -346,7 +345,7 @@ def split(module, net) -> list:
                 a = copy_attr(op.attrs)
                 a["shape"] = list(op.results[0].type.shape)
                 a["dtype"] = op.results[0].type.dtype
-            elif op.name in _COLLECTIVES:
+            elif op.name in COLLECTIVE_OPS:
                 i = op.attrs["ranks"].index(r)
                 operands = [vmap[id(op.operands[i])]] if len(op.operands) == len(op.attrs["ranks"]) else \
                     [vmap[id(v)] for v in op.operands]

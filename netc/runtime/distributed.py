@@ -329,68 +329,78 @@ class Comm:
         self.stats["ops"] += 1
 
     def _run(self, op, xs, dtype, bucket_ops):
-        a = lookup(op.name).attrs_of(op)
-        if op.name == "netc.send":
-            t = xs[0].contiguous()
-            self.pending.append((dist.isend(t, a["peer"], group=self.p2p), t, op))
-            self._count(op, t.shape, [tuple(t.shape)], t.numel())
+        return self.RUNS[op.name](self, op, lookup(op.name).attrs_of(op), xs, dtype, bucket_ops)
+
+    def _send(self, op, a, xs, dtype, bucket_ops):
+        t = xs[0].contiguous()
+        self.pending.append((dist.isend(t, a["peer"], group=self.p2p), t, op))
+        self._count(op, t.shape, [tuple(t.shape)], t.numel())
+        return t
+
+    def _recv(self, op, a, xs, dtype, bucket_ops):
+        shape = tuple(op.results[0].type.shape)
+        t = torch.empty(shape, dtype=INT_DTYPES.get(op.results[0].type.dtype, dtype))
+        dist.recv(t, a["peer"], group=self.p2p)
+        self._count(op, shape, [], 0)
+        return t
+
+    def _broadcast(self, op, a, xs, dtype, bucket_ops):
+        shape = tuple(op.results[0].type.shape)
+        t = xs[0].contiguous().clone() if xs else torch.empty(shape, dtype=INT_DTYPES.get(
+            op.results[0].type.dtype, dtype))
+        dist.broadcast(t, a["root"], group=self.group(a["ranks"]))
+        self._count(op, shape, [shape] if xs else [], t.numel() if xs else 0)
+        return t
+
+    def _all_reduce(self, op, a, xs, dtype, bucket_ops):
+        n, g = len(a["ranks"]), self.group(a["ranks"])
+        ts = [x.contiguous() for x in xs] if bucket_ops is None else xs
+        if bucket_ops is None:
+            t = ts[0].clone()
+            dist.all_reduce(t, group=g)
+            self._count(op, t.shape, [tuple(t.shape)], 2 * t.numel() * (n - 1) / n)
             return t
-        if op.name == "netc.recv":
-            shape = tuple(op.results[0].type.shape)
-            tdtype = INT_DTYPES.get(op.results[0].type.dtype, dtype)
-            t = torch.empty(shape, dtype=tdtype)
-            dist.recv(t, a["peer"], group=self.p2p)
-            self._count(op, shape, [], 0)
-            return t
+        flat = torch.cat([x.reshape(-1) for x in ts])
+        dist.all_reduce(flat, group=g)
+        out, k = [], 0
+        for o, x in zip(bucket_ops, ts):
+            out.append(flat[k:k + x.numel()].reshape(x.shape))
+            k += x.numel()
+            self._count(o, x.shape, [tuple(x.shape)], 2 * x.numel() * (n - 1) / n)
+        return out
+
+    def _all_gather(self, op, a, xs, dtype, bucket_ops):
+        n, g = len(a["ranks"]), self.group(a["ranks"])
+        d = a["dim"] % xs[0].dim()
+        x = xs[0].movedim(d, 0).contiguous()
+        out = torch.empty((x.shape[0] * n,) + tuple(x.shape[1:]), dtype=x.dtype)
+        gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
+        gather(out, x, group=g)
+        y = out.movedim(0, d).contiguous()
+        self._count(op, y.shape, [tuple(xs[0].shape)], y.numel() * (n - 1) / n)
+        return y
+
+    def _reduce_scatter(self, op, a, xs, dtype, bucket_ops):
         ranks = list(a["ranks"])
-        n = len(ranks)
-        g = self.group(ranks)
-        if op.name == "netc.broadcast":
-            shape = tuple(op.results[0].type.shape)
-            t = xs[0].contiguous().clone() if xs else torch.empty(shape, dtype=INT_DTYPES.get(
-                op.results[0].type.dtype, dtype))
-            dist.broadcast(t, a["root"], group=g)
-            self._count(op, shape, [shape] if xs else [], t.numel() if xs else 0)
-            return t
-        if op.name == "netc.all_reduce":
-            ts = [x.contiguous() for x in xs] if bucket_ops is None else xs
-            if bucket_ops is None:
-                t = ts[0].clone()
-                dist.all_reduce(t, group=g)
-                self._count(op, t.shape, [tuple(t.shape)], 2 * t.numel() * (n - 1) / n)
-                return t
-            flat = torch.cat([x.reshape(-1) for x in ts])
-            dist.all_reduce(flat, group=g)
-            out, k = [], 0
-            for o, x in zip(bucket_ops, ts):
-                out.append(flat[k:k + x.numel()].reshape(x.shape))
-                k += x.numel()
-                self._count(o, x.shape, [tuple(x.shape)], 2 * x.numel() * (n - 1) / n)
-            return out
-        if op.name == "netc.all_gather":
-            d = a["dim"] % xs[0].dim()
-            x = xs[0].movedim(d, 0).contiguous()
-            out = torch.empty((x.shape[0] * n,) + tuple(x.shape[1:]), dtype=x.dtype)
-            gather = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor
-            gather(out, x, group=g)
-            y = out.movedim(0, d).contiguous()
-            self._count(op, y.shape, [tuple(xs[0].shape)], y.numel() * (n - 1) / n)
-            return y
-        if op.name == "netc.reduce_scatter":
-            d = a["dim"] % xs[0].dim()
-            x = xs[0].movedim(d, 0).contiguous()
-            out = torch.empty((x.shape[0] // n,) + tuple(x.shape[1:]), dtype=x.dtype)
-            scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
-            try:
-                scatter(out, x, group=g)
-            except (RuntimeError, NotImplementedError):     # a backend without reduce-scatter (older gloo)
-                s = x.clone()
-                dist.all_reduce(s, group=g)
-                out = s.chunk(n, dim=0)[ranks.index(self.rank)].contiguous()
-            y = out.movedim(0, d).contiguous()
-            self._count(op, y.shape, [tuple(xs[0].shape)], xs[0].numel() * (n - 1) / n)
-            return y
-        raise AssertionError(op.name)
+        n, g = len(ranks), self.group(ranks)
+        d = a["dim"] % xs[0].dim()
+        x = xs[0].movedim(d, 0).contiguous()
+        out = torch.empty((x.shape[0] // n,) + tuple(x.shape[1:]), dtype=x.dtype)
+        scatter = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+        try:
+            scatter(out, x, group=g)
+        except (RuntimeError, NotImplementedError):     # a backend without reduce-scatter (older gloo)
+            s = x.clone()
+            dist.all_reduce(s, group=g)
+            out = s.chunk(n, dim=0)[ranks.index(self.rank)].contiguous()
+        y = out.movedim(0, d).contiguous()
+        self._count(op, y.shape, [tuple(xs[0].shape)], xs[0].numel() * (n - 1) / n)
+        return y
+
+    # how each communication op of ops/comm.py runs on torch.distributed (the distributed runtime's
+    # lowering table: a new communication op adds its row here)
+    RUNS = {"netc.send": _send, "netc.recv": _recv, "netc.broadcast": _broadcast, "netc.all_reduce": _all_reduce,
+            "netc.all_gather": _all_gather, "netc.reduce_scatter": _reduce_scatter}
 
     def finish(self):
         for work, t, op in self.pending:

@@ -60,9 +60,12 @@ def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.
 
 
 def label_classes_of(net: Operation, value) -> int | None:
-    """The class count C when `value` is the labels operand of a SoftmaxLoss, else None."""
+    """The class count C when `value` is the labels operand of a classifier loss (OpDef.classifier: a
+    SoftmaxLoss), else None."""
     for op in net.regions[0].ops:
-        if op.name == "netc.softmax_loss" and len(op.operands) == 2 and op.operands[1] is value:
+        d = lookup(op.name)
+        if d is not None and d.classifier and len(op.operands) > d.label_operand \
+                and op.operands[d.label_operand] is value:
             return prod(op.operands[0].type.shape[1:])
     return None
 

@@ -350,17 +350,15 @@ def inference_params(inference: Module, params: dict) -> dict:
     out = {k: v for k, v in params.items() if k in declared}
     for net in inference.networks():
         for op in net.regions[0].ops:
-            if op.name != "netc.batch_norm":
+            d = lookup(op.name)
+            refs = {r: ref.name for r, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
+            if d is None or not refs:
                 continue
             layer = op.attrs.get("name")
-            mean, var = params.get(f"{layer}.running_mean"), params.get(f"{layer}.running_var")
-            refs = op.attrs.get("params") or {}
-            if mean is None or var is None or "scale" not in refs:
-                continue
-            eps = lookup(op.name).attrs_of(op)["epsilon"]
-            s, b = refs["scale"].name, refs["shift"].name
-            scale = params[s] / torch.sqrt(var + eps)
-            out[s], out[b] = scale, params[b] - mean * scale
+            state = {k.rpartition(".")[2]: v for k, v in params.items() if k.startswith(f"{layer}.running_")}
+            mine = {r: params[n] for r, n in refs.items() if n in params}
+            for role, t in d.inference_params(d.attrs_of(op), mine, state).items():
+                out[refs[role]] = t
     return out
 
 
@@ -393,7 +391,7 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
     net = network_of(inference, network)
     batch = data.check(net)
     losses = [op for op in layers(net) if lookup(op.name) is not None and lookup(op.name).is_loss]
-    soft = [op for op in losses if op.name == "netc.softmax_loss"]
+    soft = classifiers(losses)
     total, right, seen = 0.0, 0, 0
     p = inference_params(inference, params)
     for feed, real in data.batches(batch, 0, 0, shuffle=False, pad=True):
@@ -402,11 +400,7 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
             # the batch mean of the real samples: the losses are means over the batch
             total += float(named[layer_name(op)]) * real if real == batch else _partial_loss(op, named, real)
         for op in soft:
-            logits = named[layer_name(op.operands[0].owner)].reshape(batch, -1)[:real]
-            labels = named[layer_name(op.operands[1].owner)][:real]
-            if labels.numel() != real:   # one-hot labels
-                labels = labels.reshape(real, -1).argmax(1)
-            right += int((logits.argmax(1) == labels.reshape(-1).long()).sum())
+            right += classified_right(op, named, batch, real)
         seen += real
     out = {"samples": seen}
     if losses:
@@ -414,6 +408,24 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
     if soft:
         out["accuracy"] = right / (seen * len(soft))
     return out
+
+
+def classifiers(losses: list) -> list:
+    """The loss ops among `losses` whose accuracy is measured (OpDef.classifier: softmax losses)."""
+    return [op for op in losses if lookup(op.name) is not None and lookup(op.name).classifier]
+
+
+def classified_right(op, named: dict, batch: int, real: int | None = None) -> int:
+    """How many of the first `real` (all `batch`) samples a classifier loss `op` classifies right: the
+    argmax of its scores (operand 0, [batch, C]) equal to its labels (class indices, or one-hot rows),
+    the values read from `named` by layer name."""
+    real = batch if real is None else real
+    d = lookup(op.name)
+    logits = named[layer_name(op.operands[0].owner)].reshape(batch, -1)[:real]
+    labels = named[layer_name(op.operands[d.label_operand].owner)][:real]
+    if labels.numel() != real:   # one-hot labels
+        labels = labels.reshape(real, -1).argmax(1)
+    return int((logits.argmax(1) == labels.reshape(-1).long()).sum())
 
 
 def _partial_loss(op, named, real) -> float:
