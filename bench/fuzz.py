@@ -237,12 +237,10 @@ def small_tuning(net_path: Path) -> dict:
     from netc.codegen.tuning_file import FORMAT, VERSION
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     m = load(str(net_path), diag)
-    ctx = PassContext(diag=diag, phase="test")
-    ctx.options["plan_memory"] = {"mode": "inference"}
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(m, ctx)
+    ctx = compile(m, Options(phase="test"), diag, plan=Plan(mode="inference"))
     net = m.networks()[0]
     launches = lower_network(m, net, ctx.notes["memory_plan"][net.attrs["sym_name"]]).launches
     entries = []

@@ -768,22 +768,19 @@ def _load(text: str, path: str):
     return load_text(text, path)
 
 
-def _ctx(phase, backward=None, optimizer=None):
-    from netc.passes.manager import PassContext
-    ctx = PassContext(phase=phase)
-    if backward is not None:
-        ctx.options["backward"] = backward
-    if optimizer is not None:
-        ctx.options["optimizer"] = optimizer
-    return ctx
+def _training(freeze=(), outputs=None, optimizer=None):
+    """The training options of a check: `freeze`; outputs: differentiate these outputs instead of the
+    losses; optimizer None: gradients only (the backward pass alone), else the optimizer pass's options."""
+    from netc.pipelines import Training
+    return Training(freeze=tuple(freeze), outputs=tuple(outputs) if outputs is not None else None,
+                    optimizer=dict(optimizer or {}), gradients_only=optimizer is None)
 
 
-def _run_passes(m, names, ctx):
+def _check_ctx(ctx):
     from netc.diagnostics import NetcError
-    from netc.passes.manager import PassManager
-    PassManager(names).run(m, ctx)
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
+    return ctx
 
 
 def check_infer(text: str, cfg: dict, path: str) -> Outcome:
@@ -810,12 +807,10 @@ def check_infer(text: str, cfg: dict, path: str) -> Outcome:
     return Outcome("ok", metric=worst / tol)
 
 
-def _training_module(text, cfg, path, passes):
+def _training_module(text, cfg, path, optimizer=None):
+    from netc.pipelines import Options, training
     m = _load(text, path)
-    ctx = _ctx("train", {"freeze": list(cfg.get("freeze", [])), "loss": None, "loss_on": None, "networks": None},
-               {})
-    from netc.passes.manager import DEFAULT_PIPELINE
-    _run_passes(m, DEFAULT_PIPELINE + passes, ctx)
+    _check_ctx(training(m, Options(phase="train", training=_training(cfg.get("freeze", []), optimizer=optimizer))))
     net = next(n for n in m.networks() if "gradients" in n.attrs)
     return m, net
 
@@ -827,7 +822,7 @@ def check_train(text: str, cfg: dict, path: str) -> Outcome:
     from netc.runtime.compare import training_tolerance
     from netc.runtime.interp import InterpTrainer, compare_step
     from netc.runtime.train import ReferenceTrainer
-    m, net = _training_module(text, cfg, path, ["backward", "optimizer"])
+    m, net = _training_module(text, cfg, path, optimizer={})
     if not net.attrs.get("gradients"):
         return Outcome("ok", message="nothing to train")
     tol = training_tolerance(precision_of(net))
@@ -859,15 +854,17 @@ def check_train(text: str, cfg: dict, path: str) -> Outcome:
 
 def check_grad(text: str, cfg: dict, path: str) -> Outcome:
     from netc.ir.query import network_outputs
-    from netc.passes.manager import DEFAULT_PIPELINE
+    from netc.pipelines import Options, inference, training
     from netc.runtime.reference import _name
     from netc.runtime.train import check_grads
     m = _load(text, path)
-    _run_passes(m, list(DEFAULT_PIPELINE), _ctx("train"))
+    _check_ctx(inference(m, Options(phase="train")))
     net = m.networks()[0]
     # a random cotangent on every float output (its grad_seed input), a unit one on the losses
     outs = [_name(op) for op in network_outputs(net) if op.results and op.results[0].type.dtype.startswith(("f", "b"))]
-    _run_passes(m, ["backward"], _ctx("train", {"freeze": list(cfg.get("freeze", [])), "outputs": outs}))
+    # the backward pass over the same forward program: the training pipeline on a fresh load of the text
+    m = _load(text, path)
+    _check_ctx(training(m, Options(phase="train", training=_training(cfg.get("freeze", []), outputs=outs))))
     net = m.networks()[0]
     if not net.attrs.get("gradients"):
         return Outcome("ok", message="no trainable parameter reaches an output")

@@ -20,7 +20,7 @@ from netc.api import to_ir, to_nd
 from netc.frontend import load as load_file
 from netc.frontend import load_text
 from netc.ir.printer import print_ir
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
 
 ROOT = Path(__file__).resolve().parents[1]
 L = netc.layer
@@ -28,7 +28,7 @@ L = netc.layer
 
 def nd_ir(path) -> str:
     m = load_file(str(path))
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     return _plain(print_ir(m, with_locs=False))
 
 
@@ -121,7 +121,7 @@ def test_builder_and_nd_give_the_same_ir(name, build):
     assert _plain(to_ir(tops, locations=False)) == expected
     # .nd written from the builder reads back to the same IR, and so does a loaded file
     m = load_text(to_nd(tops), f"{name}_built.nd")
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     assert _plain(print_ir(m, with_locs=False)) == expected
     loaded = netc.load(str(ROOT / "examples" / f"{name}.nd"))
     loaded = [loaded] if isinstance(loaded, netc.Topology) else list(loaded)

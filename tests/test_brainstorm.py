@@ -13,7 +13,7 @@ from netc.explain import explain_json
 from netc.frontend import load, load_text
 from netc.frontend.hub_layout import read_hub_layout
 from netc.frontend.layout import LayoutError
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
 
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "brainstorm"
 NETS = {"simple_softmax_net": 10, "docs_internals_architecture": 79_510, "mnist_pi": 2_395_210}
@@ -21,7 +21,7 @@ NETS = {"simple_softmax_net": 10, "docs_internals_architecture": 79_510, "mnist_
 
 def explain(path, batch=1):
     m = load(str(path), batch=batch)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     return explain_json(m)
 
 
@@ -77,7 +77,7 @@ def test_import_writes_nd_that_reads_back(tmp_path, capsys):
     text = out.read_text()
     assert "input Input.default: f32[1, 28, 28, 1]" in text and "output " in text
     m = load(str(out))
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     assert explain_json(m)["totals"]["params"] == NETS["mnist_pi"]
 
 
@@ -93,7 +93,7 @@ def test_bare_architecture_with_fan_in_and_merge():
         "M": {"@type": "Merge", "@outgoing_connections": {}},
     }
     m = load_text(json.dumps(arch), "fan_in.json", batch=2)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     rows = {r["name"]: r for r in explain_json(m)["layers"]}
     assert rows["C.default.concat"]["shape"] == [2, 10]  # A (4) ++ B (6): Brainstorm's fan-in
     assert rows["D"]["shape"] == [2, 2, 3]  # a multi-dimensional size: inner product + reshape

@@ -92,13 +92,13 @@ def test_every_importable_corpus_net_plans_within_5_percent_of_the_bound():
     from netc.frontend import load
     from netc.memory.plan import plan_memory
     from netc.memory.verify import verify_plan
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference
     planned = 0
     for path in CORPUS:
         diag = DiagnosticEngine()
         try:
             m = load(str(path), diag)
-            PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag))
+            inference(m, Options(), diag)
         except NetcError:
             assert path.suffix == ".conf", f"{path.name} should import"  # SINGA rejects some configs
             continue

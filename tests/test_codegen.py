@@ -76,11 +76,10 @@ def test_manifest_matches_plan(alexnet):
     m = json.loads(lib.netc_manifest())
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     mod = load_nd(str(ROOT / "examples/alexnet.nd"), diag)
-    ctx = PassContext(diag=diag, phase="test")
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    ctx = compile(mod, Options(phase="test"), diag, plan=Plan())
     plan = ctx.notes["memory_plan"]["alexnet"]
     assert m["batch"] == plan.batch == 128 and m["arch"] == "sm_90"
     assert [i["name"] for i in m["inputs"]] == ["data"] and m["inputs"][0]["shape"] == [128, 224, 224, 3]
@@ -176,11 +175,10 @@ def test_lenet_loss_comes_from_the_constant_region(tmp_path, monkeypatch):
     m = json.loads(lib.netc_manifest())
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     mod = load_nd(str(ROOT / "examples/lenet.nd"), diag)
-    ctx = PassContext(diag=diag, phase="test")
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    ctx = compile(mod, Options(phase="test"), diag, plan=Plan())
     plan = ctx.notes["memory_plan"]["lenet"]
     assert plan.tensor("loss").cls == CONSTANT
     prob, loss = m["outputs"]
@@ -280,11 +278,10 @@ def test_dedup_vgg_specializations():
     from netc.codegen.lower import lower_network
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     mod = load_nd(str(ROOT / "examples/vgg16.nd"), diag)
-    ctx = PassContext(diag=diag, phase="test")
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    ctx = compile(mod, Options(phase="test"), diag, plan=Plan())
     low = lower_network(mod, mod.networks()[0], ctx.notes["memory_plan"]["vgg16"])
     convs = [L for L in low.launches if L.call.kernel.__name__ == "conv2d_kernel"]
     assert len(convs) == 16   # 13 convs + fc6-fc8 written as convolutions
@@ -319,7 +316,7 @@ def test_group_split_where_the_plan_reuses_bytes(tmp_path):
     from netc.codegen.lower import lower_network
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load as load_nd
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     f = tmp_path / "hz.nd"
     f.write_text("""network hz {
   input data: f32[4, 8, 8, 16]
@@ -332,8 +329,7 @@ def test_group_split_where_the_plan_reuses_bytes(tmp_path):
 """)
     diag = DiagnosticEngine()
     mod = load_nd(str(f), diag)
-    ctx = PassContext(diag=diag, phase="test", options={"plan_memory": {"fusion": "none"}})
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    ctx = compile(mod, Options(phase="test"), diag, plan=Plan(fusion="none"))
     plan = ctx.notes["memory_plan"]["hz"]
     assert plan.tensor("s").buffer == plan.tensor("c0").buffer      # the plan made s in place over c0
     low = lower_network(mod, mod.networks()[0], plan)

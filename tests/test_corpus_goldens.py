@@ -16,7 +16,8 @@ import pytest
 from netc.diagnostics import DiagnosticEngine, NetcError
 from netc.explain import explain_json
 from netc.frontend import load
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus"
@@ -28,7 +29,7 @@ def summarize(path: Path, phase: str) -> dict:
     diag = DiagnosticEngine()
     try:
         m = load(str(path), diag)
-        PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+        pipelines.inference(m, Options(phase=phase), diag)
     except NetcError as e:
         d = e.diagnostics[0]
         return {"error": d.message, "line": d.loc.line if d.loc else 0}

@@ -103,17 +103,11 @@ def split_module(src, K, train=False, optimizer=None):
     """The split-workers module `netc run/compile FILE --workers K [--train]` makes."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Training, workers
     diag = DiagnosticEngine()
     module = load(str(src), diag, 1)
-    ctx = PassContext(diag=diag, phase="train" if train else "test")
-    ctx.options["partition"] = {"workers": K}
-    passes = DEFAULT_PIPELINE + ["split-workers"]
-    if train:
-        ctx.options["backward"] = {"freeze": [], "loss": None, "loss_on": None, "networks": None}
-        ctx.options["optimizer"] = {"name": optimizer} if optimizer else {}
-        passes = DEFAULT_PIPELINE + ["backward", "optimizer", "split-workers"]
-    PassManager(passes).run(module, ctx)
+    training = Training(optimizer={"name": optimizer} if optimizer else {}) if train else None
+    workers(module, Options(phase="train" if train else "test", workers=K, training=training), diag)
     assert not diag.has_errors()
     return module
 
@@ -200,7 +194,7 @@ class RecordingComm:
 def test_rank_library_segments_on_a_fake_driver(rank_libs, fake, tmp_path, monkeypatch, interp_mode):
     from netc.codegen import plan_program
     from netc.codegen.lower import lower_network
-    from netc.passes.manager import PassContext, PassManager
+    from netc.pipelines import fuse
     from netc.runtime import native as N
     from netc.runtime.distributed import CompiledRank, SegmentLibrary
     log = tmp_path / "fake.log"
@@ -211,7 +205,7 @@ def test_rank_library_segments_on_a_fake_driver(rank_libs, fake, tmp_path, monke
     lines = lambda: log.read_text().splitlines() if log.exists() else []    # noqa: E731
     # the same program, lowered in this process as compile_rank lowers it
     module = split_module(EX / "partition_hybrid.nd", 2, True, "momentum")
-    PassManager(["fuse"]).run(module, PassContext(phase="train"))
+    fuse(module, "train")
     net0 = ranks_of(module)[0]
     low = lower_network(module, net0, plan_program(module, net0, mode="training"), blocks="cuda")
     with N.load(rank_libs / "h.rank0.so", seed=0) as net:

@@ -19,7 +19,8 @@ import torch  # noqa: E402
 
 from netc.diagnostics import NetcError  # noqa: E402
 from netc.frontend.dsl import parse_nd  # noqa: E402
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager  # noqa: E402
+from netc import pipelines  # noqa: E402
+from netc.pipelines import Options, Precision  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,9 +52,7 @@ def _interp(interp_mode):
 
 def _set_dtype(src, dtype, tf32=False):
     m = parse_nd(src)
-    ctx = PassContext()
-    ctx.options["set_dtype"] = {"dtype": dtype, "tf32": tf32}
-    PassManager(DEFAULT_PIPELINE + ["set-dtype"]).run(m, ctx)
+    pipelines.inference(m, Options(precision=Precision(dtype, tf32)))
     return m
 
 
@@ -109,7 +108,7 @@ def test_pass_memory_plan_halves():
 def test_pass_needs_options_and_checks_them():
     m = parse_nd(NET)
     with pytest.raises(NetcError, match="needs a dtype"):
-        PassManager(DEFAULT_PIPELINE + ["set-dtype"]).run(m, PassContext())
+        pipelines.inference(m, Options(precision=Precision()))
     with pytest.raises(NetcError, match="unknown --dtype 'bf61'.*did you mean 'bf16'"):
         _set_dtype(NET, "bf61")
     with pytest.raises(NetcError, match="--tf32 applies to f32"):

@@ -28,7 +28,8 @@ from netc.explain import explain_json
 from netc.frontend import load
 from netc.ir.core import STRUCTURAL_OPS
 from netc.ops import all_ops, lookup
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
@@ -44,7 +45,7 @@ needs_shared = pytest.mark.skipif(not SHARED.is_dir(), reason=f"shared data not 
 
 def compile_module(path, phase="train"):
     module = load(str(path))
-    PassManager(DEFAULT_PIPELINE).run(module, PassContext(phase=phase))
+    pipelines.inference(module, Options(phase=phase))
     return module
 
 

@@ -12,7 +12,8 @@ from netc.cli import main
 from netc.explain import explain_json
 from netc.frontend import load
 from netc.ir.printer import print_ir
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared"
@@ -22,7 +23,7 @@ PALEO_FILES = sorted((SHARED / "corpus" / "paleo").glob("*.json")) + sorted(
 
 def compiled(path, phase="train"):
     m = load(str(path))
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(phase=phase))
+    pipelines.inference(m, Options(phase=phase))
     return m
 
 

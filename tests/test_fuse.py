@@ -123,11 +123,10 @@ network bottleneck {
 def _fused_and_planned(path_or_text, name="net.nd"):
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load, load_text
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     m = load(str(path_or_text), diag) if isinstance(path_or_text, Path) else load_text(path_or_text, name)
-    ctx = PassContext(diag=diag, phase="test")
-    PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(m, ctx)     # plan-memory runs fuse first
+    ctx = compile(m, Options(phase="test"), diag, plan=Plan())     # fuse, then plan-memory
     return m, ctx.notes["memory_plan"]
 
 

@@ -33,7 +33,8 @@ from netc.ir.printer import print_ir
 from netc.ops import ShapeError, all_ops, lookup, prod
 from netc.ops import reference as R
 from netc.ops.registry import layer_cost
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options, Training
 from netc.runtime.reference import execute
 from netc.runtime.train import ReferenceTrainer, check_grads, is_forward
 
@@ -44,8 +45,7 @@ TOL = 1e-8
 
 def train_program(src: str, path: str = "t.nd", **backward_options):
     m = load_text(src, path)
-    ctx = PassContext(options={"backward": backward_options} if backward_options else {})
-    PassManager(DEFAULT_PIPELINE + ["backward"]).run(m, ctx)
+    pipelines.training(m, Options(training=Training(gradients_only=True, **backward_options)))
     return m
 
 

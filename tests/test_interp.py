@@ -280,7 +280,7 @@ OPAQUE = """network op {
 
 def test_opaque_layers_refused_unless_run_as_identity():
     from netc.diagnostics import DiagnosticEngine
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference
     from netc.runtime.interp import InterpProgram
     with pytest.raises(NetcError) as e:
         InterpProgram(parse_nd(OPAQUE))
@@ -289,7 +289,7 @@ def test_opaque_layers_refused_unless_run_as_identity():
     assert "--opaque-as-identity" in e.value.diagnostics[-1].notes[0].message
     m = parse_nd(OPAQUE)
     diag = DiagnosticEngine()
-    PassManager(DEFAULT_PIPELINE + ["opaque-as-identity"]).run(m, PassContext(diag=diag))
+    inference(m, Options(opaque_as_identity=True), diag)
     warns = [d.message for d in diag.diagnostics if d.severity == "warning"]
     assert any("'BatchNorm'" in w and "bn" in w for w in warns) and any("acc" in w for w in warns)
     ops = {op.attrs["name"]: op for op in m.networks()[0].regions[0].ops if "name" in op.attrs}

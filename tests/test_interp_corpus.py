@@ -66,15 +66,14 @@ NARROWED = {"vgg16.nd", "vgg16.json", "overfeat.json", "inception_v3.nd", "incep
 def _load(path: Path, phase: str, spatial=None, batch=None, narrowed=False):
     """The file through the default pipeline (+ opaque-as-identity), scaled."""
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference
     from netc.runtime.scale import scale_inputs
     diag = DiagnosticEngine()
     m = load(str(path), diag)
     scale_inputs(m, batch=batch, spatial=spatial)
     if narrowed:
         narrow(m)
-    ctx = PassContext(diag=diag, phase=phase)
-    PassManager(DEFAULT_PIPELINE + ["opaque-as-identity"]).run(m, ctx)
+    inference(m, Options(phase=phase, opaque_as_identity=True), diag)
     return m, diag
 
 

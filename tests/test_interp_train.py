@@ -46,7 +46,7 @@ def training_module(src, batch=None, spatial=None, optimizer="sgd", loss=None, n
     """A file (or .nd text) through the default pipeline, opaque-as-identity, backward, optimizer
     and fuse, scaled as `netc run --batch B --spatial N` does."""
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Training, compile
     from netc.runtime.scale import scale_inputs
     diag = DiagnosticEngine()
     if isinstance(src, str) and src.lstrip().startswith("network"):
@@ -59,11 +59,9 @@ def training_module(src, batch=None, spatial=None, optimizer="sgd", loss=None, n
         scale_inputs(m, batch=batch, spatial=spatial)
     if narrowed:
         narrow(m, NARROW)
-    ctx = PassContext(diag=diag, phase="train")
-    ctx.options["backward"] = {"freeze": list(freeze), "loss": loss, "loss_on": loss_on,
-                               "networks": [network] if network else None}
-    ctx.options["optimizer"] = {"name": optimizer, **opt}
-    PassManager(DEFAULT_PIPELINE + ["opaque-as-identity", "backward", "optimizer", "fuse"]).run(m, ctx)
+    training = Training(freeze=tuple(freeze), loss=loss, loss_on=loss_on, networks=(network,) if network else None,
+                        optimizer={"name": optimizer, **opt})
+    compile(m, Options(phase="train", opaque_as_identity=True, training=training), diag)
     assert not diag.has_errors(), diag.diagnostics
     return m
 
@@ -333,7 +331,7 @@ def test_training_library_replayed_on_the_cpu():
     folded from the running statistics by its prologue -- equals the reference inference."""
     import tempfile
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, Training, compile
     from netc.runtime.compare import param_errors, state_kinds
     from netc.runtime.interp import InterpLibrary
     from netc.runtime.compare import relative_error
@@ -345,11 +343,8 @@ def test_training_library_replayed_on_the_cpu():
     def program(train):
         diag = DiagnosticEngine()
         m = load(f.name, diag)
-        ctx = PassContext(diag=diag, phase="train" if train else "test")
-        if train:
-            ctx.options["backward"] = {"freeze": [], "loss": None, "loss_on": None, "networks": None}
-            ctx.options["optimizer"] = {"name": "momentum"}
-        PassManager(DEFAULT_PIPELINE + (["backward", "optimizer"] if train else []) + ["fuse", "plan-memory"]).run(m, ctx)
+        training = Training(optimizer={"name": "momentum"}) if train else None
+        ctx = compile(m, Options(phase="train" if train else "test", training=training), diag, plan=Plan())
         return m, ctx.notes["memory_plan"]
     tm, tp = program(True)
     fm, fp = program(False)

@@ -16,12 +16,13 @@ from netc.export.layout import write_layout
 from netc.frontend.layout import LayoutError, check_layout_mode, read_layout
 from netc.memory import BATCH, CONSTANT, plan_memory, verify_plan
 from netc.memory.model import PlanError, row_major
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Plan
 
 
 def build(src: str, fuse: bool = False):
     m = load_text(src, "test.nd")
-    PassManager(DEFAULT_PIPELINE + (["fuse"] if fuse else [])).run(m, PassContext())
+    (pipelines.compile if fuse else pipelines.inference)(m)
     return m
 
 
@@ -1016,8 +1017,7 @@ def test_plan_memory_pass_attaches_the_plan():
     import netc.passes.plan_memory  # noqa: F401  (registers the pass)
     from netc.ir.printer import print_ir
     m = load_text(CHAIN, "test.nd")
-    ctx = PassContext()
-    PassManager(DEFAULT_PIPELINE + ["plan-memory"]).run(m, ctx)
+    ctx = pipelines.compile(m, plan=Plan())      # the default pipeline, fuse, plan-memory
     p = ctx.notes["memory_plan"]["chain"]
     net = m.network("chain")
     s = net.attrs["netc.memory_plan"]

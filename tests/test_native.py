@@ -50,10 +50,10 @@ def netc(*args, env=None):
 def module_of(path):
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference
     diag = DiagnosticEngine()
     mod = load(str(path), diag)
-    PassManager(DEFAULT_PIPELINE).run(mod, PassContext(diag=diag, phase="test"))
+    inference(mod, Options(phase="test"), diag)
     assert not diag.has_errors()
     return mod
 
@@ -584,11 +584,10 @@ def _compiled_plan(src):
     """The memory plan netc compile uses (the pipeline, fuse, plan-memory for inference)."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     mod = load(str(src), diag)
-    ctx = PassContext(diag=diag, phase="test", options={"plan_memory": {"mode": "inference"}})
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    ctx = compile(mod, Options(phase="test"), diag, plan=Plan(mode="inference"))
     return next(iter(ctx.notes["memory_plan"].values()))
 
 
@@ -673,12 +672,12 @@ def test_cli_run_and_compare_losses(lossy, fakegpu, capsys, monkeypatch, tmp_pat
         def run(self, inputs, stream=None):
             from netc.diagnostics import DiagnosticEngine
             from netc.frontend import load
-            from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+            from netc.pipelines import Options, inference
             b = inputs["x"].shape[0]
             mod = load(str(lossy / "lossy.nd"), DiagnosticEngine())
             if not pad:
                 scale_inputs(mod, batch=b)
-            PassManager(DEFAULT_PIPELINE).run(mod, PassContext(phase="test"))
+            inference(mod, Options(phase="test"))
             xs = {k: torch.cat([v, v.new_zeros((4 - b,) + tuple(v.shape[1:]))]) if pad else v
                   for k, v in inputs.items()}
             ref = run_reference(mod, xs, self.params(), dtype=torch.float32)

@@ -22,7 +22,8 @@ from netc.ir.parser import parse_ir
 from netc.ir.printer import print_ir
 from netc.ops import lookup
 from netc.ops.optim import learning_rate, schedule_problem
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options, Training
 from netc.runtime.train import ReferenceTrainer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,8 +51,7 @@ SCHEDULE = {"type": "step", "base_lr": 0.1, "gamma": 0.5, "change_freq": 2}
 def program(options: dict, freeze=(), text: str = NET):
     diag = DiagnosticEngine()
     m = load_text(text, "small.nd", diag)
-    ctx = PassContext(diag=diag, options={"optimizer": options, "backward": {"freeze": list(freeze)}})
-    PassManager(DEFAULT_PIPELINE + ["optimizer"]).run(m, ctx)
+    pipelines.training(m, Options(training=Training(freeze=tuple(freeze), optimizer=options)), diag)
     assert not diag.has_errors(), diag.render()
     return m
 
@@ -392,9 +392,9 @@ def test_corpus_jobs_import_with_their_optimizer(name):
     diag = DiagnosticEngine()
     m = load(str(SINGA / name), diag)
     assert m.attrs["optimizer"] == EXPECTED[name]
-    ctx = PassContext(diag=diag, options={"backward": {"loss": "softmax"} if "char-rnn" in name else {}})
+    training = Training(loss="softmax" if "char-rnn" in name else None)
     try:
-        PassManager(DEFAULT_PIPELINE + ["optimizer"]).run(m, ctx)
+        pipelines.training(m, Options(training=training), diag)
     except NetcError as e:   # a layer without a gradient rule yet (char-rnn's GRU, ...): not this test's concern
         pytest.skip(str(e))
     if diag.has_errors():
@@ -474,8 +474,7 @@ def test_nd_optimizer_trains_as_the_command_line_says():
     def trained(text, options):
         diag = DiagnosticEngine()
         m = load_text(text, "opt.nd", diag)
-        ctx = PassContext(diag=diag, options={"backward": {}, "optimizer": options})
-        PassManager(DEFAULT_PIPELINE + ["optimizer"]).run(m, ctx)
+        pipelines.training(m, Options(training=Training(optimizer=options)), diag)
         tr = ReferenceTrainer(m, seed=3)
         for k in range(4):
             tr.step(None, learning_rate(m.networks()[0].attrs["optimizer"]["schedule"], k))

@@ -12,7 +12,8 @@ from netc.diagnostics import DiagnosticEngine, NetcError
 from netc.explain import explain_json
 from netc.frontend import load, load_text
 from netc.frontend.nd_writer import write_nd
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 
 SHARED = Path(__file__).resolve().parents[2] / "shared"
 PALEO = SHARED / "corpus" / "paleo"
@@ -24,7 +25,7 @@ pytestmark = pytest.mark.skipif(not PALEO.is_dir(), reason=f"the shared corpus i
 
 def explain(path):
     m = load(str(path))
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     return explain_json(m)
 
 
@@ -120,7 +121,7 @@ def test_generic_layers_warn_once_per_type(capsys):
 def _err(text, capsys, name="bad.json"):
     with pytest.raises(NetcError) as e:
         m = load_text(text, name, None)
-        PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=DiagnosticEngine()))
+        pipelines.inference(m, Options(), DiagnosticEngine())
     return e.value.diagnostics
 
 
@@ -193,7 +194,7 @@ def _check(path, capsys):
     """Run the default pipeline on `path`: (explain rows by name, totals, warnings by message)."""
     diag = DiagnosticEngine()
     m = load(str(path), diag)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag))
+    pipelines.inference(m, Options(), diag)
     assert not diag.has_errors(), [d.message for d in diag.diagnostics]
     doc = explain_json(m)
     warnings = [d for d in diag.diagnostics if d.severity == "warning"]

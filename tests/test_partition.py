@@ -15,7 +15,8 @@ from netc.cli import main
 from netc.diagnostics import DiagnosticEngine, NetcError
 from netc.frontend import load
 from netc.ir.query import layer_name, layers, network_outputs
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options, Training
 from netc.runtime.distributed import assemble, rank_inputs, rank_params
 from netc.runtime.reference import run_reference
 
@@ -36,10 +37,7 @@ def compiled(src=None, workers=None, phase="train", text=None, batch=None, spati
     if batch or spatial:
         from netc.runtime.scale import scale_inputs
         scale_inputs(m, batch=batch, spatial=spatial)
-    ctx = PassContext(diag=diag, phase=phase)
-    if workers is not None:
-        ctx.options["partition"] = {"workers": workers}
-    PassManager(DEFAULT_PIPELINE).run(m, ctx)
+    ctx = pipelines.inference(m, Options(phase=phase, workers=workers), diag)
     if notes is not None:
         notes.update(ctx.notes)
     return m
@@ -280,8 +278,7 @@ def test_workers_one_changes_nothing():
 def test_split_workers_programs():
     diag = DiagnosticEngine()
     m = load(str(EX / "partition_hybrid.nd"), diag, 1)
-    ctx = PassContext(diag=diag, options={"partition": {"workers": 2}})
-    PassManager(DEFAULT_PIPELINE + ["backward", "optimizer", "split-workers"]).run(m, ctx)
+    pipelines.workers(m, Options(workers=2, training=Training()), diag)
     nets = m.networks()
     assert [n.attrs["sym_name"] for n in nets] == ["hybrid.rank0", "hybrid.rank1"]
     for r, net in enumerate(nets):

@@ -237,11 +237,10 @@ def _compiled(src):
     """The module and memory plan `netc compile` builds (the pipeline, fuse, plan-memory)."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     mod = load(str(src), diag)
-    ctx = PassContext(diag=diag, phase="test", options={"plan_memory": {"mode": "inference"}})
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(mod, ctx)
+    ctx = compile(mod, Options(phase="test"), diag, plan=Plan(mode="inference"))
     return mod, next(iter(ctx.notes["memory_plan"].values()))
 
 

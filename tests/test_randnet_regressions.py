@@ -4,7 +4,8 @@ from __future__ import annotations
 import torch
 
 from netc.frontend import load_text
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options, Training
 from netc.runtime.train import check_grads
 
 # randnet grad check, seed 4: a differentiated output (a random cotangent) that a later loss also
@@ -23,8 +24,7 @@ OUTPUT_READ_BY_A_LOSS = """network rn {
 def test_seeded_output_read_by_a_loss_sums_both_gradients():
     for layer in ("BatchNorm(x1)", "InnerProduct(x1) { num_outputs: 5 }", "Convolution(x1) { filter: [1, 1, 7, 3] }"):
         m = load_text(OUTPUT_READ_BY_A_LOSS % layer, "rn.nd")
-        ctx = PassContext(phase="train", options={"backward": {"outputs": ["l2", "l5"]}})
-        PassManager(DEFAULT_PIPELINE + ["backward"]).run(m, ctx)
+        pipelines.training(m, Options(phase="train", training=Training(outputs=("l2", "l5"), gradients_only=True)))
         net = m.networks()[0]
         assert any(op.attrs.get("name") == "l2.grad_acc" or op.attrs.get("name") == "l2.grad"
                    for op in net.regions[0].ops)

@@ -24,7 +24,8 @@ from netc.diagnostics import NetcError
 from netc.frontend import load_text
 from netc.ops import reference as R
 from netc.ops import ShapeError, all_ops, lookup
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 from netc.runtime import module_params, run_module, run_reference
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,7 +34,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.nd"))
 
 def build(src: str, phase: str = "train"):
     m = load_text(src, "test.nd")
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(phase=phase))
+    pipelines.inference(m, Options(phase=phase))
     return m
 
 

@@ -19,7 +19,8 @@ import torch
 from netc.diagnostics import DiagnosticEngine
 from netc.frontend.singa import build_singa
 from netc.frontend.singa.to_ir import import_singa
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 from netc.runtime.reference import run_reference
 
 N, M, K = 10, 20, 5   # SINGA's test_connection_layers.cc
@@ -28,10 +29,7 @@ N, M, K = 10, 20, 5   # SINGA's test_connection_layers.cc
 def compiled(text, workers=None, notes=None, phase="train"):
     diag = DiagnosticEngine()
     m = import_singa(text, "t.conf", diag)
-    ctx = PassContext(diag=diag, phase=phase)
-    if workers is not None:
-        ctx.options["partition"] = {"workers": workers}
-    PassManager(DEFAULT_PIPELINE).run(m, ctx)
+    ctx = pipelines.inference(m, Options(phase=phase, workers=workers), diag)
     if notes is not None:
         notes.update(ctx.notes)
         notes["diagnostics"] = list(diag.diagnostics)
@@ -168,7 +166,7 @@ def test_rbm_corpus_parameter_counts_are_singas(conf, params):
     assert singa == params
     diag = DiagnosticEngine()
     m = import_singa(path.read_text(), str(path), diag)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase="train"))
+    pipelines.inference(m, Options(phase="train"), diag)
     assert sum(math.prod(p.attrs["type"].shape) for p in m.params() if p.attrs.get("share_from") is None) == params
 
 
@@ -263,5 +261,5 @@ def test_whole_input_survives_netc_import(tmp_path):
     assert "whole: true" in nd.read_text()
     diag = DiagnosticEngine()
     m = load(str(nd), diag)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase="train"))
+    pipelines.inference(m, Options(phase="train"), diag)
     assert shapes_of(m) == shapes_of(compiled(SLICE_CONCATE))

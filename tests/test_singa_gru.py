@@ -13,7 +13,8 @@ from netc.frontend import load, load_text
 from netc.frontend.singa import build_singa
 from netc.frontend.singa.to_ir import nname
 from netc.ops import lookup
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 from netc.runtime.reference import module_params, run_reference
 
 CORPUS = "/work/shared/corpus/singa"
@@ -24,7 +25,7 @@ needs_corpus = pytest.mark.skipif(not os.path.isdir(CORPUS), reason="SINGA corpu
 def compiled(path, phase="train"):
     diag = DiagnosticEngine()
     m = load(path, diag)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+    pipelines.inference(m, Options(phase=phase), diag)
     assert not diag.has_errors(), [d.message for d in diag.diagnostics]
     return m, diag
 
@@ -105,7 +106,7 @@ cluster { workspace: "w" }
 def test_unrolled_gru_reference_is_torch_gru(nparams):
     params = " ".join(f'param {{ name: "{r}" }}' for r in ROLES[:nparams])
     m = load_text(GRU_NET % params, "rnn.conf")
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     out = run_reference(m, seed=3, intermediates=True)
     ps = module_params(m, seed=3)
     cell = _torch_cell({r: ps[f"0#{r}"] for r in ROLES[:nparams]}, nparams == 9)

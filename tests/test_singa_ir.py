@@ -14,7 +14,8 @@ import pytest
 from netc.diagnostics import DiagnosticEngine
 from netc.frontend import load
 from netc.frontend.singa.to_ir import _NO_OP, nhwc, nname
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = "/work/shared/corpus/singa"
@@ -31,7 +32,7 @@ def netc(*args):
 def compiled(path, phase="train"):
     diag = DiagnosticEngine()
     m = load(path, diag)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+    pipelines.inference(m, Options(phase=phase), diag)
     net = m.networks()[0]
     return {op.attrs.get("name"): list(op.results[0].type.shape) for op in net.regions[0].ops if op.results}
 
@@ -168,7 +169,7 @@ def test_zero_sized_blobs_warn_and_build(conf):
     for phase in ("train", "test"):
         diag = DiagnosticEngine()
         m = load(path, diag)
-        PassManager(DEFAULT_PIPELINE).run(m, PassContext(diag=diag, phase=phase))
+        pipelines.inference(m, Options(phase=phase), diag)
         ops = {op.attrs["name"]: op for op in m.networks()[0].regions[0].ops}
         assert list(ops["0#onehot:0"].results[0].type.shape) == [1, 0]
         params = {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in m.params()}

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -24,7 +25,8 @@ from netc.frontend import load, load_text
 from netc.ir.parser import parse_ir
 from netc.ir.printer import print_ir
 from netc.ops import layer_cost, lookup
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options, Training
 from netc.runtime.reference import run_reference
 from netc.runtime.scale import scale_inputs
 from netc.runtime.train import ReferenceTrainer, check_grads
@@ -34,13 +36,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "examples"
 
 
-def training_module(src, batch=None, passes=("backward",), **options):
+def training_module(src, batch=None, update=False, backward=None, optimizer=None):
+    """The training program of `src`: its gradients (the backward pass's options `backward`), and with
+    `update` the parameters' updates too (the optimizer pass's options `optimizer`)."""
     m = load(str(src)) if isinstance(src, Path) else load_text(src, "t.nd")
     if batch:
         scale_inputs(m, batch=batch)
-    ctx = PassContext()
-    ctx.options.update(options)
-    PassManager(DEFAULT_PIPELINE + list(passes)).run(m, ctx)
+    training = Training.from_record({"backward": backward or {}, "optimizer": optimizer or {}})
+    pipelines.training(m, Options(training=replace(training, gradients_only=not update)))
     return m
 
 
@@ -48,7 +51,7 @@ def inference_module(src, batch=None):
     m = load(str(src)) if isinstance(src, Path) else load_text(src, "t.nd")
     if batch:
         scale_inputs(m, batch=batch)
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext())
+    pipelines.inference(m)
     return m
 
 
@@ -145,7 +148,7 @@ def test_gradient_flops_are_the_backward_columns():
 
 def test_training_programs_print_and_reparse():
     for src in (SMALL, EXAMPLES / "lenet.nd"):
-        m = training_module(src, passes=("backward", "optimizer"), optimizer={"name": "adam", "clip_norm": 1.0})
+        m = training_module(src, update=True, optimizer={"name": "adam", "clip_norm": 1.0})
         text = print_ir(m)
         assert print_ir(parse_ir(text, "t.mlir")) == text
         assert '"netc.adam_update"' in text and "%conv" in text or "%c1" in text
@@ -168,7 +171,7 @@ def test_frozen_and_immutable_parameters_do_not_change():
     src = SMALL.replace("fc = InnerProduct(a2) { num_outputs: 5, activation: tanh }",
                         "fc = InnerProduct(a2) { num_outputs: 5, activation: tanh, "
                         "params: { weight: { name: fcw, immutable: true } } }")
-    m = training_module(src, passes=("backward", "optimizer"), backward={"freeze": ["c1"]},
+    m = training_module(src, update=True, backward={"freeze": ["c1"]},
                         optimizer={"name": "momentum"})
     net = m.networks()[0]
     assert set(net.attrs["gradients"]) == {"c2.weight", "c2.bias", "fc.bias", "out.weight", "out.bias"}
@@ -193,7 +196,7 @@ def test_share_from_alias_follows_its_owner():
       dec = InnerProduct(enc) { num_outputs: 6, params: { weight: { name: wt, share_from: w }, bias: b2 } }
       loss = EuclideanLoss(dec, y)
     }"""
-    m = training_module(src, passes=("backward", "optimizer"))
+    m = training_module(src, update=True)
     assert set(m.networks()[0].attrs["gradients"]) == {"w", "b1", "b2"}   # the alias's goes to its owner
     assert all(r["rel_error"] < 1e-10 for r in check_grads(training_module(src)))
     tr = ReferenceTrainer(m, seed=0)
@@ -202,7 +205,7 @@ def test_share_from_alias_follows_its_owner():
 
 
 def test_losses_go_down_on_fixed_inputs():
-    m = training_module(SMALL, passes=("backward", "optimizer"), optimizer={"name": "adam"})
+    m = training_module(SMALL, update=True, optimizer={"name": "adam"})
     tr = ReferenceTrainer(m, seed=0)
     losses = [float(tr.losses(tr.step(lr=0.02))["loss"]) for _ in range(40)]
     assert losses[-1] < 0.5 * losses[0]
@@ -379,7 +382,7 @@ def test_eager_training_baseline_equals_the_reference(opt):
     """bench/gpu.py's PyTorch baseline (runtime/eager.py EagerTrainer: autograd + torch.optim) and
     netc's training program on the reference executor take the same three steps (float64)."""
     from netc.runtime.eager import EagerTrainer
-    m = training_module(EXAMPLES / "lenet.nd", batch=3, passes=("backward", "optimizer"), optimizer=opt)
+    m = training_module(EXAMPLES / "lenet.nd", batch=3, update=True, optimizer=opt)
     tr = ReferenceTrainer(m, seed=0)
     params = {k: v for k, v in tr.params.items() if k in {p.attrs["sym_name"] for p in m.params()
                                                              if not p.attrs.get("state")}}
@@ -422,9 +425,7 @@ def test_alexnet_gradients_equal_finite_differences():
     m = load(str(EXAMPLES / "alexnet.nd"))
     scale_inputs(m, batch=2, spatial=195)
     narrow(m, 8)
-    ctx = PassContext()
-    ctx.options["backward"] = {"loss": "softmax"}
-    PassManager(DEFAULT_PIPELINE + ["backward"]).run(m, ctx)
+    pipelines.training(m, Options(training=Training(loss="softmax", gradients_only=True)))
     tr = ReferenceTrainer(m, seed=1)
     feed = {k: v for k, v in tr.feed(None, lr=0.0).items() if k in ("data", "label")}
     # inputs drawn here (seed 5): at the seed-1 inputs of `netc run` the loss has a kink (a max-pool

@@ -51,7 +51,7 @@ NARROW = 8   # the width divisor of the image networks (those with a spatial siz
 
 def _load(path: Path, batch, spatial, loss=None, phase="train", narrowed=True):
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Training, training
     from netc.runtime.scale import scale_inputs
     wide = not ((spatial and spatial > 16 and path.name != "cifar10_phases.nd") or path.suffix == ".conf")
     if narrowed and not wide:
@@ -64,9 +64,8 @@ def _load(path: Path, batch, spatial, loss=None, phase="train", narrowed=True):
     scale_inputs(m, batch=batch, spatial=spatial)
     if narrowed is None:
         narrow(m, NARROW)
-    ctx = PassContext(diag=diag, phase=phase)
-    ctx.options["backward"] = {"loss": loss, "loss_on": LOSS_ON.get(path.name) if loss else None}
-    PassManager(DEFAULT_PIPELINE + ["opaque-as-identity", "backward"]).run(m, ctx)
+    backward = Training(loss=loss, loss_on=LOSS_ON.get(path.name) if loss else None, gradients_only=True)
+    training(m, Options(phase=phase, opaque_as_identity=True, training=backward), diag)
     return m
 
 
@@ -83,9 +82,9 @@ def _check(m, label):
 def _has_loss(path, phase="train"):
     from netc.frontend import load
     from netc.ops import lookup
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, inference
     m = load(str(path), DiagnosticEngine())
-    PassManager(DEFAULT_PIPELINE).run(m, PassContext(phase=phase))
+    inference(m, Options(phase=phase))
     return any(lookup(op.name) is not None and lookup(op.name).is_loss
                for net in m.networks() for op in net.regions[0].ops)
 

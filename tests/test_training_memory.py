@@ -16,7 +16,8 @@ from netc.diagnostics import DiagnosticEngine
 from netc.frontend import load, load_text
 from netc.memory import BATCH, CONSTANT, plan_memory, verify_plan
 from netc.memory.model import PlanError
-from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+from netc import pipelines
+from netc.pipelines import Options, Training
 from netc.runtime.planned import PlannedProgram, PlannedTrainer
 from netc.runtime.scale import scale_inputs
 from netc.runtime.train import ReferenceTrainer, check_grads
@@ -85,15 +86,11 @@ def training(src, optimizer="sgd", fuse=True, batch=None, budget=None, loss=None
     m = load(str(src), diag) if isinstance(src, Path) else load_text(src, path)
     if batch is not None:
         scale_inputs(m, batch=batch)
-    ctx = PassContext(diag=diag)
-    ctx.options["optimizer"] = {"name": optimizer}
-    if loss:
-        ctx.options["backward"] = {"loss": loss}
-    names = DEFAULT_PIPELINE + ["backward", "optimizer"] + (["fuse"] if fuse else [])
-    if budget is not None:
-        ctx.options["rematerialize"] = {"budget": budget}
-        names.append("rematerialize")
-    PassManager(names).run(m, ctx)
+    options = Options(training=Training(loss=loss or None, optimizer={"name": optimizer}))
+    if budget is not None:      # rematerialize (after fuse) under `budget`: `netc explain --train --budget`'s program
+        pipelines.explain(m, options, diag, fuse=fuse, budget=budget)
+    else:
+        (pipelines.compile if fuse else pipelines.training)(m, options, diag)
     training.diagnostics = list(diag.diagnostics)
     return m
 

@@ -30,12 +30,10 @@ def lenet_launches():
     from netc.codegen.lower import lower_network
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     m = load(str(LENET), diag)
-    ctx = PassContext(diag=diag, phase="test")
-    ctx.options["plan_memory"] = {"mode": "inference"}
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(m, ctx)
+    ctx = compile(m, Options(phase="test"), diag, plan=Plan(mode="inference"))
     net = m.networks()[0]
     return lower_network(m, net, ctx.notes["memory_plan"][net.attrs["sym_name"]]).launches
 

@@ -15,12 +15,10 @@ ROOT = Path(__file__).resolve().parents[2]
 def planned(text):
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend.dsl import parse_nd
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc.pipelines import Options, Plan, compile
     diag = DiagnosticEngine()
     m = parse_nd(text, "tiny.nd", diag)
-    ctx = PassContext(diag=diag, phase="test")
-    ctx.options["plan_memory"] = {"mode": "inference"}
-    PassManager(DEFAULT_PIPELINE + ["fuse", "plan-memory"]).run(m, ctx)
+    ctx = compile(m, Options(phase="test"), diag, plan=Plan(mode="inference"))
     net = m.networks()[0]
     return m, net, ctx.notes["memory_plan"][net.attrs["sym_name"]]
 
