@@ -11,6 +11,7 @@ tests/test_layering.py checks the import direction."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 NETC = Path(__file__).resolve().parents[1] / "netc"
@@ -82,3 +83,60 @@ def test_every_module_says_what_it_is():
     missing = [str(p.relative_to(NETC)) for p in _modules()
                if p.read_text().strip() and not ast.get_docstring(ast.parse(p.read_text()))]
     assert not missing, f"modules without a docstring: {missing}"
+
+
+# -- issue 22: no hand-built pass list outside netc/pipelines.py ------------------------------------------
+
+ROOT = NETC.parent
+# where a pass manager may be built: the named pipelines and the manager's own module
+MANAGER_HOMES = ("netc/pipelines.py", "netc/passes/manager.py")
+# file (relative to the repository) -> (how many manager constructions it has, why it cannot ask
+# netc.pipelines). This list may only shrink: never add a file or raise a count; a file that no
+# longer needs its place leaves the list (test_pass_manager_allow_list_only_shrinks says so).
+PASS_MANAGER_ALLOWED = {
+    "bench/frontend.py": (1, "times each pass of the default pipeline without the IR verifier "
+                             "(verify=False, the manager's per-pass times): no pipeline returns its "
+                             "manager or skips verification"),
+    "tests/test_ir_roundtrip.py": (1, "the per-pass IR goldens: print_after_all into a buffer and the "
+                                      "manager's dumps, pass by pass"),
+    "tests/test_fuzz_regressions.py": (1, "one pass in isolation: expand-model-parallel on a module "
+                                          "edited by hand, as a fuzz finding gave it"),
+}
+_MANAGER_CALL = re.compile(r"\bPassManager\s*\(")
+
+
+def _manager_calls() -> dict:
+    """{file relative to the repository: [line numbers]} of every pass manager built in netc/, bench/
+    and tests/ outside MANAGER_HOMES."""
+    out = {}
+    for top in ("netc", "bench", "tests"):
+        for p in sorted((ROOT / top).rglob("*.py")):
+            rel = p.relative_to(ROOT).as_posix()
+            if rel in MANAGER_HOMES:
+                continue
+            lines = [i for i, line in enumerate(p.read_text().splitlines(), 1) if _MANAGER_CALL.search(line)]
+            if lines:
+                out[rel] = lines
+    return out
+
+
+def test_pass_lists_only_in_pipelines():
+    """Issue 22: passes run through a named pipeline of netc/pipelines.py (inference, training,
+    compile, workers, explain, fuse, custom, ...), never a pass list assembled by hand."""
+    calls = _manager_calls()
+    new = {f: lines for f, lines in calls.items() if f not in PASS_MANAGER_ALLOWED}
+    assert not new, ("a pass manager built outside netc/pipelines.py (file: lines); call the matching "
+                     f"netc.pipelines pipeline instead (or add the missing shape there): {new}")
+    grown = {f: (len(lines), PASS_MANAGER_ALLOWED[f][0]) for f, lines in calls.items()
+             if f in PASS_MANAGER_ALLOWED and len(lines) > PASS_MANAGER_ALLOWED[f][0]}
+    assert not grown, f"allowed files with more pass managers than allowed (now, allowed): {grown}"
+
+
+def test_pass_manager_allow_list_only_shrinks():
+    calls = _manager_calls()
+    stale = sorted(f for f in PASS_MANAGER_ALLOWED if f not in calls)
+    assert not stale, f"no pass manager built there any more: remove from PASS_MANAGER_ALLOWED: {stale}"
+    slack = {f: (len(calls[f]), n) for f, (n, _) in PASS_MANAGER_ALLOWED.items()
+             if f in calls and len(calls[f]) < n}
+    assert not slack, f"fewer pass managers now (now, allowed): lower PASS_MANAGER_ALLOWED: {slack}"
+    assert all(why.strip() for _, why in PASS_MANAGER_ALLOWED.values()), "every allowed file says why"
