@@ -339,6 +339,17 @@ def case_euclidean_loss(rng, k):
     return src + "}\n", xs
 
 
+def case_embedding(rng, k):
+    """ids of rank 1 to 3 (i32 and i64) into a small table, so ids repeat (their rows' gradients add up);
+    V = 1 and D = 1 among them."""
+    ids = (rng.randint(1, 3),) + tuple(rng.randint(1, 4) for _ in range(k % 3))
+    a = {"num_embeddings": (1, 2, 3, 7)[k % 4], "dim": rng.randint(1, 5)}
+    src = ("network t {\n"
+           f"  input ids: {('i32', 'i64')[k % 2]}{_nd(list(ids))}\n"
+           f"  y = Embedding(ids) {{ num_embeddings: {a['num_embeddings']}, dim: {a['dim']} }}\n")
+    return with_loss(src, ids + (a["dim"],)), []
+
+
 CASES = {
     "relu": case_unary("ReLU", lambda rng: {"negative_slope": rng.choice([0.0, 0.1])}),
     "sigmoid": case_unary("Sigmoid"),
@@ -362,6 +373,7 @@ CASES = {
     "gru": case_gru,
     "softmax_loss": case_softmax_loss,
     "euclidean_loss": case_euclidean_loss,
+    "embedding": case_embedding,
 }
 
 def _differentiable_ops():

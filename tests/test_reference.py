@@ -108,10 +108,14 @@ def _case(op: str, rng: random.Random):
         h = rng.randint(1, 5)
         prev = rng.choice([[], [(any_shape[0], h)]])  # the first step, or one with the previous state
         return attrs(op, dim_hidden=h, bias=rng.choice([True, False])), [any_shape] + prev
+    if op == "embedding":
+        return attrs(op, num_embeddings=rng.randint(1, 9), dim=rng.randint(1, 5)), [rng.choice([(n,), any_shape])]
     raise AssertionError(f"no random case for op '{op}': add one (and a reference) in this test")
 
 
-def _random_input(shape, op, i, ins):
+def _random_input(shape, op, i, ins, a=None):
+    if op == "embedding":
+        return torch.randint(0, a["num_embeddings"], shape, dtype=torch.int64 if len(shape) % 2 else torch.int32)
     if op == "accuracy" and i == 1:
         return torch.randint(0, max(1, ins[0][1] * ins[0][2]), shape, dtype=torch.int32)
     if op == "softmax_loss" and i == 1:
@@ -136,7 +140,7 @@ def test_reference_shape_equals_shape_rule(opdef):
             out = opdef.infer(a, ins)
         except ShapeError:
             continue
-        xs = [_random_input(s, opdef.name, i, ins) for i, s in enumerate(ins)]
+        xs = [_random_input(s, opdef.name, i, ins, a) for i, s in enumerate(ins)]
         ps = {k: torch.randn(s, dtype=torch.float64) for k, s in opdef.param_shapes(a, ins, out).items()}
         y = opdef.reference(a, xs, ps)
         assert tuple(y.shape) == tuple(out), (opdef.name, a, ins)

@@ -51,7 +51,8 @@ _COMMON_KEYS = ("include", "exclude", "partition_dim", "location", "params")
 # mistake (or a generated file gone wrong), reported rather than overflowing Python's stack.
 MAX_NESTING = 100
 _PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale",
-               "immutable")
+               "immutable", "sparse_update")
+_PARAM_FLAGS = ("immutable", "sparse_update")   # true or false
 
 
 def _loc(file, tok) -> Loc:
@@ -340,8 +341,8 @@ class _Builder(Transformer):
                 if k == "share_from" and not isinstance(v, str):
                     self.diag.error(f"'share_from' must name a parameter, got {_show(v)}", attrs.locs[k], width=len(k))
                     continue
-                if k == "immutable" and not isinstance(v, bool):
-                    self.diag.error(f"'immutable' is true or false, got {_show(v)}", attrs.locs[k], width=len(k))
+                if k in _PARAM_FLAGS and not isinstance(v, bool):
+                    self.diag.error(f"'{k}' is true or false, got {_show(v)}", attrs.locs[k], width=len(k))
                     continue
                 if _bad_param_number(k, v):
                     self.diag.error(_bad_param_number(k, v), attrs.locs[k], width=len(k))
@@ -493,9 +494,10 @@ class _Builder(Transformer):
                 if "share_from" in spec and not isinstance(spec["share_from"], str):
                     self.diag.error("'share_from' must name a parameter", rloc, width=len(role))
                     continue
-                if "immutable" in spec and not isinstance(spec["immutable"], bool):
-                    kloc = spec.locs["immutable"] if isinstance(spec, _Dict) else rloc
-                    self.diag.error(f"'immutable' is true or false, got {_show(spec['immutable'])}", kloc, width=9)
+                flag = next((k for k in _PARAM_FLAGS if k in spec and not isinstance(spec[k], bool)), None)
+                if flag is not None:
+                    kloc = spec.locs[flag] if isinstance(spec, _Dict) else rloc
+                    self.diag.error(f"'{flag}' is true or false, got {_show(spec[flag])}", kloc, width=len(flag))
                     continue
                 numbers = [k for k in spec if _bad_param_number(k, spec[k])]
                 for k in numbers:

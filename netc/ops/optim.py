@@ -12,6 +12,8 @@ tensor}, into the bound symbols in place). Operands: the parameter's gradient, t
     netc.adam_update      adam_m, adam_v, adam_step          Adam (bias-corrected; amsgrad off)
     netc.rmsprop_update   square_avg                         RMSprop(alpha, eps; no momentum, not centered)
     netc.adagrad_update   sum_sq                             Adagrad(eps; lr_decay 0, initial accumulator 0)
+    netc.sparse_sgd_update (none: plain SGD on the rows an embedding's ids touched; a table declared
+                          `sparse_update: true`, passes/optimizer.py)
 
 What every update does to the gradient g of parameter w first, in this order:
   1. SINGA's value clipping (clip_low < clip_high): g = clamp(g, clip_low, clip_high);
@@ -360,7 +362,58 @@ class GlobalNorm(OpDef):
         return torch.linalg.vector_norm(norms, 2)
 
 
-UPDATE_OPS = {"netc.sgd_update", "netc.adam_update", "netc.rmsprop_update", "netc.adagrad_update"}
+@register
+class SparseSGDUpdate(OpDef):
+    name = "sparse_sgd_update"
+    training_only = True
+    side_effects = True
+    num_results = 0
+    arity = (3, 3)
+    param_roles = ("param",)
+    index_operand = 0
+    index_bound = "num_embeddings"
+    attrs = {"num_embeddings": AttrSpec("int", doc="the table's rows V"),
+             "lr_scale": _COMMON_ATTRS["lr_scale"]}
+    doc = ("PaddlePaddle's sparse update of an embedding table (a parameter declared `sparse_update: true`): plain "
+           "SGD on the rows a step touched, in place: param[ids[i]] -= lr * lr_scale * rows[i] for every id (operands: "
+           "the ids, the output gradient's rows, ids' shape + [D], and the learning rate). The same as the dense "
+           "update of the embedding's gradient (duplicate ids add up); rows no id touched are not read or written. "
+           "FLOPs: 2 per element of the rows; bytes: the ids and rows read, the touched rows read and written.")
+
+    def infer(self, a, ins):
+        ids, rows, lr = (tuple(s) for s in ins)
+        if lr != ():
+            raise ShapeError(f"the learning rate must be a scalar, got {list(lr)}", operand=2)
+        if len(rows) != len(ids) + 1 or rows[:-1] != ids:
+            raise ShapeError(f"the rows {list(rows)} do not fit the ids {list(ids)} (ids' shape + [D])", operand=1)
+        if a["num_embeddings"] <= 0:
+            raise ShapeError(f"num_embeddings must be positive, got {a['num_embeddings']}", attr="num_embeddings")
+        return (a["num_embeddings"], rows[-1])   # no result: the shape of the bound table
+
+    def param_shapes(self, a, ins, out):
+        return {"param": (a["num_embeddings"], tuple(ins[1])[-1])}
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(2 * prod(ins[1]))
+
+    def bytes_moved(self, a, ins, out, itemsize=4):
+        n, r = prod(ins[0]), prod(ins[1])
+        return 4 * (n + 3 * r + 1)     # (an f32 table: `itemsize` is the ids')
+
+    def reference(self, a, ins, params):
+        """The touched rows only: a float64 table (the executors') is updated in place and returned (the
+        executor's copy into it is then no copy), so the step costs the same whatever the vocabulary."""
+        import torch      # lazy: torch is slow to import
+        from .embedding import check_ids
+        ids, rows, lr = ins
+        w = params["param"].to(torch.float64)
+        idx = check_ids(ids, a["num_embeddings"], a.get("name"))
+        step = rows.to(torch.float64).reshape(-1, w.shape[1]) * (-(float(lr) * a["lr_scale"]))
+        return {"param": w.index_add_(0, idx.reshape(-1), step)}
+
+
+UPDATE_OPS = {"netc.sgd_update", "netc.adam_update", "netc.rmsprop_update", "netc.adagrad_update",
+              "netc.sparse_sgd_update"}
 
 
 # --------------------------------------------------------------------------- resolving an optimizer

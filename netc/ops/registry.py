@@ -262,6 +262,10 @@ class OpDef:
                                          # [N, C]) and whose label_operand the classes: class indices [N] or
                                          # one-hot [N, C]; the executors measure its accuracy (argmax of the
                                          # scores) and draw its random labels in [0, C)
+    index_operand: int | None = None     # the operand holding row ids into a table (an embedding's): integers
+                                         # in [0, a[index_bound]); random inputs for it are drawn there, data
+                                         # fed to it is checked against it, and it gets no gradient
+    index_bound: str = ""                # the attribute holding that row count
     # The gradient protocol. `gradient(g, op, dy)` emits the ops that compute the gradients of
     # `op`'s operands and parameters from `dy`, the gradient of its (first) result (None for a loss
     # the backward pass starts from: a unit seed), through the builder `g`, and returns
@@ -387,6 +391,13 @@ class OpDef:
 
     def param_shapes(self, a: dict, ins: list[tuple], out: tuple) -> dict:
         return {}
+
+    def check_dtypes(self, a: dict, dtypes: list) -> None:
+        """Raise ShapeError (operand=i) for an operand whose element type the op cannot read; shape
+        inference asks after infer(). The index_operand's ids must be integers (i32 or i64)."""
+        k = self.index_operand
+        if k is not None and len(dtypes) > k and dtypes[k] not in ("i32", "i64"):
+            raise ShapeError(f"{self.type_name} reads ids (integers, i32 or i64), got {dtypes[k]} values", operand=k)
 
     def cost(self, a: dict, ins: list[tuple], out: tuple, needs_input_grad: bool = True) -> Cost:
         return Cost()

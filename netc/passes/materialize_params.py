@@ -14,7 +14,7 @@ from ..ir.core import Operation, SymbolRef, TensorType
 from ..ops import lookup
 from .registry import Pass, register_pass
 
-_INIT_KEYS = ("init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale", "immutable")
+_INIT_KEYS = ("init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale", "immutable", "sparse_update")
 
 
 @register_pass

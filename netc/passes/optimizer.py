@@ -17,6 +17,15 @@ the pass adds
   schedule included, as the network's `optimizer` attribute (the runtime reads the schedule).
 Frozen and immutable parameters have no gradient, hence no update.
 
+Sparse updates (PaddlePaddle's `sparse_update`): a parameter declared `sparse_update: true` whose
+gradient is one embedding's scatter of rows (OpDef.sparse_rows: netc.embedding_grad) gets
+netc.sparse_sgd_update(ids, rows, lr) instead, which changes only the rows the ids touch; the dense
+gradient op is removed (it is no longer named in `gradients`). That equals the dense SGD step
+exactly (duplicate ids add up) only for plain SGD without weight decay or clipping, so with any
+other optimizer or option (momentum, Adam: state that moves untouched rows too; PaddlePaddle's lazy
+sparse momentum keeps their state instead, which netc does not do), a 16-bit table or a
+partitioned program the pass warns and updates the table densely.
+
 Options (ctx.options["optimizer"]): name ("sgd", "momentum", "nesterov", "adam", "rmsprop",
 "adagrad"), that optimizer's own options (ops/optim.py OPTIMIZERS: momentum, nesterov, beta1,
 beta2, eps, alpha), and for all: weight_decay, clip_norm, clip_low / clip_high (SINGA's value
@@ -32,6 +41,7 @@ from ..ir.core import STRUCTURAL_OPS, Operation, SymbolRef, TensorType
 from ..ops import lookup
 from ..ops.optim import OPTIMIZERS, UPDATE_OPS, OptimizerError, resolve_optimizer  # noqa: F401 (resolve_optimizer: API)
 from .backward import program_input, state_param
+from .partition.common import is_partitioned
 from .registry import Pass, register_pass
 
 
@@ -62,7 +72,7 @@ class Optimizer(Pass):
         for net in module.networks():
             grads = net.attrs.get("gradients")
             if grads and not any(op.name in UPDATE_OPS for op in net.regions[0].ops):
-                _append_updates(module, net, grads, params, spec)
+                _append_updates(module, net, grads, params, spec, ctx.diag)
 
 
 def _update_attrs(spec: dict, param: Operation) -> dict:
@@ -87,7 +97,30 @@ def _update_attrs(spec: dict, param: Operation) -> dict:
     return a
 
 
-def _append_updates(module, net, grads: dict, params: dict, spec: dict):
+def _sparse_rows(net, p, g, spec: dict):
+    """(ids, rows) of a sparse update of parameter `p` (declared `sparse_update: true`) from its
+    gradient `g`, or why the dense update it falls back to is needed (a string)."""
+    d = lookup(g.owner.name) if g.owner is not None else None
+    rows = getattr(d, "sparse_rows", None)
+    if rows is None:
+        return "its gradient is not one embedding's scatter of rows (a table several layers read, or no table)"
+    if spec["name"] != "sgd" or spec["momentum"] != 0 or spec.get("nesterov"):
+        return (f"the optimizer is {spec['name']}: netc's sparse update is plain SGD's (momentum and adaptive "
+                f"state would move every row)")
+    if spec["weight_decay"] * float(p.attrs.get("wd_scale", 1.0) or 0.0) != 0:
+        return "weight decay changes every row"
+    if spec["clip_norm"] > 0 or spec["clip_low"] < spec["clip_high"]:
+        return "gradient clipping needs the summed gradient"
+    if p.attrs["type"].dtype != "f32":
+        return f"the table is {p.attrs['type'].dtype} (the sparse update adds in place with f32 atomics)"
+    if is_partitioned(net):
+        return "the program is partitioned (its workers' gradients are summed densely)"
+    if any(v is g for op in net.regions[0].ops if op.name != "netc.output" for v in op.operands):
+        return "another op reads its gradient"
+    return rows(g.owner)
+
+
+def _append_updates(module, net, grads: dict, params: dict, spec: dict, diag=None):
     body = net.regions[0].ops
     by_name = {op.attrs.get("name"): op for op in body if op.attrs.get("name")}
     names = set(by_name)
@@ -118,9 +151,24 @@ def _append_updates(module, net, grads: dict, params: dict, spec: dict):
         norm = nop.results[0]
     ir_name = OPTIMIZERS[spec["name"]][0]
     opdef = lookup(ir_name)
+    dropped: set = set()     # dense gradients a sparse update replaces
     for pname, g in values.items():
         p = params[pname]
         loc = p.loc if p.loc is not None and p.loc.file != "<unknown>" else _first_use(body, pname, net.loc)
+        if p.attrs.get("sparse_update"):
+            sparse = _sparse_rows(net, p, g, spec)
+            if isinstance(sparse, str):
+                if diag is not None:
+                    diag.warning(f"parameter '{pname}' has sparse_update, but netc updates it densely: {sparse}",
+                                 loc, width=len(pname))
+            else:
+                a = {"num_embeddings": int(p.attrs["type"].shape[0]), "name": unique(f"{pname}.update"),
+                     "params": {"param": SymbolRef(pname)}}
+                if float(p.attrs.get("lr_scale", 1.0) or 0.0) != 1.0:
+                    a["lr_scale"] = float(p.attrs["lr_scale"])
+                ops.append(Operation("netc.sparse_sgd_update", [*sparse, lr], result_types=[], attrs=a, loc=loc))
+                dropped.add(id(g.owner))
+                continue
         attrs = _update_attrs(spec, p)
         full = {k: s.default for k, s in opdef.attrs.items() if not s.required}
         full.update(attrs)
@@ -139,13 +187,15 @@ def _append_updates(module, net, grads: dict, params: dict, spec: dict):
     # the new body: inputs (old, then new), the rest, the updates, then the structural ops
     grad_ids = {id(v) for v in values.values()}
     inputs = [op for op in body if op.name == "netc.input"] + new_inputs
-    compute = [op for op in body if op.name not in STRUCTURAL_OPS and op.name != "netc.input"]
+    compute = [op for op in body if op.name not in STRUCTURAL_OPS and op.name != "netc.input" and id(op) not in dropped]
     rest = [op for op in body if op.name in STRUCTURAL_OPS]
     for o in rest:
         if o.name == "netc.output":
             o.operands = [v for v in o.operands if id(v) not in grad_ids]
     net.regions[0].block.set_ops(inputs + compute + ops + rest)
     net.attrs["optimizer"] = spec
+    if dropped:   # a sparse update's table has no dense gradient to name
+        net.attrs["gradients"] = {p: v for p, v in grads.items() if id(values[p].owner) not in dropped}
 
 
 def _first_use(body, pname, default):

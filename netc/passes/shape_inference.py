@@ -45,6 +45,7 @@ class ShapeInference(Pass):
         a = opdef.attrs_of(op)
         try:
             out = opdef.infer(a, ins)
+            opdef.check_dtypes(a, [v.type.dtype for v in op.operands])
         except ShapeError as e:
             if e.attr is not None:
                 loc, width = op.attr_loc(e.attr), len(e.attr)

@@ -63,7 +63,7 @@ from ..ops import lookup
 from ..ops.comm import COMM_OPS
 from .params import torch_dtype
 from .reference import (INT_DTYPES, feed_tensor, seeded_generator, label_classes_of, random_float_input, random_labels,
-                        random_param, run_op)
+                        index_bound_of, random_ids, random_param, run_op)
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -153,6 +153,9 @@ def logical_input(net, op, seed: int, dtype, given: dict | None):
     c = part.get("classes") or label_classes_of(net, v)
     if c is not None:
         return random_labels(name, shape, c, seed, tdtype)
+    rows = index_bound_of(net, v)
+    if rows is not None:
+        return random_ids(name, shape, rows, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
         return torch.randint(0, 10, tuple(shape), generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)

@@ -8,7 +8,8 @@ own generator seeded from (seed, its name), so a value does not depend on what e
 Parameters are drawn well-conditioned (weights ~ N(0, 1/fan_in), biases and shifts ~ N(0, 0.1^2),
 scales ~ 1 + N(0, 0.1^2)) whatever the file's `init` says: an oracle wants every value to matter
 (a constant-0 bias would hide a kernel that forgets it). Integer inputs read as labels by a
-SoftmaxLoss are valid class indices [0, C) (or one-hot rows, for [N, C] labels).
+SoftmaxLoss are valid class indices [0, C) (or one-hot rows, for [N, C] labels); integer inputs read
+as an embedding's ids are valid rows [0, V).
 """
 from __future__ import annotations
 
@@ -70,6 +71,23 @@ def label_classes_of(net: Operation, value) -> int | None:
     return None
 
 
+def index_bound_of(net: Operation, value) -> int | None:
+    """The row count V when `value` is read as row ids by an op (OpDef.index_operand: an embedding's
+    ids, in [0, V)), the smallest such V when several read it, else None."""
+    bounds = []
+    for op in net.regions[0].ops:
+        d = lookup(op.name)
+        if d is not None and d.index_operand is not None and len(op.operands) > d.index_operand \
+                and op.operands[d.index_operand] is value:
+            bounds.append(int(d.attrs_of(op)[d.index_bound]))
+    return min(bounds) if bounds else None
+
+
+def random_ids(name: str, shape, bound: int, seed: int = 0, dtype=torch.int64) -> torch.Tensor:
+    """The random value of the ids input `name` of an embedding over `bound` rows: ids in [0, bound)."""
+    return torch.randint(0, bound, tuple(shape), generator=seeded_generator(seed, name)).to(dtype)
+
+
 def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float64) -> torch.Tensor:
     v = op.results[0]
     shape, name = v.type.shape, _name(op)
@@ -77,6 +95,9 @@ def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float
     c = label_classes_of(net, v)
     if c is not None:
         return random_labels(name, shape, c, seed, tdtype)
+    ids = index_bound_of(net, v)
+    if ids is not None:
+        return random_ids(name, shape, ids, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
         return torch.randint(0, 10, shape, generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)

@@ -221,7 +221,7 @@ class Dataset:
         """The network's batch size, after checking that the arrays fit its data inputs (and that
         the labels of a SoftmaxLoss are class indices of its classes)."""
         from .io import about
-        from .reference import label_classes_of
+        from .reference import index_bound_of, label_classes_of
         batch = self.check_shapes({layer_name(op): tuple(op.results[0].type.shape) for op in data_inputs(net)},
                                   net.attrs.get("sym_name"))
         with about(self.arrays):
@@ -245,6 +245,13 @@ class Dataset:
                         bad = lo if not lo >= 0 else hi
                         raise NetcError(f"{self.what}: '{name}' holds the label {bad:g}; the labels of a "
                                         f"SoftmaxLoss over {classes} classes are 0 to {classes - 1}")
+                rows = index_bound_of(net, v)
+                if rows is not None and t.numel():
+                    bad = (t < 0) | (t >= rows)
+                    if bool(bad.any()):
+                        i = int(bad.reshape(len(t), -1).any(1).nonzero()[0])
+                        raise NetcError(f"{self.what}: '{name}' holds the id {float(t[bad][0]):g} in sample {i}; the "
+                                        f"ids of an embedding over {rows} rows are 0 to {rows - 1}")
         return batch
 
     def check_shapes(self, shapes: dict, network: str) -> int:
