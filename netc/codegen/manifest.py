@@ -139,6 +139,7 @@ def training_io(net, plan) -> tuple:
 def training_manifest(module, net, plan, ins, roles, classes, low) -> dict:
     """The manifest's `training` section: what netc_train_step feeds and computes."""
     from ..memory.model import BATCH, CONSTANT
+    from ..ops import lookup
     losses = []
     for name in net.attrs.get("losses", []):
         t = plan.tensor(name)
@@ -146,12 +147,14 @@ def training_manifest(module, net, plan, ins, roles, classes, low) -> dict:
             raise NetcError(f"loss '{name}' is {t.dtype}{shape_text(t.shape)}: a training library returns f32 scalar losses")
         losses.append(dict(name=name, offset=plan.buffers[t.buffer].offset + t.offset, dtype=t.dtype))
     grads = dict(net.attrs.get("gradients") or {})
-    trained = set(grads)
+    rows = index_bounds(net)
+    trained = set(grads) | {ref.name for op in net.regions[0].ops for role, ref in (op.attrs.get("params") or {}).items()
+                            if role == "param" and getattr(lookup(op.name), "side_effects", False)}   # sparse updates
     decl = {p.attrs["sym_name"]: p for p in module.params()}
     used = {t.name[1:] for t in plan.tensors if t.kind == "param"}
     return dict(
         network=plan.network, batch=plan.batch,
-        inputs=[io_entry(plan, t, classes.get(t.name)) for t in ins],
+        inputs=[io_entry(plan, t, classes.get(t.name), rows=rows.get(t.name)) for t in ins],
         learning_rate=roles.get("learning_rate"), seed=roles.get("seed"), losses=losses,
         optimizer=net.attrs.get("optimizer"), gradients=grads,
         frozen=sorted(n for n in used if n in decl and "state" not in decl[n].attrs and n not in trained
@@ -220,7 +223,8 @@ def network_io(net, plan, any_class: bool = False) -> tuple[list, list]:
     return ins, outs
 
 
-def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"), const_shift: int = 0) -> dict:
+def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"), const_shift: int = 0,
+             rows: int | None = None) -> dict:
     """The manifest's entry of a network input or output. Batch-sized ones ("batched": true) are
     [b, ...] at a call's batch b, sample s at arena_offset_per_sample * b + s * pitch +
     offset_in_sample in their region (memory/plan.py's address; `region` names it, the manifest's
@@ -228,7 +232,8 @@ def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"),
     without a batch axis (a loss reduced over the batch's samples: constant class) has its own shape
     at every batch and lives at `offset` bytes from its region's start (the constant region, like the
     parameters). `classes`: the class count of an input read as a SoftmaxLoss's labels (netc run
-    NET.so draws random labels from it, as the reference executor does)."""
+    NET.so draws random labels from it, as the reference executor does); `rows`: the row count of
+    the table an input's ids index (an embedding's: random ids are drawn below it)."""
     from ..memory.model import BATCH
     buf = plan.buffers[t.buffer]
     d = dict(name=t.name, shape=list(t.shape), dtype=t.dtype, batched=t.cls == BATCH)
@@ -239,6 +244,8 @@ def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"),
         d.update(region=regions[0], offset=buf.offset + t.offset - const_shift, bytes=t.size)
     if classes is not None:
         d["classes"] = classes
+    if rows is not None:
+        d["rows"] = rows
     return d
 
 
@@ -270,6 +277,22 @@ def label_classes(net) -> dict:
             for d in op.operands[0].type.shape[1:]:
                 c *= d
             out[owner[id(op.operands[k])]] = c
+    return out
+
+
+def index_bounds(net) -> dict:
+    """{input name: V} for the inputs an op reads as row ids (OpDef.index_operand: an embedding's ids in
+    [0, V); the smallest V when several read one), the rule of runtime/reference.py's random inputs."""
+    from ..ir.query import layer_name, network_inputs
+    from ..ops import lookup
+    owner = {id(op.results[0]): layer_name(op) for op in network_inputs(net) if op.results}
+    out: dict = {}
+    for op in net.regions[0].ops:
+        d = lookup(op.name)
+        k = d.index_operand if d is not None else None
+        if k is not None and len(op.operands) > k and id(op.operands[k]) in owner:
+            name, v = owner[id(op.operands[k])], int(d.attrs_of(op)[d.index_bound])
+            out[name] = min(out.get(name, v), v)
     return out
 
 

@@ -741,6 +741,35 @@ def _lower_global_norm(ctx, members) -> list:
     return _fixed(calls)
 
 
+# --------------------------------------------------------------------------- embeddings
+
+def _lower_embedding(ctx, members) -> KernelSpec:
+    """Table rows gathered by id (kernels/embedding.py): a grid over the ids, ids per sample rows each."""
+    from .embedding import embedding
+    op = _single(members)
+    ids = ctx.value(op.operands[0])
+    call = embedding(ids, ctx.param(op, "table"), out=ctx.out, launch=False, **pinned(embedding, ctx))
+    return KernelSpec(call, ids.numel() // ctx.batch, "BLOCK_M")
+
+
+def _lower_embedding_grad(ctx, members) -> list:
+    """The [V, D] gradient cleared, then dy's rows added at their ids (a grid that does not depend on the batch)."""
+    from .embedding import embedding_grad
+    op = _single(members)
+    return _fixed(embedding_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), int(_attrs(op)["num_embeddings"]),
+                                 out=ctx.out, launch=False, **pinned(embedding_grad, ctx)))
+
+
+def _lower_sparse_sgd_update(ctx, members) -> list:
+    """The rows the ids touched, updated in place: table[id] -= lr * lr_scale * row."""
+    from .embedding import sparse_sgd_update
+    op = _single(members)
+    call = sparse_sgd_update(ctx.param(op, "param"), ctx.value(op.operands[0]), ctx.value(op.operands[1]),
+                             ctx.value(op.operands[2]), lr_scale=float(_attrs(op)["lr_scale"]), launch=False,
+                             **pinned(sparse_sgd_update, ctx))
+    return _fixed([call])
+
+
 # --------------------------------------------------------------------------- the table
 
 ACTIVATION_OPS = {"netc.relu": "relu", "netc.sigmoid": "sigmoid", "netc.tanh": "tanh"}
@@ -799,6 +828,10 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.rmsprop_update": Lowering(lower=_update("rmsprop")),
     "netc.adagrad_update": Lowering(lower=_update("adagrad")),
     "netc.global_norm": Lowering(lower=_lower_global_norm),
+    # embeddings (kernels/embedding.py): a gather, its gradient's scatter-add, the sparse update
+    "netc.embedding": Lowering(lower=_lower_embedding),
+    "netc.embedding_grad": Lowering(lower=_lower_embedding_grad),
+    "netc.sparse_sgd_update": Lowering(lower=_lower_sparse_sgd_update),
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
@@ -918,6 +951,12 @@ def _tiles_update(call):
     return dict(block=_p2(min(n, 65536), 16, 65536))
 
 
+def _tiles_embedding(call):
+    a = _args(call)
+    bn = _p2(a["D"], 1, 1024)
+    return dict(block_n=bn, block_m=_p2(a["M"], 1, max(1, 2 ** 16 // bn)))
+
+
 def _tiles_channels(call):
     return dict(block_c=_p2(_args(call)["C"], 1, 1024))
 
@@ -945,4 +984,6 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "max_grad_kernel": _tiles_numel("NUMEL"),
     "multi_tensor_update_kernel": _tiles_update,
     "running_stats_kernel": _tiles_channels,
+    "embedding_kernel": _tiles_embedding,
+    "fill_kernel": _tiles_numel("NUMEL"),
 }

@@ -13,7 +13,7 @@ import torch
 
 from ..diagnostics import NetcError
 from .native import Net, NetcInputError, source_of
-from .reference import feed_tensor, random_float_input, random_labels
+from .reference import feed_tensor, random_float_input, random_ids, random_labels
 
 
 class LibraryTrainer:
@@ -44,6 +44,8 @@ class LibraryTrainer:
         for s in self.lib.train_inputs:
             if s.classes is not None:
                 out[s.name] = random_labels(s.name, s.shape, s.classes, self.seed, s.dtype)
+            elif s.rows is not None:
+                out[s.name] = random_ids(s.name, s.shape, s.rows, self.seed, s.dtype)
             elif s.dtype.is_floating_point:
                 out[s.name] = random_float_input(s.name, s.shape, self.seed, torch.float64)
             else:

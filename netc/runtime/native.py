@@ -79,11 +79,12 @@ class TensorSpec:
     dtype_name: str           # the IR's spelling: f32, bf16, ...
     batched: bool = True
     classes: int | None = None   # an input read as a SoftmaxLoss's labels: its class count
+    rows: int | None = None      # an input read as an embedding's ids: its table's row count
 
 
 def _spec(d: dict) -> TensorSpec:
     return TensorSpec(d["name"], tuple(d["shape"]), P.torch_dtype(d["dtype"]), d["dtype"],
-                      bool(d.get("batched", True)), d.get("classes"))
+                      bool(d.get("batched", True)), d.get("classes"), d.get("rows"))
 
 
 def _shape(s) -> str:
@@ -488,12 +489,14 @@ class Net:
         """The reference executor's random inputs (drawn at the compiled batch, cut to `batch`), on the
         network's device, in the inputs' dtypes: class labels for a SoftmaxLoss's labels input (the
         manifest records its class count)."""
-        from .reference import random_float_input, random_labels
+        from .reference import random_float_input, random_ids, random_labels
         b = self.batch if batch is None else self._batch_ok(batch, "batch")
         out = {}
         for s in self.inputs:
             if s.classes is not None:
                 x = random_labels(s.name, s.shape, s.classes, seed, s.dtype)[:b]
+            elif s.rows is not None:
+                x = random_ids(s.name, s.shape, s.rows, seed, s.dtype)[:b]
             elif not s.dtype.is_floating_point:
                 raise NetcInputError(f"input '{s.name}' is {s.dtype_name}: random integer inputs need the network's "
                                      f"source (what the integers mean); give it a value")
