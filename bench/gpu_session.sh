@@ -14,7 +14,9 @@
 #   bench-quick bench/gpu.py without torch.compile
 #   bench-train bench/gpu.py --train: a training step (f32) of the .so vs eager vs torch.compile
 # Environment: NETC_CORPUS (default ./shared/corpus, else ../shared/corpus), TUNING (a tuning file
-# for the bench stage), BENCH_NETS (default: the five), BENCH_ARGS (more bench/gpu.py flags).
+# for the bench stage), BENCH_NETS (default: the five), BENCH_ARGS (more bench/gpu.py flags),
+# TESTS_TIMEOUT and BENCH_TIMEOUT (seconds for the tests and bench stages: 480 and 580; a short lease
+# sets them lower, and a stage cut off still leaves its log).
 set -u
 cd "$(dirname "$0")/.."
 LOG=${OUT:-gpu-logs}
@@ -43,7 +45,7 @@ for stage in "$@"; do
     tests|tests-train)
       files=$([ "$stage" = tests ] && echo "tests/gpu/test_gpu.py tests/gpu/test_profile_gpu.py" \
               || echo "tests/gpu/test_gpu_train.py")
-      timeout 480 python3 -m pytest -q -m gpu $files -n 16 -rfEs --durations=15 -o console_output_style=classic \
+      timeout ${TESTS_TIMEOUT:-480} python3 -m pytest -q -m gpu $files -n 16 -rfEs --durations=15 -o console_output_style=classic \
         >"$LOG/$stage.log" 2>&1; echo "pytest exit $?"
       grep -E "passed|failed|error" "$LOG/$stage.log" | tail -3
       grep -E "^(FAILED|ERROR)" "$LOG/$stage.log" | head -40 ;;
@@ -76,7 +78,7 @@ for stage in "$@"; do
         done
       done ;;
     bench)
-      timeout 580 python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} ${TUNING:+--tuning $TUNING} \
+      timeout ${BENCH_TIMEOUT:-580} python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} ${TUNING:+--tuning $TUNING} \
         ${BENCH_ARGS:-} --out "$LOG/bench.json" >"$LOG/bench.log" 2>&1; echo "bench exit $?"
       grep -vE "^\s*$" "$LOG/bench.log" | tail -14 ;;
     bench-quick)

@@ -209,7 +209,8 @@ class DropoutMask(OpDef):
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
-        return R.dropout_mask(int(ins[0]), a["shape"], a["keep_prob"], a["salt"], a.get("offset", 0))
+        mask = R.dropout_mask(int(ins[0]), a["shape"], a["keep_prob"], a["salt"], a.get("offset", 0))
+        return mask.to(ins[0].device) if hasattr(ins[0], "device") else mask   # drawn on the host, used where the seed is
 
 
 # --------------------------------------------------------------------------- gradients

@@ -315,7 +315,7 @@ def softmax_loss_grad(x, labels, dloss=None):
     p = torch.softmax(x.reshape(n, -1), dim=1)
     if labels.numel() == n and p.shape[1] != 1:
         target = torch.zeros_like(p)
-        target[torch.arange(n), labels.reshape(-1).long()] = 1.0
+        target[torch.arange(n, device=target.device), labels.reshape(-1).long().to(target.device)] = 1.0
     else:
         target = in_compute_dtype(labels).reshape(p.shape)
         # soft targets need not sum to one: d/dx of -(t . log_softmax(x)) = p * sum(t) - t
@@ -375,7 +375,7 @@ def avgpool_grad(dy, input_shape, ksize, strides=(1, 1, 1, 1), padding="VALID", 
     if count_include_pad:
         g = g / (kh * kw)
     else:
-        count = _count(torch.zeros(shape_nchw, dtype=torch.float64), k, s, p)
+        count = _count(torch.zeros(shape_nchw, dtype=torch.float64, device=dy.device), k, s, p)
         g = torch.where(count > 0, g / count.clamp(min=1), 0.0)
     cols = g.reshape(n, c, 1, -1).expand(n, c, kh * kw, oh * ow)
     return _fold_back(cols, shape_nchw, k, s, p).permute(0, 2, 3, 1)

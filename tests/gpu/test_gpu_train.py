@@ -22,6 +22,9 @@ STEPS = 2
 # the layer the softmax loss goes on where a network has several outputs; compile flags a file needs
 LOSS_ON = {"densenet.json": "SoftmaxWithLoss1"}
 EXTRA = {"densenet.json": ("--opaque-as-identity",)}
+# run flags a file needs: DenseNet with its unknown layers as identities and no normalization starts at a
+# loss of 3,450 and diverges to NaN in one step of the default rate, on the reference too (H200, 2026-11-27)
+RUN_EXTRA = {"densenet.json": ("--lr", "1e-8")}
 
 
 def _nets():
@@ -43,7 +46,8 @@ def test_training_library_matches_the_reference(src, flags, tmp_path):
         assert NOT_COMPILABLE[src.name] in r.stderr, r.stderr
         pytest.skip(f"{src.name} does not compile: {r.stderr.strip().splitlines()[0]}")
     assert r.returncode == 0, r.stderr
-    r = netc("run", so, "--train", "--compare", "--steps", STEPS, "--seed", 1, check=False)
+    r = netc("run", so, "--train", "--compare", "--steps", STEPS, "--seed", 1, *RUN_EXTRA.get(src.name, ()),
+             check=False)
     print(r.stdout)
     assert r.returncode == 0, r.stdout + r.stderr
     assert f"compared {STEPS} training steps" in r.stdout and r.stdout.rstrip().endswith(": ok")
@@ -62,14 +66,14 @@ def test_train_step_api_and_checkpoints(tmp_path):
         for s in net.train_inputs:
             xs[s.name] = (torch.randint(0, s.classes, s.shape, generator=g).to(s.dtype) if s.classes is not None
                           else torch.randn(s.shape, generator=g).to(s.dtype)).cuda()
-        losses = [net.train_step(xs, 0.05, seed=k) for k in range(20)]
+        losses = [net.train_step(xs, 0.01, seed=k) for k in range(20)]   # 0.05 diverges (the reference too)
         assert all(v == v for v in losses) and losses[-1] < 0.5 * losses[0], losses
         ckpt = net.get_params()
         assert any(k.endswith(".velocity") for k in ckpt)
-        a = net.train_step(xs, 0.05, seed=99)
+        a = net.train_step(xs, 0.01, seed=99)
         after_a = net.get_params()
         net.set_params(ckpt)
-        b = net.train_step(xs, 0.05, seed=99)
+        b = net.train_step(xs, 0.01, seed=99)
         assert a == b
         for k, v in net.get_params().items():
             assert torch.equal(v, after_a[k]), k
