@@ -50,17 +50,16 @@ def generate(n_layers: int) -> str:
 
 def run(n: int):
     from netc.frontend.dsl import parse_nd
-    from netc.passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
+    from netc import pipelines
     text = generate(n)
     t0 = time.perf_counter()
     module = parse_nd(text, f"gen{n}.nd")
     t1 = time.perf_counter()
-    pm = PassManager(DEFAULT_PIPELINE, verify=False)
-    pm.run(module, PassContext())
+    ctx = pipelines.inference(module, pipelines.Options(), verify=False)
     t2 = time.perf_counter()
     layers = sum(1 for op in module.networks()[0].regions[0].ops if op.name != "netc.output")
     return {"layers": layers, "source_bytes": len(text), "parse_s": t1 - t0, "passes_s": t2 - t1,
-            "total_s": t2 - t0, "per_pass_s": {k: round(v, 4) for k, v in pm.times}}
+            "total_s": t2 - t0, "per_pass_s": {k: round(v, 4) for k, v in ctx.notes["pass_times"]}}
 
 
 def main():

@@ -22,8 +22,9 @@ Every pipeline is a prefix of one canonical order, each stage present or not:
     custom      the passes a user names (`netc opt -p`), prerequisites and --train's passes added
     reinfer-shapes  shape inference again over a module a caller edited after a pipeline (a loss appended)
 
-A pipeline returns the PassContext it ran with (ctx.notes holds the memory plans). The manager
-raises NetcError after a pass that reported errors.
+A pipeline returns the PassContext it ran with (ctx.notes holds the memory plans, and "pass_times" the
+seconds of each pass that ran, "ir_dumps" the IR printed after each with print_after_all). The
+manager raises NetcError after a pass that reported errors.
 """
 from __future__ import annotations
 
@@ -172,15 +173,25 @@ def pass_names(options: Options = Options(), *, train: bool = True, split_worker
 
 
 def _run(names, module, ctx, **manager) -> PassContext:
-    PassManager(names, **manager).run(module, ctx)
+    pm = PassManager(names, **manager)
+    try:
+        pm.run(module, ctx)
+    finally:
+        ctx.notes["pass_times"] = list(pm.times)     # [(pass, seconds)] of the passes that ran
+        if pm.dumps:
+            ctx.notes["ir_dumps"] = list(pm.dumps)   # [(pass, banner + IR)] with print_after_all
     return ctx
 
 
-def inference(module, options: Options = Options(), diag=None, *, ctx=None) -> PassContext:
-    """The forward program: the default pipeline (+ opaque-as-identity, + set-dtype)."""
+def inference(module, options: Options = Options(), diag=None, *, ctx=None, verify: bool = True,
+              print_after_all: bool = False, out=None) -> PassContext:
+    """The forward program: the default pipeline (+ opaque-as-identity, + set-dtype). verify=False skips
+    the verifier between passes (bench/frontend.py times the passes alone); print_after_all writes the IR
+    after every pass to `out` (stdout when None). ctx.notes["pass_times"]: each pass's seconds."""
     if options.training is not None:
         raise ValueError("the inference pipeline takes no training options (use training or program)")
-    return _run(pass_names(options), module, context(options, diag, ctx))
+    return _run(pass_names(options), module, context(options, diag, ctx), verify=verify,
+                print_after_all=print_after_all, out=out)
 
 
 def training(module, options: Options, diag=None, *, ctx=None) -> PassContext:

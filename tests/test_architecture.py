@@ -94,11 +94,6 @@ MANAGER_HOMES = ("netc/pipelines.py", "netc/passes/manager.py")
 # netc.pipelines). This list may only shrink: never add a file or raise a count; a file that no
 # longer needs its place leaves the list (test_pass_manager_allow_list_only_shrinks says so).
 PASS_MANAGER_ALLOWED = {
-    "bench/frontend.py": (1, "times each pass of the default pipeline without the IR verifier "
-                             "(verify=False, the manager's per-pass times): no pipeline returns its "
-                             "manager or skips verification"),
-    "tests/test_ir_roundtrip.py": (1, "the per-pass IR goldens: print_after_all into a buffer and the "
-                                      "manager's dumps, pass by pass"),
     "tests/test_fuzz_regressions.py": (1, "one pass in isolation: expand-model-parallel on a module "
                                           "edited by hand, as a fuzz finding gave it"),
 }

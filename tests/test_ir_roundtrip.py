@@ -27,13 +27,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from netc import pipelines
 from netc.cli import main
 from netc.diagnostics import UNKNOWN_LOC, Loc, NetcError
 from netc.frontend import load, load_text
 from netc.ir.core import Module, Operation, Region, SymbolRef, TensorType
 from netc.ir.parser import parse_ir
 from netc.ir.printer import print_ir
-from netc.passes.manager import DEFAULT_PIPELINE, PASSES, PassContext, PassManager
+from netc.passes.manager import PASSES, PassContext
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.nd"))
@@ -346,14 +347,13 @@ def _pipeline_dumps(name: str, text: str, phase: str):
     """The IR straight from the frontend, then the dump after every pass (with its banner)."""
     m = load_text(text, name)
     first = print_ir(m)
-    pm = PassManager(DEFAULT_PIPELINE, print_after_all=True, out=io.StringIO())
     try:
-        pm.run(m, PassContext(phase=phase))
+        ctx = pipelines.inference(m, pipelines.Options(phase=phase), print_after_all=True, out=io.StringIO())
     except NetcError as e:
         if phase == "train":
             raise
         pytest.skip(f"{name} has no {phase} phase: {e}")
-    return m, [(None, first)] + pm.dumps
+    return m, [(None, first)] + ctx.notes["ir_dumps"]
 
 
 CASES = [(n, t, ph) for n, t in SOURCES for ph in _phases(t)]
