@@ -494,6 +494,15 @@ def g_euclidean_loss(g):
     return st.name if st else None
 
 
+def g_embedding(g):
+    """Rows of a table by integer ids: a new ids input ([B] or [B, L], i32 or i64), drawn in [0, V)."""
+    r = g.rng
+    shape = r.choice([[g.batch], [g.batch, r.randint(1, 4)]])
+    ids = g.add_input(shape, r.choice(["i32", "i64"]), prefix="ids")
+    return g.commit(g.try_layer("netc.embedding", [ids], {"num_embeddings": r.choice([1, 3, 17, 100]),
+                                                         "dim": r.choice([1, 4, 7])}))
+
+
 def g_rbm_visible(g):
     """SINGA's kRBMVis in its positive phase (out = in, a visible bias [vdim]). Its bias learns by
     contrastive divergence, which is not compiled: it has no gradient, so it is always frozen."""
@@ -529,7 +538,7 @@ OPS = {
     "netc.upsample2d": (g_upsample, 1, False),
     "netc.concat": (g_concat, 2, False), "netc.elementwise": (g_elementwise, 2, False),
     "netc.slice": (g_slice, 1, False), "netc.reshape": (g_reshape, 1, False), "netc.softmax": (g_softmax, 1, False),
-    "netc.gru": (g_gru, 1, False),
+    "netc.gru": (g_gru, 1, False), "netc.embedding": (g_embedding, 1, False),
     "netc.argsort": (g_argsort, 1, True), "netc.accuracy": (g_accuracy, 1, True),
     "netc.softmax_loss": (g_softmax_loss, 1, True), "netc.euclidean_loss": (g_euclidean_loss, 1, True),
 }
