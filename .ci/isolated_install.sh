@@ -7,7 +7,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
-# NETC_CI_VENV: where to make the venv, kept for .ci/triton_floor.sh (.ci/run sets it); else a temporary one
+# NETC_CI_VENV: where to make the venv (.ci/run sets it); else a temporary one
 VENV=${NETC_CI_VENV:-$D/venv}
 "$PYTHON" -m venv "$VENV"                            # isolated: no --system-site-packages
 "$VENV/bin/python" -m pip install -q "torch==2.13.0"

@@ -1,26 +1,33 @@
 #!/usr/bin/env bash
 # CI: the tests that depend on Triton's version (marked triton_version in tests/conftest.py: the
 # kernels under the interpreter, AOT cubins and tuning, the interpreter target) again on the oldest
-# Triton netc supports (pyproject: triton>=3.6), the one the lent GPU machines have, in a fresh
-# virtual environment beside the newest NumPy. Triton 3.6's interpreter and code generator differ
-# from the newest (netc.kernels.common works around one such difference); this keeps `triton>=3.6`
-# true. Any exit other than 0 fails the run.
+# Triton netc supports (pyproject: triton>=3.6), the one the lent GPU machines have. Triton 3.6's
+# interpreter and code generator differ from the newest (netc.kernels.common works around one such
+# difference); this keeps `triton>=3.6` true. Any exit other than 0 fails the run.
+#
+#   bash .ci/triton_floor.sh [prepare|run]     # both when not given
+#
+# prepare: a fresh virtual environment (NETC_FLOOR_VENV, else a temporary one) with torch's CPU wheel,
+# Triton $TRITON_FLOOR, the newest NumPy and netc with its test extras; .ci/run prepares it in the
+# background while the suite runs. run: the tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 TRITON_FLOOR=${TRITON_FLOOR:-3.6.0}
+STAGE=${1:-all}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
-# NETC_CI_VENV: an isolated venv with torch already in it (.ci/run passes isolated_install.sh's)
-VENV=${NETC_CI_VENV:-$D/venv}
-if [ ! -x "$VENV/bin/python" ]; then
+VENV=${NETC_FLOOR_VENV:-$D/venv}
+if [ "$STAGE" != run ]; then
     "$PYTHON" -m venv "$VENV"                        # isolated: no --system-site-packages
     "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+    echo "triton==$TRITON_FLOOR" >"$D/constraints.txt"
+    "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" -e "$ROOT[test,plot,data]"
 fi
-PIP="$VENV/bin/python -m pip"
-echo "triton==$TRITON_FLOOR" >"$D/constraints.txt"
-$PIP install -q -c "$D/constraints.txt" -e "$ROOT[test,plot,data]"
+[ "$STAGE" = prepare ] && exit 0
 "$VENV/bin/python" -c "import triton, torch, numpy; print('triton', triton.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__)"
+"$VENV/bin/python" -c "import triton, sys; sys.exit(triton.__version__ != '$TRITON_FLOOR')" || {
+    echo "triton_floor: the environment has triton $("$VENV/bin/python" -c 'import triton; print(triton.__version__)'), not $TRITON_FLOOR"; exit 1; }
 export NETC_CACHE_DIR="$D/cache"
 cd "$ROOT"
 "$VENV/bin/python" -m pytest -q -n auto -p no:cacheprovider -m triton_version
