@@ -165,17 +165,22 @@ def test_workers_flags():
     assert r.returncode == 1 and "--steps takes a positive number, got 0" in r.stderr
 
 
-def test_a_file_without_a_network(tmp_path):
-    """A file cut before its first network is an error at line 1, on one worker or several."""
+def test_a_file_without_a_network(tmp_path, capsys):
+    """A file cut before its first network is an error at line 1, on one worker or several (found
+    before any worker starts: in this process)."""
+    def run(*args):
+        capsys.readouterr()
+        rc = main([str(a) for a in args])
+        return rc, capsys.readouterr().err
     f = tmp_path / "cut.nd"
     f.write_text("# only a comment\n")
     for extra in (["--reference"], ["--workers", 2], ["--workers", 2, "--target", "interp"], ["--train", "--reference"]):
-        r = netc("run", f, *extra)
-        assert r.returncode == 1 and "cut.nd:1:1: error: " in r.stderr and "defines no network to run" in r.stderr
-    r = netc("run", EX / "partition_batch.nd", "--timeout", 3, "--reference")
-    assert r.returncode == 1 and "--timeout applies to a run on several workers" in r.stderr
-    r = netc("run", EX / "partition_location.nd", "--workers", 2)
-    assert r.returncode == 1 and "location 3 of 'label' needs at least 4 workers" in r.stderr
+        rc, err = run("run", f, *extra)
+        assert rc == 1 and "cut.nd:1:1: error: " in err and "defines no network to run" in err
+    rc, err = run("run", EX / "partition_batch.nd", "--timeout", 3, "--reference")
+    assert rc == 1 and "--timeout applies to a run on several workers" in err
+    rc, err = run("run", EX / "partition_location.nd", "--workers", 2)
+    assert rc == 1 and "location 3 of 'label' needs at least 4 workers" in err
 
 
 def test_training_over_a_dataset(tmp_path, capsys):
