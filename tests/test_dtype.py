@@ -281,3 +281,27 @@ def test_cli_compile_16bit_network_to_cubins(netfile, tmp_path, dtype, arch, nvi
     assert p["conv1.weight"]["dtype"] == ir and p["conv1.weight"]["bytes"] == 3 * 3 * 3 * 8 * 2
     assert p["bn1.scale"]["dtype"] == "f32" and p["bn1.scale"]["bytes"] == 8 * 4
     assert man["kernels"] and all(k["cubin_bytes"] > 1000 for k in man["kernels"])
+
+
+def test_tf32_reference_rounds_the_forward_products_operands():
+    """The second reference of a --tf32 network (runtime.compare.own_precision) rounds the operands of
+    its forward convolutions and inner products to TF32 (10 mantissa bits, to nearest), as tensor cores
+    do; outside tf32_products nothing is rounded."""
+    from netc.ops import reference as R
+    x = torch.tensor([1.0 + 2 ** -12, 1.0 + 2 ** -10 + 2 ** -11, -3.0000002, 1e-30, 0.0], dtype=torch.float32)
+    assert torch.equal(R.product_operand(x), x.double())
+    with R.computing_in(torch.float32), R.tf32_products():
+        r = R.product_operand(x)
+        assert r.dtype == torch.float32
+        assert not (r.view(torch.int32) & 0x1FFF).any()
+        assert r[0] == 1.0 and r[1] == 1.0 + 2 ** -9 and r[2] == -3.0 and r[4] == 0.0   # ties away from zero
+        assert float(((r - x).abs() / x.abs().clamp(min=1e-38)).max()) <= 2 ** -11
+        w = torch.randn(5, 3)
+        y = R.gemm(x.reshape(1, 5), w)
+        assert torch.equal(y, (r.reshape(1, 5) @ R.product_operand(w)))
+
+
+def test_cli_tf32_compare_names_the_tf32_reference(netc_main, netfile):
+    r = netc_main("run", str(netfile), "--target", "interp", "--tf32", "--compare")
+    assert r.returncode == 0, r.stderr
+    assert "(f32 (TF32 products): tolerance 1e-02; the tf32 reference's own error" in r.stderr

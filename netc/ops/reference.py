@@ -41,6 +41,31 @@ def in_compute_dtype(t):
     return None if t is None else t.to(_COMPUTE.get())
 
 
+_TF32 = contextvars.ContextVar("netc_reference_tf32", default=False)
+
+
+@contextlib.contextmanager
+def tf32_products():
+    """While active, the forward matrix products (convolutions, inner products) round their operands to
+    TF32 -- 10 mantissa bits, to nearest -- as tensor cores do for a network compiled with --tf32; the
+    products and sums stay in the compute dtype. The gradients' products are not rounded."""
+    token = _TF32.set(True)
+    try:
+        yield
+    finally:
+        _TF32.reset(token)
+
+
+def product_operand(t):
+    """A forward matrix product's operand: in_compute_dtype, rounded to TF32 inside tf32_products."""
+    t = in_compute_dtype(t)
+    if t is None or not _TF32.get():
+        return t
+    bits = t.to(torch.float32).contiguous().view(torch.int32)
+    bits = (bits + 0x1000) & ~0x1FFF                    # the 13 low mantissa bits, rounded half away
+    return bits.view(torch.float32).to(t.dtype)
+
+
 def pads(h: int, w: int, kh: int, kw: int, sh: int, sw: int, padding):
     """(oh, ow, top, bottom, left, right): the zero padding that makes a VALID window sweep give
     exactly netc's output size. Negative values crop."""
@@ -85,7 +110,7 @@ def epilogue(y, bias=None, scale=None, shift=None, residual=None, activation_="n
 def conv2d(x, w, bias=None, strides=(1, 1, 1, 1), padding="SAME", activation="none", scale=None,
            shift=None, residual=None, residual_after_act=False, negative_slope=0.0):
     """netc's conv2d: x NHWC, w HWIO [kh, kw, c_in, c_out], Paleo padding, then the epilogue."""
-    x, w = in_compute_dtype(x), in_compute_dtype(w)
+    x, w = product_operand(x), product_operand(w)
     kh, kw = w.shape[0], w.shape[1]
     sh, sw = pair(strides, "strides")
     oh, ow, t, b, l, r = pads(x.shape[1], x.shape[2], kh, kw, sh, sw, padding)
@@ -99,7 +124,7 @@ def conv2d(x, w, bias=None, strides=(1, 1, 1, 1), padding="SAME", activation="no
 
 def gemm(a, b, bias=None, activation="none", scale=None, shift=None, residual=None,
          residual_after_act=False, negative_slope=0.0):
-    return epilogue(in_compute_dtype(a) @ in_compute_dtype(b), bias, scale, shift, residual, activation, residual_after_act,
+    return epilogue(product_operand(a) @ product_operand(b), bias, scale, shift, residual, activation, residual_after_act,
                     negative_slope)
 
 

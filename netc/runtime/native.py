@@ -803,8 +803,7 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
     --source) with the very inputs and parameters the library ran with; prints the max relative
     error of every output beside the reference's in the library's own precision (compare.py) and returns a
     diagnostic for each beyond what compare.check_outputs allows."""
-    from ..ops.reference import computing_in
-    from .compare import check_outputs, own_precision_dtype
+    from .compare import check_outputs, own_precision, own_precision_dtype
     rec = net.manifest.get("source") or {}
     path = source_of(net, getattr(args, "source", None))
     so = os.path.basename(net.path)
@@ -816,7 +815,7 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
             raise NetcInputError(f"--compare: the reference of '{path}' has no output '{k}' (it has "
                                  f"{', '.join(ref)}): is it the source of '{so}'?")
     precision = net.manifest.get("precision") or {"dtype": "f32"}
-    with computing_in(torch.float32):     # the same run in the library's precision: what it can hold (compare.py)
+    with own_precision(precision):        # the same run in the library's precision: what it can hold (compare.py)
         ref32 = reference_outputs(net, path, inputs, dtype=own_precision_dtype(precision), **kw)
     return check_outputs(outs, ref, precision, subject=f"of '{so}'", ref32=ref32)
 

@@ -202,15 +202,13 @@ def check_against_reference(module, net, got: dict, inputs: dict, params, seed: 
     when the caller has it) and the reference in the network's own precision
     (compare.own_precision_dtype) on the same inputs and parameters; prints each output's errors and
     returns a Diagnostic per output beyond the rule."""
-    import torch
-    from ..ops.reference import computing_in
     from ..passes.set_dtype import precision_of
-    from .compare import check_outputs, own_precision_dtype
+    from .compare import check_outputs, own_precision, own_precision_dtype
     from .reference import run_reference
     if ref is None:
         ref = run_reference(module, inputs, params, network=net, seed=seed)
     precision = precision_of(net)
-    with computing_in(torch.float32):     # the same run in the network's precision: what it can hold
+    with own_precision(precision):        # the same run in the network's precision: what it can hold
         low = run_reference(module, inputs, params, network=net, seed=seed, dtype=own_precision_dtype(precision))
     return check_outputs(got, ref, precision, prefix, ref32=low)
 
