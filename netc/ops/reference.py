@@ -46,9 +46,10 @@ _TF32 = contextvars.ContextVar("netc_reference_tf32", default=False)
 
 @contextlib.contextmanager
 def tf32_products():
-    """While active, the forward matrix products (convolutions, inner products) round their operands to
-    TF32 -- 10 mantissa bits, to nearest -- as tensor cores do for a network compiled with --tf32; the
-    products and sums stay in the compute dtype. The gradients' products are not rounded."""
+    """While active, the forward matrix products (convolutions, inner products) truncate their operands
+    to TF32 -- 10 mantissa bits -- as tensor cores read f32 registers for a network compiled with --tf32
+    (and as netc's kernels do under Triton's interpreter, docs/precision.md); the products and sums stay
+    in the compute dtype. The gradients' products are not truncated."""
     token = _TF32.set(True)
     try:
         yield
@@ -57,12 +58,11 @@ def tf32_products():
 
 
 def product_operand(t):
-    """A forward matrix product's operand: in_compute_dtype, rounded to TF32 inside tf32_products."""
+    """A forward matrix product's operand: in_compute_dtype, truncated to TF32 inside tf32_products."""
     t = in_compute_dtype(t)
     if t is None or not _TF32.get():
         return t
-    bits = t.to(torch.float32).contiguous().view(torch.int32)
-    bits = (bits + 0x1000) & ~0x1FFF                    # the 13 low mantissa bits, rounded half away
+    bits = t.to(torch.float32).contiguous().view(torch.int32) & ~0x1FFF     # the 13 low mantissa bits dropped
     return bits.view(torch.float32).to(t.dtype)
 
 

@@ -38,7 +38,7 @@ NETWORK_TOLERANCES = {"f32": 1e-4, "tf32": 1e-2, "f16": 5e-3, "bf16": 4e-2}
 # so its second reference does the same (own_precision_reference: values rounded to f16/bf16
 # between ops, arithmetic in f32): a sum that cancels (an inner product to one output whose terms
 # nearly cancel) is as far off in any f16 implementation, and the rule then knows f16 as it knows f32.
-# A network compiled with TF32 products gets a second reference whose forward products round their
+# A network compiled with TF32 products gets a second reference whose forward products truncate their
 # operands to TF32 as tensor cores do (own_precision).
 F32_MULTIPLE = 8.0
 
@@ -59,7 +59,7 @@ def own_precision_name(precision: dict) -> str:
 
 def own_precision(precision: dict):
     """The context the second reference runs in: f32 arithmetic (ops.reference.computing_in), and for a
-    network compiled with TF32 products its forward products' operands rounded to TF32
+    network compiled with TF32 products its forward products' operands truncated to TF32
     (ops.reference.tf32_products). Its values' dtype is own_precision_dtype's."""
     import contextlib
     import torch
