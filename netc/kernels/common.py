@@ -64,8 +64,29 @@ def _squeeze_interpreter_index():
     interpreter._patch_lang_tensor = patch_lang_tensor
 
 
+def _no_overflow_checks():
+    """Triton's interpreter checks every 32-bit integer add, sub and mul for overflow (its builder's
+    `sanitize_overflow`, on by default): each becomes a cast to int64, the operation again, two
+    comparisons and an assert, about a third of the interpreter's time on netc's kernels. The compiled
+    kernels check nothing unless built with debug=True, so neither does the interpreter here
+    (NETC_INTERPRETER_CHECKS=1 keeps them: they catch 32-bit index overflow, which needs tensors of
+    2**31 elements, beyond what the interpreter runs)."""
+    import dataclasses
+    import os
+
+    from triton.runtime import interpreter
+    if os.environ.get("NETC_INTERPRETER_CHECKS") == "1":
+        return
+    builder = getattr(interpreter, "interpreter_builder", None)
+    options = getattr(builder, "options", None)
+    if options is None or not getattr(options, "sanitize_overflow", False) or not dataclasses.is_dataclass(options):
+        return   # another interpreter layout than Triton 3.6-3.9's: leave it as it is
+    builder.options = dataclasses.replace(options, sanitize_overflow=False)
+
+
 if INTERPRETING:
     _squeeze_interpreter_index()
+    _no_overflow_checks()
 
 
 @triton.jit
