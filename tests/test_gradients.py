@@ -350,6 +350,22 @@ def case_embedding(rng, k):
     return with_loss(src, ids + (a["dim"],)), []
 
 
+def case_lstm(rng, k):
+    """A time-major sequence [T, B, ...] (T = 1 among them), with and without the initial state h0, c0,
+    every activation."""
+    t, b, h = (1, 2, 3)[k % 3], rng.randint(1, 3), rng.randint(1, 4)
+    x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
+    a = {"size": h, "activation": ("tanh", "sigmoid", "relu", "none")[k % 4]}
+    shapes = [x, (b, h), (b, h)] if k % 2 else [x]
+    lines, xs = [], []
+    for i, s in enumerate(shapes):   # (around's pre-layers, each with its own leading axis: T for x, B for h0, c0)
+        lines += [f"  input d{i}: f32[{s[0]}, 3]", f"  p{i} = InnerProduct(d{i}) {{ num_outputs: {prod(s[1:])} }}",
+                  f"  x{i} = Reshape(p{i}) {{ output_shape: {_nd(list(s))} }}"]
+        xs.append(f"x{i}")
+    lines.append(f"  y = Lstm({', '.join(xs)}) {{ size: {h}, activation: {a['activation']} }}")
+    return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h)), xs
+
+
 CASES = {
     "relu": case_unary("ReLU", lambda rng: {"negative_slope": rng.choice([0.0, 0.1])}),
     "sigmoid": case_unary("Sigmoid"),
@@ -374,6 +390,7 @@ CASES = {
     "softmax_loss": case_softmax_loss,
     "euclidean_loss": case_euclidean_loss,
     "embedding": case_embedding,
+    "lstm": case_lstm,
 }
 
 def _differentiable_ops():

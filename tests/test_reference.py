@@ -108,6 +108,12 @@ def _case(op: str, rng: random.Random):
         h = rng.randint(1, 5)
         prev = rng.choice([[], [(any_shape[0], h)]])  # the first step, or one with the previous state
         return attrs(op, dim_hidden=h, bias=rng.choice([True, False])), [any_shape] + prev
+    if op == "lstm":
+        t, b = rng.randint(1, 4), rng.randint(1, 3)
+        x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
+        h = rng.randint(1, 4)
+        state = rng.choice([[], [(b, h), (b, h)]])   # the zero context, or an initial h0 and c0
+        return attrs(op, size=h, activation=rng.choice(["tanh", "sigmoid", "relu", "none"])), [x] + state
     if op == "embedding":
         return attrs(op, num_embeddings=rng.randint(1, 9), dim=rng.randint(1, 5)), [rng.choice([(n,), any_shape])]
     raise AssertionError(f"no random case for op '{op}': add one (and a reference) in this test")

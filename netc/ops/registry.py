@@ -246,6 +246,9 @@ class OpDef:
     feature_attr: tuple = ()             # (attribute, index in it or None): where its output feature count is
     feature_noun: str = ""               # that count in netc's errors ("output channels")
     singa_feature_field: str = ""        # ... and in SINGA's ("num_filters")
+    batch_axis: int = 0                  # the axis of its data operands and result holding the batch (1: time-major
+                                         # sequences, an Lstm's [T, B, ...]); partition_dim 0 splits axis 0, so only
+                                         # a layer with batch_axis 0 may be split that way
     batch_statistics: bool = False       # normalizes with statistics over the batch (batch norm's training form):
                                          # split along the batch, its copies all-reduce them (sync_stats)
     channelwise: bool = False            # works on each feature (channel) on its own: follows an input split

@@ -55,6 +55,10 @@ class NetcLowering:
                            f"not at all", op.attr_loc("partition_dim"))
             return ("on", loc) if loc is not None else ("rep",)
         if pd == 0:
+            if lookup(op.name).batch_axis != 0:
+                self.error(f"'{op.attrs.get('name')}' ({lookup(op.name).type_name}) cannot be split along axis 0 "
+                           f"(partition_dim 0): its batch is axis {lookup(op.name).batch_axis} (a time-major "
+                           f"sequence), and its steps depend on each other", op.attr_loc("partition_dim"))
             return ("split", 0)
         if pd == 1:
             if lookup(op.name).feature_params:
