@@ -27,13 +27,18 @@ _COMPUTE = contextvars.ContextVar("netc_reference_compute", default=torch.float6
 
 
 @contextlib.contextmanager
-def computing_in(dtype):
-    """The references compute in `dtype` (not float64) while this is active."""
-    token = _COMPUTE.set(dtype)
+def _setting(var: contextvars.ContextVar, value):
+    """`var` holds `value` while this is active."""
+    token = var.set(value)
     try:
         yield
     finally:
-        _COMPUTE.reset(token)
+        var.reset(token)
+
+
+def computing_in(dtype):
+    """The references compute in `dtype` (not float64) while this is active."""
+    return _setting(_COMPUTE, dtype)
 
 
 def in_compute_dtype(t):
@@ -44,17 +49,12 @@ def in_compute_dtype(t):
 _TF32 = contextvars.ContextVar("netc_reference_tf32", default=False)
 
 
-@contextlib.contextmanager
 def tf32_products():
     """While active, the forward matrix products (convolutions, inner products) truncate their operands
     to TF32 -- 10 mantissa bits -- as tensor cores read f32 registers for a network compiled with --tf32
     (and as netc's kernels do under Triton's interpreter, docs/precision.md); the products and sums stay
     in the compute dtype. The gradients' products are not truncated."""
-    token = _TF32.set(True)
-    try:
-        yield
-    finally:
-        _TF32.reset(token)
+    return _setting(_TF32, True)
 
 
 def product_operand(t):
