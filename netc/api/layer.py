@@ -466,17 +466,32 @@ def concat(input, axis=None, name=None, **attrs) -> Layer:
                       dict(dim=axis, **attrs), name, loc=loc, kind="concat")
 
 
-def embedding(input, size: int, name=None, param_name=None, param_attr=None, **attrs) -> Layer:
-    """A lookup table of `size`-wide rows. netc's registry has no embedding op: this is an InnerProduct
-    without bias over one-hot (or multi-hot) rows, input f32 [N, vocabulary] (netc.reader.one_hot makes
-    them), so its weight [vocabulary, size] is the table and its gradient the rows' updates."""
+def embedding(input, size: int, name=None, param_name=None, param_attr=None, num_embeddings=None,
+              **attrs) -> Layer:
+    """A lookup table of `size`-wide rows, by the input's type:
+
+    * integer ids (i32 or i64 of any shape [N, ...], `data(name, shape, dtype="i32")`): an Embedding
+      layer, table [num_embeddings, size] (parameter role `table`), result [N, ..., size];
+      `num_embeddings`, the vocabulary, is required;
+    * one-hot (or multi-hot) float rows [N, vocabulary] (netc.reader.one_hot makes them): an
+      InnerProduct, whose weight [vocabulary, size] is the table (the same values give
+      the same rows and updates as the Embedding of their ids)."""
     loc = user_loc()
     x = _one_layer(input, "embedding", loc)
+    if x.dtype in ("i32", "i64"):
+        if num_embeddings is None:
+            raise error(f"embedding of integer ids ('{x.name}', {x.dtype} {x.shape_str()}) needs num_embeddings=, "
+                        f"the vocabulary size (the table's rows; ids are 0 to num_embeddings - 1)", loc)
+        return make_layer("Embedding", [x], dict(num_embeddings=num_embeddings, dim=size, **attrs), name,
+                          param_name, param_attr, loc, "embedding")
     if len(x.shape) != 2 or not x.dtype.startswith(("f", "b")):
-        raise error(f"embedding takes one-hot rows, a float input [N, vocabulary]; '{x.name}' is "
-                    f"{x.dtype} {x.shape_str()}", loc,
-                    ["netc has no embedding op: give the data layer shape [vocabulary], dtype f32, and feed "
-                     "netc.reader.one_hot(index, vocabulary)"])
+        raise error(f"embedding takes integer ids (i32 or i64) or one-hot rows, a float input [N, vocabulary]; "
+                    f"'{x.name}' is {x.dtype} {x.shape_str()}", loc,
+                    ["give the data layer dtype \"i32\" (ids of any shape) and embedding(..., num_embeddings="
+                     "vocabulary), or shape [vocabulary], dtype f32, fed netc.reader.one_hot(index, vocabulary)"])
+    if num_embeddings is not None and num_embeddings != x.shape[1]:
+        raise error(f"embedding of one-hot rows: num_embeddings {num_embeddings!r} is not the rows' width "
+                    f"{x.shape[1]} ('{x.name}' is {x.dtype} {x.shape_str()})", loc)
     return make_layer("InnerProduct", [x], dict(num_outputs=size, bias=False, **attrs), name, param_name, param_attr,
                       loc, "embedding")
 
