@@ -59,10 +59,7 @@ def test_embedding_of_ids_equals_the_one_hot_inner_product_in_f64():
     p_hot = netc.parameters.create(cost_hot, seed=2, dtype=torch.float64)
     for n in ("table", "w", "b"):
         p_hot[n] = p_ids[n]
-    # the InnerProduct's `bias: False` is not honoured (ops/dense.py's param_shapes always declares a
-    # bias): the one-hot formulation carries a bias parameter, zeroed here
-    (extra,) = set(p_hot) - {"table", "w", "b"}
-    p_hot[extra] = torch.zeros(D, dtype=torch.float64)
+    assert set(p_hot) == {"table", "w", "b"}     # the one-hot InnerProduct has no bias (`bias: False`)
     ids = np.array([0, 3, 3, 7, 10, 3, 1, 7], np.int32)            # repeats: 3 three times, 7 twice
     hot = np.eye(V)[ids]
     rows_ids = netc.infer(e_ids, p_ids, list(ids))

@@ -470,3 +470,19 @@ def test_reference_says_it_passes_unknown_layers_through(tmp_path, capsys):
     err = capsys.readouterr().err
     assert (f"{f}:3:3: warning: the reference executor passes 1 layer of unknown type 'Mystery' through "
             f"unchanged") in err
+
+
+def test_inner_product_without_bias_has_no_bias_parameter(capsys):
+    """`bias: false` drops the bias: no parameter (it used to be declared, drawn at random, added and
+    trained), 32 parameters for [2, 8] -> 4, and the output is x @ W alone."""
+    from netc import pipelines
+    from netc.frontend import load_text
+    from netc.runtime.reference import module_params, run_reference
+    text = "network nb {\n  input x: f32[2, 8]\n  fc = InnerProduct(x) { num_outputs: 4, bias: false }\n}\n"
+    m = load_text(text, "nb.nd")
+    pipelines.inference(m)
+    params = module_params(m, None, 0, torch.float64)
+    assert {k: tuple(v.shape) for k, v in params.items()} == {"fc.weight": (8, 4)}
+    x = torch.randn(2, 8, dtype=torch.float64)
+    y = run_reference(m, {"x": x}, params)["fc"]
+    assert torch.allclose(y, x @ params["fc.weight"], rtol=0, atol=1e-12)

@@ -22,7 +22,7 @@ class InnerProduct(OpDef):
         "num_outputs": AttrSpec("int"),
         "activation": AttrSpec("enum", "none", ACTIVATIONS),
         "normalizer": AttrSpec("enum", "none", NORMALIZERS),
-        "bias": AttrSpec("bool", True),
+        "bias": AttrSpec("bool", True, doc="false: no bias parameter (none is added or trained)"),
     }
     doc = "y = x W + b with x flattened to [N, K]; W is [K, M]."
 
@@ -60,7 +60,10 @@ class InnerProduct(OpDef):
 
     def param_shapes(self, a, ins, out):
         x = ins[0]
-        return {"weight": (prod(x[1:]), a["num_outputs"]), "bias": (a["num_outputs"],)}
+        shapes = {"weight": (prod(x[1:]), a["num_outputs"])}
+        if a.get("bias", True):          # `bias: false`: no bias parameter, none added, none trained
+            shapes["bias"] = (a["num_outputs"],)
+        return shapes
 
     def cost(self, a, ins, out, needs_input_grad=True):
         x = ins[0]
