@@ -472,7 +472,7 @@ def test_reference_says_it_passes_unknown_layers_through(tmp_path, capsys):
             f"unchanged") in err
 
 
-def test_inner_product_without_bias_has_no_bias_parameter(capsys):
+def test_inner_product_without_bias_has_no_bias_parameter():
     """`bias: false` drops the bias: no parameter (it used to be declared, drawn at random, added and
     trained), 32 parameters for [2, 8] -> 4, and the output is x @ W alone."""
     from netc import pipelines
@@ -486,3 +486,17 @@ def test_inner_product_without_bias_has_no_bias_parameter(capsys):
     x = torch.randn(2, 8, dtype=torch.float64)
     y = run_reference(m, {"x": x}, params)["fc"]
     assert torch.allclose(y, x @ params["fc.weight"], rtol=0, atol=1e-12)
+
+
+def test_convolution_without_bias_has_no_bias_parameter():
+    """The same for Convolution: `bias: false` in .nd means no bias (Paleo's JSON `bias` key is ignored
+    on import, as Paleo counts one whatever it says)."""
+    from netc import pipelines
+    from netc.frontend import load_text
+    from netc.runtime.reference import module_params
+    text = ("network nb {\n  input y: f32[2, 4, 4, 3]\n"
+            "  cv = Convolution(y) { filter: [3, 3, 3, 5], bias: false }\n}\n")
+    m = load_text(text, "nb.nd")
+    pipelines.inference(m)
+    assert {k: tuple(v.shape) for k, v in module_params(m, None, 0, torch.float64).items()} == \
+        {"cv.weight": (3, 3, 3, 5)}

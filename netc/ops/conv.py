@@ -92,7 +92,8 @@ class Conv2D(OpDef):
         "padding": AttrSpec("padding", "SAME"),
         "activation": AttrSpec("enum", "none", ACTIVATIONS),
         "normalizer": AttrSpec("enum", "none", NORMALIZERS),
-        "bias": AttrSpec("bool", True, doc="Paleo always counts the bias; kept for fidelity"),
+        "bias": AttrSpec("bool", True, doc="false: no bias parameter (Paleo's JSON `bias` key is ignored on "
+                                           "import: Paleo always counts one)"),
     }
     doc = "2-D convolution, NHWC input, HWIO filter, Paleo's VALID/SAME rules."
 
@@ -159,7 +160,10 @@ class Conv2D(OpDef):
         x = ins[0]
         kh, kw, ci, _ = a["filter"]
         ci = x[3] if ci == -1 else ci
-        return {"weight": (kh, kw, ci, out[3]), "bias": (out[3],)}
+        shapes = {"weight": (kh, kw, ci, out[3])}
+        if a.get("bias", True):          # `bias: false`: no bias parameter, none added, none trained
+            shapes["bias"] = (out[3],)
+        return shapes
 
     def cost(self, a, ins, out, needs_input_grad=True):
         x = ins[0]
