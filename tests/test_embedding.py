@@ -292,3 +292,18 @@ def test_compile_for_cuda_without_a_gpu(tmp_path):
     ops = [e["op"] for e in t["schedule"]]
     assert "netc.sparse_sgd_update" in ops and "netc.embedding_grad" not in ops
     assert t["inputs"][0]["rows"] == 50 and t["frozen"] == []
+
+
+def test_an_id_outside_the_table_is_located_at_the_layer(tmp_path, capsys):
+    """`netc run --inputs` with an id beyond the table: file:line:col of the Embedding, a caret, exit 1
+    (the reference executor locates an op's run-time refusal at its layer)."""
+    import numpy as np
+    from netc.cli import main
+    f = tmp_path / "e.nd"
+    f.write_text("network n {\n  input ids: i32[4]\n  e = Embedding(ids) { num_embeddings: 10, dim: 3 }\n}\n")
+    np.savez(tmp_path / "in.npz", ids=np.array([1, 2, 99, 3], np.int32))
+    capsys.readouterr()
+    assert main(["run", str(f), "--reference", "--inputs", str(tmp_path / "in.npz")]) == 1
+    err = capsys.readouterr().err
+    assert "e.nd:3:3: error: Embedding 'e': id 99 at [2] is outside the table's rows 0 to 9" in err and "^" in err
+    assert "Traceback" not in err

@@ -256,7 +256,13 @@ def run_op(op, values: dict, named: dict, ptensors: dict, dtype) -> None:
     opdef = lookup(op.name)
     refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
     ps = {role: ptensors[ref.name] for role, ref in refs.items()}
-    y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
+    try:
+        y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
+    except NetcError as e:      # a value the op refuses at run time (an id outside a table): at its layer
+        for d in e.diagnostics:
+            if d.loc is None:
+                d.loc = op.loc
+        raise
     if opdef.side_effects:
         for role, t in (y or {}).items():   # the new values of the symbols it writes
             dst = ptensors[refs[role].name]
