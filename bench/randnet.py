@@ -551,6 +551,10 @@ SKIPPED = {
     "netc.lstm": "no kernel yet (the infer and train checks need one), and its time-major [T, B, ...] sequences "
                  "are no batch-first layer the generator chains (tests/test_lstm.py checks its reference and "
                  "gradient)",
+    "netc.recurrent": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "
+                      "its reference and gradient)",
+    "netc.clockwork": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "
+                      "its reference and gradient)",
 }
 
 

@@ -312,12 +312,20 @@ def case_elementwise(rng, k):
 
 
 def case_gru(rng, k):
-    n, h = rng.randint(1, 3), rng.randint(1, 4)
-    x = (n,) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
-    a = {"dim_hidden": h, "bias": k % 2 == 0}
-    shapes = [x, (n, h)] if k % 3 else [x]
-    src, xs = around("GRU", shapes, a)
-    return with_loss(src, (n, h)), xs
+    """A time-major sequence [T, B, ...] (T = 1 among them; k % 4 == 3: one step [B, X] without a time axis,
+    SINGA's unrolled form), with and without the initial state h0, both reset conventions, with and
+    without bias."""
+    t, b, h = (1, 2, 3)[k % 3], rng.randint(1, 3), rng.randint(1, 4)
+    x = ((t,) if k % 4 != 3 else ()) + (b,) + tuple(rng.randint(1, 3) for _ in range(1 if k % 4 == 3 else rng.randint(1, 2)))
+    a = f"dim_hidden: {h}, bias: {'true' if k % 2 == 0 else 'false'}, linear_before_reset: {'true' if k % 5 else 'false'}"
+    shapes = [x, (b, h)] if k % 2 else [x]
+    lines, xs = [], []
+    for i, s in enumerate(shapes):   # (pre-layers with their own leading axis: T for x, B for h0)
+        lines += [f"  input d{i}: f32[{s[0]}, 3]", f"  p{i} = InnerProduct(d{i}) {{ num_outputs: {prod(s[1:])} }}",
+                  f"  x{i} = Reshape(p{i}) {{ output_shape: {_nd(list(s))} }}"]
+        xs.append(f"x{i}")
+    lines.append(f"  y = GRU({', '.join(xs)}) {{ {a} }}")
+    return with_loss("network t {\n" + "\n".join(lines) + "\n", x[:-1] + (h,) if k % 4 != 3 else (b, h)), xs
 
 
 def case_softmax_loss(rng, k):
@@ -366,6 +374,24 @@ def case_lstm(rng, k):
     return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h)), xs
 
 
+def case_rnn(kind):
+    def case(rng, k):
+        """A time-major sequence [T, B, ...] (T = 1 among them), with and without the initial state h0, every
+        activation (the Clockwork's timing: netc's random periods)."""
+        t, b, h = (1, 2, 3)[k % 3], rng.randint(1, 3), rng.randint(1, 4)
+        x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
+        act = ("tanh", "sigmoid", "relu", "none")[k % 4]
+        shapes = [x, (b, h)] if k % 2 else [x]
+        lines, xs = [], []
+        for i, s in enumerate(shapes):   # (pre-layers with their own leading axis: T for x, B for h0)
+            lines += [f"  input d{i}: f32[{s[0]}, 3]", f"  p{i} = InnerProduct(d{i}) {{ num_outputs: {prod(s[1:])} }}",
+                      f"  x{i} = Reshape(p{i}) {{ output_shape: {_nd(list(s))} }}"]
+            xs.append(f"x{i}")
+        lines.append(f"  y = {kind}({', '.join(xs)}) {{ size: {h}, activation: {act} }}")
+        return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h)), xs
+    return case
+
+
 CASES = {
     "relu": case_unary("ReLU", lambda rng: {"negative_slope": rng.choice([0.0, 0.1])}),
     "sigmoid": case_unary("Sigmoid"),
@@ -391,6 +417,8 @@ CASES = {
     "euclidean_loss": case_euclidean_loss,
     "embedding": case_embedding,
     "lstm": case_lstm,
+    "recurrent": case_rnn("Recurrent"),
+    "clockwork": case_rnn("Clockwork"),
 }
 
 def _differentiable_ops():

@@ -105,14 +105,22 @@ def _case(op: str, rng: random.Random):
     if op == "euclidean_loss":
         return attrs(op), [any_shape, (any_shape[0], -1)]
     if op == "gru":
-        h = rng.randint(1, 5)
-        prev = rng.choice([[], [(any_shape[0], h)]])  # the first step, or one with the previous state
-        return attrs(op, dim_hidden=h, bias=rng.choice([True, False])), [any_shape] + prev
+        t, b, h = rng.randint(1, 4), rng.randint(1, 3), rng.randint(1, 5)
+        x = rng.choice([(t, b), ()]) + (b,) + tuple(rng.randint(1, 3) for _ in range(1))  # a sequence, or one step
+        state = rng.choice([[], [(b, h)]])   # the zero context, or an initial h0
+        return attrs(op, dim_hidden=h, bias=rng.choice([True, False]),
+                     linear_before_reset=rng.choice([True, False])), [x] + state
     if op == "lstm":
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
         h = rng.randint(1, 4)
         state = rng.choice([[], [(b, h), (b, h)]])   # the zero context, or an initial h0 and c0
+        return attrs(op, size=h, activation=rng.choice(["tanh", "sigmoid", "relu", "none"])), [x] + state
+    if op in ("recurrent", "clockwork"):
+        t, b = rng.randint(1, 4), rng.randint(1, 3)
+        x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
+        h = rng.randint(1, 4)
+        state = rng.choice([[], [(b, h)]])   # the zero context, or an initial h0
         return attrs(op, size=h, activation=rng.choice(["tanh", "sigmoid", "relu", "none"])), [x] + state
     if op == "embedding":
         return attrs(op, num_embeddings=rng.randint(1, 9), dim=rng.randint(1, 5)), [rng.choice([(n,), any_shape])]

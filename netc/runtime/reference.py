@@ -54,6 +54,8 @@ def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.
         t = 0.1 * z
     elif role == "scale":
         t = 1.0 + 0.1 * z
+    elif role == "timing":   # a Clockwork's periods (ops/rnn.py): unit j ticks every 2^j steps
+        t = 2.0 ** torch.arange(prod(shape), dtype=torch.float64).reshape(shape)
     else:
         fan_in = prod(shape[:-1]) if len(shape) > 1 else 1
         t = z / max(fan_in, 1) ** 0.5
