@@ -325,7 +325,7 @@ def case_gru(rng, k):
                   f"  x{i} = Reshape(p{i}) {{ output_shape: {_nd(list(s))} }}"]
         xs.append(f"x{i}")
     lines.append(f"  y = GRU({', '.join(xs)}) {{ {a} }}")
-    return with_loss("network t {\n" + "\n".join(lines) + "\n", x[:-1] + (h,) if k % 4 != 3 else (b, h)), xs
+    return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h) if k % 4 != 3 else (b, h)), xs
 
 
 def case_softmax_loss(rng, k):

@@ -106,7 +106,7 @@ def _case(op: str, rng: random.Random):
         return attrs(op), [any_shape, (any_shape[0], -1)]
     if op == "gru":
         t, b, h = rng.randint(1, 4), rng.randint(1, 3), rng.randint(1, 5)
-        x = rng.choice([(t, b), ()]) + (b,) + tuple(rng.randint(1, 3) for _ in range(1))  # a sequence, or one step
+        x = rng.choice([(t,), ()]) + (b,) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))  # or one step
         state = rng.choice([[], [(b, h)]])   # the zero context, or an initial h0
         return attrs(op, dim_hidden=h, bias=rng.choice([True, False]),
                      linear_before_reset=rng.choice([True, False])), [x] + state

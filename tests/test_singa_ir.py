@@ -109,7 +109,7 @@ def test_gru_compile_says_no_kernel(tmp_path):
     conf = os.path.join(CORPUS, "0.3.0_char-rnn_job.conf")
     r = netc("compile", conf, "-o", str(tmp_path / "rnn.so"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "error: layer '0#gru1:0' (netc.gru, a recurrent (GRU) cell) has no CUDA kernel in netc yet" in r.stderr
+    assert "error: layer '0#gru1:0' (netc.gru, a recurrent (GRU) layer) has no CUDA kernel in netc yet" in r.stderr
 
 
 @pytest.mark.parametrize("conf", ["0.1.0_cifar10_job.conf", "0.3.0_cifar10_hybrid.conf", "0.1.0_rbm_rbm2.conf",

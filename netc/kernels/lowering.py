@@ -835,7 +835,10 @@ LOWERINGS: dict[str, Lowering] = {
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
-    "netc.gru": Lowering(missing="a recurrent (GRU) cell"),
+    "netc.gru": Lowering(missing="a recurrent (GRU) layer"),
+    "netc.gru_grad_gates": Lowering(missing="a GRU's gradient (its recurrence through time)"),
+    "netc.gru_grad_data": Lowering(missing="a GRU's input gradient"),
+    "netc.gru_grad_param": Lowering(missing="a GRU's parameter gradient"),
     "netc.lstm": Lowering(missing="a recurrent (LSTM) layer"),
     "netc.lstm_grad_gates": Lowering(missing="an LSTM's gradient (its recurrence through time)"),
     "netc.lstm_grad_data": Lowering(missing="an LSTM's input gradient"),

@@ -1,160 +1,180 @@
-"""Recurrent cells: GRU, one unrolled time step with SINGA's semantics (kGRU, v0.2+).
+"""GRU: one op over a whole time-major sequence with SINGA's semantics (kGRU, v0.2/v0.3,
+src/neuralnet/neuron_layer/gru.cc), and its gradient, backpropagation through time.
 
-A recurrent net is unrolled into one op per step (SINGA does this when it builds the net); the
-recurrent edge is an ordinary operand: step t reads its input x_t and the output of step t-1.
-The first step has no previous state (SINGA feeds a zero context), so `gru` takes 1 or 2 inputs.
+x is [T, B, ...], time first, its trailing feature axes flattened to X; the state h is [B, H],
+H = `dim_hidden`. With sigma the logistic sigmoid, for t = 0 .. T-1 (SINGA's GRULayer::ComputeFeature):
 
-    z  = sigmoid(x W_z^T + b_z + h W_zh^T)          update gate
-    r  = sigmoid(x W_r^T + b_r + h W_rh^T)          reset gate
-    c  = tanh(x W_c^T + b_c + r * (h W_ch^T))       candidate ("new memory"; reset after the product)
-    h' = (1 - z) * c + z * h                        the output, [N, dim_hidden]
+    z[t] = sigma(x[t] z_hx^T + z_b + h[t-1] z_hh^T)               update gate
+    r[t] = sigma(x[t] r_hx^T + r_b + h[t-1] r_hh^T)               reset gate
+    c[t] = tanh(x[t] c_hx^T + c_b + r[t] * (h[t-1] c_hh^T))       new memory: the reset gate multiplies
+                                                                 the recurrent product (ONNX's
+                                                                 linear_before_reset = 1)
+    h[t] = y[t] = (1 - z[t]) * c[t] + z[t] * h[t-1]               the output, [T, B, H]
 
-x is flattened to [N, vdim]. Parameters keep SINGA's layout and order: z_hx, r_hx, c_hx
-[dim_hidden, vdim]; z_hh, r_hh, c_hh [dim_hidden, dim_hidden]; z_b, r_b, c_b [dim_hidden] (only
-with `bias`). Every step owns all of them, also the first (whose hidden-to-hidden products vanish):
-the unrolled copies of one layer share their storage by `share_from` on the first step's.
+There is no recurrent bias (SINGA has none). `linear_before_reset: false` is the other convention
+(Cho et al. 2014, ONNX's linear_before_reset = 0): c[t] = tanh(x[t] c_hx^T + c_b + (r[t] * h[t-1]) c_hh^T).
+h[-1] is the optional operand h0 [B, H] (the state carried over from a previous call); without it
+0 (SINGA's zero context on the first unrolled step). The final state is y[T-1].
 
-Gradients, as a kernel would split them: gru_grad_gates recomputes the gates from x, h and the
-parameters and gives the gradients of the gates' pre-activations (the elementwise part), then plain
-products: gru_grad_input for x and for h, gru_grad_weight for each weight, gru_grad_bias for each bias.
-The backward pass sums the unrolled steps' parameter gradients into the shared storage.
+A rank-2 x [B, X] is one step without a time axis (y [B, H]): SINGA's unrolled form, one op per
+step reading the previous step's output as h0 (the SINGA importer keeps it for nets it cannot roll,
+and the .nd language takes it as before).
+
+Parameters keep SINGA's roles, layout and order: z_hx, r_hx, c_hx [H, X]; z_hh, r_hh, c_hh [H, H];
+z_b, r_b, c_b [H] (only with `bias`).
+
+Cost (FLOPs, 2 per multiply-add; 4 per sigmoid or tanh, as netc's Sigmoid/Tanh):
+  forward      6TBXH (the input products) + 6TBH^2 (the recurrent ones, also at t = 0, as SINGA
+               computes them against its zero context) + (20 + 3 with bias)TBH per state element and
+               step: 2 sigmoids and a tanh (12), the 3 recurrent sums, the reset product (1), the
+               output mix (1 - z) * c + z * h (4), the 3 bias adds
+  backward     data: 6TBXH (dx, when x needs a gradient) + 6TBH^2 (the recurrent deltas, dh0 among
+               them) + 20TBH (the elementwise chain: the 3 gate derivatives, the reset product's
+               two sides, the carry through z, dy + the carried delta); filter: 6TBXH (the *_hx) +
+               6TBH^2 (the *_hh) + 3TBH (the biases, with bias)
+
+The gradient, split as lstm's: gru_grad_gates recomputes the forward states and runs the recurrence
+backwards, by hand (finite differences and torch.autograd check it, tests/test_gru.py), giving per
+step the gates' pre-activation gradients, what the step sends back to h[t-1] and the states the
+parameter gradients read; then gru_grad_data (dx: products with the *_hx; dh0: the t = 0 block)
+and gru_grad_param (one per parameter: products and sums over time and batch). Where SINGA's own
+ComputeGradient differs from the derivative (it adds z to the context's gradient where the
+derivative has dy * z) this follows the derivative. There is no kernel yet (kernels/lowering.py:
+`missing`). The batch is axis 1 of a sequence (OpDef.batch_axis: the partition pass refuses
+partition_dim 0 on it, which would cut the sequence in time).
 """
 from __future__ import annotations
 
 from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 
-_GATES = ("z", "r", "c")
+GATES = ("z", "r", "c")
+ROLES = tuple(f"{g}_hx" for g in GATES) + tuple(f"{g}_hh" for g in GATES) + tuple(f"{g}_b" for g in GATES)
+
+
+def _roles(a) -> tuple:
+    return ROLES if a.get("bias", True) else ROLES[:6]
+
+
+def _shapes(a, ins):
+    """(T, B, X, H) of a GRU's operand shapes (T = 1 for a single step [B, X]), or ShapeError."""
+    h = a["dim_hidden"]
+    if h <= 0:
+        raise ShapeError(f"dim_hidden must be positive, got {h}", attr="dim_hidden")
+    x = tuple(ins[0])
+    if len(x) < 2:
+        raise ShapeError(f"GRU reads a time-major sequence [T, B, features...] (or one step [B, X]), got {list(x)}",
+                         operand=0)
+    t, b, feats = (1, x[0], x[1:]) if len(x) == 2 else (x[0], x[1], x[2:])
+    if len(ins) == 2 and tuple(ins[1]) != (b, h):
+        raise ShapeError(f"the initial state h0 must be [B, dim_hidden] = {[b, h]}, got {list(ins[1])}", operand=1)
+    return t, b, prod(feats), h
+
+
+def _param_shapes(a, t, b, x, h):
+    shapes = {f"{g}_hx": (h, x) for g in GATES}
+    shapes.update({f"{g}_hh": (h, h) for g in GATES})
+    shapes.update({f"{g}_b": (h,) for g in GATES})
+    return {r: shapes[r] for r in _roles(a)}
+
+
+def _flops(t, b, x, h):
+    """(input products, recurrent products, state elements T*B*H)."""
+    return 6 * t * b * x * h, 6 * t * b * h * h, t * b * h
+
+
+LBR = AttrSpec("bool", True, doc="the reset gate multiplies the recurrent product, r * (h c_hh^T) (SINGA's kGRU, "
+                                 "ONNX's linear_before_reset = 1); false: (r * h) c_hh^T (Cho et al.)")
 
 
 @register
 class GRU(OpDef):
     name = "gru"
-    singa_one_to_many = True
+    singa_one_to_many = True  # SINGA's unrolled kGRU fans out (to the next step and its readers) without a split
     types = ("GRU",)
     arity = (1, 2)
-    param_roles = tuple(f"{g}_hx" for g in _GATES) + tuple(f"{g}_hh" for g in _GATES) + tuple(f"{g}_b" for g in _GATES)
+    batch_axis = 1           # time-major: a split along axis 0 would cut the sequence
+    param_roles = ROLES
     attrs = {
-        "dim_hidden": AttrSpec("int", doc="size of the hidden state h"),
+        "dim_hidden": AttrSpec("int", doc="H, the width of the state h (the output)"),
         "bias": AttrSpec("bool", True, doc="gate biases z_b, r_b, c_b"),
+        "linear_before_reset": LBR,
     }
-    doc = ("One GRU step (SINGA's kGRU): inputs x [N, ...] (flattened) and, after the first step, the previous "
-           "state h [N, dim_hidden]; output the new state [N, dim_hidden].")
+    doc = ("A GRU over a whole time-major sequence, SINGA's kGRU: x [T, B, ...] (features flattened; a rank-2 "
+           "[B, X] is one step), optionally the initial state h0 [B, dim_hidden]; output y [T, B, dim_hidden]. "
+           "y[t] = (1 - z) * c + z * y[t-1]; c = tanh(x c_hx^T + c_b + r * (y[t-1] c_hh^T)).")
 
     def singa_layer(self, a, ins, v1, scale, plain):
-        from .singa import GRU_ROLES, SingaInexpressible
+        from .singa import SingaInexpressible
+        if not a.get("linear_before_reset", True):
+            raise SingaInexpressible(f"GRU '{a['name']}' resets h before its recurrent product "
+                                     f"(linear_before_reset: false); SINGA's kGRU resets after it")
         if plain and len(ins) > 1:
             raise SingaInexpressible(f"GRU '{a['name']}' reads a previous state; SINGA's kGRU gets it only by "
                                      f"unrolling (import the SINGA job instead)")
-        roles = list(GRU_ROLES[:9 if a.get("bias", True) else 6])
-        return "kGRU", [f"gru_conf {{ dim_hidden: {a['dim_hidden']} }}"], roles
+        return "kGRU", [f"gru_conf {{ dim_hidden: {a['dim_hidden']} }}"], list(_roles(a))
 
     def infer(self, a, ins):
-        x = ins[0]
-        h = a["dim_hidden"]
-        if len(x) < 2:
-            raise ShapeError(f"GRU needs an input of rank >= 2 ([N, ...]), got {list(x)}", operand=0)
-        if h <= 0:
-            raise ShapeError(f"dim_hidden must be positive, got {h}", attr="dim_hidden")
-        if len(ins) == 2 and tuple(ins[1]) != (x[0], h):
-            raise ShapeError(f"the previous state must be [N, dim_hidden] = {[x[0], h]}, got {list(ins[1])}",
-                             operand=1)
-        return (x[0], h)
+        t, b, _, h = _shapes(a, ins)
+        return (b, h) if len(ins[0]) == 2 else (t, b, h)
 
     def param_shapes(self, a, ins, out):
-        h, v = a["dim_hidden"], prod(ins[0][1:])
-        shapes = {f"{g}_hx": (h, v) for g in _GATES}
-        shapes.update({f"{g}_hh": (h, h) for g in _GATES})
-        if a["bias"]:
-            shapes.update({f"{g}_b": (h,) for g in _GATES})
-        return shapes
+        return _param_shapes(a, *_shapes(a, ins))
 
     def cost(self, a, ins, out, needs_input_grad=True):
-        gemm_x, gemm_h, ew = _flops(a, ins)
-        n, h = ins[0][0], a["dim_hidden"]
-        fwd = gemm_x + gemm_h + ew
-        bwd_data = (gemm_x if needs_input_grad else 0) + gemm_h + ew
-        bwd_filter = gemm_x + gemm_h + (3 * n * h if a["bias"] else 0)
-        return Cost(fwd, bwd_data, bwd_filter)
+        gx, gh, n = _flops(*_shapes(a, ins))
+        nb = 3 * n if a.get("bias", True) else 0
+        return Cost(gx + gh + 20 * n + nb, (gx if needs_input_grad else 0) + gh + 20 * n, gx + gh + nb)
 
     def reference(self, a, ins, params):
-        import torch
-        x = ins[0].reshape(ins[0].shape[0], -1)
-        h = ins[1] if len(ins) == 2 else None
-
-        def gate(g):
-            y = x @ params[f"{g}_hx"].T
-            if a["bias"]:
-                y = y + params[f"{g}_b"]
-            return y
-
-        if h is None:  # SINGA's zero context: the hidden products vanish
-            z, r = torch.sigmoid(gate("z")), torch.sigmoid(gate("r"))
-            c = torch.tanh(gate("c"))
-            return (1 - z) * c
-        z = torch.sigmoid(gate("z") + h @ params["z_hh"].T)
-        r = torch.sigmoid(gate("r") + h @ params["r_hh"].T)
-        c = torch.tanh(gate("c") + r * (h @ params["c_hh"].T))
-        return (1 - z) * c + z * h
+        from .reference import in_compute_dtype
+        x = in_compute_dtype(ins[0])
+        h0 = in_compute_dtype(ins[1]) if len(ins) == 2 else None
+        p = {r: in_compute_dtype(params[r]) for r in _roles(a)}
+        y = gru_states(_seq(x), h0, p, a.get("linear_before_reset", True))["y"]
+        return y[0] if x.dim() == 2 else y
 
     def gradient(self, g, op, dy):
-        """The gates' gradients (gru_grad_gates), then x's and h's gradients (gru_grad_input) and each
-        parameter's (gru_grad_weight, gru_grad_bias), each only where needed. On the first step the
-        hidden-to-hidden weights get none (their products vanish there)."""
+        """gru_grad_gates runs the recurrence backwards (the gates' pre-activation gradients at every
+        step); then plain products and sums of its blocks: gru_grad_data for x and h0, gru_grad_param
+        for each parameter; each only where needed."""
         a = self.attrs_of(op)
-        params = {role: g.param(role) for role in op.attrs.get("params", {})}
-        rec = len(op.operands) == 2
-        gates = g.emit("netc.gru_grad_gates", list(op.operands) + [dy],
-                       {"dim_hidden": a["dim_hidden"], "bias": a["bias"]}, params=params, tag="grad_gates")
+        x = op.operands[0]
+        roles = _roles(a)
+        params = {r: g.param(r) for r in roles}
+        ga = {"dim_hidden": a["dim_hidden"], "bias": a["bias"], "linear_before_reset": a["linear_before_reset"]}
+        gates = g.emit("netc.gru_grad_gates", list(op.operands) + [dy], ga, params=params, tag="grad_gates")
         data = []
-        for i, side in enumerate(("hx", "hh")[:len(op.operands)]):
-            v = op.operands[i]
-            data.append(g.emit("netc.gru_grad_input", [gates],
-                               {"input_shape": list(v.type.shape), "hidden": side == "hh"},
-                               params={gt: g.param(f"{gt}_{side}") for gt in _GATES},
-                               tag="grad_data" if i == 0 else "grad_state") if g.needs(i) else None)
-        grads = {}
-        for role in params:
-            gate, kind = role.split("_")
-            if not g.needs_param(role) or (kind == "hh" and not rec):
+        for k, wrt in enumerate(("x", "h0")[:len(op.operands)]):
+            if not g.needs(k):
+                data.append(None)
                 continue
-            block = _BLOCKS[gate] if not (gate == "c" and kind == "hh") else _BLOCK_U
-            if kind == "b":
-                grads[role] = g.emit("netc.gru_grad_bias", [gates], {"block": block}, tag=f"grad_{role}")
-            else:
-                grads[role] = g.emit("netc.gru_grad_weight", [op.operands[0 if kind == "hx" else 1], gates],
-                                     {"block": block}, tag=f"grad_{role}")
+            data.append(g.emit("netc.gru_grad_data", [gates],
+                               {"wrt": wrt, "input_shape": list(op.operands[k].type.shape)},
+                               params={f"{gt}_hx": params[f"{gt}_hx"] for gt in GATES} if wrt == "x" else None,
+                               tag="grad_data" if wrt == "x" else "grad_h0"))
+        grads = {r: g.emit("netc.gru_grad_param", [gates] + ([x] if r.endswith("_hx") else []), {"role": r},
+                           tag=f"grad_{r}") for r in roles if g.needs_param(r)}
         return data, grads
 
 
-def _flops(a, ins):
-    """(x's GEMMs, h's GEMMs, the elementwise work) of one step, forward (and backward, the same):
-    GEMMs at 2 FLOPs per multiply-add; per element of the [N, h] state 2 sigmoids and a tanh (4 each,
-    as netc's Sigmoid/Tanh), the gate sums (1 per bias, 1 per hidden product), r * (h W_ch^T) and the
-    output mix ((1 - z) * c, + z * h: 4; 2 without h). Backward-data: x's GEMMs (skipped when x needs
-    no gradient), h's, the elementwise work; backward-filter: the weight GEMMs and the bias sums."""
-    n, v, h = ins[0][0], prod(ins[0][1:]), a["dim_hidden"]
-    rec = len(ins) == 2
-    nh = n * h
-    return 6 * n * v * h, (6 * n * h * h if rec else 0), nh * (12 + (3 if a["bias"] else 0) + (8 if rec else 2))
+def _seq(x):
+    """x as a sequence: a single step [B, X] gets its time axis."""
+    return x.unsqueeze(0) if x.dim() == 2 else x
 
 
 # --------------------------------------------------------------------------- gradients
 
-# The blocks of gru_grad_gates' [N, 5, H] result: the gradients of the z, r and c gates' pre-activations,
-# of u = h W_ch^T (the c gate's hidden product, reset by r), and of h' through z * h (dy * z).
-_BLOCKS = {"z": 0, "r": 1, "c": 2}
-_BLOCK_U, _BLOCK_DIRECT, _NBLOCKS = 3, 4, 5
+# The blocks of gru_grad_gates' [T, B, 7, H] result at step t: the gradients of the pre-activations of
+# z, r and c; what step t sends back to h[t-1] (at t = 0: dh0); h[t-1]; and the two sides of c_hh's
+# product: its gradient is uc^T hc (uc = dc_pre * r and hc = h[t-1] when the reset follows the product,
+# uc = dc_pre and hc = r * h[t-1] when it precedes it).
+BLOCKS = {"z": 0, "r": 1, "c": 2, "dh_prev": 3, "h_prev": 4, "uc": 5, "hc": 6}
 
 
-def _gates_shape(gates, operand=0):
-    if len(gates) != 3 or gates[1] != _NBLOCKS:
-        raise ShapeError(f"expected a GRU gates gradient [N, {_NBLOCKS}, H], got {list(gates)}", operand=operand)
-    return gates
-
-
-def _block_attr(a):
-    if not 0 <= a["block"] < _NBLOCKS:
-        raise ShapeError(f"block must be 0 to {_NBLOCKS - 1}, got {a['block']}", attr="block")
+def _gates_shape(gates):
+    if len(gates) != 4 or gates[2] != len(BLOCKS):
+        raise ShapeError(f"expected a GRU gates gradient [T, B, {len(BLOCKS)}, H], got {list(gates)}", operand=0)
+    return gates[0], gates[1], gates[3]
 
 
 @register
@@ -162,108 +182,182 @@ class GRUGradGates(OpDef):
     name = "gru_grad_gates"
     training_only = True
     arity = (2, 3)
-    param_roles = GRU.param_roles
-    attrs = {"dim_hidden": GRU.attrs["dim_hidden"], "bias": GRU.attrs["bias"]}
-    doc = ("The elementwise part of a GRU step's backward: x, the previous state h (after the first step) and "
-           "dy -> [N, 5, H]: the gradients of the z, r and c gates' pre-activations, of u = h W_ch^T, and dy * z "
-           "(h's direct path); the gates are recomputed from x, h and the parameters. On the first step r and u "
-           "get 0. FLOPs: the step's elementwise work.")
+    param_roles = ROLES
+    attrs = {"dim_hidden": GRU.attrs["dim_hidden"], "bias": GRU.attrs["bias"], "linear_before_reset": LBR}
+    doc = ("The recurrence of a GRU's gradient, backwards through time: x, h0 (when the GRU has it) and dy -> "
+           "[T, B, 7, dim_hidden]: per step the gradients of the pre-activations of z, r, c, what the step sends "
+           "back to h[t-1] (dh0 at t = 0), the forward h[t-1] (recomputed) and the two sides of c_hh's product. "
+           "FLOPs: 6TBH^2 (the recurrent deltas) + 20TBH (the elementwise chain).")
 
     def infer(self, a, ins):
         *fwd, dy = ins
+        t, b, _, h = _shapes(a, fwd)
         out = GRU().infer(a, fwd)
         if tuple(dy) != tuple(out):
-            raise ShapeError(f"the gradient {list(dy)} is not the GRU step's output {list(out)}", operand=len(fwd))
-        return (out[0], _NBLOCKS, out[1])
+            raise ShapeError(f"the gradient {list(dy)} is not the GRU's output {list(out)}", operand=len(fwd))
+        return (t, b, len(BLOCKS), h)
 
     def param_shapes(self, a, ins, out):
-        return GRU().param_shapes(a, ins[:1], None)
+        return _param_shapes(a, *_shapes(a, ins[:-1]))
 
     def cost(self, a, ins, out, needs_input_grad=True):
-        return Cost(_flops(a, ins[:-1])[2])
+        _, gh, n = _flops(*_shapes(a, ins[:-1]))
+        return Cost(gh + 20 * n)
 
     def reference(self, a, ins, params):
-        from . import reference as R      # lazy: torch is slow to import
-        return R.gru_grad_gates(ins[0], ins[1] if len(ins) == 3 else None, ins[-1], params, a["bias"])
+        from .reference import in_compute_dtype
+        *fwd, dy = (in_compute_dtype(v) for v in ins)
+        x, h0 = (fwd + [None])[:2]
+        p = {r: in_compute_dtype(params[r]) for r in _roles(a)}
+        return gru_grad_gates(_seq(x), h0, _seq(dy), p, a.get("linear_before_reset", True))
 
 
 @register
-class GRUGradInput(OpDef):
-    name = "gru_grad_input"
+class GRUGradData(OpDef):
+    name = "gru_grad_data"
     training_only = True
     arity = (1, 1)
-    param_roles = _GATES
-    attrs = {"input_shape": AttrSpec("shape", doc="x's (or h's) shape"),
-             "hidden": AttrSpec("bool", False, doc="h's gradient (weights *_hh, blocks z, r, u and dy * z), "
-                                                   "else x's (weights *_hx, blocks z, r, c)")}
-    doc = ("The gradient of a GRU step's input x or previous state h from its gates' gradients: the sum of each "
-           "block times its gate's weight (z, r, c: [H, V] or [H, H]), plus dy * z for h; in the input's shape. "
-           "FLOPs: those products.")
+    param_roles = tuple(f"{g}_hx" for g in GATES)
+    attrs = {"wrt": AttrSpec("enum", choices=("x", "h0"), doc="whose gradient"),
+             "input_shape": AttrSpec("shape", doc="its shape")}
+    doc = ("The gradient of a GRU's x (the sum over the gates of the pre-activation gradient times *_hx, in x's "
+           "shape; FLOPs 6TBXH) or h0 (the block gru_grad_gates sends back from t = 0; no FLOPs), from "
+           "gru_grad_gates' result.")
+
+    def bindable_roles(self, a):
+        return self.param_roles if a.get("wrt") == "x" else ()
 
     def infer(self, a, ins):
-        n, _, h = _gates_shape(ins[0])
-        x = tuple(a["input_shape"])
-        if len(x) < 2 or x[0] != n or (a["hidden"] and x != (n, h)):
-            raise ShapeError(f"{list(x)} is not the {'state' if a['hidden'] else 'input'} of a GRU step with gates "
-                             f"{list(ins[0])}", attr="input_shape")
-        return x
+        t, b, h = _gates_shape(ins[0])
+        s = tuple(a["input_shape"])
+        ok = (len(s) >= 3 and s[:2] == (t, b)) or (len(s) == 2 and t == 1 and s[0] == b) if a["wrt"] == "x" \
+            else s == (b, h)
+        if not ok:
+            raise ShapeError(f"{list(s)} is not the {a['wrt']} of a GRU with gates gradient {list(ins[0])}",
+                             attr="input_shape")
+        return s
 
     def param_shapes(self, a, ins, out):
-        return {gt: (ins[0][2], prod(out[1:])) for gt in _GATES}
+        if a["wrt"] != "x":
+            return {}
+        t, b, h = _gates_shape(ins[0])
+        return {r: (h, prod(out) // (t * b)) for r in self.param_roles}
 
     def cost(self, a, ins, out, needs_input_grad=True):
-        return Cost(3 * 2 * ins[0][0] * ins[0][2] * prod(out[1:]))
+        t, b, h = _gates_shape(ins[0])
+        return Cost(6 * h * prod(out) if a["wrt"] == "x" else 0)
 
     def reference(self, a, ins, params):
-        from . import reference as R      # lazy: torch is slow to import
-        blocks = (_BLOCKS["z"], _BLOCKS["r"], _BLOCK_U) if a["hidden"] else tuple(_BLOCKS.values())
-        return R.gru_grad_input(ins[0], [params[gt] for gt in _GATES], blocks,
-                                _BLOCK_DIRECT if a["hidden"] else None, a["input_shape"])
+        from .reference import in_compute_dtype
+        gates = in_compute_dtype(ins[0])
+        if a["wrt"] != "x":
+            return gates[0, :, BLOCKS["dh_prev"]]
+        dx = sum(gates[:, :, BLOCKS[g]] @ in_compute_dtype(params[f"{g}_hx"]) for g in GATES)
+        return dx.reshape(tuple(a["input_shape"]))
 
 
 @register
-class GRUGradWeight(OpDef):
-    name = "gru_grad_weight"
+class GRUGradParam(OpDef):
+    name = "gru_grad_param"
     training_only = True
     unbatched = True
-    arity = (2, 2)
-    attrs = {"block": AttrSpec("int", doc="the gates-gradient block (0 z, 1 r, 2 c, 3 u)")}
-    doc = ("The gradient of one GRU weight: its input a (x, flattened, or h) and the gates' gradients -> "
-           "block^T a, [H, V]. FLOPs 2*N*H*V.")
+    arity = (1, 2)
+    attrs = {"role": AttrSpec("enum", choices=ROLES, doc="the parameter")}
+    doc = ("The gradient of one GRU parameter from gru_grad_gates' result (and x, for the *_hx), summed over "
+           "time and batch: *_hx dA^T x [H, X] (2TBXH FLOPs), *_hh dA^T h[t-1] [H, H] (2TBH^2; c_hh: the "
+           "blocks uc^T hc), *_b dA [H] (TBH).")
 
     def infer(self, a, ins):
-        x, gates = ins
-        n, _, h = _gates_shape(gates, 1)
-        _block_attr(a)
-        if len(x) < 2 or x[0] != n:
-            raise ShapeError(f"{list(x)} is not an input of a GRU step with gates {list(gates)}", operand=0)
-        return (h, prod(x[1:]))
+        t, b, h = _gates_shape(ins[0])
+        r = a["role"]
+        if (len(ins) == 2) != r.endswith("_hx"):
+            raise ShapeError(f"the gradient of {r} reads {'x too' if r.endswith('_hx') else 'the gates gradient alone'}",
+                             attr="role")
+        if r.endswith("_hx"):
+            x = tuple(ins[1])
+            if not ((len(x) >= 3 and x[:2] == (t, b)) or (len(x) == 2 and t == 1 and x[0] == b)):
+                raise ShapeError(f"{list(x)} is not the input of a GRU with gates gradient {list(ins[0])}",
+                                 operand=1)
+            return (h, prod(x) // (t * b))
+        return (h, h) if r.endswith("_hh") else (h,)
 
     def cost(self, a, ins, out, needs_input_grad=True):
-        return Cost(2 * ins[0][0] * prod(out))
+        t, b, h = _gates_shape(ins[0])
+        n = t * b * h
+        kind = a["role"][2:]
+        return Cost({"hx": 2 * n * out[-1], "hh": 2 * n * h, "b": n}[kind])
 
     def reference(self, a, ins, params):
-        from . import reference as R      # lazy: torch is slow to import
-        return R.gru_grad_weight(ins[0], ins[1], a["block"])
+        from .reference import in_compute_dtype
+        gates = in_compute_dtype(ins[0])
+        t, b = gates.shape[:2]
+        g, kind = a["role"].split("_")
+        if g == "c" and kind == "hh":
+            return gates[:, :, BLOCKS["uc"]].reshape(t * b, -1).T @ gates[:, :, BLOCKS["hc"]].reshape(t * b, -1)
+        da = gates[:, :, BLOCKS[g]].reshape(t * b, -1)
+        if kind == "hx":
+            return da.T @ in_compute_dtype(ins[1]).reshape(t * b, -1)
+        if kind == "hh":
+            return da.T @ gates[:, :, BLOCKS["h_prev"]].reshape(t * b, -1)
+        return da.sum(0)
 
 
-@register
-class GRUGradBias(OpDef):
-    name = "gru_grad_bias"
-    training_only = True
-    unbatched = True
-    arity = (1, 1)
-    attrs = {"block": AttrSpec("int", doc="the gates-gradient block (0 z, 1 r, 2 c)")}
-    doc = "The gradient of one GRU bias: the gates' gradient block summed over the batch, [H]. FLOPs N*H."
+# --------------------------------------------------------------------------- the reference, by hand
 
-    def infer(self, a, ins):
-        _, _, h = _gates_shape(ins[0])
-        _block_attr(a)
-        return (h,)
+def gru_states(x, h0, p: dict, linear_before_reset: bool = True) -> dict:
+    """The forward recurrence (the module docstring's equations) over x [T, B, ...]: every state, stacked
+    over time, [T, B, H] each: z, r, c, u (c_hh's product: h[t-1] c_hh^T, or (r * h[t-1]) c_hh^T), y, and
+    h_prev (h[t-1]); also the final state h_last [B, H]. p: the roles (biases optional)."""
+    import torch
+    t_len, b = x.shape[0], x.shape[1]
+    xf = x.reshape(t_len, b, -1)
+    hid = p["z_hh"].shape[0]
+    h = h0 if h0 is not None else xf.new_zeros((b, hid))
+    keep = {k: [] for k in ("z", "r", "c", "u", "y", "h_prev")}
 
-    def cost(self, a, ins, out, needs_input_grad=True):
-        return Cost(ins[0][0] * ins[0][2])
+    def pre(g, t):
+        v = xf[t] @ p[f"{g}_hx"].T
+        return v + p[f"{g}_b"] if f"{g}_b" in p else v
 
-    def reference(self, a, ins, params):
-        from . import reference as R      # lazy: torch is slow to import
-        return R.gru_grad_bias(ins[0], a["block"])
+    for t in range(t_len):
+        z = torch.sigmoid(pre("z", t) + h @ p["z_hh"].T)
+        r = torch.sigmoid(pre("r", t) + h @ p["r_hh"].T)
+        if linear_before_reset:
+            u = h @ p["c_hh"].T
+            c = torch.tanh(pre("c", t) + r * u)
+        else:
+            u = (r * h) @ p["c_hh"].T
+            c = torch.tanh(pre("c", t) + u)
+        y = (1 - z) * c + z * h
+        for k, v in (("z", z), ("r", r), ("c", c), ("u", u), ("y", y), ("h_prev", h)):
+            keep[k].append(v)
+        h = y
+    out = {k: torch.stack(v) for k, v in keep.items()}
+    out["h_last"] = h
+    return out
+
+
+def gru_grad_gates(x, h0, dy, p: dict, linear_before_reset: bool = True):
+    """Backpropagation through time of gru_states' y against dy [T, B, H], by hand: [T, B, 7, H], the
+    blocks of BLOCKS at every step."""
+    import torch
+    s = gru_states(x, h0, p, linear_before_reset)
+    dh_next = torch.zeros_like(s["y"][0])     # what step t+1 sends back to h[t]
+    steps = []
+    for t in reversed(range(x.shape[0])):
+        z, r, c, u, hp = s["z"][t], s["r"][t], s["c"][t], s["u"][t], s["h_prev"][t]
+        dh = dy[t] + dh_next
+        dc = dh * (1 - z) * (1 - c * c)                # the pre-activation of c
+        dz = dh * (hp - c) * z * (1 - z)
+        if linear_before_reset:
+            uc, hc = dc * r, hp                        # d(h c_hh^T) = dc * r
+            dr = dc * u * r * (1 - r)
+            back = uc @ p["c_hh"]
+        else:
+            drh = dc @ p["c_hh"]                       # d(r * h)
+            uc, hc = dc, r * hp
+            dr = drh * hp * r * (1 - r)
+            back = drh * r
+        dh_next = dh * z + dz @ p["z_hh"] + dr @ p["r_hh"] + back
+        steps.append(torch.stack([dz, dr, dc, dh_next, hp, uc, hc], 1))
+    return torch.stack(steps[::-1])
