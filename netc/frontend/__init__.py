@@ -30,8 +30,9 @@ def load(path: str, diag: DiagnosticEngine | None = None, batch: int = 1, option
 
 def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = None, batch: int = 1,
               options: dict | None = None):
-    """`batch`: B for formats whose batch size is not in the file (Brainstorm; T is fixed to 1).
-    `options`: {"singa_version": "0.1" | "0.2" | "0.3" | "dev"} for SINGA files (detected when absent)."""
+    """`batch`: B for formats whose batch size is not in the file (Brainstorm).
+    `options`: {"singa_version": "0.1" | "0.2" | "0.3" | "dev"} for SINGA files (detected when absent);
+    {"time": T} for Brainstorm architectures with recurrent layers (their sequence length; default 1)."""
     SOURCES.add(path, text)  # so every diagnostic, even a syntax error, can quote its line
     fmt = detect_format(path, text)
     if fmt == "nd":
@@ -57,7 +58,8 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
             return import_paleo(text, path, diag, data, locs, dups)
         from .brainstorm import import_brainstorm, is_bare_hub_layout, is_brainstorm
         if is_brainstorm(data):
-            return import_brainstorm(text, path, diag, data, locs, dups, batch=batch)
+            return import_brainstorm(text, path, diag, data, locs, dups, batch=batch,
+                                     time=(options or {}).get("time", 1))
         if is_bare_hub_layout(data):
             raise NetcError("this is a Brainstorm buffer layout without an architecture: it describes memory, not "
                             "a network; `netc check` validates it", Loc(path, 1, 1))

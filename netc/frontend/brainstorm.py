@@ -5,11 +5,18 @@ names to `{"@type": ..., "@outgoing_connections": {output: ["Layer" | "Layer.inp
 netc reads it either bare (a JSON object whose values are such layer dicts) or wrapped, as in the
 corpus files `corpus/brainstorm/*.layout.json` (`{"architecture": {...}, "layout": {...}, ...}`).
 
-Time dimension. Brainstorm shapes are `(T, B) + feature shape`. netc's ops are feed-forward with
-the batch first, so the importer fixes **T = 1** and folds the two leading axes into one batch
-axis of size `B` (the `batch` argument, `--batch` on the command line, default 1): a Brainstorm
-`('T', 'B', 784)` becomes netc `[B, 784]`. Layers that carry state across time steps (LSTM, RNN,
-Clockwork, ...) have no meaning at T = 1 and are refused with a "not yet supported" diagnostic.
+Time dimension. Brainstorm shapes are `(T, B) + feature shape`. An architecture without a
+recurrent layer is feed-forward at every step, so the importer fixes **T = 1** and folds the two
+leading axes into one batch axis of size `B` (the `batch` argument, `--batch` on the command line,
+default 1): a Brainstorm `('T', 'B', 784)` becomes netc `[B, 784]`. An architecture with a recurrent
+layer (`Lstm`, `Recurrent`, `Clockwork`) is imported **time-major**, as Brainstorm runs it: every
+time-sized input `('T', 'B', ...)` becomes a sequence `[T, B, ...]` (T = the `time` argument, default
+1), the recurrent layers read and write whole sequences, and the feed-forward layers apply at every
+step (a FullyConnected or SoftmaxCE reshapes [T, B, F] to [T*B, F] and back, Brainstorm's
+flatten_time); fan-in concatenates along the first feature axis (axis 2). The recurrent layers start
+from a zero state (Brainstorm's context before the first call). Other recurrent types (ClockworkLstm,
+...) are refused with a "not yet supported" diagnostic; `Highway` is no recurrent layer but netc has
+no op for it either, and says so.
 
 Mapping (one Brainstorm layer may become several netc ops; a layer with several outputs gets one
 op per output, named `Layer.output`; a layer with only `default` keeps its own name):
@@ -24,6 +31,9 @@ op per output, named `Layer.output`; a layer with only `default` keeps its own n
 | `Merge` (inputs inputs_1, inputs_2, ...) | `concat` along the last feature axis |
 | `NoOp` | an `Opaque { type: "NoOp" }` pass-through |
 | `Loss(importance)` | nothing: its input becomes a network output (an `output` statement) |
+| `Lstm(size, activation)` | `lstm` (activation default tanh, Brainstorm's; `size` default: the input's feature size, as Brainstorm) |
+| `Recurrent(size, activation)` | `recurrent` (the same defaults) |
+| `Clockwork(size, activation)` | `clockwork` (the same defaults; its `timing` is a parameter, as in Brainstorm) |
 
 Several connections into one input are Brainstorm's zero-copy fan-in: the sources are concatenated
 along the first feature axis (a `concat` op named `Layer.input.concat`), in alphabetical order of
@@ -43,8 +53,10 @@ from .jsonloc import load_json, path_join
 from .paleo import network_name
 
 ACTIVATIONS = {"rel": "relu", "linear": "none", "tanh": "tanh", "sigmoid": "sigmoid"}
-RECURRENT = {"Lstm", "LSTM", "LstmOpt", "RNN", "Rnn", "Clockwork", "ClockworkLstm", "ClockworkRnn",
-             "Highway", "Recurrent", "GRU", "Gru"}
+RECURRENT = {"LSTM", "LstmOpt", "RNN", "Rnn", "ClockworkLstm", "ClockworkRnn", "GRU", "Gru"}
+SEQUENCE = {"Lstm": "netc.lstm", "Recurrent": "netc.recurrent", "Clockwork": "netc.clockwork"}   # time-major
+NOT_AN_OP = {"Highway": ("Highway layer '{name}' is not recurrent: it is Brainstorm's highway gate, y = T * H + "
+                         "(1 - T) * x of three same-shaped inputs H, T and x at every step; netc has no such op yet")}
 # @type -> (input names, output names); None = any / given by kwargs
 LAYER_IO = {
     "Input": ((), None),
@@ -55,10 +67,11 @@ LAYER_IO = {
     "NoOp": (("default",), ("default",)),
     "Loss": (("default",), ("loss",)),
     "Merge": (None, ("default",)),
+    **{t: (("default",), ("default",)) for t in SEQUENCE},
 }
 KWARGS = {"Input": {"out_shapes"}, "FullyConnected": {"size", "activation"}, "Dropout": {"drop_prob"},
           "SoftmaxCE": set(), "Elementwise": {"activation"}, "NoOp": set(), "Loss": {"importance"},
-          "Merge": set()}
+          "Merge": set(), **{t: {"size", "activation"} for t in SEQUENCE}}
 
 
 def is_brainstorm(data) -> bool:
@@ -87,8 +100,15 @@ def _feature_shape(shape):
 
 
 class _Importer:
-    def __init__(self, file, locs, diag, batch):
-        self.file, self.locs, self.diag, self.batch = file, locs, diag, batch
+    def __init__(self, file, locs, diag, batch, time=1):
+        self.file, self.locs, self.diag, self.batch, self.time = file, locs, diag, batch, time
+        self.time_major = False
+        self.width: dict = {}    # op name -> its feature width (elements per step and sample), where known
+
+    @property
+    def lead(self) -> list:
+        """The leading axes of a layer's value: [T, B] time-major, else [B]."""
+        return [self.time, self.batch] if self.time_major else [self.batch]
 
     def loc(self, path):
         return self.locs.get(path) or Loc(self.file, 1, 1, path)
@@ -107,9 +127,15 @@ class _Importer:
             if not isinstance(t, str):
                 self.error(f"Brainstorm layer '{lname}' has no \"@type\" string", p)
                 continue
+            if t in NOT_AN_OP:
+                self.error(NOT_AN_OP[t].format(name=lname), path_join(p, "@type"))
+                continue
             if t in RECURRENT:
-                self.error(f"Brainstorm layer '{lname}' of type {t} is recurrent: recurrent layers are not yet "
-                           f"supported (netc imports Brainstorm nets with T = 1)", path_join(p, "@type"))
+                d = self.error(f"Brainstorm layer '{lname}' of type {t} is recurrent: this recurrent layer type is not "
+                               f"yet supported (netc imports {', '.join(SEQUENCE)})", path_join(p, "@type"))
+                hint = did_you_mean(t, list(SEQUENCE))
+                if hint:
+                    d.note(f"did you mean '{hint}'?")
                 continue
             if t not in LAYER_IO:
                 d = self.error(f"unknown or unsupported Brainstorm layer type '{t}' for layer '{lname}'",
@@ -128,6 +154,7 @@ class _Importer:
         if diag_errors(self.diag):
             raise NetcError(self.diag.diagnostics[:])
         self.types = {n: v[0] for n, v in layers.items()}
+        self.time_major = any(t in SEQUENCE for t in self.types.values())
         # outputs of each layer, and connections
         outputs = {}
         for lname, (t, spec, p) in layers.items():
@@ -234,12 +261,24 @@ class _Importer:
                 continue
             srcs = sorted(srcs, key=lambda s: s[1])
             cname = f"{lname}.{inp}.concat"
-            op = Operation("netc.concat", result_types=[UNRANKED],
-                           attrs={"name": cname, "parents": [s[0] for s in srcs], "dim": 1}, loc=self.loc(p))
+            self.width[cname] = self.sum_width(s[0] for s in srcs)
+            op = Operation("netc.concat", result_types=[UNRANKED],   # along the first feature axis
+                           attrs={"name": cname, "parents": [s[0] for s in srcs], "dim": len(self.lead)},
+                           loc=self.loc(p))
             op.attr_locs = {f"parent{i}": self.loc(s[2]) for i, s in enumerate(srcs)}
             out_ops.append(op)
             res.append(cname)
         return res
+
+    def steps_shape(self, name) -> list:
+        """[T*B, F] for a [T, B, ...] value: -1 for T*B where its width F is known (so that a run that rescales
+        the inputs' first axis keeps it consistent)."""
+        w = self.width.get(name)
+        return [-1, w] if w else [self.time * self.batch, -1]
+
+    def sum_width(self, names):
+        ws = [self.width.get(n) for n in names]
+        return None if None in ws else sum(ws)
 
     def _op(self, opname, name, parents, attrs, p, src_locs=None):
         op = Operation(opname, result_types=[UNRANKED], attrs={"name": name, "parents": list(parents), **attrs},
@@ -258,8 +297,9 @@ class _Importer:
                     self.error(f"output '{out}' of Input '{lname}' needs a shape ['T', 'B', d1, ...] with positive "
                                f"integer feature dims, got {shape!r}", sp)
                     continue
+                self.width[f"{lname}.{out}"] = math.prod(feat)
                 op = Operation("netc.input", result_types=[UNRANKED],
-                               attrs={"name": f"{lname}.{out}", "shape": [self.batch] + feat, "dtype": "f32"},
+                               attrs={"name": f"{lname}.{out}", "shape": self.lead + feat, "dtype": "f32"},
                                loc=self.loc(sp))
                 op.attr_locs = {"name": self.loc(sp), "shape": self.loc(sp)}
                 ops.append(op)
@@ -271,10 +311,17 @@ class _Importer:
                 self.error(f"Merge layer '{lname}' needs at least two connected inputs", p)
                 return ops
             ops.append(self._op("netc.concat", lname, ins, {"dim": -1}, p))
+            self.width[lname] = self.sum_width(ins)
             return ops
         ins = self._inputs(lname, t, p, sinks, LAYER_IO[t][0], ops)
         if any(i is None for i in ins):
             return ops
+        if t in ("Dropout", "Elementwise", "NoOp"):
+            self.width[lname] = self.width.get(ins[0])
+        if t in SEQUENCE:
+            return self.sequence_layer(lname, t, spec, p, ins, ops)
+        if t == "SoftmaxCE" and self.time_major:
+            return self.softmax_over_time(lname, p, ins, ops)
         if t == "FullyConnected":
             size = spec.get("size")
             sp = path_join(p, "size")
@@ -291,14 +338,18 @@ class _Importer:
                            path_join(p, "activation"))
                 return ops
             attrs = {"num_outputs": math.prod(size)}
+            self.width[lname] = math.prod(size)
             if ACTIVATIONS[act] != "none":
                 attrs["activation"] = ACTIVATIONS[act]
-            if len(size) == 1:
+            if self.time_major:   # at every step: [T, B, F] -> [T*B, F] -> the product -> [T, B] + size
+                ops.append(self._op("netc.reshape", f"{lname}.steps", ins, {"output_shape": self.steps_shape(ins[0])}, p))
+                ins = [f"{lname}.steps"]
+            if len(size) == 1 and not self.time_major:
                 ops.append(self._op("netc.inner_product", lname, ins, attrs, p))
             else:
                 ops.append(self._op("netc.inner_product", f"{lname}.flat", ins, attrs, p))
                 ops.append(self._op("netc.reshape", lname, [f"{lname}.flat"],
-                                    {"output_shape": [self.batch] + size}, p))
+                                    {"output_shape": [-1] + self.lead[1:] + size}, p))
         elif t == "Dropout":
             dp = spec.get("drop_prob", 0.5)
             if not isinstance(dp, (int, float)) or isinstance(dp, bool) or not 0 <= dp < 1:
@@ -326,12 +377,44 @@ class _Importer:
         return ops
 
 
+    def sequence_layer(self, lname, t, spec, p, ins, ops):
+        """Lstm, Recurrent, Clockwork: one op over the whole sequence, Brainstorm's defaults (size: the
+        input's feature size; activation: tanh)."""
+        size = spec.get("size", self.width.get(ins[0]))
+        if not (isinstance(size, int) and not isinstance(size, bool) and size > 0):
+            self.error(f"\"size\" of {t} '{lname}' must be a positive int" if "size" in spec else
+                       f"{t} '{lname}' has no \"size\" and netc cannot tell its input's feature size (Brainstorm's "
+                       f"default); give \"size\"", path_join(p, "size") if "size" in spec else p)
+            return ops
+        act = spec.get("activation", "tanh")
+        if not isinstance(act, str) or act not in ACTIVATIONS:
+            self.error(f"activation {act!r} of '{lname}' is not one netc knows ({', '.join(ACTIVATIONS)})",
+                       path_join(p, "activation"))
+            return ops
+        self.width[lname] = size
+        ops.append(self._op(SEQUENCE[t], lname, ins, {"size": size, "activation": ACTIVATIONS[act]}, p))
+        return ops
+
+    def softmax_over_time(self, lname, p, ins, ops):
+        """SoftmaxCE at every step of a time-major net: [T, B, C] -> [T*B, C] (targets [T*B, 1]), the softmax
+        and the loss there, the predictions back as [T, B, C] (Brainstorm's flatten_time)."""
+        ops.append(self._op("netc.reshape", f"{lname}.steps", ins[:1], {"output_shape": self.steps_shape(ins[0])}, p))
+        ops.append(self._op("netc.reshape", f"{lname}.targets.steps", ins[1:], {"output_shape": self.steps_shape(ins[1])},
+                            p))
+        ops.append(self._op("netc.softmax", f"{lname}.predictions.steps", [f"{lname}.steps"], {}, p))
+        ops.append(self._op("netc.reshape", f"{lname}.predictions", [f"{lname}.predictions.steps"],
+                            {"output_shape": [-1, self.batch] + ([self.width[ins[0]]] if self.width.get(ins[0]) else [-1])},
+                            p))
+        ops.append(self._op("netc.softmax_loss", f"{lname}.loss", [f"{lname}.steps", f"{lname}.targets.steps"], {}, p))
+        return ops
+
+
 def diag_errors(diag) -> bool:
     return diag.has_errors()
 
 
 def import_brainstorm(text: str, file: str = "<input>", diag: DiagnosticEngine | None = None, data=None,
-                      locs=None, dups=None, batch: int = 1) -> Module:
+                      locs=None, dups=None, batch: int = 1, time: int = 1) -> Module:
     SOURCES.add(file, text)
     own = diag is None
     diag = diag or DiagnosticEngine()
@@ -339,6 +422,8 @@ def import_brainstorm(text: str, file: str = "<input>", diag: DiagnosticEngine |
         data, locs, dups = load_json(text, file)
     if not isinstance(batch, int) or batch < 1:
         raise NetcError(f"the batch size must be a positive integer, got {batch}")
+    if not isinstance(time, int) or isinstance(time, bool) or time < 1:
+        raise NetcError(f"the sequence length T must be a positive integer, got {time}")
     for path, loc, first in dups or ():
         diag.warning(f"duplicate key {path}: the last one wins", loc).note("first given here", first)
     if isinstance(data, dict) and isinstance(data.get("architecture"), dict):
@@ -351,7 +436,7 @@ def import_brainstorm(text: str, file: str = "<input>", diag: DiagnosticEngine |
     if not any(isinstance(s, dict) and s.get("@type") == "Input" for s in arch.values()):
         raise NetcError("a Brainstorm architecture needs an Input layer (\"@type\": \"Input\")",
                         locs.get(root) or Loc(file, 1, 1, root))
-    imp = _Importer(file, locs, diag, batch)
+    imp = _Importer(file, locs, diag, batch, time)
     m = imp.module(arch, root, network_name(file.replace(".layout", "").replace(".layouts", "")))
     if own and diag.has_errors():
         raise NetcError(diag.diagnostics)
