@@ -50,11 +50,10 @@ The launchers are imported when an entry runs, not when this table is read: a wa
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, NamedTuple
+from typing import Callable
 
-# a grid's first axis that does not depend on the batch: cdiv(1 * b, FIXED_GRID) = 1 for any batch
-# b < 2^30, times R programs (the losses' ONE_PROGRAM)
-FIXED_GRID = 1 << 30
+from .lstm_lowering import LSTM_LOWERINGS, LSTM_TILES
+from .spec import FIXED_GRID, KernelSpec, pinned  # noqa: F401  (the table's vocabulary: spec.py)
 
 # constexpr -> the launcher keyword that sets it: codegen pins a specialization with these when it
 # lowers a group again at another batch (and tuning files hold these keywords)
@@ -65,12 +64,6 @@ PIN_KWARGS = {"BLOCK_M": "block_m", "BLOCK_N": "block_n", "BLOCK_K": "block_k", 
 PIN_OPTIONS = ("num_warps", "num_stages")
 # constexprs that are tiles (what tuning chooses), not part of what a specialization computes
 TILE_CONSTEXPRS = {"BLOCK_M", "BLOCK_N", "BLOCK_K", "GROUP_M", "BLOCK", "BLOCK_P", "BLOCK_C", "BLOCK_R", "SPLIT"}
-
-
-class KernelSpec(NamedTuple):
-    call: object            # KernelCall (launch=False)
-    rows_per_sample: int
-    block: object           # constexpr name, a number, None (1) or FIXED_GRID
 
 
 @dataclass(frozen=True)
@@ -123,16 +116,6 @@ def _attrs(op) -> dict:
     """The op's attributes with its schema's defaults (netc.ops)."""
     from ..ops import lookup
     return lookup(op.name).attrs_of(op)
-
-
-def pinned(fn, ctx) -> dict:
-    """The pinned launcher keywords `fn` takes (a group's pin holds its first kernel's tiles, and a
-    launcher of several kernels may not take every one of them)."""
-    import inspect
-    params = inspect.signature(fn).parameters
-    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
-        return dict(ctx.pin)
-    return {k: v for k, v in ctx.pin.items() if k in params}
 
 
 def _calls(out) -> list:
@@ -832,6 +815,8 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.embedding": Lowering(lower=_lower_embedding),
     "netc.embedding_grad": Lowering(lower=_lower_embedding_grad),
     "netc.sparse_sgd_update": Lowering(lower=_lower_sparse_sgd_update),
+    # the LSTM (kernels/lstm.py; its entries in kernels/lstm_lowering.py): the sequence and its gradient
+    **{name: Lowering(lower=fn) for name, fn in LSTM_LOWERINGS.items()},
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
@@ -839,10 +824,6 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.gru_grad_gates": Lowering(missing="a GRU's gradient (its recurrence through time)"),
     "netc.gru_grad_data": Lowering(missing="a GRU's input gradient"),
     "netc.gru_grad_param": Lowering(missing="a GRU's parameter gradient"),
-    "netc.lstm": Lowering(missing="a recurrent (LSTM) layer"),
-    "netc.lstm_grad_gates": Lowering(missing="an LSTM's gradient (its recurrence through time)"),
-    "netc.lstm_grad_data": Lowering(missing="an LSTM's input gradient"),
-    "netc.lstm_grad_param": Lowering(missing="an LSTM's parameter gradient"),
     **{f"netc.{op}": Lowering(missing=what) for op, what in (   # ops/rnn.py
         ("recurrent", "a recurrent (Elman) layer"), ("clockwork", "a recurrent (clockwork RNN) layer"),
         ("recurrent_grad_steps", "a recurrent layer's gradient"), ("clockwork_grad_steps", "a clockwork RNN's gradient"),
@@ -997,4 +978,5 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "running_stats_kernel": _tiles_channels,
     "embedding_kernel": _tiles_embedding,
     "fill_kernel": _tiles_numel("NUMEL"),
+    **LSTM_TILES,
 }

@@ -1,0 +1,163 @@
+"""The lowering-table entries of netc.lstm and its gradient ops (kernels/lowering.py reads
+LSTM_LOWERINGS and LSTM_TILES into its table): which launchers of kernels/lstm.py (and netc's gemm
+and elementwise copy) each op becomes, on the tensors codegen hands them (kernels/lowering.py's
+module docstring: the context, the KernelSpecs). Like the table, this module imports no launcher
+until an entry runs.
+
+The batch axis. A time-major op's sequence [T, B, ...] leads with T, and the compiled targets scale
+the leading axis of every batch-sized tensor with their run-time batch (memory/graph.py: a network
+whose inputs are sequences is planned with T as its batch; the initial state h0, c0 [B, H] and its
+gradients are constant-sized). So T is a run-time argument of every kernel here, B a fixed size: the
+input GEMM's and dx's grids grow with T (B rows per step), the recurrence is one launch per
+direction over cdiv(B, BLOCK_M) programs that loops over the steps inside (kernels/lstm.py), and the
+parameter gradients reduce over T * B rows into fixed-size results. A .so compiled at T runs any
+sequence of 1..T steps (inference; a training step runs at the planned T).
+
+Memory: the forward's cell state and the input projection gx, and the gradient's gx, are scratch in
+the program's WORKSPACE region (ctx.workspace: planned by codegen, shared by every group, sized for
+the largest); lstm_grad_gates' own result holds everything its backward and the parameter
+gradients read (kernels/lstm.py), so nothing is kept from the forward.
+"""
+from __future__ import annotations
+
+from .spec import FIXED_GRID, KernelSpec, pinned
+
+# lstm_grad_gates' blocks (netc.ops.lstm.BLOCKS; repeated here so that reading the table imports no op)
+_BLOCK = {"z": 0, "i": 1, "f": 2, "o": 3, "dc_prev": 4, "dh_prev": 5, "c_prev": 6, "c": 7, "h_prev": 8}
+_ROLES = ("Wz", "Wi", "Wf", "Wo", "pi", "pf", "po", "Rz", "Ri", "Rf", "Ro", "bz", "bi", "bf", "bo")
+
+
+def _attrs(op) -> dict:
+    from ..ops import lookup
+    return lookup(op.name).attrs_of(op)
+
+
+def _single(members):
+    if len(members) != 1:
+        raise AssertionError(f"group of {members[0].name} has {len(members)} members")
+    return members[0]
+
+
+def _grows(ctx, seq, calls_per_step) -> KernelSpec:
+    """The spec of a kernel over the T * B rows of sequence `seq`: its grid grows with T (B rows per
+    step) when T is the program's batch, else it is fixed."""
+    if seq.shape[0] == ctx.batch:
+        return KernelSpec(calls_per_step, seq.shape[1], "BLOCK_M")
+    return KernelSpec(calls_per_step, 1, FIXED_GRID)
+
+
+def _state(ctx, op, first):
+    """(h0, c0) tensors of an Lstm's (or its gradient's) operands from index `first`, or (None, None)."""
+    vs = op.operands[first:first + 2] if len(op.operands) > first + 1 else []
+    return tuple(ctx.value(v) for v in vs) if vs else (None, None)
+
+
+def lower_lstm(ctx, members) -> list:
+    """The input GEMM over all T * B rows, then the recurrence (kernels/lstm.py lstm)."""
+    from .lstm import lstm, lstm_workspace
+    op = _single(members)
+    a = _attrs(op)
+    x = ctx.value(op.operands[0])
+    h0, c0 = _state(ctx, op, 1)
+    ws = ctx.workspace(lstm_workspace(x.shape[0], x.shape[1], a["size"]))
+    first, second = lstm(x, h0, c0, {r: ctx.param(op, r) for r in _ROLES}, a["activation"], out=ctx.out, workspace=ws,
+                         allow_tf32=ctx.tf32, launch=False, **pinned(lstm, ctx))
+    return [_grows(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
+
+
+def lower_lstm_grad_gates(ctx, members) -> list:
+    """The input GEMM, the forward recomputed into the result's blocks, the recurrence backwards."""
+    from .lstm import lstm_grad_gates, lstm_workspace
+    op = _single(members)
+    a = _attrs(op)
+    x = ctx.value(op.operands[0])
+    h0, c0 = _state(ctx, op, 1) if len(op.operands) == 4 else (None, None)
+    ws = ctx.workspace(lstm_workspace(x.shape[0], x.shape[1], a["size"], forward=False))
+    calls = lstm_grad_gates(x, h0, c0, ctx.value(op.operands[-1]), {r: ctx.param(op, r) for r in _ROLES},
+                            a["activation"], out=ctx.out, workspace=ws, allow_tf32=ctx.tf32, launch=False,
+                            **pinned(lstm_grad_gates, ctx))
+    return [_grows(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
+
+
+def lower_lstm_grad_data(ctx, members) -> KernelSpec:
+    """dx: one GEMM over all T * B rows (the four gates' blocks its K); dh0, dc0: a copy of the block
+    step 0 sends back (constant-sized: a fixed grid)."""
+    op = _single(members)
+    a = _attrs(op)
+    gates = ctx.value(op.operands[0])
+    if a["wrt"] == "x":
+        from .lstm import lstm_grad_x
+        call = lstm_grad_x(gates, {f"W{g}": ctx.param(op, f"W{g}") for g in "zifo"}, tuple(ctx.out.shape),
+                           out=ctx.out, allow_tf32=ctx.tf32, launch=False, **pinned(lstm_grad_x, ctx))
+        return _grows(ctx, gates, call)
+    from .elementwise import elementwise_chain
+    src = gates[0, :, _BLOCK["dc_prev" if a["wrt"] == "c0" else "dh_prev"]]
+    pin = {k: v for k, v in ctx.pin.items() if k in ("block", "num_warps")}
+    return KernelSpec(elementwise_chain(src, [], out=ctx.out, launch=False, **pin), 1, FIXED_GRID)
+
+
+def lower_lstm_grad_param(ctx, members) -> KernelSpec:
+    """W*: dA^T x and R*: dA^T h[t-1] (netc's gemm on transposed views, K = T * B); b*: the column
+    sums of dA; p*: of dA times c[t-1] (c[t] for po)."""
+    op = _single(members)
+    role = _attrs(op)["role"]
+    gates = ctx.value(op.operands[0])
+    t, b, _, h = gates.shape
+    da = gates[:, :, _BLOCK[role[1]]]
+    if role[0] in "WR":
+        from .gemm import gemm
+        other = ctx.value(op.operands[1]) if role[0] == "W" else gates[:, :, _BLOCK["h_prev"]]
+        kw = {**pinned(gemm, ctx), "split": 1}
+        call = gemm(da.reshape(t * b, h).t(), other.reshape(t * b, -1), out=ctx.out, allow_tf32=ctx.tf32,
+                    launch=False, **kw)
+        return KernelSpec(call, 1, FIXED_GRID)
+    from .lstm import lstm_column_sums
+    state = None if role[0] == "b" else gates[:, :, _BLOCK["c" if role == "po" else "c_prev"]]
+    call = lstm_column_sums(da, state, out=ctx.out, launch=False, **pinned(lstm_column_sums, ctx))
+    return KernelSpec(call, 1, FIXED_GRID)
+
+
+LSTM_LOWERINGS = {
+    "netc.lstm": lower_lstm,
+    "netc.lstm_grad_gates": lower_lstm_grad_gates,
+    "netc.lstm_grad_data": lower_lstm_grad_data,
+    "netc.lstm_grad_param": lower_lstm_grad_param,
+}
+
+
+# --------------------------------------------------------------------------- interpreter tiles
+
+def _p2(n: int, lo: int, hi: int) -> int:
+    p = 1
+    while p < n:
+        p *= 2
+    return max(lo, min(hi, p))
+
+
+def _args(call) -> dict:
+    return dict(zip(call.kernel.arg_names, call.args))
+
+
+def _tiles_input(call):
+    """The input GEMM's tiles, which the group's recurrence shares (its BLOCK_M rows of the batch)."""
+    a = _args(call)
+    return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["H"], 16, 256), block_k=_p2(max(a["X"], a["H"]), 16, 256))
+
+
+def _tiles_grad_x(call):
+    a = _args(call)
+    return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["X"], 16, 256), block_k=_p2(a["H"], 16, 256))
+
+
+def _tiles_column_sums(call):
+    a = _args(call)
+    bn = _p2(a["N"], 1, 1024)
+    return dict(block_n=bn, block_m=_p2(a["M"], 1, max(1, 2 ** 16 // bn)))
+
+
+# kernel name -> the large tiles of the interpreter's block policy (kernels/lowering.py INTERPRETER_TILES)
+LSTM_TILES = {
+    "lstm_input_kernel": _tiles_input,
+    "lstm_grad_x_kernel": _tiles_grad_x,
+    "lstm_column_sums_kernel": _tiles_column_sums,
+}
