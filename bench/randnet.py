@@ -542,6 +542,9 @@ SKIPPED = {
                       "its reference and gradient)",
     "netc.clockwork": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "
                       "its reference and gradient)",
+    "netc.seq_pool": "no kernel yet, and it reads a time-major [T, B, ...] sequence with lengths [B], no batch-first "
+                     "layer the generator chains (tests/test_sequence.py checks its reference and gradient; "
+                     "tests/test_gradients.py draws random cases)",
 }
 
 

@@ -217,6 +217,12 @@ def _parser_run(sub):
                    help="with --target interp: f32 matrix products use TF32 (the interpreter rounds the operands "
                         "as the tensor cores do)")
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
+    p.add_argument("--state-in", metavar="S.npz",
+                   help="--reference: start every recurrent layer from the state in S.npz (a --state-out of a previous "
+                        "run: Brainstorm's context), fed to the inputs that give it its initial state (an Lstm's h0, c0)")
+    p.add_argument("--state-out", metavar="S.npz",
+                   help="--reference: write every recurrent layer's final state (an Lstm's h and c) to S.npz, by the "
+                        "name of the input it starts the next run from (--state-in)")
     p.add_argument("--spatial", metavar="N|HxW|min",
                    help="scale the network down (or up): every 4-D input gets H x W = N x N (or HxW; min: the "
                         "smallest valid N) before shape inference; convolutions, pools and inner products follow. "
@@ -528,6 +534,7 @@ def cmd_run(args, diag):
     from .runtime import run_module
     from .runtime.native import is_compiled
     F.check_profile_flags(args)
+    R.check_state_flags(args, is_compiled(args.file))
     if is_compiled(args.file):
         for flag in ("spatial", "opaque_as_identity", "interp_blocks", "tuning"):
             if getattr(args, flag):
@@ -591,8 +598,11 @@ def cmd_run(args, diag):
         outs, failed = R.run_interp(module, args, inputs or None, params, precision)
     else:
         R.warn_opaque_pass_through(module, diag)
-        outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed,
-                          dtype=torch.float32 if ref_dtype == "f32" else torch.float64)
+        dtype = torch.float32 if ref_dtype == "f32" else torch.float64
+        if args.state_in or args.state_out:
+            outs = R.run_carrying_state(module, args, inputs, params, dtype)
+        else:
+            outs = run_module(module, inputs or None, params, network=args.network, seed=args.seed, dtype=dtype)
     return R.print_outputs(args, outs, failed)
 
 

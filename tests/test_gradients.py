@@ -329,6 +329,13 @@ def case_gru(rng, k):
 
 
 def case_softmax_loss(rng, k):
+    if k % 3 == 2:   # per step of a sequence [T, B, C]: labels [T, B] or one-hot [T, B, C], lengths [B] or none
+        t, b, c = rng.randint(1, 4), rng.randint(2, 3), rng.randint(2, 4)
+        masked = k % 2 == 0
+        label = f"i32[{t}, {b}, {c}]" if masked and rng.random() < 0.5 else f"i32[{t}, {b}]"
+        src, xs = around("SoftmaxLoss", [(t, b, c)], {}, extra_operands=["label"] + (["n"] if masked else []),
+                         name="loss", extra_inputs=f"  input label: {label}\n  input n: i32[{b}]\n")
+        return src + "}\n", xs
     x = _rank(rng, 2, 3)
     c = prod(x[1:])
     label = rng.choice([f"i32[{x[0]}]", f"i32[{x[0]}, 1]", f"i32[{x[0]}, {c}]"])
@@ -339,6 +346,10 @@ def case_softmax_loss(rng, k):
 
 def case_euclidean_loss(rng, k):
     x = _rank(rng)
+    if k % 3 == 2:   # with lengths: x time-major [T, B, ...]
+        src, xs = around("EuclideanLoss", [x, x], {}, extra_operands=["n"], name="loss",
+                         extra_inputs=f"  input n: i32[{x[1]}]\n")
+        return src + "}\n", xs
     if rng.random() < 0.5:
         src, xs = around("EuclideanLoss", [x, x], {}, name="loss")
     else:
@@ -372,6 +383,17 @@ def case_lstm(rng, k):
         xs.append(f"x{i}")
     lines.append(f"  y = Lstm({', '.join(xs)}) {{ size: {h}, activation: {a['activation']} }}")
     return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h)), xs
+
+
+def case_seq_pool(rng, k):
+    """Every mode over a time-major [T, B, ...] (T = 1 among them), with lengths [B] and without."""
+    t, b = (1, 2, 4)[k % 3], rng.randint(1, 3)
+    x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+    mode = ("last", "first", "max", "mean")[k % 4]
+    lengths = k % 5 != 4
+    src, xs = around("SequencePool", [x], {"mode": mode}, extra_inputs=f"  input n: i32[{b}]\n" if lengths else "",
+                     extra_operands=["n"] if lengths else [])
+    return with_loss(src, x[1:]), xs
 
 
 def case_rnn(kind):
@@ -417,6 +439,7 @@ CASES = {
     "euclidean_loss": case_euclidean_loss,
     "embedding": case_embedding,
     "lstm": case_lstm,
+    "seq_pool": case_seq_pool,
     "recurrent": case_rnn("Recurrent"),
     "clockwork": case_rnn("Clockwork"),
 }

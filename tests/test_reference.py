@@ -101,9 +101,20 @@ def _case(op: str, rng: random.Random):
         return attrs(op, output_shape=rng.choice([[-1, -1], [n, -1], [-1, 6, x[3]], [n * 6 * x[3]]])), [x]
     if op == "softmax_loss":
         c = rng.randint(1, 5)
+        if rng.random() < 0.4:   # per step of a sequence [T, B, C]: labels [T, B] (or one-hot), with lengths or not
+            t, b = rng.randint(1, 4), rng.randint(1, 3)
+            if rng.random() < 0.5:
+                return attrs(op), [(t, b, c), rng.choice([(t, b), (t, b, c)]), (b,)]
+            return attrs(op), [(t, b, c), (t, b)]
         return attrs(op), [(n, c), rng.choice([(n,), (n, 1), (n, c)])]
     if op == "euclidean_loss":
+        if rng.random() < 0.4:   # with lengths: time-major [T, B, ...]
+            return attrs(op), [any_shape, any_shape, (any_shape[1],)]
         return attrs(op), [any_shape, (any_shape[0], -1)]
+    if op == "seq_pool":
+        t, b = rng.randint(1, 4), rng.randint(1, 3)
+        x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+        return attrs(op, mode=rng.choice(["last", "first", "max", "mean"])), [x] + rng.choice([[], [(b,)]])
     if op == "gru":
         t, b, h = rng.randint(1, 4), rng.randint(1, 3), rng.randint(1, 5)
         x = rng.choice([(t,), ()]) + (b,) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))  # or one step
@@ -124,14 +135,25 @@ def _case(op: str, rng: random.Random):
         return attrs(op, size=h, activation=rng.choice(["tanh", "sigmoid", "relu", "none"])), [x] + state
     if op == "embedding":
         return attrs(op, num_embeddings=rng.randint(1, 9), dim=rng.randint(1, 5)), [rng.choice([(n,), any_shape])]
+    if op == "one_hot":
+        return attrs(op, depth=rng.randint(1, 9)), [rng.choice([(n,), any_shape])]
     raise AssertionError(f"no random case for op '{op}': add one (and a reference) in this test")
 
 
 def _random_input(shape, op, i, ins, a=None):
+    if op == "one_hot":
+        return torch.randint(0, a["depth"], shape, dtype=torch.int64 if len(shape) % 2 else torch.int32)
     if op == "embedding":
         return torch.randint(0, a["num_embeddings"], shape, dtype=torch.int64 if len(shape) % 2 else torch.int32)
     if op == "accuracy" and i == 1:
         return torch.randint(0, max(1, ins[0][1] * ins[0][2]), shape, dtype=torch.int32)
+    if op in ("seq_pool", "softmax_loss", "euclidean_loss") and i == (1 if op == "seq_pool" else 2):   # lengths
+        return torch.randint(1, ins[0][0] + 1, shape, dtype=torch.int32)
+    if op == "softmax_loss" and i == 1 and (len(ins) == 3 or len(ins[0]) == 3):   # per step
+        c = ins[0][2]
+        if len(shape) == 3 and c > 1:
+            return F.one_hot(torch.randint(0, c, shape[:2]), c).to(torch.int32)
+        return torch.randint(0, c, shape, dtype=torch.int32)
     if op == "softmax_loss" and i == 1:
         c = ins[0][1]
         if len(shape) == 2 and shape[1] == c and c > 1:
@@ -370,7 +392,7 @@ def shrink(text: str, div: int = 8) -> str:
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.stem)
 def test_every_example_runs(path):
     text = path.read_text()
-    as_is = path.stem in ("lenet", "gan", "brainstorm_fixture")
+    as_is = path.stem in ("lenet", "gan", "brainstorm_fixture", "sequences")   # (sequences: time-major, [T, B, ...])
     # cifar10_phases declares w4's shape: its channels stay
     m = build(text if as_is else shrink(text, {"cifar10_phases": 1, "vgg16": 16, "inception_v3": 16}.get(path.stem, 8)))
     outs = run_module(m)

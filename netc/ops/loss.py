@@ -3,7 +3,82 @@ EuclideanLoss reduce to a scalar (the batch mean); ArgSort and Accuracy give the
 per sample (SINGA's kArgSort / kAccuracy data blobs)."""
 from __future__ import annotations
 
+from ..diagnostics import NetcError
 from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
+from .sequence import check_lengths, check_lengths_dtype, check_lengths_shape, step_mask
+
+
+# --------------------------------------------------------------------------- per-step readings
+
+def per_step(x: tuple, y: tuple, masked: bool) -> bool:
+    """Whether a SoftmaxLoss over logits x and labels y reads them per step of a time-major sequence:
+    always with lengths (`masked`); without, for labels [T, B] of class indices that the per-sample reading
+    ([N] / [N, 1] / [N, C] against logits flattened to [N, C]) cannot take."""
+    if masked:
+        return True
+    return len(x) >= 3 and tuple(y) == tuple(x[:2]) and prod(y[1:]) not in (1, prod(x[1:]))
+
+
+def step_classes(ins: list) -> int:
+    """C, the classes per step of a per-step SoftmaxLoss (x [T, B, ...], labels [T, B] / [T, B, 1] / one-hot
+    [T, B, C], optional lengths [B]), or ShapeError."""
+    x, y = ins[0], ins[1]
+    if len(x) < 3:
+        raise ShapeError(f"a SoftmaxLoss with lengths reads time-major logits [T, B, classes...] (rank >= 3), "
+                         f"got {list(x)}", operand=0)
+    c = prod(x[2:])
+    if len(y) < 2 or tuple(y[:2]) != tuple(x[:2]) or prod(y[2:]) not in (1, c):
+        raise ShapeError(f"per-step labels must be class indices [T, B] = {list(x[:2])} (or [T, B, 1]) or one-hot "
+                         f"[T, B, {c}], got {list(y)}", operand=1)
+    if len(ins) == 3:
+        check_lengths_shape(x, ins[2], 2, "SoftmaxLoss")
+    return c
+
+
+def _step_pair(ins: list) -> None:
+    x, y, n = ins
+    if len(x) < 2:
+        raise ShapeError(f"an EuclideanLoss with lengths reads time-major inputs [T, B, ...], got {list(x)}",
+                         operand=0)
+    if tuple(y[:2]) != tuple(x[:2]) or prod(y) != prod(x):
+        raise ShapeError(f"EuclideanLoss inputs must have the same shape: {list(x)} vs {list(y)}", operand=1)
+    check_lengths_shape(x, n, 2, "EuclideanLoss")
+
+
+def step_weights(a: dict, lengths, x, what: str):
+    """[T, B] in x's dtype: each step's weight in a per-step mean, 1 / sum(lengths) on the valid steps and 0 on
+    padding (1 / (T*B) everywhere without lengths)."""
+    import torch
+    t, b = x.shape[0], x.shape[1]
+    if lengths is None:
+        return torch.full((t, b), 1.0 / (t * b), dtype=x.dtype, device=x.device)
+    n = check_lengths(lengths.to(x.device), t, a.get("name"), what)
+    return step_mask(n, t, x.dtype) / float(n.sum())
+
+
+def _step_softmax(a: dict, ins: list):
+    """(weights [T*B], log_softmax [T*B, C], targets [T*B, C]) of a per-step SoftmaxLoss."""
+    import torch
+    from .reference import in_compute_dtype
+    x, y = in_compute_dtype(ins[0]), ins[1]
+    t, b = x.shape[0], x.shape[1]
+    logp = torch.log_softmax(x.reshape(t * b, -1), dim=1)
+    c = logp.shape[1]
+    if y[0, 0].numel() == 1:    # class indices
+        ids = y.reshape(-1)
+        if ids.is_floating_point() and not bool(torch.equal(ids, ids.round())):
+            raise NetcError(f"SoftmaxLoss '{a.get('name')}': its labels must be class indices, got fractional values")
+        ids = ids.long().to(x.device)
+        bad = (ids < 0) | (ids >= c)
+        if bool(bad.any()):
+            k = int(bad.nonzero()[0, 0])
+            raise NetcError(f"SoftmaxLoss '{a.get('name')}': the label {int(ids[k])} at step {k // b} of sample "
+                            f"{k % b} is not a class 0 to {c - 1}")
+        target = torch.nn.functional.one_hot(ids, c).to(x.dtype)
+    else:
+        target = in_compute_dtype(y).reshape(logp.shape).to(x.device)
+    w = step_weights(a, ins[2] if len(ins) > 2 else None, x, "SoftmaxLoss")
+    return w.reshape(-1), logp, target
 
 
 @register
@@ -14,10 +89,14 @@ class SoftmaxLoss(OpDef):
     classifier = True
     types = ("SoftmaxLoss", "SoftmaxCrossEntropy")
     f32_result = True   # losses stay f32 in 16-bit nets
-    arity = (2, 2)
+    arity = (2, 3)
     attrs = {}
+    lengths_operand = 2
     doc = ("Cross-entropy of softmax(logits) against labels: logits [N, ...] (flattened to [N, C]), "
            "labels [N] or [N, 1] (class indices) or [N, C] (one-hot). Output: scalar mean loss. "
+           "Per step of a time-major sequence: logits [T, B, ...] (C = the features per step) with labels "
+           "[T, B] (class indices; one-hot [T, B, C] too when lengths are given), the mean over the T*B steps; "
+           "with lengths [B] (i32/i64, 1 to T) the mean over the valid steps only (t < lengths[b]). "
            "FLOPs: 5 per logit forward, 2 backward.")
 
     def singa_layer(self, a, ins, v1, scale, plain):
@@ -28,7 +107,9 @@ class SoftmaxLoss(OpDef):
         import torch
         import torch.nn.functional as F
 
-        def ce(x, labels):
+        def ce(x, labels, *lengths):
+            if lengths or per_step(tuple(x.shape), tuple(labels.shape), False):   # masked or per step: by hand
+                return self.reference(a, [x, labels, *lengths], params)
             x = x.reshape(x.shape[0], -1)
             if labels.numel() == x.shape[0] and x.shape[1] != 1:
                 return F.cross_entropy(x, labels.reshape(-1).long())
@@ -36,6 +117,9 @@ class SoftmaxLoss(OpDef):
         return ce
 
     def infer(self, a, ins):
+        if len(ins) == 3 or per_step(ins[0], ins[1], False):
+            step_classes(ins)
+            return ()
         x, y = ins
         if len(x) < 2:
             raise ShapeError(f"SoftmaxLoss logits need rank >= 2, got {list(x)}", operand=0)
@@ -49,9 +133,21 @@ class SoftmaxLoss(OpDef):
             raise ShapeError(f"labels {list(y)} must be class indices [N] / [N, 1] or one-hot [N, {c}]", operand=1)
         return ()
 
+    def check_dtypes(self, a, dtypes):
+        if len(dtypes) == 3:
+            check_lengths_dtype(dtypes, 2, "SoftmaxLoss")
+
+    def label_classes(self, a, ins):
+        if len(ins) == 3 or per_step(ins[0], ins[1], False):
+            return step_classes(ins), len(ins[1]) == 2 or prod(ins[1][2:]) == 1
+        return super().label_classes(a, ins)
+
     def reference(self, a, ins, params):
         import torch
         from .reference import in_compute_dtype
+        if len(ins) == 3 or per_step(tuple(ins[0].shape), tuple(ins[1].shape), False):
+            w, logp, target = _step_softmax(a, ins)
+            return -(w.reshape(-1, 1) * target * logp).sum()
         x, y = ins
         logp = torch.log_softmax(in_compute_dtype(x).reshape(x.shape[0], -1), dim=1)
         if y[0].numel() == 1 and logp.shape[1] != 1:   # class indices [N] / [N, 1]
@@ -65,9 +161,10 @@ class SoftmaxLoss(OpDef):
     def gradient(self, g, op, dy):
         """(softmax(x) - target) / N for the logits; labels get none (they are data)."""
         if not g.needs(0):
-            return [None, None], {}
+            return [None] * len(op.operands), {}
         ins = list(op.operands) + ([dy] if dy is not None else [])
-        return [g.emit("netc.softmax_loss_grad", ins), None], {}
+        masked = {"lengths": True} if len(op.operands) == 3 else None
+        return [g.emit("netc.softmax_loss_grad", ins, masked)] + [None] * (len(op.operands) - 1), {}
 
 
 @register
@@ -76,17 +173,31 @@ class EuclideanLoss(OpDef):
     is_loss = True
     types = ("EuclideanLoss",)
     f32_result = True
-    arity = (2, 2)
+    arity = (2, 3)
+    lengths_operand = 2
     attrs = {}
-    doc = "0.5 * mean over the batch of ||a - b||^2; inputs must have the same element count."
+    doc = ("0.5 * mean over the batch (axis 0) of ||a - b||^2; inputs must have the same element count. With "
+           "lengths [B] (i32/i64, 1 to T), a and b time-major [T, B, ...]: 0.5 * the sum of ||a[t, b] - b[t, b]||^2 "
+           "over the valid steps (t < lengths[b]) / their count, sum(lengths).")
 
     def singa_layer(self, a, ins, v1, scale, plain):
         return "kEuclideanLoss", [], []
 
     def eager(self, a, params, x_shape, out_shape, training):
-        return lambda x, y: 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
+        def sq(x, y, *lengths):
+            if lengths:     # masked: by hand
+                return self.reference(a, [x, y, *lengths], params)
+            return 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
+        return sq
+
+    def check_dtypes(self, a, dtypes):
+        if len(dtypes) == 3:
+            check_lengths_dtype(dtypes, 2, "EuclideanLoss")
 
     def infer(self, a, ins):
+        if len(ins) == 3:
+            _step_pair(ins)
+            return ()
         x, y = ins
         if not x or not y:
             raise ShapeError(f"EuclideanLoss needs inputs with a batch dimension, got {list(x)} and {list(y)}",
@@ -98,6 +209,9 @@ class EuclideanLoss(OpDef):
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
         x, y = in_compute_dtype(ins[0]), in_compute_dtype(ins[1])
+        if len(ins) == 3:
+            w = step_weights(a, ins[2], x, "EuclideanLoss")
+            return 0.5 * (w * ((x - y.reshape(x.shape)) ** 2).reshape(w.shape + (-1,)).sum(2)).sum()
         return 0.5 * ((x - y.reshape(x.shape)) ** 2).sum() / x.shape[0]
 
     def cost(self, a, ins, out, needs_input_grad=True):
@@ -107,10 +221,11 @@ class EuclideanLoss(OpDef):
     def gradient(self, g, op, dy):
         """(a - b) / N for the first input, its negative (in b's shape) for the second."""
         extra = [dy] if dy is not None else []
-        out = [None, None]
+        out = [None] * len(op.operands)
+        masked = {"lengths": True} if len(op.operands) == 3 else {}
         for i in (0, 1):
             if g.needs(i):
-                out[i] = g.emit("netc.euclidean_loss_grad", list(op.operands) + extra, {"wrt": i},
+                out[i] = g.emit("netc.euclidean_loss_grad", list(op.operands) + extra, {"wrt": i, **masked},
                                 tag=f"grad{i}" if g.needs(1 - i) else "grad")
         return out, {}
 
@@ -177,48 +292,91 @@ def _scalar_seed(ins, k):
         raise ShapeError(f"the loss's gradient seed must be a scalar, got {list(ins[k])}", operand=k)
 
 
+LENGTHS_ATTR = AttrSpec("bool", False, doc="operand 2 is the loss's lengths [B] (a masked per-step loss)")
+
+
+def _loss_ins(a: dict, ins: list) -> tuple[list, object]:
+    """(the loss's operands, the seed or None) of a loss gradient's operands."""
+    k = 3 if a.get("lengths") else 2
+    return list(ins[:k]), (ins[k] if len(ins) > k else None)
+
+
 @register
 class SoftmaxLossGrad(OpDef):
     name = "softmax_loss_grad"
     training_only = True
-    arity = (2, 3)
+    arity = (2, 4)
     f32_result = True
-    attrs = {}
+    attrs = {"lengths": LENGTHS_ATTR}
     doc = ("The gradient of SoftmaxLoss for its logits: (softmax(x) - target) / N in x's shape (soft targets: "
-           "softmax(x) * sum(target) - target); times the optional scalar seed dloss. FLOPs 2 per logit.")
+           "softmax(x) * sum(target) - target); per step w[t, b] * (softmax - target), w the step's weight (0 on "
+           "padding, else 1 / the valid steps); times the optional scalar seed dloss. FLOPs 2 per logit.")
 
     def infer(self, a, ins):
-        SoftmaxLoss().infer(a, ins[:2])
-        _scalar_seed(ins, 2)
+        loss_ins, _ = _loss_ins(a, ins)
+        if len(ins) > len(loss_ins) + 1:
+            raise ShapeError("too many operands: logits, labels, the lengths (with lengths: true) and a seed",
+                             operand=len(ins) - 1)
+        SoftmaxLoss().infer(a, loss_ins)
+        _scalar_seed(ins, len(loss_ins))
         return tuple(ins[0])
+
+    def check_dtypes(self, a, dtypes):
+        if a.get("lengths"):
+            check_lengths_dtype(dtypes, 2, "SoftmaxLoss")
 
     def cost(self, a, ins, out, needs_input_grad=True):
         return Cost(2 * prod(ins[0]))
 
     def reference(self, a, ins, params):
+        import torch
         from . import reference as R      # lazy: torch is slow to import
-        return R.softmax_loss_grad(ins[0], ins[1], ins[2] if len(ins) > 2 else None)
+        loss_ins, seed = _loss_ins(a, ins)
+        if not (a.get("lengths") or per_step(tuple(ins[0].shape), tuple(ins[1].shape), False)):
+            return R.softmax_loss_grad(ins[0], ins[1], seed)
+        w, logp, target = _step_softmax(a, loss_ins)
+        g = w.reshape(-1, 1) * (torch.exp(logp) * target.sum(1, keepdim=True) - target)
+        if seed is not None:
+            g = g * R.in_compute_dtype(seed)
+        return g.reshape(tuple(ins[0].shape))
 
 
 @register
 class EuclideanLossGrad(OpDef):
     name = "euclidean_loss_grad"
     training_only = True
-    arity = (2, 3)
+    arity = (2, 4)
     f32_result = True
-    attrs = {"wrt": AttrSpec("int", 0, doc="which input: 0 (a) or 1 (b)")}
-    doc = "The gradient of EuclideanLoss for input `wrt`: +-(a - b) / N in that input's shape. FLOPs 2 per element."
+    attrs = {"wrt": AttrSpec("int", 0, doc="which input: 0 (a) or 1 (b)"), "lengths": LENGTHS_ATTR}
+    doc = ("The gradient of EuclideanLoss for input `wrt`: +-(a - b) / N in that input's shape (with lengths: "
+           "+-(a - b) / sum(lengths) on the valid steps, 0 on padding). FLOPs 2 per element.")
 
     def infer(self, a, ins):
-        EuclideanLoss().infer(a, ins[:2])
-        _scalar_seed(ins, 2)
+        loss_ins, _ = _loss_ins(a, ins)
+        if len(ins) > len(loss_ins) + 1:
+            raise ShapeError("too many operands: a, b, the lengths (with lengths: true) and a seed",
+                             operand=len(ins) - 1)
+        EuclideanLoss().infer(a, loss_ins)
+        _scalar_seed(ins, len(loss_ins))
         if a["wrt"] not in (0, 1):
             raise ShapeError(f"wrt must be 0 or 1, got {a['wrt']}", attr="wrt")
         return tuple(ins[a["wrt"]])
+
+    def check_dtypes(self, a, dtypes):
+        if a.get("lengths"):
+            check_lengths_dtype(dtypes, 2, "EuclideanLoss")
 
     def cost(self, a, ins, out, needs_input_grad=True):
         return Cost(2 * prod(ins[0]))
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
-        return R.euclidean_loss_grad(ins[0], ins[1], a["wrt"], ins[2] if len(ins) > 2 else None)
+        loss_ins, seed = _loss_ins(a, ins)
+        if not a.get("lengths"):
+            return R.euclidean_loss_grad(ins[0], ins[1], a["wrt"], seed)
+        x = R.in_compute_dtype(ins[0])
+        w = step_weights(a, ins[2], x, "EuclideanLoss")
+        d = w.reshape(w.shape + (1,) * (x.dim() - 2)) * (x - R.in_compute_dtype(ins[1]).reshape(x.shape))
+        if seed is not None:
+            d = d * R.in_compute_dtype(seed)
+        return d if a["wrt"] == 0 else (-d).reshape(tuple(ins[1].shape))

@@ -249,6 +249,12 @@ class OpDef:
     batch_axis: int = 0                  # the axis of its data operands and result holding the batch (1: time-major
                                          # sequences, an Lstm's [T, B, ...]); partition_dim 0 splits axis 0, so only
                                          # a layer with batch_axis 0 may be split that way
+    context_rows: int = 0                # a time-major layer's result in Brainstorm's layout has this many extra
+                                         # time steps after the T real ones (its context_size: the state the next
+                                         # call starts from); the time-sized plan records it (memory/graph.py)
+    layout_internals: tuple = ()         # the forward internals Brainstorm's layer of this type keeps, per time
+                                         # step, each of its result's feature shape and context (an Lstm's Za ..
+                                         # Cb): a layout lists them (export/layout.py)
     batch_statistics: bool = False       # normalizes with statistics over the batch (batch norm's training form):
                                          # split along the batch, its copies all-reduce them (sync_stats)
     channelwise: bool = False            # works on each feature (channel) on its own: follows an input split
@@ -269,6 +275,11 @@ class OpDef:
                                          # in [0, a[index_bound]); random inputs for it are drawn there, data
                                          # fed to it is checked against it, and it gets no gradient
     index_bound: str = ""                # the attribute holding that row count
+    lengths_operand: int | None = None   # the operand holding per-sample lengths [B] of its time-major operand 0
+                                         # [T, B, ...] (ops/sequence.py): random inputs for it are drawn in [1, T]
+    state_operands: tuple = ()           # the operands holding a recurrent op's initial state (an Lstm's h0, c0:
+                                         # Brainstorm's context), which a caller may carry over from the previous
+                                         # call's final state (final_state; runtime/reference.py carry_state)
     # The gradient protocol. `gradient(g, op, dy)` emits the ops that compute the gradients of
     # `op`'s operands and parameters from `dy`, the gradient of its (first) result (None for a loss
     # the backward pass starts from: a unit seed), through the builder `g`, and returns
@@ -395,6 +406,19 @@ class OpDef:
     def param_shapes(self, a: dict, ins: list[tuple], out: tuple) -> dict:
         return {}
 
+    def final_state(self, a: dict, ins: list, params: dict, out) -> list:
+        """A recurrent op's final state, one tensor per state_operands entry (in that order and each in its
+        operand's shape), after the call with operand tensors `ins`, parameters `params` by role and result
+        `out`: what the next call's initial state is when a caller carries state over."""
+        raise NotImplementedError(f"{self.ir_name} declares state_operands but no final_state")
+
+    def label_classes(self, a: dict, ins: list[tuple]) -> tuple[int, bool]:
+        """(C, ids) of a classifier (label_operand's readings): its class count and whether its labels are
+        class indices (else one-hot rows). The per-sample reading: scores [N, ...] flattened to [N, C],
+        labels [N] / [N, 1] indices or [N, C] one-hot; a per-step loss (ops/loss.py) reads C per step."""
+        c = prod(ins[0][1:])
+        return c, prod(ins[self.label_operand][1:]) == 1 or c == 1
+
     def check_dtypes(self, a: dict, dtypes: list) -> None:
         """Raise ShapeError (operand=i) for an operand whose element type the op cannot read; shape
         inference asks after infer(). The index_operand's ids must be integers (i32 or i64)."""
@@ -482,11 +506,13 @@ def not_runnable(op) -> str | None:
 def layer_cost(op) -> tuple[Cost, int]:
     """(Cost, forward bytes moved) of one IR layer at its inferred shapes: the numbers `netc explain`
     reports per layer and `netc compile` records per launch in the manifest (one formula, the op's
-    cost() and bytes_moved()). The data gradient of a layer fed by a network input is 0."""
+    cost() and bytes_moved()). The data gradient of a layer fed by a network input, or by a layer no
+    gradient flows through (OpDef.differentiable False: a one-hot of ids), is 0."""
     opdef = _BY_NAME[op.name]
     ins = [v.type.shape for v in op.operands]
     a = opdef.attrs_of(op)
-    needs_grad = not any(v.owner.name == "netc.input" for v in op.operands)
+    needs_grad = not any(v.owner.name == "netc.input" or not getattr(_BY_NAME.get(v.owner.name), "differentiable", True)
+                         for v in op.operands)
     if not op.results:   # an update: what it writes is its parameter's, the size of its first operand
         shape, itemsize = (ins[0] if ins else ()), DTYPES[op.operands[0].type.dtype] if ins else 4
         return opdef.cost(a, ins, (), needs_grad), opdef.bytes_moved(a, ins, shape, itemsize)

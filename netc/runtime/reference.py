@@ -65,11 +65,18 @@ def random_param(name: str, shape: tuple, role: str, seed: int = 0, dtype=torch.
 def label_classes_of(net: Operation, value) -> int | None:
     """The class count C when `value` is the labels operand of a classifier loss (OpDef.classifier: a
     SoftmaxLoss), else None."""
+    reading = label_reading_of(net, value)
+    return reading[0] if reading else None
+
+
+def label_reading_of(net: Operation, value) -> tuple[int, bool] | None:
+    """(C, ids) when `value` is the labels operand of a classifier loss (OpDef.label_classes: its class
+    count, and whether the labels are class indices rather than one-hot rows), else None."""
     for op in net.regions[0].ops:
         d = lookup(op.name)
         if d is not None and d.classifier and len(op.operands) > d.label_operand \
                 and op.operands[d.label_operand] is value:
-            return prod(op.operands[0].type.shape[1:])
+            return d.label_classes(d.attrs_of(op), [v.type.shape for v in op.operands])
     return None
 
 
@@ -85,6 +92,18 @@ def index_bound_of(net: Operation, value) -> int | None:
     return min(bounds) if bounds else None
 
 
+def lengths_bound_of(net: Operation, value) -> int | None:
+    """The step count T when `value` is read as per-sample sequence lengths by an op (OpDef.lengths_operand:
+    lengths in [1, T] of its time-major operand 0 [T, B, ...]), the smallest such T when several read it."""
+    bounds = []
+    for op in net.regions[0].ops:
+        d = lookup(op.name)
+        if d is not None and d.lengths_operand is not None and len(op.operands) > d.lengths_operand \
+                and op.operands[d.lengths_operand] is value:
+            bounds.append(int(op.operands[0].type.shape[0]))
+    return min(bounds) if bounds else None
+
+
 def random_ids(name: str, shape, bound: int, seed: int = 0, dtype=torch.int64) -> torch.Tensor:
     """The random value of the ids input `name` of an embedding over `bound` rows: ids in [0, bound)."""
     return torch.randint(0, bound, tuple(shape), generator=seeded_generator(seed, name)).to(dtype)
@@ -94,26 +113,30 @@ def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float
     v = op.results[0]
     shape, name = v.type.shape, _name(op)
     tdtype = INT_DTYPES.get(v.type.dtype, dtype)
-    c = label_classes_of(net, v)
-    if c is not None:
-        return random_labels(name, shape, c, seed, tdtype)
+    reading = label_reading_of(net, v)
+    if reading is not None:
+        return random_labels(name, shape, reading[0], seed, tdtype, ids=reading[1])
     ids = index_bound_of(net, v)
     if ids is not None:
         return random_ids(name, shape, ids, seed, tdtype)
+    steps = lengths_bound_of(net, v)
+    if steps is not None:
+        return torch.randint(1, steps + 1, shape, generator=seeded_generator(seed, name)).to(tdtype)
     if v.type.dtype in INT_DTYPES:
         return torch.randint(0, 10, shape, generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)
 
 
-def random_labels(name: str, shape, classes: int, seed: int = 0, dtype=torch.int64) -> torch.Tensor:
+def random_labels(name: str, shape, classes: int, seed: int = 0, dtype=torch.int64, ids: bool | None = None) -> torch.Tensor:
     """The random value of the labels input `name` of a SoftmaxLoss over `classes` classes: class
-    indices for [N] / [N, 1], one-hot rows otherwise (what random_input draws for it; a compiled .so
-    draws with this, from the class count its manifest records)."""
+    indices for [N] / [N, 1] (or where `ids` says so: a per-step loss's [T, B]), one-hot rows otherwise
+    (what random_input draws for it; a compiled .so draws with this, from the class count its manifest
+    records)."""
     g = seeded_generator(seed, name)
     shape = tuple(shape)
-    if prod(shape[1:]) == 1 or classes == 1:   # class indices [N] / [N, 1]
+    if ids or prod(shape[1:]) == 1 or classes == 1:   # class indices [N] / [N, 1]
         return torch.randint(0, classes, shape, generator=g).to(dtype)
-    idx = torch.randint(0, classes, (shape[0],), generator=g)
+    idx = torch.randint(0, classes, (prod(shape) // classes,), generator=g)   # a row per sample (per step)
     return torch.nn.functional.one_hot(idx, classes).reshape(shape).to(dtype)
 
 
@@ -191,12 +214,13 @@ def _module_params(module, params, seed, dtype, device, names) -> dict[str, torc
 
 def run_reference(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,
                   device="cpu", dtype=torch.float64, seed: int = 0,
-                  intermediates: bool = False) -> dict[str, torch.Tensor]:
+                  intermediates: bool = False, states: dict | None = None) -> dict[str, torch.Tensor]:
     """Run one network of a shape-inferred module (after the default pipeline) with the ops'
     reference semantics. `inputs` by input name and `params` by parameter sym_name; None (or a
     missing parameter) means random, seeded by `seed`. Given inputs must be all of them.
     Returns the network's outputs by layer name, or every value (inputs included, in schedule
-    order) with intermediates=True. Floating values are `dtype`; integer inputs keep theirs."""
+    order) with intermediates=True. Floating values are `dtype`; integer inputs keep theirs. `states`:
+    as execute's (the final states to carry into the next call, by input name)."""
     net = network_of(module, network)
     layers = _layers(net)
     for op in layers:  # a shape that is only Paleo's bookkeeping number cannot be computed
@@ -225,21 +249,65 @@ def run_reference(module: Module, inputs: dict | None = None, params: dict | Non
         want = INT_DTYPES.get(v.type.dtype, dtype)
         feed[name] = (feed_tensor(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
                       else random_input(net, op, seed, dtype).to(device))
-    named = execute(net, feed, ptensors, dtype)
+    named = execute(net, feed, ptensors, dtype, states=states)
     if intermediates:
         return named
     return {_name(op): named[_name(op)] for op in network_outputs(net)}
 
 
-def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, only=None) -> dict[str, torch.Tensor]:
+def carried_inputs(net: Operation) -> dict:
+    """{input name: (recurrent op, k)} for every network input that feeds the initial state of a recurrent op
+    (OpDef.state_operands; k indexes them): what carry_state feeds from the previous call's final state. A state
+    operand computed by a layer is not carried; an input feeding two state operands is an error."""
+    out = {}
+    for op in _layers(net):
+        d = lookup(op.name)
+        for k, i in enumerate(d.state_operands if d is not None else ()):
+            if i < len(op.operands) and op.operands[i].owner.name == "netc.input":
+                name = _name(op.operands[i].owner)
+                if name in out:
+                    raise NetcError(f"input '{name}' is the initial state of two recurrent layers ('{_name(out[name][0])}' "
+                                    f"and '{_name(op)}'): their final states cannot both be carried into it", op.loc)
+                out[name] = (op, k)
+    return out
+
+
+def with_carried_state(net: Operation, inputs: dict | None, state: dict, dtype=torch.float64,
+                       device="cpu") -> dict:
+    """`inputs` with every carried state input (carried_inputs) they lack: `state`'s value, or zeros (no
+    previous call: Brainstorm's empty context). Inputs given explicitly win."""
+    out = dict(inputs or {})
+    for name, (op, k) in carried_inputs(net).items():
+        if name not in out:
+            shape = op.operands[lookup(op.name).state_operands[k]].type.shape
+            out[name] = state[name] if name in state else torch.zeros(shape, dtype=dtype, device=device)
+    return out
+
+
+def _keep_final_state(op, opdef, values: dict, ptensors: dict, states: dict, carried: dict) -> None:
+    mine = {name: k for name, (o, k) in carried.items() if o is op}
+    if not mine:
+        return
+    refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
+    final = opdef.final_state(opdef.attrs_of(op), [values[id(x)] for x in op.operands],
+                              {role: ptensors[ref.name] for role, ref in refs.items()}, values[id(op.results[0])])
+    for name, k in mine.items():
+        states[name] = final[k].detach().clone()
+
+
+def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, only=None,
+            states: dict | None = None) -> dict[str, torch.Tensor]:
     """Run every op of a network in schedule order with its reference semantics: `feed` the
     input tensors by name (already checked), `ptensors` every parameter and state tensor by
     sym_name. Ops with side effects (optimizer updates, running statistics) write their new values
     into `ptensors`' tensors in place, so share_from aliases (views of their owner) follow.
     Returns every value by layer name (the i-th result of a multi-result op as 'name#i' too).
-    `only(op)`, when given, says which ops run (the forward part of a training program)."""
+    `only(op)`, when given, says which ops run (the forward part of a training program). `states`, when
+    a dict, receives the final state of each recurrent op whose initial state a network input feeds, by
+    that input's name (carried_inputs), computed as the op runs (before any update of its parameters)."""
     values: dict[int, torch.Tensor] = {}
     named: dict[str, torch.Tensor] = {}
+    carried = carried_inputs(net) if states is not None else {}
     for op in _layers(net):
         if only is not None and not only(op):
             continue
@@ -248,6 +316,8 @@ def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, onl
             values[id(op.results[0])] = named[_name(op)] = y
             continue
         run_op(op, values, named, ptensors, dtype)
+        if carried:
+            _keep_final_state(op, lookup(op.name), values, ptensors, states, carried)
     return named
 
 
@@ -285,13 +355,28 @@ def run_op(op, values: dict, named: dict, ptensors: dict, dtype) -> None:
 
 class ReferenceExecutor:
     """run_reference as an executor.Executor: one network of a shape-inferred module with parameters
-    it keeps (random ones from `seed` until set_params gives others), in `dtype`."""
+    it keeps (random ones from `seed` until set_params gives others), in `dtype`.
 
-    def __init__(self, module: Module, network=None, seed: int = 0, dtype=torch.float64, device="cpu"):
+    With carry_state=True it carries recurrent state between calls (Brainstorm's context): each call's
+    final state of a recurrent op (OpDef.final_state: an Lstm's h and c) is fed to the input that gives
+    that op its initial state (its h0, c0 inputs) in the next call, unless the call gives that input
+    itself; the first call (and the first after reset_state()) starts from zeros. So running 4 steps at
+    once equals running 2, then 2 more. `state` holds the carried values by input name."""
+
+    def __init__(self, module: Module, network=None, seed: int = 0, dtype=torch.float64, device="cpu",
+                 carry_state: bool = False):
         self.module, self.net, self.dtype, self.device = module, network_of(module, network), dtype, device
         used = {ref.name for op in _layers(self.net) for ref in (op.attrs.get("params") or {}).values()
                 if isinstance(ref, SymbolRef)}
         self.params = module_params(module, None, seed, dtype, device, names=used)
+        self.carry_state, self.state = carry_state, {}
+        if carry_state and not carried_inputs(self.net):
+            raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no state to carry: no recurrent layer "
+                            f"takes its initial state from an input (give the Lstm its h0 and c0 inputs)")
+
+    def reset_state(self) -> None:
+        """Forget the carried state: the next call starts from zeros."""
+        self.state = {}
 
     def set_params(self, values: dict) -> None:
         from .executor import unknown_params
@@ -303,7 +388,13 @@ class ReferenceExecutor:
         return {k: v.clone() for k, v in self.params.items()}
 
     def run(self, inputs: dict) -> dict:
-        return run_reference(self.module, inputs, self.params, self.net, self.device, self.dtype)
+        if not self.carry_state:
+            return run_reference(self.module, inputs, self.params, self.net, self.device, self.dtype)
+        states: dict = {}
+        out = run_reference(self.module, with_carried_state(self.net, inputs, self.state, self.dtype, self.device),
+                            self.params, self.net, self.device, self.dtype, states=states)
+        self.state = states
+        return out
 
 
 def run_module(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,

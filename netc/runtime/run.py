@@ -22,6 +22,54 @@ def given_inputs(args) -> dict:
 
 
 
+def check_state_flags(args, compiled: bool) -> None:
+    """--state-in / --state-out carry a recurrent layer's state between runs of the reference executor."""
+    given = [f for f, v in (("--state-in", args.state_in), ("--state-out", args.state_out)) if v]
+    if not given:
+        return
+    why = ("a compiled NET.so" if compiled else "--train (ReferenceTrainer(carry_state=True) carries it from step "
+           "to step in Python)" if args.train or args.check_grads else
+           "--workers" if (args.partition_workers or 1) > 1 else
+           "--target interp" if args.target not in (None, "reference") else None)
+    if why:
+        raise NetcError(f"{' and '.join(given)} carr{'y' if len(given) > 1 else 'ies'} state between runs of the "
+                        f"reference executor (--reference), not of {why}")
+
+
+def run_carrying_state(module, args, inputs: dict, params, dtype) -> dict:
+    """`netc run --reference` with --state-in / --state-out: one network's outputs, started from the state
+    in --state-in (zeros for a state it lacks, unless --inputs gives it), its final state written to
+    --state-out by input name. Inputs not given are random (--seed), as without the flags."""
+    from . import io
+    from .reference import carried_inputs, network_of, random_input, run_reference, with_carried_state
+    from ..ir.query import layer_name, network_inputs
+    nets = module.networks()
+    if args.network is None and len(nets) > 1:
+        raise NetcError(f"--state-in/--state-out carry one network's state: name it with --network "
+                        f"({', '.join(n.attrs['sym_name'] for n in nets)})")
+    net = network_of(module, args.network)
+    carried = carried_inputs(net)
+    if not carried:
+        raise NetcError(f"network '{net.attrs.get('sym_name')}' has no state to carry: no recurrent layer takes its "
+                        f"initial state from an input (give the Lstm its h0 and c0 inputs)")
+    state = io.load_npz(args.state_in, "--state-in") if args.state_in else {}
+    for k in state:
+        if k not in carried:
+            raise NetcError(f"{args.state_in} holds '{k}', which is no state input of network "
+                            f"'{net.attrs.get('sym_name')}' (its state inputs: {', '.join(carried)})")
+        if k in inputs:
+            raise NetcError(f"input '{k}' is given both by --state-in and by --inputs/--input")
+    feed = with_carried_state(net, inputs, state, dtype)
+    for op in network_inputs(net):
+        if layer_name(op) not in feed:
+            feed[layer_name(op)] = random_input(net, op, args.seed, dtype)
+    final: dict = {}
+    outs = run_reference(module, feed, params, network=net, seed=args.seed, dtype=dtype, states=final)
+    if args.state_out:
+        io.save_npz(args.state_out, final)
+    return outs
+
+
 def check_training_flags(args):
     """The flags of a training run, a source's or a library's: --plot's format, --steps/--epochs
     positive, --epochs with --data, --data or --inputs."""

@@ -18,7 +18,8 @@ from ..diagnostics import NetcError
 from ..ir.core import Module, Operation, SymbolRef
 from ..ir.query import layer_name, layers, network_inputs
 from ..ops import lookup
-from .reference import INT_DTYPES, feed_tensor, network_of, execute, module_params, random_input
+from .reference import (INT_DTYPES, carried_inputs, feed_tensor, network_of, execute, module_params, random_input,
+                        with_carried_state)
 
 
 def is_forward(op: Operation) -> bool:
@@ -44,10 +45,15 @@ class ReferenceTrainer:
     trainer = ReferenceTrainer(module, network=None, params=None, seed=0)
     out = trainer.step({"data": x, "label": y}, lr=0.01)   # every value of the step, by name
     trainer.params                                         # parameters and state, updated in place
+
+    carry_state=True carries recurrent state from step to step as ReferenceExecutor's carry_state does
+    (Brainstorm's context; truncated backpropagation through time: the carried state is an input, the
+    gradient stops there): each step's final state (taken as the forward runs, before the update) feeds
+    the next step's state inputs unless the step gives them; `state`, reset_state() as there.
     """
 
     def __init__(self, module: Module, network=None, params: dict | None = None, seed: int = 0,
-                 dtype=torch.float64, device="cpu"):
+                 dtype=torch.float64, device="cpu", carry_state: bool = False):
         self.module, self.net = module, network_of(module, network)
         if "gradients" not in self.net.attrs:
             raise NetcError(f"network '{self.net.attrs.get('sym_name')}' is not a training program (run the backward "
@@ -58,6 +64,14 @@ class ReferenceTrainer:
                 if isinstance(ref, SymbolRef)}
         self.params = module_params(module, params, seed, dtype, device, names=used)
         self.steps = 0
+        self.carry_state, self.state = carry_state, {}
+        if carry_state and not carried_inputs(self.net):
+            raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no state to carry: no recurrent layer "
+                            f"takes its initial state from an input (give the Lstm its h0 and c0 inputs)")
+
+    def reset_state(self) -> None:
+        """Forget the carried state: the next step starts from zeros."""
+        self.state = {}
 
     def feed(self, inputs: dict | None, lr: float | None = None, step_seed: int | None = None) -> dict:
         """The step's input tensors: the given data inputs (all of them; None: seeded random ones),
@@ -94,7 +108,17 @@ class ReferenceTrainer:
         return out
 
     def step(self, inputs: dict | None = None, lr: float | None = None, step_seed: int | None = None) -> dict:
-        named = execute(self.net, self.feed(inputs, lr, step_seed), self.params, self.dtype)
+        if not self.carry_state:
+            named = execute(self.net, self.feed(inputs, lr, step_seed), self.params, self.dtype)
+            self.steps += 1
+            return named
+        carried = with_carried_state(self.net, {}, self.state, self.dtype, self.device)
+        feed = self.feed(None if inputs is None else {**carried, **inputs}, lr, step_seed)
+        if inputs is None:      # random data, the carried state
+            feed.update(carried)
+        states: dict = {}
+        named = execute(self.net, feed, self.params, self.dtype, states=states)
+        self.state = states
         self.steps += 1
         return named
 
@@ -418,8 +442,14 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
 
 
 def classifiers(losses: list) -> list:
-    """The loss ops among `losses` whose accuracy is measured (OpDef.classifier: softmax losses)."""
-    return [op for op in losses if lookup(op.name) is not None and lookup(op.name).classifier]
+    """The loss ops among `losses` whose accuracy is measured (OpDef.classifier: softmax losses), those that
+    read a class per sample (axis 0); a per-step loss over a sequence (with lengths, or labels [T, B]) has no
+    per-sample accuracy and is left out."""
+    def per_sample(op, d):
+        shapes = [v.type.shape for v in op.operands]
+        return len(shapes) == 2 and d.label_classes(d.attrs_of(op), shapes)[0] == math.prod(shapes[0][1:])
+    return [op for op in losses if lookup(op.name) is not None and lookup(op.name).classifier
+            and per_sample(op, lookup(op.name))]
 
 
 def classified_right(op, named: dict, batch: int, real: int | None = None) -> int:
