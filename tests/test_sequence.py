@@ -429,3 +429,26 @@ def test_trainer_carries_state_and_its_gradients_are_right():
         torch.testing.assert_close((p[r].detach() - tr.params[f"y.{r}"]) / 0.1, g, rtol=1e-9, atol=1e-12,
                                    msg=lambda msg: f"{r}: {msg}")
 
+
+
+def test_compiled_targets_refuse_the_sequence_forms_located(tmp_path, capsys):
+    """T = B, so the inputs pass the compiled targets' batch check: the op itself must refuse (a kernel that
+    ignored the lengths would be silently wrong)."""
+    src = """network tb {
+  input x: f32[3, 3, 4]
+  input n: i32[3]
+  input t: i32[3, 3]
+  s = Tanh(x)
+  LAYER
+}
+"""
+    for layer, words in (("loss = SoftmaxLoss(s, t, n)", "a loss masked by sequence lengths"),
+                         ("loss = SoftmaxLoss(s, t)", "a softmax loss per step of a sequence"),
+                         ("loss = EuclideanLoss(s, x, n)", "a loss masked by sequence lengths"),
+                         ("loss = SequencePool(s, n) { mode: max }", "a reduction over a sequence's steps")):
+        path = tmp_path / "tb.nd"
+        uses_t = ", t" in layer
+        path.write_text(src.replace("LAYER", layer).replace("  input t: i32[3, 3]\n", "  input t: i32[3, 3]\n" * uses_t))
+        assert main(["run", str(path), "--target", "interp"]) == 1
+        err = capsys.readouterr().err
+        assert "tb.nd:" in err and ":3: error: layer 'loss'" in err and words in err, err

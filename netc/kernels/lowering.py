@@ -601,6 +601,12 @@ def _lower_batch_norm_grad(ctx, members) -> list:
     return _fixed(calls[:-1]) + [KernelSpec(calls[-1], rows, "BLOCK_R")]
 
 
+def _per_step_loss(op) -> str | None:
+    """A loss (or its gradient) over a sequence's steps has no kernel (ops/loss.py per_step_form)."""
+    from ..ops.loss import per_step_form
+    return per_step_form(op)
+
+
 def _synchronized_batch_norm_grad(op) -> str | None:
     """A data-parallel batch norm's gradient (6 operands: the all-reduced sums of dy and dy * xhat)."""
     if len(op.operands) > 4:
@@ -772,8 +778,8 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.avgpool": Lowering(lower=_pool("avgpool")),
     "netc.lrn": Lowering(lower=_lower_lrn),
     "netc.softmax": Lowering(lower=_lower_softmax),
-    "netc.softmax_loss": Lowering(lower=_loss("softmax_loss"), labels=1),
-    "netc.euclidean_loss": Lowering(lower=_loss("euclidean_loss")),
+    "netc.softmax_loss": Lowering(lower=_loss("softmax_loss"), unsupported=_per_step_loss, labels=1),
+    "netc.euclidean_loss": Lowering(lower=_loss("euclidean_loss"), unsupported=_per_step_loss),
     # the identity on their operand's bytes: no kernel where the plan aliases them, else a copy
     "netc.reshape": Lowering(lower=_lower_copy),
     "netc.identity": Lowering(lower=_lower_copy),
@@ -795,8 +801,8 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.maxpool_grad": Lowering(lower=_pool_grad(True)),
     "netc.avgpool_grad": Lowering(lower=_pool_grad(False)),
     "netc.upsample2d_grad": Lowering(lower=_lower_upsample2d_grad),
-    "netc.softmax_loss_grad": Lowering(lower=_lower_softmax_loss_grad),
-    "netc.euclidean_loss_grad": Lowering(lower=_lower_euclidean_loss_grad),
+    "netc.softmax_loss_grad": Lowering(lower=_lower_softmax_loss_grad, unsupported=_per_step_loss),
+    "netc.euclidean_loss_grad": Lowering(lower=_lower_euclidean_loss_grad, unsupported=_per_step_loss),
     "netc.softmax_grad": Lowering(lower=_lower_softmax_grad),
     "netc.lrn_grad": Lowering(lower=_lower_lrn_grad),
     "netc.batch_norm_grad": Lowering(lower=_lower_batch_norm_grad, unsupported=_synchronized_batch_norm_grad),
@@ -820,6 +826,8 @@ LOWERINGS: dict[str, Lowering] = {
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
+    "netc.seq_pool": Lowering(missing="a reduction over a sequence's steps (SequencePool)"),
+    "netc.seq_pool_grad": Lowering(missing="a SequencePool's gradient"),
     "netc.gru": Lowering(missing="a recurrent (GRU) layer"),
     "netc.gru_grad_gates": Lowering(missing="a GRU's gradient (its recurrence through time)"),
     "netc.gru_grad_data": Lowering(missing="a GRU's input gradient"),

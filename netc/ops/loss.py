@@ -19,6 +19,16 @@ def per_step(x: tuple, y: tuple, masked: bool) -> bool:
     return len(x) >= 3 and tuple(y) == tuple(x[:2]) and prod(y[1:]) not in (1, prod(x[1:]))
 
 
+def per_step_form(op) -> str | None:
+    """What an IR loss op (or loss gradient) is when it is a per-step form (with lengths, or a softmax loss with
+    labels [T, B]), else None: the kernels read one sample per row of axis 0 and have none of these yet."""
+    if len(op.operands) > 2 and (op.name.endswith("_loss") or op.attrs.get("lengths")):
+        return "a loss masked by sequence lengths (its mean over the valid steps)"
+    if "softmax_loss" in op.name and per_step(op.operands[0].type.shape, op.operands[1].type.shape, False):
+        return "a softmax loss per step of a sequence (labels [T, B])"
+    return None
+
+
 def step_classes(ins: list) -> int:
     """C, the classes per step of a per-step SoftmaxLoss (x [T, B, ...], labels [T, B] / [T, B, 1] / one-hot
     [T, B, C], optional lengths [B]), or ShapeError."""
