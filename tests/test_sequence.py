@@ -452,3 +452,24 @@ def test_compiled_targets_refuse_the_sequence_forms_located(tmp_path, capsys):
         assert main(["run", str(path), "--target", "interp"]) == 1
         err = capsys.readouterr().err
         assert "tb.nd:" in err and ":3: error: layer 'loss'" in err and words in err, err
+
+
+def test_distributed_ranks_draw_lengths_and_per_step_labels_like_the_reference():
+    """The ranks' random inputs (runtime/distributed.py) are the reference executor's: lengths in 1..T, per-step
+    class ids [T, B] in 0..C-1 (netc run --workers K compares against the single-process run)."""
+    from netc import pipelines
+    from netc.frontend import load_text
+    from netc.ir.query import layer_name, network_inputs
+    from netc.pipelines import Options
+    from netc.runtime.distributed import logical_input
+    from netc.runtime.reference import random_input
+    m = load_text(NET, "t.nd")
+    pipelines.inference(m, Options())
+    net = m.networks()[0]
+    for op in network_inputs(net):
+        got = logical_input(net, op, 3, torch.float64, None)
+        torch.testing.assert_close(got, random_input(net, op, 3), rtol=0, atol=0)
+        if layer_name(op) == "lengths":
+            assert 1 <= int(got.min()) and int(got.max()) <= 5
+        if layer_name(op) == "tags":
+            assert got.shape == (5, 3) and 0 <= int(got.min()) and int(got.max()) < 6

@@ -62,8 +62,8 @@ from ..ir.query import layer_name, layers, network_inputs, param_roles
 from ..ops import lookup
 from ..ops.comm import COMM_OPS
 from .params import torch_dtype
-from .reference import (INT_DTYPES, feed_tensor, seeded_generator, label_classes_of, random_float_input, random_labels,
-                        index_bound_of, random_ids, random_param, run_op)
+from .reference import (INT_DTYPES, feed_tensor, seeded_generator, label_reading_of, random_float_input, random_labels,
+                        index_bound_of, lengths_bound_of, random_ids, random_lengths, random_param, run_op)
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -150,12 +150,16 @@ def logical_input(net, op, seed: int, dtype, given: dict | None):
         return feed_tensor(given[name], shape, tdtype, f"input '{name}'", "cpu")
     # a worker may read its labels through slices or communication: the partition pass recorded
     # the class count of the logical labels (else the loss reads them here)
-    c = part.get("classes") or label_classes_of(net, v)
+    reading = label_reading_of(net, v)
+    c = part.get("classes") or (reading[0] if reading else None)
     if c is not None:
-        return random_labels(name, shape, c, seed, tdtype)
+        return random_labels(name, shape, c, seed, tdtype, ids=reading[1] if reading else None)
     rows = index_bound_of(net, v)
     if rows is not None:
         return random_ids(name, shape, rows, seed, tdtype)
+    steps = lengths_bound_of(net, v)
+    if steps is not None:
+        return random_lengths(name, shape, steps, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
         return torch.randint(0, 10, tuple(shape), generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)

@@ -104,6 +104,11 @@ def lengths_bound_of(net: Operation, value) -> int | None:
     return min(bounds) if bounds else None
 
 
+def random_lengths(name: str, shape, steps: int, seed: int = 0, dtype=torch.int64) -> torch.Tensor:
+    """The random value of the lengths input `name` of sequences padded to `steps`: lengths in [1, steps]."""
+    return torch.randint(1, steps + 1, tuple(shape), generator=seeded_generator(seed, name)).to(dtype)
+
+
 def random_ids(name: str, shape, bound: int, seed: int = 0, dtype=torch.int64) -> torch.Tensor:
     """The random value of the ids input `name` of an embedding over `bound` rows: ids in [0, bound)."""
     return torch.randint(0, bound, tuple(shape), generator=seeded_generator(seed, name)).to(dtype)
@@ -121,7 +126,7 @@ def random_input(net: Operation, op: Operation, seed: int = 0, dtype=torch.float
         return random_ids(name, shape, ids, seed, tdtype)
     steps = lengths_bound_of(net, v)
     if steps is not None:
-        return torch.randint(1, steps + 1, shape, generator=seeded_generator(seed, name)).to(tdtype)
+        return random_lengths(name, shape, steps, seed, tdtype)
     if v.type.dtype in INT_DTYPES:
         return torch.randint(0, 10, shape, generator=seeded_generator(seed, name)).to(tdtype)
     return random_float_input(name, shape, seed, dtype)
