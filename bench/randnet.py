@@ -533,9 +533,12 @@ SKIPPED = {
     "netc.opaque": "a layer type netc does not know: nothing to compare (executors refuse it; "
                    "--opaque-as-identity makes it an Identity, which is drawn)",
     "netc.input": "not a layer: every network declares inputs (f32 data, i32/i64 labels, one-hot rows)",
-    "netc.lstm": "no kernel yet (the infer and train checks need one), and its time-major [T, B, ...] sequences "
-                 "are no batch-first layer the generator chains (tests/test_lstm.py checks its reference and "
-                 "gradient)",
+    "netc.lstm": "it has kernels (tests/kernels/test_lstm_kernels.py, tests/test_lstm.py's interp --compare and "
+                 "training runs), but it reads a time-major [T, B, ...] sequence whose T the compiled targets scale "
+                 "as the batch, with a fixed B from the generator's feature axes: not drawn yet (the generator's "
+                 "chains are batch-first)",
+    "netc.one_hot": "no kernel yet (the infer and train checks need one); tests/test_reference.py and "
+                    "tests/test_singa_gru.py check its reference",
     "netc.gru": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_gru.py checks its "
                 "reference and gradient; its single-step [B, X] form is SINGA's unrolled one, tests/test_singa_gru.py)",
     "netc.recurrent": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "

@@ -251,10 +251,47 @@ def _netc(*args, interp=False):
                           env=env, timeout=900)
 
 
-@pytest.mark.parametrize("src", [NET_NO_STATE], ids=["no_state"])
+# the initial state declared first, T == B (3): the state is neither the batch's vote nor batch-sized
+NET_STATE_FIRST = """network seq {
+  input h0: f32[3, 4]
+  input c0: f32[3, 4]
+  input x: f32[3, 3, 5]
+  input label: f32[3, 3, 4]
+  y = Lstm(x, h0, c0) { size: 4, activation: relu }
+  loss = EuclideanLoss(y, label)
+}
+"""
+
+
+@pytest.mark.parametrize("src,t", [(NET, 4), (NET_STATE_FIRST, 3), (NET_STATE_FIRST.replace("[3, 3, ", "[2, 3, "), 2)],
+                         ids=["state", "t_equals_b", "state_first"])
+def test_the_sequence_leads_and_the_initial_state_is_fed_whole(src, t):
+    """The compiled targets scale the leading axis of batch-sized tensors: for a time-major network that
+    is T (the sequence's), while h0, c0 [B, H] have no batch axis (memory/graph.py initial_state_values:
+    they do not vote for the batch -- a tie 2:2 would have made B the batch -- and are constant-sized,
+    fed whole), also when T == B; in the training program too (lstm_grad_gates reads them)."""
+    from netc.codegen import network_io, training_io
+    from netc.memory import BATCH, CONSTANT
+    from netc.memory.plan import plan_memory
+    for mode in ("inference", "training"):
+        m = load_text(src, "seq.nd")
+        if mode == "training":
+            pipelines.training(m, Options(training=Training()))
+        else:
+            pipelines.inference(m, Options())
+        plan = plan_memory(m, m.networks()[0], mode=mode)
+        cls = {n: plan.tensor(n).cls for n in ("x", "h0", "c0", "label", "y")}
+        assert plan.batch == t
+        assert cls == {"x": BATCH, "h0": CONSTANT, "c0": CONSTANT, "label": BATCH, "y": BATCH}
+        ins = (training_io if mode == "training" else network_io)(m.networks()[0], plan)[0]
+        assert sorted(i.name for i in ins) == ["c0", "h0", "label", "x"]       # none refused
+
+
+@pytest.mark.parametrize("src", [NET_NO_STATE, NET, NET_STATE_FIRST], ids=["no_state", "state", "t_equals_b"])
 def test_interpreter_target_runs_and_trains_against_the_reference(src, tmp_path):
     """netc's LSTM kernels (kernels/lstm.py) under Triton's interpreter: a forward and two training
-    steps, each within f32 tolerance of the float64 reference (--compare)."""
+    steps, each within f32 tolerance of the float64 reference (--compare); with an initial state, fed
+    whole (it has no batch axis)."""
     pytest.importorskip("triton")
     path = tmp_path / "seq.nd"
     path.write_text(src)
@@ -273,14 +310,19 @@ def test_compile_with_a_training_step_without_a_gpu(tmp_path):
     pytest.importorskip("triton.backends.nvidia.compiler")
     from netc.runtime import native as N
     path = tmp_path / "seq.nd"
-    path.write_text(NET_NO_STATE)
+    path.write_text(NET)
     r = _netc("compile", path, "-o", tmp_path / "seq.so", "--target", "cuda", "--train")
     assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr          # the forward's batch is the training step's: T = 4, h0 untouched
     m = N.read_manifest(tmp_path / "seq.so")
+    assert m["batch"] == 4
+    assert [(i["name"], i["batched"], i["shape"]) for i in m["inputs"]] == [
+        ("x", True, [4, 3, 2, 3]), ("h0", False, [3, 5]), ("c0", False, [3, 5]), ("label", True, [4, 3, 5])]
+    assert [i["batched"] for i in m["training"]["inputs"]] == [True, False, False, True]
     assert [e["op"] for e in m["schedule"]][:2] == ["netc.lstm", "netc.lstm"]      # the input GEMM, the recurrence
     ops = [e["op"] for e in m["training"]["schedule"]]
     assert ops.count("netc.lstm_grad_gates") == 3 and ops.count("netc.lstm_grad_param") == 15
-    assert "netc.lstm_grad_data" not in ops          # x is an input: no gradient for it
+    assert "netc.lstm_grad_data" not in ops          # x, h0, c0 are inputs: no gradient for them
 
 
 def test_bad_operands_are_located(tmp_path):

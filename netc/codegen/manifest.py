@@ -120,12 +120,14 @@ def training_io(net, plan) -> tuple:
     learning rate must be f32 (netc_train_step takes a float)."""
     from ..ir.query import layer_name, network_inputs
     from ..memory.model import BATCH
+    from ..memory.graph import initial_state_inputs
     data, roles = [], {}
+    state = initial_state_inputs(net)       # a time-major op's initial state [B, H]: fed whole
     for op in network_inputs(net):
         t = plan.tensor(layer_name(op))
         role = op.attrs.get("role")
         if role is None:
-            if t.cls != BATCH:
+            if t.cls != BATCH and t.name not in state:
                 raise NetcError(f"input '{t.name}' has shape {shape_text(t.shape)}, without the batch axis of the network's "
                                 f"other inputs ({plan.batch}): a training library takes batch-sized inputs only", op.loc)
             data.append(t)
@@ -201,15 +203,19 @@ def launch_costs(net, plan, launches) -> list[dict]:
 def network_io(net, plan, any_class: bool = False) -> tuple[list, list]:
     """The plan tensors of the network's inputs (in plan order) and outputs (in the order the source
     lists them). Inputs must be batch-sized (any_class: or not, a rank's program, which runs at its
-    compiled batch only); an output may have no batch axis (a loss)."""
+    compiled batch only), except a time-major op's initial state (an Lstm's h0, c0 [B, H] beside its
+    sequence [T, B, ...], whose leading T is the batch the compiled targets scale: the state is fed
+    whole at every call); an output may have no batch axis (a loss)."""
     from ..ir.query import layer_name, network_inputs, network_outputs
+    from ..memory.graph import initial_state_inputs
     from ..memory.model import BATCH, CONSTANT
+    state = initial_state_inputs(net)
     ins = [plan.tensors[i] for i in plan.inputs]
     order = {layer_name(op): i for i, op in enumerate(network_outputs(net))}
     outs = sorted((t for t in plan.tensors if t.output), key=lambda t: order.get(t.name, len(order)))
     in_ops = {layer_name(op): op for op in network_inputs(net)}
     for t in ins:
-        if t.cls != BATCH and not any_class:
+        if t.cls != BATCH and not any_class and t.name not in state:
             op = in_ops.get(t.name)
             raise NetcError(f"input '{t.name}' has shape {shape_text(t.shape)}, without the batch axis of the network's "
                             f"other inputs ({plan.batch}): compiled networks (the .so and --target interp) take batch-sized inputs only "

@@ -550,13 +550,15 @@ def local_check(trainer: InterpTrainer, named: dict, before: dict) -> tuple:
 
 
 def default_inputs(module: Module, net, seed: int = 0, batch: int | None = None) -> dict:
-    """run_reference's random inputs (float64, seeded per name), cut to `batch` samples."""
+    """run_reference's random inputs (float64, seeded per name), cut to `batch` samples (but a
+    time-major op's initial state [B, H]: it has no batch axis, memory/graph.py)."""
     from ..ir.query import layer_name as _name, network_inputs
+    from ..memory.graph import initial_state_inputs
     from .reference import random_input
-    out = {}
+    out, state = {}, initial_state_inputs(net)
     for op in network_inputs(net):
         x = random_input(net, op, seed)
-        out[_name(op)] = x if batch is None else x[:batch]
+        out[_name(op)] = x if batch is None or _name(op) in state else x[:batch]
     return out
 
 

@@ -235,10 +235,8 @@ class Net:
         # a rank library (one rank's program of a partitioned network): it runs in segments only
         self.rank: dict | None = m.get("rank")
         self.segmented: dict = m.get("segmented") or {}
-        odd = [s.name for s in self.inputs if not s.batched]
-        if odd and not self.rank:   # netc compile refuses them; a manifest saying otherwise is not one this netc wrote
-            raise NetcRuntimeError(f"'{os.path.basename(self.path)}': input{'s' if len(odd) > 1 else ''} "
-                                   f"{', '.join(odd)} without a batch axis: this netc feeds batch-sized inputs only")
+        # inputs without a batch axis ("batched": false): a rank library's, and a time-major op's initial
+        # state (an Lstm's h0, c0 [B, H] beside its sequence [T, B, ...], whose T is the batch): fed whole
         self._lock = threading.Lock()
         self._values = None                 # the parameters last set (host tensors), for params()
         self.device = _torch_device(device)
@@ -369,7 +367,7 @@ class Net:
         xs = []
         for s in self.train_inputs:
             t = inputs[s.name]
-            if self._check(s, t) != self.batch:
+            if self._check(s, t) not in (None, self.batch):
                 raise NetcInputError(f"input '{s.name}' has batch {t.shape[0]}: a training step runs at the compiled "
                                      f"batch {self.batch}")
             xs.append(t)
@@ -502,6 +500,8 @@ class Net:
                                      f"source (what the integers mean); give it a value")
             else:
                 x = random_float_input(s.name, s.shape, seed, torch.float64)[:b].to(s.dtype)
+            if not s.batched:     # an initial state: whole (drawn as the reference draws it)
+                x = random_float_input(s.name, s.shape, seed, torch.float64).to(s.dtype)
             out[s.name] = x.to(self.device) if self.device is not None else x
         return out
 
@@ -531,8 +531,9 @@ class Net:
                                  f"{', '.join(repr(m) for m in missing)} of '{self.network}'")
         return [given[n] for n in names]
 
-    def _check(self, s: TensorSpec, t) -> int:
-        """The batch of input tensor t, after checking it against spec s."""
+    def _check(self, s: TensorSpec, t) -> int | None:
+        """The batch of input tensor t, after checking it against spec s (None for an input without a
+        batch axis, which must have its shape)."""
         if not torch.is_tensor(t):
             raise NetcInputError(f"input '{s.name}' must be a torch tensor, got {type(t).__name__}")
         if self.device is None:
@@ -544,6 +545,13 @@ class Net:
         if t.dtype != s.dtype:
             raise NetcInputError(f"input '{s.name}' has dtype {_dt(t.dtype)}; '{self.network}' takes {_dt(s.dtype)} "
                                  f"(convert it with .to(torch.{_dt(s.dtype)}))")
+        if not s.batched:
+            if tuple(t.shape) != tuple(s.shape):
+                raise NetcInputError(f"input '{s.name}' has shape {_shape(t.shape)}; '{self.network}' takes "
+                                     f"{_shape(s.shape)} (it has no batch axis: an initial state, fed whole)")
+            if not t.is_contiguous():
+                raise NetcInputError(f"input '{s.name}' is not contiguous (call .contiguous() on it)")
+            return None
         want = f"[b, {', '.join(str(d) for d in s.shape[1:])}] with 1 <= b <= {self.batch}"
         if t.dim() != len(s.shape) or tuple(t.shape[1:]) != tuple(s.shape[1:]):
             raise NetcInputError(f"input '{s.name}' has shape {_shape(t.shape)}; '{self.network}' takes {want}")
@@ -558,11 +566,12 @@ class Net:
     def _inputs(self, args, kwargs) -> tuple[list, int]:
         """The input tensors in manifest order, checked, and their (common) batch."""
         xs = self._gather(args, kwargs)
-        batches = [self._check(s, t) for s, t in zip(self.inputs, xs)]
-        if len(set(batches)) > 1:
+        checked = [(s, self._check(s, t)) for s, t in zip(self.inputs, xs)]
+        batches = [(s, b) for s, b in checked if b is not None]
+        if len({b for _, b in batches}) > 1:
             raise NetcInputError("the inputs have different batch sizes: "
-                                 + ", ".join(f"{s.name} {b}" for s, b in zip(self.inputs, batches)))
-        return xs, batches[0] if batches else 1
+                                 + ", ".join(f"{s.name} {b}" for s, b in batches))
+        return xs, batches[0][1] if batches else self.batch
 
     def _not_a_rank(self, what: str) -> None:
         if self.rank:
@@ -689,6 +698,12 @@ def is_compiled(path: str) -> bool:
         return False
 
 
+def batch_of(net: Net, inputs: dict) -> int:
+    """The batch of `inputs` by name: the leading axis of the batch-sized ones (an initial state has none)."""
+    batched = {s.name for s in net.inputs if s.batched}
+    return next((int(v.shape[0]) for k, v in inputs.items() if k in batched), 1)
+
+
 def _feed(net: Net, inputs: dict, what: str = "input") -> dict:
     """CLI inputs (from .npy/.npz files, any real dtype) as the network's dtypes on its device."""
     names = [s.name for s in net.inputs]
@@ -737,7 +752,7 @@ def _cli_net(args):
     with load(args.file) as net:
         if inputs:
             inputs = _feed(net, inputs)
-            b = next(iter(inputs.values())).shape[0] if inputs else 1
+            b = batch_of(net, inputs)
             if args.batch is not None and args.batch != b:
                 raise NetcInputError(f"--batch {args.batch} contradicts the inputs' batch {b}")
         else:
@@ -768,7 +783,7 @@ def profile_cli(args, repeat: int, warmup: int = 3) -> dict:
     library, batch (of the inputs), compiled_batch, device_name (torch's, or None), repeat, warmup
     and rows (Net.profile's parts)."""
     with _cli_net(args) as (net, inputs):
-        b = next(iter(inputs.values())).shape[0] if inputs else 1
+        b = batch_of(net, inputs)
         rows = net.profile(inputs, repeat=repeat, warmup=warmup)
         name = torch.cuda.get_device_name(net.device) if net.device is not None and net.device.type == "cuda" else None
         return dict(network=net.network, library=net.path, batch=int(b), compiled_batch=net.batch, device_name=name,
@@ -836,7 +851,7 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     from ..frontend import load as load_source
     from ..pipelines import Options, inference
     from .reference import run_reference
-    b = next(iter(inputs.values())).shape[0] if inputs else 1
+    b = batch_of(net, inputs)
     whole = [s.name for s in net.outputs if not s.batched]
     scaled = bool(whole) and b < net.batch
     diag = DiagnosticEngine()
@@ -858,7 +873,7 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     for s in net.inputs:
         x = inputs[s.name].to(device)
         x = x.to(dtype) if x.is_floating_point() else x
-        if not scaled:   # at the compiled batch: samples past b are zeros (unread by batched outputs)
+        if not scaled and s.batched:   # at the compiled batch: samples past b are zeros (unread by batched outputs)
             x = torch.cat([x, x.new_zeros((net.batch - x.shape[0],) + tuple(x.shape[1:]))])
         ref_in[s.name] = x
     owners = {p["name"] for p in net.manifest.get("parameters", []) if "shares" not in p}

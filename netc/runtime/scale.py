@@ -1,7 +1,9 @@
 """Scaling a network down before it runs: `netc run --batch B --spatial N` (or HxW).
 
 scale_inputs() rewrites the declared shapes of the network inputs -- every input's first axis
-becomes B, every 4-D (NHWC) input's H and W become N (or H x W) -- before shape inference, so
+becomes B (but a time-major op's initial state [B, H], whose first axis is not the leading axis of
+the sequences beside it: memory/graph.py initial_state_inputs), every 4-D (NHWC) input's H and W
+become N (or H x W) -- before shape inference, so
 everything downstream follows from the new shapes: convolutions and pools shrink, inner products
 take the flattened features they now see, parameters are sized from them. What cannot follow
 (a window larger than its input, a parameter declared with a fixed shape, a Reshape to fixed
@@ -38,15 +40,17 @@ def scale_inputs(module: Module, batch: int | None = None, spatial=None) -> list
                                        ((spatial, spatial) if isinstance(spatial, int) else parse_spatial(spatial)))
     if hw is not None and (hw[0] <= 0 or hw[1] <= 0):
         raise NetcError(f"--spatial must be positive, got {hw[0]}x{hw[1]}")
+    from ..memory.graph import initial_state_inputs
     changed = []
     four_d = False
     for net in module.networks():
+        state = initial_state_inputs(net)
         for op in net.regions[0].ops:
             if op.name != "netc.input":
                 continue
             shape = list(op.attrs.get("shape") or [])
             new = list(shape)
-            if batch is not None and new:
+            if batch is not None and new and op.attrs.get("name") not in state:
                 new[0] = int(batch)
             if hw is not None and len(new) == 4:
                 new[1], new[2] = hw
@@ -84,8 +88,11 @@ def forward_at_training_batch(module, batch: int, phase, diag):
     """A training library's forward shares the training step's arena and compiled batch: where the
     forward's phase declares another batch (SINGA's test phase reading 100 records, the training
     phase 64), its inputs get the training batch, and a warning says so."""
+    from ..memory.graph import initial_state_inputs
+    state = set().union(*(initial_state_inputs(n) for n in module.networks()))
     other = [op for n in module.networks() for op in n.regions[0].ops
-             if op.name == "netc.input" and op.attrs.get("shape") and int(op.attrs["shape"][0]) != batch]
+             if op.name == "netc.input" and op.attrs.get("shape") and int(op.attrs["shape"][0]) != batch
+             and op.attrs.get("name") not in state]
     if other:
         old = int(other[0].attrs["shape"][0])
         scale_inputs(module, batch=batch)
