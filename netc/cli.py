@@ -451,7 +451,8 @@ def cmd_explain(args, diag):
         or args.memory_budget is not None
     # the layout format cannot express strided (channel-concat) slices nor fused intermediates
     # (one array per layer output): plan contiguous slices, op by op, then
-    plan = Plan(reuse=not args.no_reuse, **({"concat": "contiguous", "fusion": "none"} if args.layout else {}))
+    plan = Plan(reuse=not args.no_reuse,
+                **({"concat": "contiguous", "fusion": "none", "time_sized": True} if args.layout else {}))
     # --dot draws fusion groups: the fuse pass marks them (it only annotates, the table is unchanged)
     ctx = explain(module, F.pipeline_options(args, training=True), diag, split_workers=bool(args.partition_workers),
                   fuse=args.dot is not None, budget=args.memory_budget, plan=plan if want_plan else None,

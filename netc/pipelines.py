@@ -104,18 +104,20 @@ class Training:
 class Plan:
     """The plan-memory pass's options (passes/plan_memory.py; None: its default): mode 'inference' or
     'training'; reuse: buffers whose lifetimes do not overlap share bytes; concat 'contiguous' and
-    fusion 'none': no strided slices, op by op (what a Brainstorm layout can express)."""
+    fusion 'none': no strided slices, op by op (what a Brainstorm layout can express); time_sized: sequences
+    [T, B, ...] are Brainstorm's time-sized class (a layout's; the executors plan without it)."""
     mode: str | None = None
     reuse: bool | None = None
     concat: str | None = None
     fusion: str | None = None
+    time_sized: bool | None = None
 
     def options(self) -> dict:
         return {k: v for k, v in (("mode", self.mode), ("reuse", self.reuse), ("concat", self.concat),
-                                  ("fusion", self.fusion)) if v is not None}
+                                  ("fusion", self.fusion), ("time_sized", self.time_sized)) if v is not None}
 
 
-LAYOUT_PLAN = Plan(reuse=True, concat="contiguous", fusion="none")
+LAYOUT_PLAN = Plan(reuse=True, concat="contiguous", fusion="none", time_sized=True)
 
 
 @dataclass(frozen=True)

@@ -7,12 +7,21 @@ Format: shared/spec/layout-format.md §2 (tree of view-nodes and array-nodes, `s
 * one layer view-node per network input (first, with no inputs) and per scheduled op, `index` =
   position in the plan's schedule (inputs at step 0 first), with exactly the four categories
   `inputs` (operands: `default`, or `in0`, `in1`, ... when there are several), `outputs`
-  (`default`), `parameters` (by role: `weight`, `bias`, ...) and `internals` (empty: netc ops
-  keep no internal buffers); layer names are made Python identifiers ('/' and '.' become '_'),
-  `netc.names` maps them back;
+  (`default`), `parameters` (by role: `weight`, `bias`, ...) and `internals` (empty but for the
+  recurrent layers, which list Brainstorm's forward internals, OpDef.layout_internals: an Lstm's
+  Za ... Cb, a Recurrent's or Clockwork's Ha, each time-sized like the layer's output and given its
+  own elements above the planned type-2 range; netc's ops keep no such buffers); layer names are
+  made Python identifiers ('/' and '.' become '_'), `netc.names` maps them back;
 * buffer types are the plan's classes: parameters type 0 first (the flat parameter vector,
   `netc.parameter_elements` long), batch-sized activations type 1 (feature offsets per sample),
-  constant-size activations (a scalar loss) type 0 above the parameters; nothing is type 2 yet.
+  constant-size activations (a scalar loss) type 0 above the parameters, and type 2 for the
+  sequences [T, B, ...] of a net with time-major (recurrent) layers (a layout plans with
+  time_sized: feature offsets per time step and sample, B the batch; a [T*B, F] that keeps the
+  steps is planned as [T, B, F]). `netc.time` is T and `netc.context` the context rows: the type-2
+  buffer is (T + context, B, sizes[2]), the context rows last, as Brainstorm's hubs with a
+  context_size; a tensor with context rows (`context` in its metadata: a recurrent layer's
+  output) shares its elements with nothing. `netc.totals` counts what the layout holds as
+  Brainstorm's create_layout counts its forward hubs (export/layout.py layout_totals).
   Slices count elements of one itemsize (`netc.element_bytes`): a plan mixing itemsizes cannot be
   written in this format;
 * zero-copy concat slices are feature ranges of the concat's range (E1), which is only possible

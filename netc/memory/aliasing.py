@@ -3,7 +3,7 @@ in-place results and zero-copy concat slices), with a union-find over the trees.
 from __future__ import annotations
 
 from .graph import PlanGraph
-from .model import BATCH, CONSTANT, is_dense, is_rows, row_major
+from .model import BATCH, CONSTANT, TIME, is_dense, is_rows, row_major
 
 
 class AliasForest:
@@ -152,7 +152,7 @@ class AliasForest:
                 root, _, strides = self.placement(w)
                 tw = t[w]
                 fshape = tw.feature_shape
-                if tw.cls == BATCH:
+                if tw.cls in (BATCH, TIME):     # (time: per time step and sample)
                     per_sample = t[root].size // tw.itemsize
                     if strides is None and per_sample == tw.numel:
                         continue          # the whole of a dense array
@@ -164,7 +164,8 @@ class AliasForest:
                 else:
                     return False
                 # the plan holds at every batch (a sample's layout): the batch axis counts as longer than 1
-                shape = (max(tw.shape[0], 2),) + tuple(tw.shape[1:]) if tw.cls == BATCH else tuple(tw.shape)
+                shape = ((max(tw.shape[0], 2),) + tuple(tw.shape[1:]) if tw.cls == BATCH else
+                         (2,) + tuple(fshape) if tw.cls == TIME else tuple(tw.shape))
                 if not is_rows(shape, full):
                     return False
                 unit = g.producer[w]
@@ -198,7 +199,7 @@ def alias_schedule_free(g: PlanGraph, f: AliasForest, concat: str):
             rank = len(ct.shape)
             d = g.ops[g.units[i][0]].attrs.get("dim", -1)
             d = d + rank if d < 0 else d
-            axis = d - 1 if ct.cls == BATCH else d
+            axis = d - ct.cls     # the feature axis: after N (batch class), after T and N (time class)
             if axis < 0:
                 continue          # concatenation along the batch axis: copied
             start, seen = 0, set()

@@ -7,35 +7,27 @@ from collections import Counter
 
 from ..ir.core import STRUCTURAL_OPS, Module, Operation, SymbolRef
 from ..ops import lookup
-from .model import BATCH, CONSTANT, PlanError, TensorPlan
+from .model import BATCH, CONSTANT, TIME, PlanError, TensorPlan
 
 
-def initial_state_values(ops) -> set:
-    """ids of the values read only as a time-major op's operands other than its sequence (OpDef.batch_axis
-    != 0, operand 0 the sequence [T, B, ...]): an Lstm's initial state h0, c0 [B, H]. Their axis 0 is the
-    batch B, not the T that leads the sequences: they neither decide the network's batch (the leading axis
-    the compiled targets scale) nor are batch-sized; they are fed whole (codegen/manifest.py)."""
-    state, other = set(), set()
+def time_major_values(ops) -> tuple[dict, int, int]:
+    """The sequences of a network's time-major ops (OpDef.batch_axis 1: an Lstm's [T, B, ...] operand 0 and
+    result): ({id(value): (T, B, context rows)}, T, the most context rows), the context being the op's
+    OpDef.context_rows on its result (Brainstorm's context_size: extra steps after the T real ones)."""
+    seq: dict = {}
     for op in ops:
         d = lookup(op.name)
-        time_major = d is not None and d.batch_axis != 0
-        for k, v in enumerate(op.operands):
-            (state if time_major and k > 0 else other).add(id(v))
-    return state - other
-
-
-def initial_state_inputs(net) -> set:
-    """Names of the layers read only as a time-major op's initial state (initial_state_values), the
-    network's inputs among them; also before its operands are resolved (by the ops' `parents`)."""
-    state, other = set(), set()
-    for op in net.regions[0].ops:
-        d = lookup(op.name) if op.name != "netc.input" else None
-        time_major = d is not None and d.batch_axis != 0
-        refs = ([v.owner.attrs.get("name") for v in op.operands] if op.operands
-                else list(op.attrs.get("parents") or []))
-        for k, r in enumerate(refs):
-            (state if time_major and k > 0 else other).add(r)
-    return state - other
+        if d is None or d.batch_axis != 1 or not op.results or op.results[0].type.shape is None:
+            continue
+        t, b = op.results[0].type.shape[:2]
+        for v in op.operands[:1]:
+            seq.setdefault(id(v), (t, b, 0))
+        for r in op.results:
+            seq[id(r)] = (t, b, getattr(d, "context_rows", 0))
+    if not seq:
+        return {}, 1, 0
+    t = next(iter(seq.values()))[0]
+    return seq, t, max(c for _, _, c in seq.values())
 
 
 def opdef_flag(opdef, attr: str) -> bool:
@@ -51,7 +43,7 @@ class PlanGraph:
     goes through memory; a group's intermediates are in `internal` instead.
     """
 
-    def __init__(self, module: Module, net: Operation, mode: str, fusion: str = "auto"):
+    def __init__(self, module: Module, net: Operation, mode: str, fusion: str = "auto", time_sized: bool = False):
         self.mode = mode
         self.name = net.attrs.get("sym_name", "network")
         body = net.regions[0].ops
@@ -63,25 +55,37 @@ class PlanGraph:
             for r in op.results:
                 if r.type.shape is None:
                     raise PlanError(f"'{op.attrs.get('name')}' has no inferred shape; run shape-inference first")
-        state = initial_state_values(self.ops)
-        dims = Counter(op.results[0].type.shape[0] for op in in_ops
-                       if op.results and op.results[0].type.shape and id(op.results[0]) not in state)
+        dims = Counter(op.results[0].type.shape[0] for op in in_ops if op.results and op.results[0].type.shape)
         self.batch = dims.most_common(1)[0][0] if dims else 1
+        # time-sized (only when asked: the layout writer's Brainstorm classes): the sequences [T, B, ...] of
+        # the time-major ops (OpDef.batch_axis 1), planned per time step and sample; the batch is then B
+        seq, self.time, self.context = time_major_values(self.ops) if time_sized else ({}, 1, 0)
+        if seq:
+            self.batch = next(iter(seq.values()))[1]
 
-        def new(name, kind, ttype, cls, producer=0):
-            # batch-sized tensors are planned per sample (time-sized ones, when recurrent ops
-            # produce them, will be planned per sample and time step: nbytes // (T * N))
-            nb = ttype.nbytes
-            size = nb // self.batch if cls == BATCH else nb
-            t = TensorPlan(len(self.tensors), name, kind, tuple(ttype.shape), ttype.dtype, cls, size, producer)
+        def new(name, kind, ttype, cls, producer=0, context=0):
+            # batch-sized tensors are planned per sample, time-sized ones per sample and time step; a
+            # time-sized [T*B, ...] (a sequence with its steps flattened, Brainstorm's flatten_time) is
+            # planned as the [T, B, ...] it is
+            nb, shape = ttype.nbytes, tuple(ttype.shape)
+            if cls == TIME and shape[:2] != (self.time, self.batch):
+                shape = (self.time, self.batch) + shape[1:]
+            size = nb // self.batch if cls == BATCH else nb // (self.time * self.batch) if cls == TIME else nb
+            t = TensorPlan(len(self.tensors), name, kind, shape, ttype.dtype, cls, size, producer, context=context)
             self.tensors.append(t)
             return t.id
+
+        def time_class(r, flat=False) -> bool:
+            """A sequence [T, B, ...] (flat: also [T*B, ...], what an op that keeps the steps writes)."""
+            s = tuple(r.type.shape)
+            return id(r) in seq or (bool(seq) and (len(s) >= 3 and s[:2] == (self.time, self.batch)
+                                                   or flat and len(s) >= 1 and s[0] == self.time * self.batch))
 
         self.inputs = []
         for op in in_ops:
             for r in op.results:
                 s = r.type.shape
-                cls = BATCH if len(s) >= 1 and s[0] == self.batch and dims and id(r) not in state else CONSTANT
+                cls = TIME if time_class(r) else BATCH if len(s) >= 1 and s[0] == self.batch and dims else CONSTANT
                 vid[id(r)] = new(value_name(op, r), "input", r.type, cls)
                 self.inputs.append(vid[id(r)])
         # parameters this network uses (and the owners of share_from aliases), in module order
@@ -124,11 +128,14 @@ class PlanGraph:
             batched = not opdef_flag(opdef, "unbatched") and (
                 any(self.tensors[i].cls == BATCH for i in operands)
                 or bool(operands) and all(not self.tensors[i].shape for i in operands))
+            timed = not opdef_flag(opdef, "unbatched") and any(self.tensors[i].cls == TIME for i in operands)
             writes = []
             for r in op.results:
                 s = r.type.shape
-                cls = BATCH if batched and len(s) >= 1 and s[0] == self.batch else CONSTANT
-                vid[id(r)] = new(value_name(op, r), "activation", r.type, cls)
+                cls = (TIME if id(r) in seq or (timed and time_class(r, flat=True)) else
+                       BATCH if batched and len(s) >= 1 and s[0] == self.batch else CONSTANT)
+                vid[id(r)] = new(value_name(op, r), "activation", r.type, cls,
+                                 context=seq.get(id(r), (0, 0, 0))[2] if cls == TIME else 0)
                 writes.append(vid[id(r)])
             op_reads.append(reads)
             op_writes.append(writes)

@@ -88,6 +88,8 @@ class TensorPlan:
     slice: tuple | None = None    # concat: (feature axis, start index) inside alias_of
     fused: bool = False           # an intermediate of a fusion group: computed and consumed inside
     #                               one kernel (producer == last_use == its step), no buffer (-1)
+    context: int = 0              # time class: extra time steps after the T real ones (Brainstorm's
+    #                               context_size: the state a recurrent layer starts the next call from)
 
     @property
     def itemsize(self) -> int:
@@ -99,7 +101,8 @@ class TensorPlan:
 
     @property
     def numel(self) -> int:
-        """Elements of one sample (batch class) or of the whole tensor (constant class)."""
+        """Elements of one sample (batch class), of one time step of one sample (time class) or of the whole
+        tensor (constant class)."""
         return prod(self.feature_shape)
 
 
@@ -189,6 +192,8 @@ class MemoryPlan:
     fusion: bool = False   # steps are the module's fusion groups (one kernel each)
     recompute: dict | None = None   # the rematerialize pass's report (the network's
     #                                 `netc.rematerialize` attribute): budget, arenas, extra FLOPs
+    time: int = 1          # T of the time class (planned with time_sized: per time step and sample)
+    context: int = 0       # the most context rows of a time-sized tensor: the time arena is (T + context) rows
 
     def tensor(self, name: str) -> TensorPlan:
         for t in self.tensors:
@@ -201,9 +206,11 @@ class MemoryPlan:
         """Layers in schedule order (a fused step's members in their group's order)."""
         return [n for s in self.steps for n in s.layers]
 
-    def arena_bytes(self, batch: int | None = None, steps: int = 1) -> list:
-        """Bytes of each arena at `batch` (default: the compiled batch) and `steps` time steps."""
+    def arena_bytes(self, batch: int | None = None, steps: int | None = None) -> list:
+        """Bytes of each arena at `batch` (default: the compiled batch) and `steps` time steps (default: the
+        planned T) plus the context rows."""
         b = self.batch if batch is None else batch
+        steps = (self.time if steps is None else steps) + self.context
         return [self.arenas[CONSTANT].size, self.arenas[BATCH].size * b, self.arenas[TIME].size * b * steps]
 
     def address(self, name: str, batch: int | None = None, sample: int = 0) -> int:

@@ -117,7 +117,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                 alignment: int = DEFAULT_ALIGNMENT, reuse: bool = True, inplace: bool = True,
                 concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES,
                 fusion: str = "auto", exact: bool = True, exact_budget: float = DEFAULT_BUDGET,
-                exact_nodes: int = DEFAULT_NODE_LIMIT) -> MemoryPlan:
+                exact_nodes: int = DEFAULT_NODE_LIMIT, time_sized: bool = False) -> MemoryPlan:
     """Plan the memory of one network of a resolved, shape-inferred module.
 
     mode       "inference" (a one-operand Dropout is an identity) or "training" (it computes); None:
@@ -139,6 +139,10 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
     fusion     "auto": when the module has been fused (fusion_group attributes), every fusion
                group is one step and its intermediates take no memory; "none": every op is its
                own step, fused or not
+    time_sized the sequences [T, B, ...] of time-major ops (an Lstm's) and what keeps their (T, B) are
+               the time class, planned per time step and sample, the batch B (Brainstorm's buffer
+               type 2; what a layout writes). The executors and codegen address the batch class only:
+               they plan without it
     """
     t0 = time.perf_counter()
     if mode is not None and mode not in MODES:
@@ -158,7 +162,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
             raise PlanError(f"no network '{network}' in the module" if network else "the module has no network")
     if mode is None:
         mode = "training" if net.attrs.get("gradients") is not None else "inference"
-    g = PlanGraph(module, net, mode, fusion)
+    g = PlanGraph(module, net, mode, fusion, time_sized)
     base = AliasForest(g)
     alias_schedule_free(g, base, concat)
     orders: dict[str, list] = {}
@@ -203,10 +207,11 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
     best, cands = None, {}
     opts = dict(mode=mode, alignment=alignment, reuse=reuse, inplace=inplace, concat=concat,
                 strategies=list(strategies), fusion=fusion, exact=exact, exact_budget=exact_budget,
-                exact_nodes=exact_nodes)
+                exact_nodes=exact_nodes, **({"time_sized": True} if time_sized else {}))
     for name, order in orders.items():
         p = _plan_order(g, base.copy(), order, name, opts)
-        key = (p.arenas[BATCH].size * g.batch + p.arenas[CONSTANT].size + p.arenas[TIME].size * g.batch)
+        key = (p.arenas[BATCH].size * g.batch + p.arenas[CONSTANT].size
+               + p.arenas[TIME].size * g.batch * (g.time + g.context))
         cands[name] = key
         if best is None or key < best[0]:
             best = (key, p)
@@ -272,8 +277,10 @@ def _plan_order(g: PlanGraph, f: AliasForest, order: list, name: str, opts: dict
             b = Buffer(len(buffers), root.cls, root.size, min(tensors[m].producer for m in ms),
                        max(tensors[m].last_use for m in ms), root.id, sorted(ms))
             # parameters and state never share bytes; gradients and other constant-class
-            # temporaries are planned by lifetime like activations (see the module docstring)
-            b.reusable = root.kind != "param"
+            # temporaries are planned by lifetime like activations (see the module docstring); nor
+            # do time-sized values with context rows (their last rows carry a recurrent layer's state
+            # into its next call: shared/spec/layout-format.md 7.3)
+            b.reusable = root.kind != "param" and not any(tensors[m].context for m in ms)
             buf_of_rep[r] = b.id
             buffers.append(b)
     # placements (memoized top-down)
@@ -353,4 +360,4 @@ def _plan_order(g: PlanGraph, f: AliasForest, order: list, name: str, opts: dict
             st.action = "concat-copy" if st.copies else "alias"
         steps.append(st)
     return MemoryPlan(g.name, opts["mode"], g.batch, A, opts["reuse"], list(g.inputs), steps, end, tensors,
-                      buffers, arenas, name, options=opts, fusion=g.fusion)
+                      buffers, arenas, name, options=opts, fusion=g.fusion, time=g.time, context=g.context)

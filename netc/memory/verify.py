@@ -38,7 +38,7 @@ import numpy as np
 from ..ir.core import STRUCTURAL_OPS, SymbolRef
 from ..ops import lookup
 from .graph import output_aligned_members
-from .model import CLASS_NAMES, CONSTANT, Member, MemoryPlan, align_up, is_dense, row_major
+from .model import BATCH, CLASS_NAMES, CONSTANT, Member, MemoryPlan, align_up, is_dense, row_major
 
 
 class PlanVerificationError(AssertionError):
@@ -128,10 +128,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
     if end != len(plan.steps) + 1:
         P.append(f"end step is {end}, expected {len(plan.steps) + 1}")
     P += _check_updates(plan)
-    for t in T:
-        if t.cls != CONSTANT and (not t.shape or t.shape[0] != plan.batch):
-            P.append(f"'{t.name}' {list(t.shape)} is {CLASS_NAMES[t.cls]}-sized but its first dimension is not "
-                     f"the batch {plan.batch}")
+    P += [p for p in (_leading_axes_problem(t, plan) for t in T) if p]
     if network is not None or module is not None:
         P += _check_against_ir(plan, module, network)
 
@@ -336,6 +333,15 @@ def _check_updates(plan) -> list[str]:
                 P.append(f"step {st.index} ({st.layer}) reads '{T[i].name}' after step {written_at[k]} updated it "
                          f"in place: it would see the next training step's value")
     return P
+
+
+def _leading_axes_problem(t, plan) -> str | None:
+    """A batch-sized tensor leads with the batch N, a time-sized one with (T, N)."""
+    if t.cls == CONSTANT or tuple(t.shape[:t.cls]) == ((plan.batch,) if t.cls == BATCH else (plan.time, plan.batch)):
+        return None
+    want = (f"dimension is not the batch {plan.batch}" if t.cls == BATCH else
+            f"dimensions are not (T, B) = ({plan.time}, {plan.batch})")
+    return f"'{t.name}' {list(t.shape)} is {CLASS_NAMES[t.cls]}-sized but its first {want}"
 
 
 def _members(st) -> list:

@@ -83,6 +83,8 @@ class Recurrent(OpDef):
     types = ("Recurrent",)
     arity = (1, 2)
     batch_axis = 1           # time-major: a split along axis 0 would cut the sequence
+    context_rows = 1         # Brainstorm's layout: y is (T + 1, B, H), and so is its internal Ha
+    layout_internals = ("Ha",)
     param_roles = ROLES
     clock = False
     attrs = {
