@@ -30,6 +30,34 @@ def time_major_values(ops) -> tuple[dict, int, int]:
     return seq, t, max(c for _, _, c in seq.values())
 
 
+def initial_state_values(ops) -> set:
+    """ids of the values read only as a time-major op's operands other than its sequence (OpDef.batch_axis
+    != 0, operand 0 the sequence [T, B, ...]): an Lstm's initial state h0, c0 [B, H]. Their axis 0 is the
+    batch B, not the T that leads the sequences: they neither decide the network's batch (the leading axis
+    the compiled targets scale) nor are batch-sized; they are fed whole (codegen/manifest.py)."""
+    state, other = set(), set()
+    for op in ops:
+        d = lookup(op.name)
+        time_major = d is not None and d.batch_axis != 0
+        for k, v in enumerate(op.operands):
+            (state if time_major and k > 0 else other).add(id(v))
+    return state - other
+
+
+def initial_state_inputs(net) -> set:
+    """Names of the layers read only as a time-major op's initial state (initial_state_values), the
+    network's inputs among them; also before its operands are resolved (by the ops' `parents`)."""
+    state, other = set(), set()
+    for op in net.regions[0].ops:
+        d = lookup(op.name) if op.name != "netc.input" else None
+        time_major = d is not None and d.batch_axis != 0
+        refs = ([v.owner.attrs.get("name") for v in op.operands] if op.operands
+                else list(op.attrs.get("parents") or []))
+        for k, r in enumerate(refs):
+            (state if time_major and k > 0 else other).add(r)
+    return state - other
+
+
 def opdef_flag(opdef, attr: str) -> bool:
     """A memory-plan fact the op registry declares (OpDef.view, .concat, ...)."""
     return opdef is not None and bool(getattr(opdef, attr))
@@ -55,7 +83,9 @@ class PlanGraph:
             for r in op.results:
                 if r.type.shape is None:
                     raise PlanError(f"'{op.attrs.get('name')}' has no inferred shape; run shape-inference first")
-        dims = Counter(op.results[0].type.shape[0] for op in in_ops if op.results and op.results[0].type.shape)
+        state = initial_state_values(self.ops)
+        dims = Counter(op.results[0].type.shape[0] for op in in_ops
+                       if op.results and op.results[0].type.shape and id(op.results[0]) not in state)
         self.batch = dims.most_common(1)[0][0] if dims else 1
         # time-sized (only when asked: the layout writer's Brainstorm classes): the sequences [T, B, ...] of
         # the time-major ops (OpDef.batch_axis 1), planned per time step and sample; the batch is then B
@@ -85,7 +115,8 @@ class PlanGraph:
         for op in in_ops:
             for r in op.results:
                 s = r.type.shape
-                cls = TIME if time_class(r) else BATCH if len(s) >= 1 and s[0] == self.batch and dims else CONSTANT
+                cls = (TIME if time_class(r) else BATCH if len(s) >= 1 and s[0] == self.batch and dims
+                       and (id(r) not in state or bool(seq)) else CONSTANT)
                 vid[id(r)] = new(value_name(op, r), "input", r.type, cls)
                 self.inputs.append(vid[id(r)])
         # parameters this network uses (and the owners of share_from aliases), in module order

@@ -35,14 +35,22 @@ forward states and runs the recurrence backwards, by hand (torch.autograd and fi
 check it, tests/test_lstm.py), giving per step the gates' pre-activation gradients, what the step
 sends back to c[t-1] and h[t-1], and the states the parameter gradients read; then lstm_grad_data
 (dx: products with W; dh0, dc0: the t = 0 blocks) and lstm_grad_param (one per parameter: products
-and sums over time and batch). There is no kernel yet (kernels/lowering.py: `missing`).
+and sums over time and batch). The kernels (kernels/lstm.py, cuDNN's recipe) split it the same way:
+the input products of all T steps as one GEMM, the recurrence as one launch that loops over the steps
+with the gate math fused after the recurrent product; lstm_grad_gates' kernels recompute the forward
+into their own result's blocks (so the forward keeps nothing for the backward) and run the recurrence
+backwards; dx, dW, dR are GEMMs over all T * B rows, db and dp column sums.
 With a nonzero context this gradient differs from Brainstorm's backward_pass on purpose: there the
 t = 0 terms of dR*, dpi and dpf read the context's deltas (dy[-1], dCa[-1]; dIa[0] also for pf)
 where the derivative reads its values (h0, c0; dFa[0] for pf), and no dh0, dc0 are produced; here
 they are the derivative's, checked against finite differences with h0, c0 nonzero.
 
-The batch is axis 1 (OpDef.batch_axis): the partition pass refuses partition_dim 0 on an Lstm, which
-would cut the sequence in time; compiled targets (which take batch-first inputs) do not run it yet.
+The batch is axis 1 (OpDef.batch_axis; lstm_grad_gates' too): the partition pass refuses
+partition_dim 0 on an Lstm, which would cut the sequence in time. The compiled targets (the .so and
+--target interp) scale the leading axis of every batch-sized tensor with their run-time batch: for a
+network whose inputs are sequences that axis is T, so it is planned with T as its batch (a .so
+compiled at T runs sequences of 1..T steps) and B is a fixed size; h0 and c0 [B, H] are no batch-sized
+inputs but are fed whole at every call (memory/graph.py initial_state_values, kernels/lstm_lowering.py).
 """
 from __future__ import annotations
 
@@ -170,6 +178,7 @@ def _gates_shape(gates):
 class LstmGradGates(OpDef):
     name = "lstm_grad_gates"
     training_only = True
+    batch_axis = 1           # time-major like the Lstm: x, dy and the result lead with T; h0, c0 [B, H]
     arity = (2, 4)
     param_roles = ROLES
     attrs = {"size": Lstm.attrs["size"], "activation": Lstm.attrs["activation"]}
