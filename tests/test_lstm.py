@@ -287,6 +287,18 @@ def test_the_sequence_leads_and_the_initial_state_is_fed_whole(src, t):
         assert sorted(i.name for i in ins) == ["c0", "h0", "label", "x"]       # none refused
 
 
+def test_a_single_step_keeps_its_state_batch_sized():
+    """A GRU's single step (x [B, X], rank 2: SINGA's unrolled form) has no time axis: its h0 leads with the
+    batch like x (only a sequence's initial state is fed whole)."""
+    from netc.memory import BATCH
+    from netc.memory.plan import plan_memory
+    m = load_text("network g {\n  input x: f32[3, 4]\n  input h0: f32[3, 5]\n  y = GRU(x, h0) { dim_hidden: 5 }\n}\n",
+                  "g.nd")
+    pipelines.inference(m, Options())
+    plan = plan_memory(m, m.networks()[0])
+    assert plan.batch == 3 and plan.tensor("x").cls == BATCH and plan.tensor("h0").cls == BATCH
+
+
 @pytest.mark.parametrize("src", [NET_NO_STATE, NET, NET_STATE_FIRST], ids=["no_state", "state", "t_equals_b"])
 def test_interpreter_target_runs_and_trains_against_the_reference(src, tmp_path):
     """netc's LSTM kernels (kernels/lstm.py) under Triton's interpreter: a forward and two training

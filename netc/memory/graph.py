@@ -34,28 +34,38 @@ def initial_state_values(ops) -> set:
     """ids of the values read only as a time-major op's operands other than its sequence (OpDef.batch_axis
     != 0, operand 0 the sequence [T, B, ...]): an Lstm's initial state h0, c0 [B, H]. Their axis 0 is the
     batch B, not the T that leads the sequences: they neither decide the network's batch (the leading axis
-    the compiled targets scale) nor are batch-sized; they are fed whole (codegen/manifest.py)."""
+    the compiled targets scale) nor are batch-sized; they are fed whole (codegen/manifest.py). A GRU's
+    single step (x [B, X], rank 2) has no time axis: its h0 leads with the batch like x."""
     state, other = set(), set()
     for op in ops:
-        d = lookup(op.name)
-        time_major = d is not None and d.batch_axis != 0
+        seq = _reads_a_sequence(op, op.operands[0].type.shape if op.operands else None)
         for k, v in enumerate(op.operands):
-            (state if time_major and k > 0 else other).add(id(v))
+            (state if seq and k > 0 else other).add(id(v))
     return state - other
 
 
 def initial_state_inputs(net) -> set:
     """Names of the layers read only as a time-major op's initial state (initial_state_values), the
     network's inputs among them; also before its operands are resolved (by the ops' `parents`)."""
+    ops = net.regions[0].ops
+    declared = {op.attrs.get("name"): op.attrs.get("shape") for op in ops if op.name == "netc.input"}
     state, other = set(), set()
-    for op in net.regions[0].ops:
-        d = lookup(op.name) if op.name != "netc.input" else None
-        time_major = d is not None and d.batch_axis != 0
-        refs = ([v.owner.attrs.get("name") for v in op.operands] if op.operands
-                else list(op.attrs.get("parents") or []))
+    for op in ops:
+        if op.operands:
+            refs, first = [v.owner.attrs.get("name") for v in op.operands], op.operands[0].type.shape
+        else:
+            refs = list(op.attrs.get("parents") or [])
+            first = declared.get(refs[0]) if refs else None
+        seq = _reads_a_sequence(op, first)
         for k, r in enumerate(refs):
-            (state if time_major and k > 0 else other).add(r)
+            (state if seq and k > 0 else other).add(r)
     return state - other
+
+
+def _reads_a_sequence(op, first_shape) -> bool:
+    """Whether `op` is time-major and its operand 0 (of shape first_shape, None if unknown) a sequence."""
+    d = lookup(op.name) if op.name != "netc.input" else None
+    return d is not None and d.batch_axis != 0 and (first_shape is None or len(first_shape) >= 3)
 
 
 def opdef_flag(opdef, attr: str) -> bool:
