@@ -1,17 +1,25 @@
 #!/usr/bin/env bash
 # CI: install netc into a fresh virtual environment WITHOUT system site packages (torch's CPU wheel
-# first, then the project, as README's set-up says) and run the main commands on examples: every
-# import netc makes must be a declared dependency. Any exit other than 0 fails the run.
+# first, then the project without extras, as README's set-up says) and run the main commands on
+# examples: every import netc makes must be a declared dependency. Any exit other than 0 fails the run.
+#
+# NETC_CI_VENV: where to make the venv (.ci/run sets it), else a temporary one. TRITON_FLOOR: when set
+# (.ci/run sets it), Triton is held at that version, so the same environment then serves
+# .ci/triton_floor.sh (one torch install instead of two: CI is CPU-bound).
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
 D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
-# NETC_CI_VENV: where to make the venv (.ci/run sets it); else a temporary one
 VENV=${NETC_CI_VENV:-$D/venv}
 "$PYTHON" -m venv "$VENV"                            # isolated: no --system-site-packages
 "$VENV/bin/python" -m pip install -q "torch==2.13.0"
-"$VENV/bin/python" -m pip install -q "$ROOT"
+CONSTRAINT=()
+if [ -n "${TRITON_FLOOR:-}" ]; then
+    echo "triton==$TRITON_FLOOR" >"$D/constraints.txt"
+    CONSTRAINT=(-c "$D/constraints.txt")
+fi
+"$VENV/bin/python" -m pip install -q "${CONSTRAINT[@]}" "$ROOT"
 export NETC_CACHE_DIR="$D/cache"
 cd "$D"                                              # nothing importable from the checkout
 NETC="$VENV/bin/netc"

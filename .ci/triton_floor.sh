@@ -7,9 +7,10 @@
 #
 #   bash .ci/triton_floor.sh [prepare|run]     # both when not given
 #
-# prepare: a fresh virtual environment (NETC_FLOOR_VENV, else a temporary one) with torch's CPU wheel,
-# Triton $TRITON_FLOOR, the newest NumPy and netc with its test extras; .ci/run prepares it in the
-# background while the suite runs. run: the tests.
+# prepare: a virtual environment without system site packages (NETC_FLOOR_VENV, else a temporary
+# one) with torch's CPU wheel, Triton $TRITON_FLOOR, the newest NumPy and netc (editable) with its test
+# extras. An existing one is reused: .ci/run hands over the one .ci/isolated_install.sh made with
+# Triton held at $TRITON_FLOOR, and this adds the extras. run: the tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -19,8 +20,10 @@ D=$(mktemp -d)
 trap 'rm -rf "$D"' EXIT
 VENV=${NETC_FLOOR_VENV:-$D/venv}
 if [ "$STAGE" != run ]; then
-    "$PYTHON" -m venv "$VENV"                        # isolated: no --system-site-packages
-    "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+    if [ ! -x "$VENV/bin/python" ]; then
+        "$PYTHON" -m venv "$VENV"                    # isolated: no --system-site-packages
+        "$VENV/bin/python" -m pip install -q "torch==2.13.0"
+    fi
     echo "triton==$TRITON_FLOOR" >"$D/constraints.txt"
     "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" -e "$ROOT[test,plot,data]"
 fi

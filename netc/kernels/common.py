@@ -84,9 +84,61 @@ def _no_overflow_checks():
     builder.options = dataclasses.replace(options, sanitize_overflow=False)
 
 
+class _AlreadyPatched:
+    """What a nested device-function call gets instead of a fresh patching: nothing to restore."""
+
+    def restore(self):
+        pass
+
+
+def _patch_once_per_launch():
+    """Triton's interpreter patches triton.language (every builtin, tl.tensor's operators, tl.core)
+    when a kernel launches and restores it when the launch ends; it patches the same modules AGAIN on
+    every call of a nested @triton.jit function (interpreter.py InterpretedFunction.__call__, Triton
+    3.6-3.9), and that scope is never restored. netc's kernels call their helpers (activate, mma, the
+    epilogue) once per tile, so that repetition was about 40% of the interpreter's time. The patch
+    depends only on which of tl and tl.core the function's globals hold (Triton's own helpers, tl.cdiv,
+    tl.zeros, tl.sum, see tl.core; netc's see tl): a nested call whose modules this launch has already
+    patched skips it; anything else patches as before."""
+    import inspect
+
+    from triton.runtime import interpreter
+    patch = getattr(interpreter, "_patch_lang", None)
+    if patch is None or getattr(patch, "netc_once_per_launch", False):
+        return
+    if list(inspect.signature(patch).parameters) != ["fn"]:
+        return   # another interpreter layout than Triton 3.6-3.9's: leave it as it is
+    patched = []   # the modules patched in the launch in progress (one at most: launches do not nest)
+
+    def modules_of(fn):
+        return frozenset(id(v) for v in getattr(fn, "__globals__", {}).values() if v is tl or v is tl.core)
+
+    def patch_lang(fn):
+        modules = modules_of(fn)
+        if patched and modules <= patched[0]:
+            return _AlreadyPatched()
+        scope = patch(fn)
+        if patched:               # a nested call's patching is never restored: it holds to the launch's end
+            patched[0] |= modules
+        elif modules:
+            patched.append(set(modules))
+            restore = scope.restore
+
+            def restore_then_forget():
+                patched.clear()
+                restore()
+
+            scope.restore = restore_then_forget
+        return scope
+
+    patch_lang.netc_once_per_launch = True
+    interpreter._patch_lang = patch_lang
+
+
 if INTERPRETING:
     _squeeze_interpreter_index()
     _no_overflow_checks()
+    _patch_once_per_launch()
 
 
 @triton.jit
