@@ -75,14 +75,22 @@ def test_shape_errors(a, ins, where, words):
 
 def test_costs():
     t, b, x, h = 7, 3, 4, 5
-    c = GRU.cost(attrs(dim_hidden=h), [(t, b, x)], (t, b, h))
+    c = GRU.cost(attrs(dim_hidden=h), [(t, b, x), (b, h)], (t, b, h))     # with h0: every step reads a state
     assert c.flops_fwd == 6 * t * b * x * h + 6 * t * b * h * h + 23 * t * b * h
-    assert c.flops_bwd_data == 6 * t * b * x * h + 6 * t * b * h * h + 20 * t * b * h
+    assert c.flops_bwd_data == 6 * t * b * x * h + 6 * t * b * h * h + 23 * t * b * h
     assert c.flops_bwd_filter == 6 * t * b * x * h + 6 * t * b * h * h + 3 * t * b * h
-    assert GRU.cost(attrs(dim_hidden=h, bias=False), [(t, b, x)], (t, b, h)).flops_fwd == \
+    # without h0 step 0's recurrent products vanish (the zero state): T - 1 steps of them, and its
+    # elementwise work is (1 - z) * c alone (6 fewer per element)
+    c0 = GRU.cost(attrs(dim_hidden=h), [(t, b, x)], (t, b, h))
+    assert c0.flops_fwd == 6 * t * b * x * h + 6 * (t - 1) * b * h * h + 23 * t * b * h - 6 * b * h
+    assert GRU.cost(attrs(dim_hidden=h, bias=False), [(t, b, x), (b, h)], (t, b, h)).flops_fwd == \
         6 * t * b * x * h + 6 * t * b * h * h + 20 * t * b * h
-    assert GRU.cost(attrs(dim_hidden=h), [(t, b, x)], (t, b, h), False).flops_bwd_data == \
-        6 * t * b * h * h + 20 * t * b * h
+    assert GRU.cost(attrs(dim_hidden=h), [(t, b, x), (b, h)], (t, b, h), False).flops_bwd_data == \
+        6 * t * b * h * h + 23 * t * b * h
+    # one step is the unrolled form's: 6BXH + 6BH^2 + 23BH with a state, 6BXH + 17BH without
+    assert GRU.cost(attrs(dim_hidden=h), [(b, x), (b, h)], (b, h)).flops_fwd == \
+        6 * b * x * h + 6 * b * h * h + 23 * b * h
+    assert GRU.cost(attrs(dim_hidden=h), [(b, x)], (b, h)).flops_fwd == 6 * b * x * h + 17 * b * h
 
 
 # -- the reference -----------------------------------------------------------------------------------

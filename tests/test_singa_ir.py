@@ -76,11 +76,14 @@ def test_phases_select_singa_nets():
     assert train["rgb:00"] == [64, 32, 32, 3] and test["rgb:00"] == [100, 32, 32, 3]
 
 
-def test_char_rnn_unrolled_explains():
+def test_char_rnn_explains_rolled():
+    """char-rnn (unroll_len 50) is imported rolled: one GRU layer over [T, B, 512] with SINGA's parameter count."""
     r = netc("explain", "--brief", os.path.join(CORPUS, "0.3.0_char-rnn_job.conf"))
     assert r.returncode == 0, r.stderr
-    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[3:] if line and line[0].isdigit()}
-    assert rows["0#gru1:0"][1] == "GRU" and rows["49#gru1:0"][1:3] == ["GRU", "50x512"]
+    rows = {line.split()[0]: line.split() for line in r.stdout.splitlines()[3:] if line and not line.startswith("-")}
+    grus = [k for k, v in rows.items() if len(v) > 1 and v[1] == "GRU"]
+    assert grus == ["gru1"] and rows["gru1"][2:4] == ["50x50x512", "943,104"]
+    assert "total: 994,917 parameters" in r.stdout
     assert "energy" not in r.stderr and "warning" not in r.stderr
 
 
@@ -109,7 +112,7 @@ def test_gru_compile_says_no_kernel(tmp_path):
     conf = os.path.join(CORPUS, "0.3.0_char-rnn_job.conf")
     r = netc("compile", conf, "-o", str(tmp_path / "rnn.so"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "error: layer '0#gru1:0' (netc.gru, a recurrent (GRU) layer) has no CUDA kernel in netc yet" in r.stderr
+    assert "error: layer 'gru1' (netc.gru, a recurrent (GRU) layer) has no CUDA kernel in netc yet" in r.stderr
 
 
 @pytest.mark.parametrize("conf", ["0.1.0_cifar10_job.conf", "0.3.0_cifar10_hybrid.conf", "0.1.0_rbm_rbm2.conf",

@@ -160,17 +160,18 @@ def _partitioned_nodes(text: str, version: str) -> list:
 
 
 def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "train",
-           updater: str = _UPDATER) -> str:
+           updater: str = _UPDATER, unroll: int = 1) -> str:
+    """The job; unroll > 1: the neuralnet's unroll_len (a rolled net's), each layer's own where it differs."""
     rbm = any(L.type in ("kRBMVis", "kRBMHid") for L in layers)
     unrolled = any(L.unroll > 1 for L in layers)
     alg = "kCD" if rbm else ("kBPTT" if unrolled and version != "0.1" else "kBP")
     out = [f"# written by `netc export --format singa`: the {phase} net, as a SINGA "
            f"{'v0.1' if version == '0.1' else 'v0.3'} job",
            f"name: {_q(name)}", "train_steps: 1000", "disp_freq: 100", f"train_one_batch {{ alg: {alg} }}",
-           *([updater] if updater else []), "neuralnet {"]
+           *([updater] if updater else []), "neuralnet {" + (f" unroll_len: {unroll}" if unroll > 1 else "")]
     for L in layers:
         body = [f"name: {_q(L.name)}", f"type: {L.type}"] + [f"srclayers: {_q(s)}" for s in L.srcs]
-        if L.unroll > 1:
+        if L.unroll != unroll and (L.unroll > 1 or unroll > 1):
             body.append(f"unroll_len: {L.unroll}")
         if any(c is not None for c in L.conn):
             body += [f"unroll_conn_type: {c or 'kUnrollOneToOne'}" for c in L.conn]
@@ -281,17 +282,7 @@ def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
         L = _Layer(sname(a.get("name", "x")), op=op)
         roles = _body(op, L, [v.type.shape for v in op.operands], False, 1, plain=True)
         L.srcs = srcs
-        refs = a.get("params") or {}
-        for role in roles:
-            ref = refs.get(role)
-            if ref is None:
-                L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), role=role))
-                continue
-            if ref.name in owner_of:
-                L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), owner_of[ref.name], role))
-            else:
-                owner_of[ref.name] = pnames.fresh(re.sub(r"[@#+]", "_", ref.name))
-                L.params.append(_Param(owner_of[ref.name], role=role, scales=_scales((decl or {}).get(ref.name))))
+        _bind_params(L, op, roles, pnames, owner_of, decl)
         layers.append(L)
         last = L.name
         act = a.get("activation")
@@ -309,6 +300,83 @@ def _plain(ops, name, decl=None) -> tuple[list[_Layer], int]:
             last = A.name
         lname[id(op)] = last
     return layers, 1
+
+
+def _bind_params(L: _Layer, op, roles, pnames: _Names, owner_of: dict, decl) -> None:
+    """L's `param` entries for its roles: a netc parameter's first binder names it, later ones share_from it."""
+    refs = op.attrs.get("params") or {}
+    for role in roles:
+        ref = refs.get(role)
+        if ref is None:
+            L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), role=role))
+        elif ref.name in owner_of:
+            L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), owner_of[ref.name], role))
+        else:
+            owner_of[ref.name] = pnames.fresh(re.sub(r"[@#+]", "_", ref.name))
+            L.params.append(_Param(owner_of[ref.name], role=role, scales=_scales((decl or {}).get(ref.name))))
+
+
+# ------------------------------------------------------------------------------------------ rolled nets
+
+# how a rolled net's ops are written back (_rolled): a view passes its source's layer on, the loss's
+# probabilities and one-hot targets are its kSoftmaxLoss's, the others are layers of their own
+_ROLLED_KINDS = {"netc.reshape": "view", "netc.softmax": "probs", "netc.one_hot": "onehot",
+                 "netc.softmax_loss": "loss", "netc.gru": "gru"}
+
+
+def _rolled(ops, decl) -> tuple[list[_Layer], int]:
+    """A recurrent net as SINGA's importer rolls it (frontend/singa/rolled.py): time-major inputs [T, B]
+    (batch_axis 1) -> one kCharRNN and its kRNNLabel, one layer per op written back with the neuralnet's
+    unroll_len T; the reshapes around a time-distributed layer and the loss's one-hot targets are that
+    layer's (a target of value T * scale is kSoftmaxLoss's softmaxloss_conf.scale)."""
+    seq = [op for op in ops if op.name == "netc.input" and op.attrs.get("batch_axis") == 1]
+    t, b = (list(seq[0].attrs["shape"]) + [0, 0])[:2]
+    names, pnames, owner_of = _Names(), _Names(), {}
+    data = _Layer(names.fresh("data"), "kCharRNN", op=seq[0])
+    data.confs.append(f"char_rnn_conf {{ path: \"train.txt\" vocab_path: \"vocab.txt\" batchsize: {b} unroll_len: {t} }}")
+    layers, lname, scale = [data], {}, {}
+    kind = {id(op): _ROLLED_KINDS.get(op.name, "layer") for op in ops}
+    losses = {op.attrs.get("name") for op in ops if kind[id(op)] == "loss"}
+
+    def target(op):   # a loss's one-hot targets: '<loss layer>.target'
+        return kind[id(op)] == "onehot" and f"{op.attrs.get('name')}".removesuffix(".target") + ".loss" in losses
+    ids = {id(op.operands[0].owner) for op in ops if kind[id(op)] == "onehot" and not target(op)}
+    for op in ops:
+        a, nm, k = op.attrs, op.attrs.get("name", "x"), kind[id(op)]
+        srcs = [lname[id(v.owner)] for v in op.operands]
+        if op.name == "netc.input":
+            if a.get("batch_axis") != 1 or a.get("dtype", "f32") == "f32" or list(a["shape"]) != [t, b]:
+                _err(f"input '{nm}' {a['shape']}: a rolled SINGA net reads character ids [T, B] = {[t, b]} (i32, "
+                     f"batch_axis 1): its kCharRNN data and kRNNLabel labels", op)
+            if id(op) in ids:
+                lname[id(op)] = data.name
+                continue
+            L = _Layer(names.fresh(nm), "kRNNLabel", [data.name], ["kUnrollOneToAll"], [0], op=op, unroll=t)
+        elif k == "view" or (k == "probs" and f"{nm}.loss" in losses) or target(op):
+            lname[id(op)] = srcs[0] if srcs and k != "probs" else ""
+            if k == "onehot":
+                scale[id(op)] = a.get("on_value", 1.0) / t
+            elif id(op.operands[0].owner) in scale:
+                scale[id(op)] = scale[id(op.operands[0].owner)]
+            continue
+        elif k == "onehot":
+            if a.get("on_value", 1.0) != 1.0:
+                _err(f"OneHot '{nm}' writes {a['on_value']} at the id; SINGA's kOneHot writes 1", op)
+            L = _Layer(names.fresh(nm), "kOneHot", srcs, ["kUnrollOneToAll"], [0], [f"onehot_conf {{ vocab_size: "
+                                                                                      f"{a['depth']} }}"], op=op, unroll=t)
+        elif k == "loss":
+            L = _Layer(names.fresh(nm.removesuffix(".loss")), "kSoftmaxLoss", srcs, op=op, unroll=t)
+            sc = scale.get(id(op.operands[1].owner), 1.0)
+            L.confs.append("softmaxloss_conf { topk: 1" + (f" scale: {_num(sc)}" if sc != 1.0 else "") + " }")
+        else:
+            if k == "gru" and (len(op.operands) != 1 or len(op.operands[0].type.shape) != 3):
+                _err(f"GRU '{nm}' reads {'an initial state' if len(op.operands) > 1 else 'one step'}; a rolled "
+                     f"SINGA kGRU reads [T, B, X] from the zero state", op)
+            L = _Layer(names.fresh(nm), op=op, srcs=srcs, unroll=t)
+            _bind_params(L, op, _body(op, L, [v.type.shape for v in op.operands], False, 1), pnames, owner_of, decl)
+        layers.append(L)
+        lname[id(op)] = L.name
+    return layers, t
 
 
 # ------------------------------------------------------------------------------------------ SINGA-built nets
@@ -834,7 +902,12 @@ def export_singa(module, ctx, name: str = "net") -> str:
              f"an input layer", net)
     version = singa_version_of(net)
     built_net = version is not None and _is_built(ops, version)
-    if built_net:
+    unroll = 1
+    if any(op.name == "netc.input" and op.attrs.get("batch_axis") == 1 for op in ops):   # a rolled recurrent net
+        version, built_net = "0.3", version is not None
+        layers, unroll = _rolled(ops, {p.attrs["sym_name"]: p for p in module.params()})
+        K = 1
+    elif built_net:
         built = _Built(module, ops, version)
         layers, K = built.layers()
         layers = built.settle_order(layers, K, version, name, ctx.phase, ctx.diag)
@@ -846,7 +919,7 @@ def export_singa(module, ctx, name: str = "net") -> str:
     if why:
         ctx.diag.warning(f"the file's optimizer ({opt.get('name')}) {why}: the job gets SINGA's default updater "
                          f"(kSGD at a fixed 0.01) instead", module.attr_loc("optimizer"), width=len("optimizer"))
-    return _write(name, layers, K, version, ctx.phase, _updater(opt, version, built_net))
+    return _write(name, layers, K, version, ctx.phase, _updater(opt, version, built_net), unroll)
 
 
 def _inexpressible(opt, version: str) -> str | None:

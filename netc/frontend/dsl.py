@@ -196,7 +196,14 @@ class _Builder(Transformer):
         if attrs:
             self._common(op, attrs, lookup("netc.input"), locs, allowed=("include", "exclude", "partition_dim", "location"))
             for k in attrs:
-                if k == "whole":   # kept whole on every partition (a SINGA kDummy input: ops/tensor.py Input)
+                if k == "batch_axis":   # the samples' axis: 1 for a time-major sequence (ops/tensor.py Input)
+                    if attrs[k] in (0, 1) and not isinstance(attrs[k], bool):
+                        op.attrs[k] = attrs[k]
+                        locs[k] = attrs.locs[k]
+                    else:
+                        self.diag.error(f"'batch_axis' must be 0 or 1 (a time-major sequence), got {_show(attrs[k])}",
+                                        attrs.locs[k], width=len(k))
+                elif k == "whole":   # kept whole on every partition (a SINGA kDummy input: ops/tensor.py Input)
                     if isinstance(attrs[k], bool):
                         op.attrs[k] = attrs[k]
                         locs[k] = attrs.locs[k]
@@ -205,7 +212,7 @@ class _Builder(Transformer):
                                         width=len(k))
                 elif k not in _COMMON_KEYS or k == "params":
                     self.diag.error(f"unknown attribute '{k}' for an input", attrs.locs[k], width=len(k)).note(
-                        "inputs accept include, exclude, partition_dim, location and whole")
+                        "inputs accept include, exclude, partition_dim, location, whole and batch_axis")
         self._check_name(name, loc)
         op.attr_locs = locs
         return op

@@ -828,6 +828,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.upsample2d": Lowering(missing="upsampling"),
     "netc.seq_pool": Lowering(missing="a reduction over a sequence's steps (SequencePool)"),
     "netc.seq_pool_grad": Lowering(missing="a SequencePool's gradient"),
+    "netc.one_hot": Lowering(missing="a one-hot encoding"),
     "netc.gru": Lowering(missing="a recurrent (GRU) layer"),
     "netc.gru_grad_gates": Lowering(missing="a GRU's gradient (its recurrence through time)"),
     "netc.gru_grad_data": Lowering(missing="a GRU's input gradient"),

@@ -1,5 +1,6 @@
 """Embeddings: Embedding (rows of a table [V, D] picked by integer ids: PaddlePaddle's word embedding)
-and its gradient, a scatter-add of the output gradient's rows into [V, D].
+and its gradient, a scatter-add of the output gradient's rows into [V, D]; OneHot (rows of the
+identity [V, V] picked by ids, no parameter: SINGA's kOneHot).
 
 The ids are an integer tensor (i32 or i64) of any shape S; the result is S + [D] in the network's
 floating type. An id outside [0, V) is an error, never a wrapped or clamped row: the reference
@@ -19,19 +20,20 @@ from ..diagnostics import NetcError
 from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
 
 
-def check_ids(ids, num_embeddings: int, layer: str | None):
+def check_ids(ids, num_embeddings: int, layer: str | None, what: str = "Embedding",
+              rows: str = "the table's rows", bound: str = "num_embeddings"):
     """The ids as int64, or NetcError naming the first id outside [0, num_embeddings)."""
     import torch
     if ids.is_floating_point():
         if not bool(torch.equal(ids, ids.round())):
-            raise NetcError(f"Embedding '{layer}': its ids must be integers, got fractional values")
+            raise NetcError(f"{what} '{layer}': its ids must be integers, got fractional values")
     idx = ids.to(torch.int64)
     if idx.numel():
         bad = (idx < 0) | (idx >= num_embeddings)
         if bool(bad.any()):
             where = tuple(int(i) for i in bad.nonzero()[0])
-            raise NetcError(f"Embedding '{layer}': id {int(idx[where])} at {list(where)} is outside the table's rows "
-                            f"0 to {num_embeddings - 1} (num_embeddings {num_embeddings})")
+            raise NetcError(f"{what} '{layer}': id {int(idx[where])} at {list(where)} is outside {rows} "
+                            f"0 to {num_embeddings - 1} ({bound} {num_embeddings})")
     return idx
 
 
@@ -143,3 +145,35 @@ class EmbeddingGrad(OpDef):
         rows = in_compute_dtype(dy).reshape(-1, dy.shape[-1])
         out = torch.zeros((a["num_embeddings"], dy.shape[-1]), dtype=rows.dtype, device=rows.device)
         return out.index_add_(0, idx.reshape(-1), rows)
+
+
+@register
+class OneHot(OpDef):
+    name = "one_hot"
+    types = ("OneHot",)
+    arity = (1, 1)
+    differentiable = False   # its operand is ids (data): no gradient flows to them
+    index_operand = 0
+    index_bound = "depth"
+    attrs = {"depth": AttrSpec("int", doc="V, the classes: ids are 0 to V-1, each row has V entries"),
+             "on_value": AttrSpec("number", 1.0, doc="the entry at the id (TensorFlow's on_value); the others are 0")}
+    doc = ("One-hot rows of integer ids (i32 or i64) of any shape S: the result is S + [depth], on_value (1) at the "
+           "id and 0 elsewhere (SINGA's kOneHot with onehot_conf.vocab_size = depth). An id outside [0, depth) is an "
+           "error. No parameters, no FLOPs (a write per output element).")
+
+    def result_dtype(self, a, operand_dtypes):
+        return "f32"
+
+    def infer(self, a, ins):
+        (ids,) = ins
+        if a["depth"] <= 0:
+            raise ShapeError(f"depth must be positive, got {a['depth']}", attr="depth")
+        if len(ids) < 1:
+            raise ShapeError(f"OneHot needs ids with a batch axis ([N, ...]), got a scalar {list(ids)}", operand=0)
+        return tuple(ids) + (a["depth"],)
+
+    def reference(self, a, ins, params):
+        import torch
+        from .reference import in_compute_dtype
+        idx = check_ids(ins[0], a["depth"], a.get("name"), "OneHot", "the classes", "depth")
+        return in_compute_dtype(torch.nn.functional.one_hot(idx, a["depth"])) * a.get("on_value", 1.0)

@@ -23,15 +23,16 @@ and the .nd language takes it as before).
 Parameters keep SINGA's roles, layout and order: z_hx, r_hx, c_hx [H, X]; z_hh, r_hh, c_hh [H, H];
 z_b, r_b, c_b [H] (only with `bias`).
 
-Cost (FLOPs, 2 per multiply-add; 4 per sigmoid or tanh, as netc's Sigmoid/Tanh):
-  forward      6TBXH (the input products) + 6TBH^2 (the recurrent ones, also at t = 0, as SINGA
-               computes them against its zero context) + (20 + 3 with bias)TBH per state element and
-               step: 2 sigmoids and a tanh (12), the 3 recurrent sums, the reset product (1), the
-               output mix (1 - z) * c + z * h (4), the 3 bias adds
-  backward     data: 6TBXH (dx, when x needs a gradient) + 6TBH^2 (the recurrent deltas, dh0 among
-               them) + 20TBH (the elementwise chain: the 3 gate derivatives, the reset product's
-               two sides, the carry through z, dy + the carried delta); filter: 6TBXH (the *_hx) +
-               6TBH^2 (the *_hh) + 3TBH (the biases, with bias)
+Cost (FLOPs, 2 per multiply-add; 4 per sigmoid or tanh, as netc's Sigmoid/Tanh), with S the steps
+that read a state (S = T with h0; S = T - 1 without: step 0's recurrent products vanish against the
+zero state, and a step without a state is the unrolled form's first step, costed as before):
+  forward      6TBXH (the input products) + 6SBH^2 (the recurrent ones) + E, the elementwise work per
+               state element and step: 2 sigmoids and a tanh (12), the 3 bias adds (with bias), and
+               8 on a step with a state (the 3 recurrent sums, the reset product, the output mix
+               (1 - z) * c + z * h) or 2 without ((1 - z) * c): E = BH(T(12 + 3) + 8S + 2(T - S))
+  backward     data: 6TBXH (dx, when x needs a gradient) + 6SBH^2 (the recurrent deltas, dh0 among
+               them) + E (the elementwise chain, counted as the forward's); filter: 6TBXH (the
+               *_hx) + 6SBH^2 (the *_hh) + 3TBH (the biases, with bias)
 
 The gradient, split as lstm's: gru_grad_gates recomputes the forward states and runs the recurrence
 backwards, by hand (finite differences and torch.autograd check it, tests/test_gru.py), giving per
@@ -77,9 +78,13 @@ def _param_shapes(a, t, b, x, h):
     return {r: shapes[r] for r in _roles(a)}
 
 
-def _flops(t, b, x, h):
-    """(input products, recurrent products, state elements T*B*H)."""
-    return 6 * t * b * x * h, 6 * t * b * h * h, t * b * h
+def _flops(a, ins):
+    """(input products, recurrent products, the elementwise work E, state elements T*B*H) of a GRU's
+    operands (the module docstring's formulas)."""
+    t, b, x, h = _shapes(a, ins)
+    s = t if len(ins) == 2 else t - 1
+    ew = b * h * (t * (12 + (3 if a.get("bias", True) else 0)) + 8 * s + 2 * (t - s))
+    return 6 * t * b * x * h, 6 * s * b * h * h, ew, t * b * h
 
 
 LBR = AttrSpec("bool", True, doc="the reset gate multiplies the recurrent product, r * (h c_hh^T) (SINGA's kGRU, "
@@ -121,9 +126,8 @@ class GRU(OpDef):
         return _param_shapes(a, *_shapes(a, ins))
 
     def cost(self, a, ins, out, needs_input_grad=True):
-        gx, gh, n = _flops(*_shapes(a, ins))
-        nb = 3 * n if a.get("bias", True) else 0
-        return Cost(gx + gh + 20 * n + nb, (gx if needs_input_grad else 0) + gh + 20 * n, gx + gh + nb)
+        gx, gh, ew, n = _flops(a, ins)
+        return Cost(gx + gh + ew, (gx if needs_input_grad else 0) + gh + ew, gx + gh + (3 * n if a["bias"] else 0))
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
@@ -152,8 +156,10 @@ class GRU(OpDef):
                                {"wrt": wrt, "input_shape": list(op.operands[k].type.shape)},
                                params={f"{gt}_hx": params[f"{gt}_hx"] for gt in GATES} if wrt == "x" else None,
                                tag="grad_data" if wrt == "x" else "grad_h0"))
-        grads = {r: g.emit("netc.gru_grad_param", [gates] + ([x] if r.endswith("_hx") else []), {"role": r},
-                           tag=f"grad_{r}") for r in roles if g.needs_param(r)}
+        zero = {"zero_state": True} if len(op.operands) == 1 else {}
+        grads = {r: g.emit("netc.gru_grad_param", [gates] + ([x] if r.endswith("_hx") else []),
+                           {"role": r, **(zero if r.endswith("_hh") else {})}, tag=f"grad_{r}")
+                 for r in roles if g.needs_param(r)}
         return data, grads
 
 
@@ -187,7 +193,8 @@ class GRUGradGates(OpDef):
     doc = ("The recurrence of a GRU's gradient, backwards through time: x, h0 (when the GRU has it) and dy -> "
            "[T, B, 7, dim_hidden]: per step the gradients of the pre-activations of z, r, c, what the step sends "
            "back to h[t-1] (dh0 at t = 0), the forward h[t-1] (recomputed) and the two sides of c_hh's product. "
-           "FLOPs: 6TBH^2 (the recurrent deltas) + 20TBH (the elementwise chain).")
+           "FLOPs: 6SBH^2 (the recurrent deltas; S the steps with a state) + the elementwise chain (netc/ops/"
+           "recurrent.py).")
 
     def infer(self, a, ins):
         *fwd, dy = ins
@@ -201,8 +208,8 @@ class GRUGradGates(OpDef):
         return _param_shapes(a, *_shapes(a, ins[:-1]))
 
     def cost(self, a, ins, out, needs_input_grad=True):
-        _, gh, n = _flops(*_shapes(a, ins[:-1]))
-        return Cost(gh + 20 * n)
+        _, gh, ew, _ = _flops(a, ins[:-1])
+        return Cost(gh + ew)
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
@@ -262,10 +269,12 @@ class GRUGradParam(OpDef):
     training_only = True
     unbatched = True
     arity = (1, 2)
-    attrs = {"role": AttrSpec("enum", choices=ROLES, doc="the parameter")}
+    attrs = {"role": AttrSpec("enum", choices=ROLES, doc="the parameter"),
+             "zero_state": AttrSpec("bool", False, doc="the GRU starts from the zero state (no h0): step 0 adds "
+                                                        "nothing to a *_hh gradient (not counted)")}
     doc = ("The gradient of one GRU parameter from gru_grad_gates' result (and x, for the *_hx), summed over "
-           "time and batch: *_hx dA^T x [H, X] (2TBXH FLOPs), *_hh dA^T h[t-1] [H, H] (2TBH^2; c_hh: the "
-           "blocks uc^T hc), *_b dA [H] (TBH).")
+           "time and batch: *_hx dA^T x [H, X] (2TBXH FLOPs), *_hh dA^T h[t-1] [H, H] (2SBH^2, S the steps with "
+           "a state; c_hh: the blocks uc^T hc), *_b dA [H] (TBH).")
 
     def infer(self, a, ins):
         t, b, h = _gates_shape(ins[0])
@@ -285,7 +294,8 @@ class GRUGradParam(OpDef):
         t, b, h = _gates_shape(ins[0])
         n = t * b * h
         kind = a["role"][2:]
-        return Cost({"hx": 2 * n * out[-1], "hh": 2 * n * h, "b": n}[kind])
+        s = t - 1 if a.get("zero_state") else t
+        return Cost({"hx": 2 * n * out[-1], "hh": 2 * s * b * h * h, "b": n}[kind])
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype

@@ -19,7 +19,10 @@ class Input(OpDef):
                                              "learning_rate, seed (dropout masks), grad_seed:<layer>"),
              "whole": AttrSpec("bool", False, doc="partition_dim 0 keeps it whole on every partition instead of "
                                                   "cutting its batch (a SINGA kDummy input: DummyLayer::Setup takes "
-                                                  "dummy_conf.shape as it is, whatever the partition count)")}
+                                                  "dummy_conf.shape as it is, whatever the partition count)"),
+             "batch_axis": AttrSpec("int", 0, doc="the axis of the samples: 1 for a time-major sequence [T, B, ...] "
+                                                  "(--data arrays then hold one sequence a sample, [S, T, ...], "
+                                                  "batched along axis 1)")}
     doc = ("A network input; written `input data: f32[N, H, W, C]` in .nd. A dimension after the first may "
            "be 0 (an empty tensor, as SINGA builds from sizes left at their default 0); negative ones are "
            "errors, and so is a batch (the first dimension) of 0: every tensor computed from it would be "

@@ -227,7 +227,8 @@ class Dataset:
     """Named arrays with a leading sample axis, one per data input of a network (an .npz file such
     as examples/digits_data.py writes: `data` [S, 8, 8, 1], `label` [S]). Batches of the network's
     batch size are drawn in a seeded random order, a new one each epoch; a last partial batch is
-    dropped (training) or padded (evaluation)."""
+    dropped (training) or padded (evaluation). An input with batch_axis 1, a time-major sequence
+    [T, B, ...], takes one sequence a sample ([S, T, ...]): a batch of B of them stacked along axis 1."""
 
     def __init__(self, arrays: dict, what: str = "--data"):
         from .io import about
@@ -240,12 +241,14 @@ class Dataset:
                 raise NetcError(f"{what}: every array needs the same number of samples (its first axis); got "
                                 + ", ".join(f"'{k}' {n}" for k, n in sizes.items()))
         self.size = next(iter(sizes.values()))
+        self.axes: dict[str, int] = {}    # input -> its batch axis, where not 0 (check())
 
     def check(self, net: Operation) -> int:
         """The network's batch size, after checking that the arrays fit its data inputs (and that
         the labels of a SoftmaxLoss are class indices of its classes)."""
         from .io import about
         from .reference import index_bound_of, label_classes_of
+        self.axes = {layer_name(op): op.attrs["batch_axis"] for op in data_inputs(net) if op.attrs.get("batch_axis")}
         batch = self.check_shapes({layer_name(op): tuple(op.results[0].type.shape) for op in data_inputs(net)},
                                   net.attrs.get("sym_name"))
         with about(self.arrays):
@@ -297,12 +300,13 @@ class Dataset:
             raise NetcError(f"{self.what}: array '{extra[0]}' feeds no input (inputs: {', '.join(names)})")
         batch = None
         for name, shape in shapes.items():
-            shape = tuple(shape)
+            shape, axis = tuple(shape), self.axes.get(name, 0)
             got = tuple(self.arrays[name].shape[1:])
-            if not shape or got != shape[1:]:
-                raise NetcError(f"{self.what}: samples of '{name}' have shape {list(got)}, the input takes "
-                                f"{list(shape[1:])} per sample ({list(shape)} per batch)")
-            batch = shape[0] if batch is None else batch
+            if len(shape) <= axis or got != shape[:axis] + shape[axis + 1:]:
+                per = list(shape[:axis] + shape[axis + 1:])
+                raise NetcError(f"{self.what}: samples of '{name}' have shape {list(got)}, the input takes {per} per "
+                                f"sample ({list(shape)} per batch{', samples along axis 1' if axis else ''})")
+            batch = shape[axis] if batch is None else batch
         if self.size < batch:
             raise NetcError(f"{self.what}: {self.size} sample{'s are' if self.size != 1 else ' is'} fewer than one "
                             f"batch of {batch} (arrays {', '.join(map(repr, names))})")
@@ -321,7 +325,8 @@ class Dataset:
                 if not pad:
                     return
                 idx = torch.cat([idx, idx[:1].repeat(batch - real)])
-            yield {k: v[idx] for k, v in self.arrays.items()}, real
+            yield {k: v[idx].movedim(0, self.axes[k]) if self.axes.get(k) else v[idx]
+                   for k, v in self.arrays.items()}, real
 
 
 def dataset_feeds(data: "Dataset", batch: int, seed: int, steps: int | None = None, epochs: int | None = None):

@@ -26,6 +26,11 @@ language reserves '@' for split indices): `conv1@00` -> `conv1:00`, `0#conv1@0` 
 `concate(split(0#pool3))@1` -> `concate(split(0#pool3)):1`. Layers netc adds carry a `.suffix`.
 `node_map()` gives the SINGA node -> netc layer correspondence.
 
+Recurrent nets. A v0.2+ job with `unroll_len: T` on its neuralnet whose built graph is SINGA's plain
+unrolled pattern (char-rnn's) is imported ROLLED: one op per layer over the time-major sequence
+[T, B, ...] (one netc.gru, not T copies), named after the configured layers; rolled.py says which
+nets and how each layer maps. Other unrolled nets keep one op per step, as below.
+
 Layout. netc is NHWC: a 4-D SINGA shape [N, C, H, W] is [N, H, W, C]; other ranks are kept;
 concat / slice dimension 1 of a 4-D tensor becomes 3.
 
@@ -58,8 +63,9 @@ Mapping (SINGA type -> netc op):
                                        softmax_loss(prediction, labels), the scalar loss
   kEuclideanLoss                       euclidean_loss (scalar, SINGA's shape [] too)
   kBM/kCudnnBM                         batch_norm
-  kGRU                                 gru {dim_hidden, bias}: (x) on the first unrolled step, (x, the
-                                       previous step) after it; all 6 / 9 params bound, in SINGA's
+  kGRU                                 gru {dim_hidden, bias} on one step x [B, X] (an unrolled net
+                                       rolled.py does not roll): (x) on the first unrolled step, (x, the
+                                       previous step as h0) after it; all 6 / 9 params bound, in SINGA's
                                        order and layout (z_hx, r_hx, c_hx [h, vdim], ..., z_b, ...)
   kSplit (a model split)               no op: a value may have several users in netc; readers of
                                        the split read its source (same shape)
@@ -99,6 +105,7 @@ from ...diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
 from ...ir.core import UNRANKED, Module, Operation, Region
 from ...ops.optim import schedule_problem
 from . import build_singa, read_job
+from .rolled import build_rolled, roll_steps
 
 _PHASES = (("kTrain", "train"), ("kTest", "test"), ("kVal", "val"))
 _NO_OP = {"kShardData", "kLMDBData", "kCharRNN"}
@@ -227,6 +234,9 @@ class _Net:
         return self.ref(src)
 
     def build(self):
+        steps = roll_steps(self.net)
+        if steps:   # a recurrent net: one op per layer over the whole sequence (rolled.py)
+            return build_rolled(self, steps)
         for n in self.net.nodes:
             self.node(n)
         # A share_from owner that no netc op binds (an RBM weight: kRBMVis owns it): the sharer
