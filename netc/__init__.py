@@ -28,6 +28,7 @@ from .version import __version__  # noqa: F401  (netc.__version__)
 # name -> (module of netc.api, attribute or None for the module itself)
 _LAZY = {
     "layer": ("layer", None),
+    "data_type": ("data_type", None),
     "parameters": ("parameters", None),
     "optimizer": ("optimizer", None),
     "reader": ("reader", None),

@@ -8,11 +8,14 @@ executors as the .nd language (docs/python.md).
     params = netc.parameters.create(cost)
     netc.train(cost, params, netc.reader.from_arrays(X, Y), netc.optimizer.Adam(0.01), batch_size=32)
 
-Modules: layer (the builders: friendly ones and one per registry op type), topology (Topology, load,
+Modules: layer (the builders: friendly ones and one per registry op type), data_type (PaddlePaddle's input
+types: integer_value, integer_value_sequence, dense_vector, dense_vector_sequence), sequence (the
+builders over time: lstm, gru, recurrent, last_seq, first_seq, pooling; re-exported by layer), core
+(Layer, ParamAttr, make_layer), topology (Topology, load,
 to_ir, to_nd), parameters (create, load, ParameterSet), optimizer, reader, event, trainer (train, test,
 infer), plot, netbuilder (NetBuilder), errors (Error, located in the user's code).
 """
-from . import event, layer, optimizer, parameters, plot, reader  # noqa: F401
+from . import data_type, event, layer, optimizer, parameters, plot, reader, sequence  # noqa: F401
 from .errors import Error  # noqa: F401
 from .layer import Layer, ParamAttr  # noqa: F401
 from .netbuilder import NetBuilder  # noqa: F401
@@ -20,5 +23,5 @@ from .topology import Topology, load, to_ir, to_nd  # noqa: F401
 from .trainer import TestResult, infer, train  # noqa: F401
 from .trainer import test  # noqa: F401  (netc.test; pytest: not a test, see trainer.test.__test__)
 
-__all__ = ["event", "layer", "optimizer", "parameters", "plot", "reader", "Error", "Layer", "ParamAttr", "NetBuilder",
+__all__ = ["data_type", "sequence", "event", "layer", "optimizer", "parameters", "plot", "reader", "Error", "Layer", "ParamAttr", "NetBuilder",
            "Topology", "load", "to_ir", "to_nd", "TestResult", "infer", "train", "test"]

@@ -11,7 +11,8 @@ Two kinds of builder functions:
 * the friendly ones below (PaddlePaddle v2's vocabulary where it fits): data, fc, conv2d, pool,
   max_pool, avg_pool, lrn, batch_norm, dropout, concat, embedding, relu, sigmoid, tanh, softmax,
   identity, add, multiply, maximum, reshape, flatten, softmax_loss (cross_entropy,
-  classification_cost), euclidean (square_error_cost), rank_cost;
+  classification_cost), euclidean (square_error_cost), rank_cost; and over sequences (netc.api.sequence,
+  re-exported here) lstm, gru, recurrent, last_seq, first_seq, pooling (MaxPooling, AvgPooling);
 * one function per layer type of the registry, GENERATED from its OpDef (attribute schema, arity,
   parameter roles): `Convolution(x, filter=[3, 3, -1, 16], padding="SAME")`, `InnerProduct`,
   `GRU`, ... -- the .nd spellings, aliases included. A new op needs no second definition here.
@@ -24,289 +25,48 @@ one name are one parameter (sharing by name, across topologies too).
 
 Shapes: a data layer declares its per-sample shape; the batch is its `batch_size`, or free. Layers
 made only from free-batch data are inferred at batch 1 (shown as `?`); the batch is fixed when a
-topology is compiled (its declared batch, or the batch train/test/infer run with).
+topology is compiled (its declared batch, or the batch train/test/infer run with). Sequence layers
+are time-major, [T, B, ...], T fixed per batch too (shown as `T`). Layer, ParamAttr and make_layer
+live in netc.api.core.
 """
 from __future__ import annotations
 
 import inspect
-import itertools
-import warnings
-from collections import defaultdict
-from dataclasses import dataclass, fields
 
-from ..diagnostics import Loc, did_you_mean, render
+from ..diagnostics import did_you_mean
 from ..ir.core import DTYPES
-from ..ops import all_ops, by_type
-from ..ops.registry import COMMON_ATTRS, PHASES, REQUIRED, ShapeError, result_dtype
-from .errors import Error, error, user_loc
-
-_ORDER = itertools.count()                  # creation order: topological by construction
-_AUTO = defaultdict(lambda: itertools.count(1))
-_COMMON = ("include", "exclude", "partition_dim", "location", "num_partitions")
-_SPLIT = ("splits", "split_index")       # a loaded model-parallel block's copies keep them (their shape rule)
-
-
-@dataclass
-class ParamAttr:
-    """How one parameter is named, initialized and trained (the keys of a .nd parameter binding).
-
-    name        share by name: every binding of one name is one parameter (default `<layer>.<role>`)
-    init        "gaussian" (or "normal": mean, std), "uniform" (low, high), "constant" (value),
-                "xavier", "msra", SINGA's "gaussian_sqrt_fan_in", "uniform_sqrt_fan_in",
-                "uniform_sqrt_fan_in_out" (see netc.api.parameters); none: the reference's draw
-    lr_scale, wd_scale   the parameter's learning-rate and weight-decay multipliers
-    immutable   never trained (no gradient, no update)
-    share_from  SINGA's alias: this parameter is a view of OWNER's storage in its own shape
-    """
-    name: str | None = None
-    init: str | None = None
-    std: float | None = None
-    mean: float | None = None
-    low: float | None = None
-    high: float | None = None
-    value: float | None = None
-    lr_scale: float | None = None
-    wd_scale: float | None = None
-    immutable: bool | None = None
-    share_from: str | None = None
-
-    def binding(self, default_name: str) -> dict:
-        out = {"name": self.name or default_name}
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name != "name" and v is not None:
-                out[f.name] = v
-        return out
-
-
-class Layer:
-    """One layer of a topology: an op of the registry (or a data layer), its inputs (Layers), its
-    attributes as .nd writes them, its parameter bindings, and its inferred result type."""
-
-    __slots__ = ("name", "opdef", "inputs", "attrs", "params", "shape", "dtype", "batch", "loc", "order",
-                 "param_shapes", "sample_shape")
-
-    def __init__(self, name, opdef, inputs, attrs, params, shape, dtype, batch, loc, param_shapes=None,
-                 sample_shape=None):
-        self.name, self.opdef, self.inputs, self.attrs, self.params = name, opdef, list(inputs), attrs, params
-        self.shape, self.dtype, self.batch, self.loc = tuple(shape), dtype, batch, loc
-        self.param_shapes = param_shapes or {}
-        self.sample_shape = sample_shape
-        self.order = next(_ORDER)
-
-    @property
-    def is_data(self) -> bool:
-        return self.opdef is None
-
-    @property
-    def type(self) -> str:
-        return "data" if self.opdef is None else self.opdef.type_name
-
-    @property
-    def size(self) -> int:
-        """The features per sample (PaddlePaddle's layer.size): the last dimension."""
-        return self.shape[-1] if self.shape else 1
-
-    def param_names(self) -> dict:
-        """{role: parameter name} of this layer (its bindings, else `<layer>.<role>`)."""
-        return {role: (self.params[role].name if role in self.params and self.params[role].name
-                       else f"{self.name}.{role}") for role in self.param_shapes}
-
-    def shape_str(self) -> str:
-        """The shape with a free batch shown as '?'."""
-        return "[" + ", ".join("?" if i == 0 and self.batch is None else str(d) for i, d in enumerate(self.shape)) + "]"
-
-    def __repr__(self):
-        return f"<Layer {self.name}: {self.type} {self.shape_str()} {self.dtype}>"
-
-
-# -- making layers ---------------------------------------------------------------------------------
-
-def _plain(v):
-    if isinstance(v, tuple):
-        return [_plain(x) for x in v]
-    if isinstance(v, list):
-        return [_plain(x) for x in v]
-    if hasattr(v, "item") and getattr(v, "shape", None) == ():   # numpy / torch scalars
-        return v.item()
-    return v
-
-
-def check_name(name, loc):
-    if not isinstance(name, str) or not name:
-        raise error(f"a layer name is a non-empty string, got {name!r}", loc)
-    if "@" in name:
-        raise error(f"layer names cannot contain '@' (it marks a split index): '{name}'", loc)
-
-
-def _check_common(attrs: dict, loc) -> None:
-    """The layer attributes every op accepts, checked as the .nd frontend checks them."""
-    for key in ("include", "exclude"):
-        if key in attrs:
-            v = attrs[key] if isinstance(attrs[key], list) else [attrs[key]]
-            bad = [p for p in v if p not in PHASES]
-            if bad:
-                raise error(f"'{key}' expects phases ({', '.join(PHASES)}), got {bad[0]!r}", loc)
-            attrs[key] = v
-    if "include" in attrs and "exclude" in attrs:
-        raise error("a layer cannot use both 'include' and 'exclude'", loc)
-    v = attrs.get("partition_dim")
-    if v is not None and (isinstance(v, bool) or v not in (-1, 0, 1)):
-        raise error(f"'partition_dim' must be -1, 0 or 1, got {v!r}", loc)
-    v = attrs.get("location")
-    if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 0):
-        raise error(f"'location' must be a worker index >= 0, got {v!r}", loc)
-
-
-def as_layers(inputs, what, loc) -> list:
-    out = []
-    for i, x in enumerate(inputs):
-        if isinstance(x, (list, tuple)):
-            out.extend(as_layers(x, what, loc))
-        elif isinstance(x, Layer):
-            out.append(x)
-        else:
-            raise error(f"input {i} of {what} is a {type(x).__name__}, not a layer (make inputs with "
-                        f"netc.layer.data(...))", loc)
-    return out
-
-
-def _param_bindings(opdef, layer_name, param_name, param_attr, loc) -> dict:
-    """{role: ParamAttr} from param_name= and param_attr= (a single one means the first role)."""
-    roles = opdef.param_roles
-    out: dict = {}
-    if param_name is None and param_attr is None:
-        return out
-    if not roles:
-        raise error(f"{opdef.type_name} has no parameters to name (param_name / param_attr)", loc)
-
-    def role_of(r):
-        if r not in roles:
-            hint = did_you_mean(str(r), roles)
-            raise error(f"{opdef.type_name} has no parameter '{r}'" + (f"; did you mean '{hint}'?" if hint else "")
-                        + f" (its parameters: {', '.join(roles)})", loc)
-        return r
-
-    def attr_of(v, r):
-        if isinstance(v, ParamAttr):
-            return v
-        if isinstance(v, str):
-            return ParamAttr(name=v)
-        if isinstance(v, dict):
-            known = {f.name for f in fields(ParamAttr)}
-            bad = [k for k in v if k not in known]
-            if bad:
-                hint = did_you_mean(bad[0], known)
-                raise error(f"unknown parameter attribute '{bad[0]}' for '{r}'" + (f"; did you mean '{hint}'?"
-                                                                                  if hint else ""), loc)
-            return ParamAttr(**v)
-        raise error(f"parameter '{r}': expected a name, a ParamAttr or a dict, got {type(v).__name__}", loc)
-
-    if param_attr is not None:
-        if isinstance(param_attr, dict) and param_attr and all(k in roles for k in param_attr):
-            for r, v in param_attr.items():
-                out[role_of(r)] = attr_of(v, r)
-        else:
-            out[roles[0]] = attr_of(param_attr, roles[0])
-    if param_name is not None:
-        names = param_name if isinstance(param_name, dict) else {roles[0]: param_name}
-        for r, n in names.items():
-            r = role_of(r)
-            if not isinstance(n, str) or not n:
-                raise error(f"param_name of '{r}' must be a non-empty string, got {n!r}", loc)
-            a = out.get(r) or ParamAttr()
-            if a.name is not None and a.name != n:
-                raise error(f"parameter '{r}' is named twice: param_name '{n}', param_attr name '{a.name}'", loc)
-            a.name = n
-            out[r] = a
-    for r, a in out.items():
-        if a.immutable is not None and not isinstance(a.immutable, bool):
-            raise error(f"'immutable' of parameter '{r}' is True or False, got {a.immutable!r}", loc)
-        if a.share_from is not None and not isinstance(a.share_from, str):
-            raise error(f"'share_from' of parameter '{r}' names a parameter, got {a.share_from!r}", loc)
-    return out
-
-
-def make_layer(opdef, inputs, attrs: dict, name=None, param_name=None, param_attr=None, loc: Loc | None = None,
-               kind: str | None = None, _loaded: bool = False) -> Layer:
-    """A checked, shape-inferred Layer of `opdef` (an OpDef or a .nd type name). `_loaded`: a layer of a
-    file (netc.load), which keeps what its frontend recorded beyond the schema (split copies' `splits`,
-    a SINGA RBM's `hidden`, ...)."""
-    loc = loc or user_loc()
-    if isinstance(opdef, str):
-        d = by_type(opdef)
-        if d is None or d.name == "input":
-            hint = did_you_mean(opdef, [t for t in _TYPES])
-            raise error(f"unknown layer type '{opdef}'" + (f"; did you mean '{hint}'?" if hint else ""), loc)
-        opdef = d
-    what = f"{opdef.type_name}"
-    if name is None:
-        name = f"{kind or opdef.name}_{next(_AUTO[kind or opdef.name])}"
-    check_name(name, loc)
-    inputs = as_layers(inputs, f"{what} '{name}'", loc)
-    attrs = {k: _plain(v) for k, v in attrs.items() if v is not None}
-    _check_common(attrs, loc)
-    problems = []
-    for k in list(attrs):
-        if k in COMMON_ATTRS and k not in _COMMON and k not in opdef.attrs and not (_loaded and k in _SPLIT):
-            problems.append((f"'{k}' is set by netc and cannot be given to a layer", None))
-    for key, msg, hint in opdef.check_attrs(attrs):
-        if not (_loaded and key is not None and key not in opdef.attrs):
-            problems.append((msg, hint))
-    if problems:
-        diags = error(problems[0][0], loc, [problems[0][1]] if problems[0][1] else ()).diagnostics
-        for msg, hint in problems[1:]:
-            diags += error(msg, loc, [hint] if hint else ()).diagnostics
-        raise Error(diags)
-    lo, hi = opdef.arity
-    n = len(inputs)
-    if n < lo or (hi is not None and n > hi):
-        want = f"{lo}" if lo == hi else (f"at least {lo}" if hi is None else f"{lo} to {hi}")
-        raise error(f"{what} '{name}' takes {want} input{'s' if want != '1' else ''}, got {n}", loc)
-    full = {k: s.default for k, s in opdef.attrs.items() if not s.required}
-    full.update(attrs)
-    batches = {i.batch for i in inputs if i.batch is not None}
-    batch = next(iter(batches)) if len(batches) == 1 else None
-    ins = [((batch,) + tuple(i.shape[1:])) if (batch is not None and i.batch is None and i.shape) else tuple(i.shape)
-           for i in inputs]
-    try:
-        out = tuple(opdef.infer(full, ins))
-    except ShapeError as e:
-        notes = list(e.notes)
-        for i, x in enumerate(inputs):
-            notes.append((f"input {i}, '{x.name}', has shape {x.shape_str()}"
-                          + (" (NHWC)" if len(x.shape) == 4 else ""), x.loc))
-        if any(x.batch is None for x in inputs) and batches:
-            notes.append("data layers without batch_size are inferred at batch 1 here")
-        raise error(f"in {what} '{name}': {e}", loc, notes) from None
-    problem = opdef.real_shape_problem(full, ins, out)
-    if problem:     # as shape-inference does: counted with, never run
-        warnings.warn(render(error(f"in {what} '{name}': {problem}, so it is not a real tensor shape; netc counts "
-                                   f"with it but will not run this layer", loc).diagnostics[0]), stacklevel=3)
-    dtype = result_dtype(opdef, full, [i.dtype for i in inputs])
-    params = _param_bindings(opdef, name, param_name, param_attr, loc)
-    pshapes = {r: tuple(s) for r, s in opdef.param_shapes(full, ins, out).items()} if opdef.param_roles else {}
-    if batch is None and batches:      # several declared batches: the shape rule accepted them
-        batch = max(batches)
-    return Layer(name, opdef, inputs, attrs, params, out, dtype, batch, loc, pshapes)
-
+from ..ops.registry import REQUIRED
+from .data_type import InputType
+from .core import (AUTO, COMMON, Layer, ParamAttr, as_layers, check_common, check_name, layer_types,  # noqa: F401
+                   make_layer, one_layer, plain)
+from .errors import error, user_loc
+from .sequence import (AvgPooling, MaxPooling, first_seq, fc_steps, gru, last_seq, lstm, pooling,  # noqa: F401
+                       recurrent, sequence_data, step_cost)
 
 # -- the friendly builders -------------------------------------------------------------------------
 
-def data(name: str, shape, dtype: str = "f32", batch_size: int | None = None, **attrs) -> Layer:
+def data(name: str, shape=None, dtype: str = "f32", batch_size: int | None = None, type=None,  # noqa: A002
+         **attrs) -> Layer:
     """A data layer (a network input): `shape` per sample (an int for a vector), `dtype` one of
     f32, f16, bf16, f64, i8, i32, i64 (i32 for class labels), `batch_size` the batch, or None to
     fix it when the topology runs. Samples feed data layers by name (dict samples) or in the order
-    the data layers were made (tuple samples)."""
+    the data layers were made (tuple samples).
+
+    Or PaddlePaddle's form, `data(name, type=netc.data_type.integer_value_sequence(V))` (the type may
+    also be the second argument): integer_value(n) is i32 [B], dense_vector(d) f32 [B, d], and the
+    sequence types are time-major, [T, B] and [T, B, d], padded per batch (netc.api.sequence)."""
     loc = user_loc()
     check_name(name, loc)
+    if isinstance(shape, InputType) or type is not None:
+        return _typed_data(name, type if type is not None else shape, shape if type is not None else None,
+                           batch_size, attrs, loc)
     given = shape
     if isinstance(shape, int):
         shape = [shape]
     elif isinstance(shape, (str, bytes, dict)) or not hasattr(shape, "__iter__"):   # (a float, None, ...)
         shape = None
     else:
-        shape = _plain(list(shape))
+        shape = plain(list(shape))
     if shape is None or not all(isinstance(d, int) and not isinstance(d, bool) and d > 0 for d in shape):
         raise error(f"data layer '{name}': shape is the per-sample shape, a list of positive integers, got {given!r}",
                     loc)
@@ -316,29 +76,47 @@ def data(name: str, shape, dtype: str = "f32", batch_size: int | None = None, **
                     + (f"; did you mean '{hint}'?" if hint else "") + f" (types: {', '.join(DTYPES)})", loc)
     if batch_size is not None and (not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1):
         raise error(f"data layer '{name}': batch_size is a positive integer, got {batch_size!r}", loc)
-    bad = [k for k in attrs if k not in _COMMON]
+    bad = [k for k in attrs if k not in COMMON]
     if bad:
         raise error(f"data layer '{name}': unknown attribute '{bad[0]}' (data layers take include, exclude, "
                     f"partition_dim, location)", loc)
     full = [batch_size or 1] + shape
-    attrs = {k: _plain(v) for k, v in attrs.items() if v is not None}
-    _check_common(attrs, loc)
+    attrs = {k: plain(v) for k, v in attrs.items() if v is not None}
+    check_common(attrs, loc)
     return Layer(name, None, [], attrs, {}, full, dtype,
                  batch_size, loc, sample_shape=tuple(shape))
 
 
-def _one_layer(input, what, loc):
-    """The one input layer of a builder that takes one (a layer, or a list holding one)."""
-    xs = as_layers([input], what, loc)
-    if len(xs) != 1:
-        raise error(f"{what} takes one input layer, got {len(xs)}", loc)
-    return xs[0]
+def _typed_data(name, itype, shape, batch_size, attrs, loc) -> Layer:
+    if not isinstance(itype, InputType):
+        raise error(f"data layer '{name}': type is a netc.data_type (integer_value, integer_value_sequence, "
+                    f"dense_vector, dense_vector_sequence), got {itype!r}", loc)
+    if shape is not None:
+        raise error(f"data layer '{name}': give a shape or a type, not both", loc)
+    problem = itype.problem()
+    if problem:
+        raise error(f"data layer '{name}': {problem}", loc)
+    if not itype.is_sequence:
+        x = data(name, [] if itype.is_index else [itype.dim], "i32" if itype.is_index else "f32", batch_size,
+                 **attrs)
+        x.loc, x.itype = loc, itype
+        return x
+    if batch_size is not None:
+        raise error(f"data layer '{name}': a sequence ({itype!r}) takes its batch from the feeding; give "
+                    f"batch_size to train/test/infer instead", loc)
+    bad = [k for k in attrs if k not in ("include", "exclude")]
+    if bad:
+        raise error(f"data layer '{name}': a sequence data layer takes include and exclude, not '{bad[0]}'", loc)
+    attrs = {k: plain(v) for k, v in attrs.items() if v is not None}
+    check_common(attrs, loc)
+    return sequence_data(name, itype, attrs, loc)
+
 
 
 def _pair(v, what, loc, required: bool = False):
     if v is None and not required:
         return None
-    v = _plain(v)
+    v = plain(v)
     if isinstance(v, int) and not isinstance(v, bool):
         return [v, v]
     if isinstance(v, list) and len(v) == 2 and all(isinstance(x, int) for x in v):
@@ -374,9 +152,13 @@ def _with_act(layer, act, loc, name):
 def fc(input, size: int, act=None, bias: bool = True, name=None, param_name=None, param_attr=None, **attrs) -> Layer:
     """A fully connected layer (InnerProduct): y = act(x W + b), x flattened to [N, K], W [K, size].
     act: None, "relu", "sigmoid", "tanh" (fused), or "softmax" (a Softmax layer '<name>.prob' after it:
-    softmax_loss of that layer trains on the logits)."""
+    softmax_loss of that layer trains on the logits). Of a sequence [T, B, F]: the same layer at every
+    step, [T, B, size] (netc.api.sequence.fc_steps)."""
     loc = user_loc()
     a = _act(act, loc)
+    xs = as_layers([input], "fc", loc)
+    if len(xs) == 1 and xs[0].seq is not None:
+        return fc_steps(xs[0], size, a, bias, name, param_name, param_attr, attrs, loc)
     layer = make_layer("InnerProduct", [input], dict(num_outputs=size, activation=a if a in _ACTS else None,
                                                       bias=None if bias else False, **attrs),
                        name, param_name, param_attr, loc, "fc")
@@ -388,7 +170,7 @@ def conv2d(input, filter_size, num_filters: int, stride=None, padding=None, act=
     """A 2-D convolution (Convolution) of an NHWC input: filter [fh, fw, C_in, num_filters], stride an int
     or (sh, sw), padding "VALID", "SAME" (the default), an int or (ph, pw); act relu/sigmoid/tanh fused."""
     loc = user_loc()
-    x = _one_layer(input, "conv2d", loc)
+    x = one_layer(input, "conv2d", loc)
     if len(x.shape) != 4:
         raise error(f"conv2d takes an NHWC input [N, H, W, C]; '{x.name}' has shape {x.shape_str()}", loc,
                     [("defined here", x.loc)])
@@ -477,13 +259,18 @@ def embedding(input, size: int, name=None, param_name=None, param_attr=None, num
       InnerProduct, whose weight [vocabulary, size] is the table (the same values give
       the same rows and updates as the Embedding of their ids)."""
     loc = user_loc()
-    x = _one_layer(input, "embedding", loc)
+    x = one_layer(input, "embedding", loc)
     if x.dtype in ("i32", "i64"):
         if num_embeddings is None:
             raise error(f"embedding of integer ids ('{x.name}', {x.dtype} {x.shape_str()}) needs num_embeddings=, "
                         f"the vocabulary size (the table's rows; ids are 0 to num_embeddings - 1)", loc)
         return make_layer("Embedding", [x], dict(num_embeddings=num_embeddings, dim=size, **attrs), name,
                           param_name, param_attr, loc, "embedding")
+    if x.seq is not None:
+        raise error(f"embedding of a sequence looks up integer ids (data_type.integer_value_sequence); '{x.name}' "
+                    f"is {x.dtype} {x.shape_str()}, a sequence of vectors already", loc,
+                    [("defined here", x.loc), "give its vectors a new width with fc(x, size), which runs at every "
+                     "step"])
     if len(x.shape) != 2 or not x.dtype.startswith(("f", "b")):
         raise error(f"embedding takes integer ids (i32 or i64) or one-hot rows, a float input [N, vocabulary]; "
                     f"'{x.name}' is {x.dtype} {x.shape_str()}", loc,
@@ -547,7 +334,7 @@ def reshape(input, shape, name=None, **attrs) -> Layer:
     loc = user_loc()
     if isinstance(shape, (str, bytes)) or not hasattr(shape, "__iter__"):
         raise error(f"reshape's shape is a list of integers, got {shape!r}", loc)
-    return make_layer("Reshape", [input], dict(output_shape=_plain(list(shape)), **attrs), name, loc=loc,
+    return make_layer("Reshape", [input], dict(output_shape=plain(list(shape)), **attrs), name, loc=loc,
                       kind="reshape")
 
 
@@ -564,9 +351,12 @@ def _logits(x: Layer) -> Layer:
 
 def softmax_loss(input, label, name=None, **attrs) -> Layer:
     """The mean cross-entropy of softmax(input) against `label`: class indices i32 [N] / [N, 1], or one-hot
-    / soft targets [N, C]. `input` is the logits (a Softmax layer's input is taken when given one)."""
+    / soft targets [N, C]. `input` is the logits (a Softmax layer's input is taken when given one). Of a
+    sequence [T, B, C]: a class per step from a label sequence ([T, B]), the mean over the valid steps."""
     loc = user_loc()
-    x = _one_layer(input, "softmax_loss", loc)
+    x = one_layer(input, "softmax_loss", loc)
+    if x.seq is not None:
+        return step_cost("SoftmaxLoss", x, label, name, attrs, loc)
     return make_layer("SoftmaxLoss", [_logits(x), label], attrs, name, loc=loc, kind="cost")
 
 
@@ -574,8 +364,13 @@ cross_entropy = classification_cost = softmax_loss
 
 
 def euclidean(input, label, name=None, **attrs) -> Layer:
-    """0.5 * mean over the batch of ||input - label||^2 (EuclideanLoss)."""
-    return make_layer("EuclideanLoss", [input, label], attrs, name, loc=user_loc(), kind="cost")
+    """0.5 * mean over the batch of ||input - label||^2 (EuclideanLoss). Of a sequence: at every valid step
+    against a label sequence, 0.5 * the sum of squares over the valid steps / their count."""
+    loc = user_loc()
+    x = one_layer(input, "euclidean", loc)
+    if x.seq is not None:
+        return step_cost("EuclideanLoss", x, label, name, attrs, loc)
+    return make_layer("EuclideanLoss", [x, label], attrs, name, loc=loc, kind="cost")
 
 
 square_error_cost = mse_cost = euclidean
@@ -590,8 +385,8 @@ def rank_cost(left, right, label, name=None, **attrs) -> Layer:
     (The registry has no subtraction or scaling op, so a [N, 1] float T cannot be turned into [1 - T, T]
     inside the network: the reader gives it.)"""
     loc = user_loc()
-    l, r = _one_layer(left, "rank_cost", loc), _one_layer(right, "rank_cost", loc)
-    name = name or f"rank_cost_{next(_AUTO['rank_cost'])}"
+    l, r = one_layer(left, "rank_cost", loc), one_layer(right, "rank_cost", loc)
+    name = name or f"rank_cost_{next(AUTO['rank_cost'])}"
     for x in (l, r):
         if len(x.shape) != 2 or x.shape[1] != 1:
             raise error(f"rank_cost compares one score per sample, [N, 1]; '{x.name}' has shape {x.shape_str()}",
@@ -623,25 +418,14 @@ def _generated(opdef, type_name):
     for k, s in opdef.attrs.items():
         params.append(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY,
                                         default=inspect.Parameter.empty if s.default is REQUIRED else s.default))
-    for k in ("name", "param_name", "param_attr") + _COMMON:
+    for k in ("name", "param_name", "param_attr") + COMMON:
         if k not in opdef.attrs:
             params.append(inspect.Parameter(k, inspect.Parameter.KEYWORD_ONLY, default=None))
     build.__signature__ = inspect.Signature(params)
     return build
 
 
-def _layer_types() -> dict:
-    out = {}
-    for d in all_ops():
-        # netc.input is the data layer (data() above); training-only ops are made by the passes
-        if d.training_only or not d.types or d.name == "input":
-            continue
-        for t in d.types:
-            out[t] = d
-    return out
-
-
-_TYPES = _layer_types()
+_TYPES = layer_types()
 for _t, _d in _TYPES.items():
     globals()[_t] = _generated(_d, _t)
 del _t, _d
@@ -655,7 +439,8 @@ def types() -> list[str]:
 __all__ = ["ParamAttr", "Layer", "make_layer", "data", "fc", "conv2d", "pool", "max_pool", "avg_pool", "lrn",
            "batch_norm", "dropout", "concat", "embedding", "relu", "sigmoid", "tanh", "softmax", "identity", "add",
            "addto", "multiply", "maximum", "reshape", "flatten", "softmax_loss", "cross_entropy",
-           "classification_cost", "euclidean", "square_error_cost", "mse_cost", "rank_cost", "types"] + list(_TYPES)
+           "classification_cost", "euclidean", "square_error_cost", "mse_cost", "rank_cost", "types", "lstm", "gru",
+           "recurrent", "last_seq", "first_seq", "pooling", "MaxPooling", "AvgPooling"] + list(_TYPES)
 
 
 def __dir__():

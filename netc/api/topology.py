@@ -81,8 +81,17 @@ class Topology:
 
     # -- questions ------------------------------------------------------------------------------
     def data_layers(self) -> list:
-        """The data layers, in the order they were made: the order of a tuple sample's fields."""
-        return [x for x in self.layers if x.is_data]
+        """The data layers, in the order they were made: the order of a tuple sample's fields (a sequence's
+        lengths input, which the feeding fills, is not one)."""
+        return [x for x in self.layers if x.is_data and x.lengths_of is None]
+
+    def sequences(self) -> list:
+        """The sequence data layers (time-major [T, B, ...]), in the order they were made."""
+        return [x for x in self.layers if x.is_data and x.seq is x]
+
+    def default_steps(self) -> int:
+        """T where none is given: the sequences' declared max_len (the largest), else 1."""
+        return max([x.itype.max_len or 1 for x in self.sequences()] or [1])
 
     def layer(self, name: str) -> Layer:
         try:
@@ -103,23 +112,25 @@ class Topology:
         return f"<Topology {self.name}: {len(self.layers)} layers, outputs {outs}>"
 
     # -- the IR ---------------------------------------------------------------------------------
-    def module(self, batch: int | None = None, training: Training | None = None) -> Module:
+    def module(self, batch: int | None = None, training: Training | None = None, steps: int | None = None) -> Module:
         """The network after the inference pipeline (the training pipeline with `training`), at batch
-        `batch` (default: the declared batch, else 1). Cached: a topology does not change."""
-        key = (batch or self.batch_size or 1, training.key() if training is not None else None)
+        `batch` (default: the declared batch, else 1) and, with sequences, `steps` T (default_steps()).
+        Cached: a topology does not change."""
+        key = (batch or self.batch_size or 1, training.key() if training is not None else None,
+               steps or self.default_steps())
         m = self._cache.get(key)
         if m is None:
-            m = self._cache[key] = compile_module([self], key[0], self.phase, training)
+            m = self._cache[key] = compile_module([self], key[0], self.phase, training, key[2])
         return m
 
-    def to_ir(self, batch: int | None = None, locations: bool = True) -> str:
+    def to_ir(self, batch: int | None = None, locations: bool = True, steps: int | None = None) -> str:
         """The IR after the default pipeline, printed (MLIR's generic form, with the Python call sites as
         locations)."""
-        return print_ir(self.module(batch), with_locs=locations)
+        return print_ir(self.module(batch, steps=steps), with_locs=locations)
 
-    def to_nd(self, batch: int | None = None, header: str | None = None) -> str:
-        """The topology as .nd source (netc.load reads it back)."""
-        return to_nd([self], batch, header)
+    def to_nd(self, batch: int | None = None, header: str | None = None, steps: int | None = None) -> str:
+        """The topology as .nd source (netc.load reads it back); sequences at `steps` T."""
+        return to_nd([self], batch, header, steps)
 
     def explain(self, format: str = "table", batch: int | None = None):
         """Per-layer shapes, parameters, FLOPs and bytes (`netc explain --brief`): the table as text, or
@@ -157,15 +168,19 @@ def as_topology(x, what: str = "topology") -> Topology:
 
 # -- topologies -> IR --------------------------------------------------------------------------------
 
-def _network_op(top: Topology, batch: int | None, bind_all: bool) -> Operation:
+def _network_op(top: Topology, batch: int | None, bind_all: bool, steps: int | None = None) -> Operation:
     b = batch or top.batch_size or 1
+    t = steps or top.default_steps()
     body = []
     for x in top.layers:
         if x.is_data:
-            a = {"name": x.name, "shape": [b] + list(x.sample_shape), "dtype": x.dtype, **copy.deepcopy(x.attrs)}
+            shape = ([t, b] if x.seq is x else [b]) + list(x.sample_shape)
+            a = {"name": x.name, "shape": shape, "dtype": x.dtype, **copy.deepcopy(x.attrs)}
             body.append(Operation("netc.input", result_types=[UNRANKED], attrs=a, loc=x.loc))
             continue
         a = {"name": x.name, "parents": [i.name for i in x.inputs], **copy.deepcopy(x.attrs)}
+        if x.at_compile is not None:      # attributes that depend on T and B (a reshape back to [T, B, ...])
+            a.update(x.at_compile(t, b))
         binding = {}
         for role in x.param_shapes:
             if role in x.params:
@@ -181,7 +196,7 @@ def _network_op(top: Topology, batch: int | None, bind_all: bool) -> Operation:
                      loc=top.loc)
 
 
-def build_module(tops, batch: int | None = None) -> Module:
+def build_module(tops, batch: int | None = None, steps: int | None = None) -> Module:
     """The unresolved IR of one or several topologies (one network each), as a frontend builds it."""
     tops = list(tops)
     names = [t.name for t in tops]
@@ -193,7 +208,8 @@ def build_module(tops, batch: int | None = None) -> Module:
     for t in tops:
         for p in t.declared:
             decls.setdefault(p.attrs["sym_name"], p)
-    module = Module([copy.deepcopy(p) for p in decls.values()] + [_network_op(t, batch, len(tops) > 1) for t in tops],
+    module = Module([copy.deepcopy(p) for p in decls.values()]
+                    + [_network_op(t, batch, len(tops) > 1, steps) for t in tops],
                     loc=tops[0].loc)
     for t in tops:
         for k, v in t.module_attrs.items():
@@ -203,10 +219,10 @@ def build_module(tops, batch: int | None = None) -> Module:
 
 
 def compile_module(tops, batch: int | None = None, phase: str = "train", training: Training | None = None,
-                   ) -> Module:
+                   steps: int | None = None) -> Module:
     """build_module + the inference pipeline (the training pipeline with `training`); the user's mistakes
     raise an Error located in their code, warnings go to Python's warnings."""
-    module = build_module(tops, batch)
+    module = build_module(tops, batch, steps)
     diag = DiagnosticEngine()
     with user_errors():
         program(module, Options(phase=phase, training=training), diag)
@@ -232,13 +248,14 @@ def to_ir(tops, batch: int | None = None, locations: bool = True) -> str:
     return print_ir(compile_module(tops, batch, tops[0].phase), with_locs=locations)
 
 
-def to_nd(tops, batch: int | None = None, header: str | None = None) -> str:
-    """.nd source of one or several topologies (several: every parameter binding explicit)."""
+def to_nd(tops, batch: int | None = None, header: str | None = None, steps: int | None = None) -> str:
+    """.nd source of one or several topologies (several: every parameter binding explicit); sequences
+    at `steps` T (default: their declared max_len, else 1)."""
     from ..frontend.nd_writer import write_nd
     tops = as_topologies(tops, "netc.api.to_nd")
     if not tops:
         raise error("netc.api.to_nd needs at least one topology", user_loc())
-    module = build_module(tops, batch)
+    module = build_module(tops, batch, steps)
     for op in module.walk():     # .nd's short form of a binding that only names: `weight: NAME`
         ps = op.attrs.get("params")
         if isinstance(ps, dict):

@@ -35,6 +35,7 @@ from . import event as ev
 from .errors import Error, error, user_errors, user_loc
 from .optimizer import SGD, Optimizer, Recorded
 from .parameters import ParameterSet
+from .sequence import aligned_sequences, check_ids, padded, sample_steps, unpad
 from .topology import as_topology
 
 TARGETS = ("reference", "interp", "cuda")
@@ -86,6 +87,10 @@ class Feeder:
     def __init__(self, top, feeding=None, loc=None):
         self.loc = loc
         self.layers = top.data_layers()
+        # sequences (netc.api.sequence): the lengths inputs the feeding fills, the sequences read together
+        self.lengths_inputs = [x for x in top.layers if x.is_data and x.lengths_of is not None]
+        self.aligned = aligned_sequences(top.layers)
+        self.steps, self.lengths = None, {}      # the last batch's T and {sequence data layer: lengths}
         self.names = [x.name for x in self.layers]
         self.explicit = feeding is not None
         if feeding is None:
@@ -135,8 +140,10 @@ class Feeder:
                             self.loc)
         else:
             cols = {n: [self._field(s, n) for s in samples] for n in self.names}
-        out = {}
+        out = self._sequences(cols)
         for x in self.layers:
+            if x.seq is x:
+                continue
             col = cols[x.name]
             arr = (col.detach().cpu().numpy() if torch.is_tensor(col) else
                    np.stack([np.asarray(v.detach().cpu() if torch.is_tensor(v) else v) for v in col])
@@ -154,7 +161,32 @@ class Feeder:
                 arr = arr.astype(np.int64)
             elif arr.dtype.kind not in "fiub":
                 raise error(f"samples for data layer '{x.name}' are not numbers ({arr.dtype})", self.loc)
+            if x.itype is not None and x.itype.is_index:
+                check_ids(x, arr, self.loc)
             out[x.name] = torch.as_tensor(np.ascontiguousarray(arr))
+        return out
+
+    def _sequences(self, cols) -> dict:
+        """The sequence data layers' tensors [T, B, ...], padded to the batch's longest sequence T, and the
+        lengths inputs; sets `steps` (T, None without sequences) and `lengths`."""
+        steps = {x.name: sample_steps(x, cols[x.name], self.loc) for x in self.layers if x.seq is x}
+        self.lengths = {k: np.array([len(a) for a in v], np.int64) for k, v in steps.items()}
+        self.steps = max((len(a) for v in steps.values() for a in v), default=None)
+        for a, b, layer in self.aligned:
+            if a.name in steps and b.name in steps and not np.array_equal(self.lengths[a.name], self.lengths[b.name]):
+                i = int(np.argmax(self.lengths[a.name] != self.lengths[b.name]))
+                raise error(f"sample {i}: sequence '{a.name}' has {self.lengths[a.name][i]} steps and '{b.name}' "
+                            f"{self.lengths[b.name][i]}, and layer '{layer.name}' reads them step by step", self.loc,
+                            [("that layer is made here", layer.loc)])
+        out = {}
+        for x in self.layers:
+            if x.seq is x:
+                arr = padded(x, steps[x.name], self.steps)
+                if x.itype.is_index:
+                    check_ids(x, arr, self.loc, steps=True)
+                out[x.name] = torch.as_tensor(arr)
+        for n in self.lengths_inputs:
+            out[n.name] = torch.as_tensor(self.lengths[n.lengths_of.name])
         return out
 
 
@@ -322,13 +354,13 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
     batches = _batches(reader, batch_size or top.batch_size, loc)
     programs: dict = {}
 
-    def program(n):
-        if n not in programs:
+    def program(n, t):
+        if (n, t) not in programs:
             with user_errors(loc):
-                module = top.module(n, Training(freeze=tuple(freeze), freeze_name="immutable_parameters",
-                                                no_loss_hint="train a cost (netc.layer.softmax_loss, euclidean, "
-                                                             "rank_cost), not its outputs",
-                                                optimizer=optimizer.options))
+                module = top.module(n, steps=t, training=Training(
+                    freeze=tuple(freeze), freeze_name="immutable_parameters",
+                    no_loss_hint="train a cost (netc.layer.softmax_loss, euclidean, rank_cost), not its outputs",
+                    optimizer=optimizer.options))
             with user_errors(loc):
                 net = next(x for x in module.networks() if "gradients" in x.attrs)
                 given = _given(module, parameters, top, loc)
@@ -344,8 +376,8 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                 for k, t in given.items():     # the trainer computes on the set's own tensors
                     assert tr.params[k] is t, f"parameter '{k}' was copied, not shared"
                 parameters.adopt_state(tr.params)
-            programs[n] = (tr, given)
-        return programs[n]
+            programs[n, t] = (tr, given)
+        return programs[n, t]
 
     def step(tr, given, feed, lr, step_seed):
         """One step; on the interpreter target the set's values go into the arena first and the
@@ -376,7 +408,7 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                 feed = feeder(samples)
                 n = len(samples)
                 send(ev.BeginIteration(pass_id, batch_id))
-                tr, given = program(n)
+                tr, given = program(n, feeder.steps)
                 lr = optimizer.learning_rate()
                 with user_errors(loc):
                     named = step(tr, given, feed, lr, seed * 1_000_003 + optimizer.steps)
@@ -431,9 +463,9 @@ class TestResult:
         return f"<TestResult cost {self.cost:.6f}{m} over {self.samples} samples>"
 
 
-def _inference(top, parameters, n, loc):
+def _inference(top, parameters, n, loc, steps=None):
     with user_errors(loc):
-        module = top.module(n)
+        module = top.module(n, steps=steps)
     given = _given(module, parameters, top, loc)
     merged = {**given, **{k: v for k, v in parameters.state.items()}}
     return module, inference_params(module, merged)
@@ -456,12 +488,14 @@ def _test(loc, topology, parameters, reader, batch_size, feeding, target) -> Tes
     cache: dict = {}
     for samples in _batches(reader, batch_size or top.batch_size, loc)():
         n = len(samples)
-        if n not in cache:
-            cache[n] = _inference(top, parameters, n, loc)
-        module, params = cache[n]
+        feed = feeder(samples)
+        key = (n, feeder.steps)
+        if key not in cache:
+            cache[key] = _inference(top, parameters, n, loc, feeder.steps)
+        module, params = cache[key]
         net = module.networks()[0]
         with user_errors(loc):
-            named = _forward(target, module, net, feeder(samples), params, parameters.dtype, _logits(net), cache, n)
+            named = _forward(target, module, net, feed, params, parameters.dtype, _logits(net), cache, key)
         cost, metrics = _measure(net, named, n)
         mean.add(n, cost, metrics)
     cost, metrics = mean.result()
@@ -476,7 +510,8 @@ def infer(output_layer, parameters, input, feeding=None, batch_size: int | None 
     """The outputs of `output_layer` (a layer, a list of layers or a Topology) for `input`: a list of
     samples (the forms of netc.api.reader) or {data layer: array with a sample axis}. Returns a numpy
     array [S, ...] for one output, else {layer name: array}; computed in batches of batch_size (default:
-    all samples at once, at most 1024)."""
+    all samples at once, at most 1024). A sequence output is a list of S arrays, each sample's valid
+    steps [length, ...]."""
     loc = user_loc()
     with _threads(threads, loc):
         return _infer(loc, output_layer, parameters, input, feeding, batch_size, target)
@@ -486,6 +521,9 @@ def _infer(loc, output_layer, parameters, input, feeding, batch_size, target):
     top = as_topology(output_layer)
     _check_target(target, "inference", loc)
     feeder = Feeder(top, feeding, loc)
+    if isinstance(input, dict) and top.sequences():     # padded per batch: as samples
+        cols = {k: list(v) for k, v in input.items()}
+        input = [{k: c[j] for k, c in cols.items()} for j in range(min(map(len, cols.values()), default=0))]
     if isinstance(input, dict):
         feed_all = feeder(input)
         total = len(next(iter(feed_all.values()))) if feed_all else 0
@@ -501,17 +539,23 @@ def _infer(loc, output_layer, parameters, input, feeding, batch_size, target):
         feed = ({k: v[i:i + step] for k, v in feed_all.items()} if isinstance(input, dict)
                 else feeder(samples[i:i + step]))
         n = min(step, total - i)
-        if n not in cache:
-            cache[n] = _inference(top, parameters, n, loc)
-        module, params = cache[n]
+        key = (n, feeder.steps)
+        if key not in cache:
+            cache[key] = _inference(top, parameters, n, loc, feeder.steps)
+        module, params = cache[key]
         net = module.networks()[0]
         with user_errors(loc):
-            outs = _forward(target, module, net, feed, params, parameters.dtype, (), cache, n)
+            outs = _forward(target, module, net, feed, params, parameters.dtype, (), cache, key)
         for op in network_outputs(net):
-            chunks.setdefault(layer_name(op), []).append((n, outs[layer_name(op)]))
+            y, seq = outs[layer_name(op)], top.layer(layer_name(op)).seq
+            if seq is not None:      # a sequence: each sample's valid steps
+                y = unpad(y.detach().cpu().numpy(), feeder.lengths[seq.name])
+            chunks.setdefault(layer_name(op), []).append((n, y))
     result = {}
     for name, parts in chunks.items():
-        if parts[0][1].dim() == 0:       # a scalar (a loss): the sample-weighted mean
+        if isinstance(parts[0][1], list):
+            result[name] = [a for _, p in parts for a in p]
+        elif parts[0][1].dim() == 0:       # a scalar (a loss): the sample-weighted mean
             result[name] = np.asarray(sum(float(t) * n for n, t in parts) / total)
         else:
             result[name] = torch.cat([t for _, t in parts]).detach().cpu().numpy()
