@@ -539,8 +539,9 @@ SKIPPED = {
                  "chains are batch-first)",
     "netc.one_hot": "no kernel yet (the infer and train checks need one); tests/test_reference.py and "
                     "tests/test_singa_gru.py check its reference",
-    "netc.gru": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_gru.py checks its "
-                "reference and gradient; its single-step [B, X] form is SINGA's unrolled one, tests/test_singa_gru.py)",
+    "netc.gru": "it has kernels (tests/kernels/test_gru_kernels.py, tests/test_gru.py's interp --compare and "
+                "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet (its "
+                "single-step [B, X] form is SINGA's unrolled one, tests/test_singa_gru.py)",
     "netc.recurrent": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "
                       "its reference and gradient)",
     "netc.clockwork": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "

@@ -8,10 +8,18 @@
   differences (float64) on every entry of x, h0 and every parameter, both conventions, with and
   without h0 and bias, T = 1 among them, and against torch.autograd;
 * carried state: 4 steps in one call equal 2 + 2, the second starting from the first's y[-1];
-* a small .nd network runs with `netc run --reference`, trains 2 steps, and the compiled targets say
-  the layer has no kernel yet, located.
+* a small .nd network runs with `netc run --reference` and trains 2 steps; on the interpreter target
+  (netc's GRU kernels) its forward and two training steps equal the reference's (--compare), and
+  `netc compile --target cuda --train` builds its .so without a GPU; a single step runs there, its
+  gradient is refused, located.
 """
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -25,6 +33,7 @@ from netc.ops.recurrent import BLOCKS, ROLES, gru_states
 from netc import pipelines
 from netc.pipelines import Options, Training
 
+ROOT = Path(__file__).resolve().parents[1]
 GRU = lookup("netc.gru")
 
 
@@ -298,13 +307,72 @@ def test_the_gradient_ops_in_a_training_program():
     assert roles == set(ROLES)
 
 
-def test_compiled_targets_say_there_is_no_kernel_yet(tmp_path, capsys):
+def _netc(*args, interp=False):
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if interp:
+        env["TRITON_INTERPRET"] = "1"
+    return subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=900)
+
+
+@pytest.mark.parametrize("src", [NET, NET_NO_STATE], ids=["state", "no_state"])
+def test_interpreter_target_runs_and_trains_against_the_reference(src, tmp_path):
+    """netc's GRU kernels (kernels/gru.py) under Triton's interpreter: a forward and two training steps,
+    each within f32 tolerance of the float64 reference (--compare); both conventions, with and without h0
+    (fed whole: it has no batch axis) and biases."""
+    pytest.importorskip("triton")
     path = tmp_path / "seq.nd"
-    path.write_text(NET_NO_STATE)
-    rc = main(["run", str(path), "--target", "interp"])
-    err = capsys.readouterr().err
-    assert rc == 1
-    assert "seq.nd:4:3: error: layer 'y' (netc.gru, a recurrent (GRU) layer) has no CUDA kernel in netc yet" in err
+    path.write_text(src)
+    r = _netc("run", path, "--target", "interp", "--compare", interp=True)
+    assert r.returncode == 0, r.stderr
+    assert "loss: max relative error" in r.stderr
+    r = _netc("run", path, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "compared 2 training steps of network 'seq' (sgd) on the interpreter target: ok" in r.stdout + r.stderr
+
+
+STEP = """network step {
+  input x: f32[3, 4]
+  input h0: f32[3, 5]
+  input label: f32[3, 5]
+  y = GRU(x, h0) { dim_hidden: 5, linear_before_reset: false }
+  loss = EuclideanLoss(y, label)
+}
+"""
+
+
+def test_a_single_step_runs_on_the_interpreter_and_its_gradient_is_refused(tmp_path):
+    """One step x [B, X] (SINGA's unrolled form) runs on the interpreter target at the compiled batch and
+    below it (the batch is B, h0 batch-sized); its gradient has no kernels: a located error."""
+    pytest.importorskip("triton")
+    path = tmp_path / "step.nd"
+    path.write_text(STEP)
+    for extra in ((), ("--batch", "2")):
+        r = _netc("run", path, "--target", "interp", "--compare", *extra, interp=True)
+        assert r.returncode == 0, r.stderr
+        assert "loss: max relative error" in r.stderr
+    r = _netc("run", path, "--target", "interp", "--train", "--steps", "1", interp=True)
+    assert r.returncode == 1
+    assert ("step.nd:5:3: error: layer 'y.grad_gates' (netc.gru_grad_gates, the gradient of layer 'y') has no CUDA "
+            "kernel in netc yet: the gradient of a GRU's single step") in r.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_compile_with_a_training_step_without_a_gpu(tmp_path):
+    """`netc compile --target cuda --train` builds the .so (cubins compiled on the CPU), h0 an input without
+    a batch axis."""
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from netc.runtime import native as N
+    path = tmp_path / "seq.nd"
+    path.write_text(NET)
+    r = _netc("compile", path, "-o", tmp_path / "seq.so", "--target", "cuda", "--train")
+    assert r.returncode == 0, r.stderr
+    m = N.read_manifest(tmp_path / "seq.so")
+    assert [(i["name"], i["batched"]) for i in m["inputs"]] == [("x", True), ("h0", False), ("label", True)]
+    assert [e["op"] for e in m["schedule"]][:2] == ["netc.gru", "netc.gru"]       # the input GEMM, the recurrence
+    ops = [e["op"] for e in m["training"]["schedule"]]
+    assert ops.count("netc.gru_grad_gates") == 3 and ops.count("netc.gru_grad_param") == 9
 
 
 def test_bad_operands_are_located():

@@ -52,7 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .lstm_lowering import LSTM_LOWERINGS, LSTM_TILES
+from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
 from .spec import FIXED_GRID, KernelSpec, pinned  # noqa: F401  (the table's vocabulary: spec.py)
 
 # constexpr -> the launcher keyword that sets it: codegen pins a specialization with these when it
@@ -821,18 +821,14 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.embedding": Lowering(lower=_lower_embedding),
     "netc.embedding_grad": Lowering(lower=_lower_embedding_grad),
     "netc.sparse_sgd_update": Lowering(lower=_lower_sparse_sgd_update),
-    # the LSTM (kernels/lstm.py; its entries in kernels/lstm_lowering.py): the sequence and its gradient
-    **{name: Lowering(lower=fn) for name, fn in LSTM_LOWERINGS.items()},
+    # the LSTM and the GRU (kernels/lstm.py, gru.py; their entries in kernels/recurrent_lowering.py)
+    **{name: Lowering(**kw) for name, kw in RECURRENT_LOWERINGS.items()},
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
     "netc.seq_pool": Lowering(missing="a reduction over a sequence's steps (SequencePool)"),
     "netc.seq_pool_grad": Lowering(missing="a SequencePool's gradient"),
     "netc.one_hot": Lowering(missing="a one-hot encoding"),
-    "netc.gru": Lowering(missing="a recurrent (GRU) layer"),
-    "netc.gru_grad_gates": Lowering(missing="a GRU's gradient (its recurrence through time)"),
-    "netc.gru_grad_data": Lowering(missing="a GRU's input gradient"),
-    "netc.gru_grad_param": Lowering(missing="a GRU's parameter gradient"),
     **{f"netc.{op}": Lowering(missing=what) for op, what in (   # ops/rnn.py
         ("recurrent", "a recurrent (Elman) layer"), ("clockwork", "a recurrent (clockwork RNN) layer"),
         ("recurrent_grad_steps", "a recurrent layer's gradient"), ("clockwork_grad_steps", "a clockwork RNN's gradient"),
@@ -987,5 +983,5 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "running_stats_kernel": _tiles_channels,
     "embedding_kernel": _tiles_embedding,
     "fill_kernel": _tiles_numel("NUMEL"),
-    **LSTM_TILES,
+    **RECURRENT_TILES,
 }

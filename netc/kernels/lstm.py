@@ -52,17 +52,19 @@ GATES = ("z", "i", "f", "o")
 
 
 @triton.jit
-def _sigmoid(v):
+def sigmoid(v):
     return 1.0 / (1.0 + tl.exp(-v))
 
 
 @triton.jit
-def _gate_products(a_ptrs, a0_ptrs, mask_a, mask_a0, s_ak, s_ag, r0, r1, r2, r3, s_rk, s_rn, offs_n, mask_n,
-                   K, acc0, acc1, acc2, acc3,
-                   A_PER_GATE: tl.constexpr, HAS_A0: tl.constexpr, ALLOW_TF32: tl.constexpr, BLOCK_K: tl.constexpr):
+def gate_products(a_ptrs, a0_ptrs, mask_a, mask_a0, s_ak, s_ag, r0, r1, r2, r3, s_rk, s_rn, offs_n, mask_n,
+                  K, acc0, acc1, acc2, acc3,
+                  A_PER_GATE: tl.constexpr, HAS_A0: tl.constexpr, ALLOW_TF32: tl.constexpr, BLOCK_K: tl.constexpr,
+                  NG: tl.constexpr = 4):
     """acc_g += A_g[rows, :K] @ B_g[:K, cols], B_g[k, n] at r_g + k * s_rk + n * s_rn. a_ptrs are the
     rows' pointers, mask_a their rows' mask; A_g = A (+ g * s_ag when A_PER_GATE); where HAS_A0, a0_ptrs'
-    rows (mask_a0) are added (the forward's h0 at t = 0 and h[t-1] later: one of the two masks is off)."""
+    rows (mask_a0) are added (the forward's h0 at t = 0 and h[t-1] later: one of the two masks is off).
+    NG: the products (4: an LSTM's gates; 1 to 3 for a GRU's, kernels/gru.py: the later r and acc unused)."""
     for k0 in range(0, K, BLOCK_K):
         offs_k = k0 + tl.arange(0, BLOCK_K)
         mk = offs_k < K
@@ -74,36 +76,48 @@ def _gate_products(a_ptrs, a0_ptrs, mask_a, mask_a0, s_ak, s_ag, r0, r1, r2, r3,
         pb = offs_k[:, None] * s_rk + offs_n[None, :] * s_rn
         mb = mk[:, None] & mask_n[None, :]
         acc0 = mma(a, tl.load(r0 + pb, mask=mb, other=0.0), acc0, ALLOW_TF32)
-        if A_PER_GATE:
-            a = tl.load(pa + s_ag, mask=ma, other=0.0)
-        acc1 = mma(a, tl.load(r1 + pb, mask=mb, other=0.0), acc1, ALLOW_TF32)
-        if A_PER_GATE:
-            a = tl.load(pa + 2 * s_ag, mask=ma, other=0.0)
-        acc2 = mma(a, tl.load(r2 + pb, mask=mb, other=0.0), acc2, ALLOW_TF32)
-        if A_PER_GATE:
-            a = tl.load(pa + 3 * s_ag, mask=ma, other=0.0)
-        acc3 = mma(a, tl.load(r3 + pb, mask=mb, other=0.0), acc3, ALLOW_TF32)
+        if NG >= 2:
+            if A_PER_GATE:
+                a = tl.load(pa + s_ag, mask=ma, other=0.0)
+            acc1 = mma(a, tl.load(r1 + pb, mask=mb, other=0.0), acc1, ALLOW_TF32)
+        if NG >= 3:
+            if A_PER_GATE:
+                a = tl.load(pa + 2 * s_ag, mask=ma, other=0.0)
+            acc2 = mma(a, tl.load(r2 + pb, mask=mb, other=0.0), acc2, ALLOW_TF32)
+        if NG == 4:
+            if A_PER_GATE:
+                a = tl.load(pa + 3 * s_ag, mask=ma, other=0.0)
+            acc3 = mma(a, tl.load(r3 + pb, mask=mb, other=0.0), acc3, ALLOW_TF32)
     return acc0, acc1, acc2, acc3
 
 
 @triton.jit
-def lstm_input_kernel(x_ptr, wz, wi, wf, wo, bz, bi, bf, bo, gx_ptr, M, B, X, H, s_xt, s_xb, s_xk, s_w,
-                      ALLOW_TF32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """gx [M, 4, H] (fp32, contiguous) = x[m] W_g^T + b_g; row m of x is (t, b) = (m // B, m % B)."""
+def lstm_input_kernel(x_ptr, wz, wi, wf, wo, bz, bi, bf, bo, gx_ptr, M, B, X, H, s_xt, s_xb, s_xk, s_w, s_gm,
+                      ALLOW_TF32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      NG: tl.constexpr = 4, HAS_BIAS: tl.constexpr = True):
+    """gx [M, NG, H] (fp32, rows s_gm apart) = x[m] W_g^T (+ b_g); row m of x is (t, b) = (m // B, m % B).
+    NG = 3: a GRU's three gates (kernels/gru.py; wo, bo unused)."""
     offs_m = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_m = offs_m < M
     mask_n = offs_n < H
     a_ptrs = x_ptr + (offs_m // B) * s_xt + (offs_m % B) * s_xb
     z = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    acc0, acc1, acc2, acc3 = _gate_products(a_ptrs, a_ptrs, mask_m, mask_m, s_xk, 0, wz, wi, wf, wo, 1, s_w,
-                                            offs_n, mask_n, X, z, z, z, z, False, False, ALLOW_TF32, BLOCK_K)
+    acc0, acc1, acc2, acc3 = gate_products(a_ptrs, a_ptrs, mask_m, mask_m, s_xk, 0, wz, wi, wf, wo, 1, s_w,
+                                           offs_n, mask_n, X, z, z, z, z, False, False, ALLOW_TF32, BLOCK_K, NG)
     m2 = mask_m[:, None] & mask_n[None, :]
-    out = gx_ptr + offs_m[:, None] * (4 * H) + offs_n[None, :]
-    tl.store(out, acc0 + tl.load(bz + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :], mask=m2)
-    tl.store(out + H, acc1 + tl.load(bi + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :], mask=m2)
-    tl.store(out + 2 * H, acc2 + tl.load(bf + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :], mask=m2)
-    tl.store(out + 3 * H, acc3 + tl.load(bo + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :], mask=m2)
+    out = gx_ptr + offs_m[:, None] * s_gm + offs_n[None, :]
+    if HAS_BIAS:
+        acc0 += tl.load(bz + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+        acc1 += tl.load(bi + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+        acc2 += tl.load(bf + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+        if NG == 4:
+            acc3 += tl.load(bo + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
+    tl.store(out, acc0, mask=m2)
+    tl.store(out + H, acc1, mask=m2)
+    tl.store(out + 2 * H, acc2, mask=m2)
+    if NG == 4:
+        tl.store(out + 3 * H, acc3, mask=m2)
 
 
 @triton.jit
@@ -134,7 +148,7 @@ def lstm_forward_kernel(gx_ptr, h0_ptr, c0_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, 
             acc1 = tl.load(g_ptrs + H, mask=m2, other=0.0)
             acc2 = tl.load(g_ptrs + 2 * H, mask=m2, other=0.0)
             acc3 = tl.load(g_ptrs + 3 * H, mask=m2, other=0.0)
-            acc0, acc1, acc2, acc3 = _gate_products(hr_rows, h0_rows, later, first, 1, 0, rz, ri, rf, ro,
+            acc0, acc1, acc2, acc3 = gate_products(hr_rows, h0_rows, later, first, 1, 0, rz, ri, rf, ro,
                                                     1, H, offs_n, mask_n, H, acc0, acc1, acc2, acc3,
                                                     False, HAS_STATE, ALLOW_TF32, BLOCK_K)
             cols = offs_n[None, :]
@@ -151,9 +165,9 @@ def lstm_forward_kernel(gx_ptr, h0_ptr, c0_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, 
             po = tl.load(po_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
             ia = acc1 + pi * c_prev
             fa = acc2 + pf * c_prev
-            c = _sigmoid(ia) * activate(acc0, ACTIVATION, 0.0) + _sigmoid(fa) * c_prev
+            c = sigmoid(ia) * activate(acc0, ACTIVATION, 0.0) + sigmoid(fa) * c_prev
             oa = acc3 + po * c
-            h = _sigmoid(oa) * activate(c, ACTIVATION, 0.0)
+            h = sigmoid(oa) * activate(c, ACTIVATION, 0.0)
             if KEEP:
                 here = out_ptr + t * s_ot + rows[:, None] * s_ob + cols
                 ty = out_ptr.dtype.element_ty
@@ -198,7 +212,7 @@ def lstm_backward_kernel(g_ptr, dy_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, po_ptr, 
             m2 = mask_m[:, None] & mask_n[None, :]
             cols = offs_n[None, :]
             z = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            a0, a1, a2, a3 = _gate_products(d_rows, d_rows, nxt, nxt, 1, s_gg, rz, ri, rf, ro, H, 1,
+            a0, a1, a2, a3 = gate_products(d_rows, d_rows, nxt, nxt, 1, s_gg, rz, ri, rf, ro, H, 1,
                                             offs_n, mask_n, H, z, z, z, z, True, False, ALLOW_TF32, BLOCK_K)
             dh_next = a0 + a1 + a2 + a3
             ty = g_ptr.dtype.element_ty
@@ -209,9 +223,9 @@ def lstm_backward_kernel(g_ptr, dy_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, po_ptr, 
             ml = live[:, None] & mask_n[None, :]
             here = g_ptr + t * s_gt + rows[:, None] * s_gb + cols
             za = tl.load(here, mask=ml, other=0.0).to(tl.float32)
-            i = _sigmoid(tl.load(here + s_gg, mask=ml, other=0.0).to(tl.float32))
-            f = _sigmoid(tl.load(here + 2 * s_gg, mask=ml, other=0.0).to(tl.float32))
-            o = _sigmoid(tl.load(here + 3 * s_gg, mask=ml, other=0.0).to(tl.float32))
+            i = sigmoid(tl.load(here + s_gg, mask=ml, other=0.0).to(tl.float32))
+            f = sigmoid(tl.load(here + 2 * s_gg, mask=ml, other=0.0).to(tl.float32))
+            o = sigmoid(tl.load(here + 3 * s_gg, mask=ml, other=0.0).to(tl.float32))
             c_prev = tl.load(here + 6 * s_gg, mask=ml, other=0.0).to(tl.float32)
             c = tl.load(here + 7 * s_gg, mask=ml, other=0.0).to(tl.float32)
             zv = activate(za, ACTIVATION, 0.0)
@@ -235,8 +249,9 @@ def lstm_backward_kernel(g_ptr, dy_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, po_ptr, 
 
 @triton.jit
 def lstm_grad_x_kernel(g_ptr, wz, wi, wf, wo, dx_ptr, M, B, X, H, s_gt, s_gb, s_gg, s_w, s_dt, s_db, s_dk,
-                       ALLOW_TF32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """dx[m, :] = sum_g dA_g[m, :] W_g over rows m = t * B + b, W_g [H, X]."""
+                       ALLOW_TF32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                       NG: tl.constexpr = 4):
+    """dx[m, :] = sum_g dA_g[m, :] W_g over rows m = t * B + b, W_g [H, X], g < NG (blocks 0..NG-1)."""
     offs_m = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     mask_m = offs_m < M
@@ -244,8 +259,8 @@ def lstm_grad_x_kernel(g_ptr, wz, wi, wf, wo, dx_ptr, M, B, X, H, s_gt, s_gb, s_
     t, b = offs_m // B, offs_m % B
     a_ptrs = g_ptr + t * s_gt + b * s_gb
     z = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    a0, a1, a2, a3 = _gate_products(a_ptrs, a_ptrs, mask_m, mask_m, 1, s_gg, wz, wi, wf, wo, s_w, 1,
-                                    offs_n, mask_n, H, z, z, z, z, True, False, ALLOW_TF32, BLOCK_K)
+    a0, a1, a2, a3 = gate_products(a_ptrs, a_ptrs, mask_m, mask_m, 1, s_gg, wz, wi, wf, wo, s_w, 1,
+                                   offs_n, mask_n, H, z, z, z, z, True, False, ALLOW_TF32, BLOCK_K, NG)
     tl.store(dx_ptr + (t * s_dt + b * s_db)[:, None] + offs_n[None, :] * s_dk,
              (a0 + a1 + a2 + a3).to(dx_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
 
@@ -282,7 +297,7 @@ def lstm_workspace(t: int, b: int, h: int, forward: bool = True) -> int:
     return (b * h if forward else 0) + t * b * 4 * h
 
 
-def _sequence(x: torch.Tensor) -> torch.Tensor:
+def as_sequence(x: torch.Tensor) -> torch.Tensor:
     """x [T, B, ...] as [T, B, X] (a view: the features must be dense)."""
     if x.dim() < 3:
         raise ValueError(f"an LSTM reads a time-major sequence [T, B, ...], got {list(x.shape)}")
@@ -295,13 +310,18 @@ def _sequence(x: torch.Tensor) -> torch.Tensor:
 
 
 def _weights(params: dict, kind: str, shape: tuple) -> list:
-    ws = [params[f"{kind}{g}"] for g in GATES]
-    for g, w in zip(GATES, ws):
+    return weights_of(params, [f"{kind}{g}" for g in GATES], shape)
+
+
+def weights_of(params: dict, roles, shape: tuple) -> list:
+    """The parameters `roles` of `shape`, with contiguous rows of one stride (the kernels read them so)."""
+    ws = [params[r] for r in roles]
+    for r, w in zip(roles, ws):
         if tuple(w.shape) != shape:
-            raise ValueError(f"{kind}{g} must be {list(shape)}, got {list(w.shape)}")
-        check_float(w, f"{kind}{g}")
+            raise ValueError(f"{r} must be {list(shape)}, got {list(w.shape)}")
+        check_float(w, r)
         if w.dim() == 2 and (w.stride(1) != 1 and w.shape[1] > 1 or w.stride(0) != ws[0].stride(0)):
-            raise ValueError(f"{kind}{g} must have contiguous rows with the same stride as {kind}z")
+            raise ValueError(f"{r} must have contiguous rows with the same stride as {roles[0]}")
     return ws
 
 
@@ -320,15 +340,25 @@ def _state(v, b, h, what):
 
 
 def _input_call(x3, params, gx, allow_tf32, bm, bn, bk, num_warps):
-    t, b, xd = x3.shape
     h = params["bz"].shape[0]
-    ws = _weights(params, "W", (h, xd))
-    bs = [params[f"b{g}"] for g in GATES]
+    return gates_input_call(x3, _weights(params, "W", (h, x3.shape[2])), [params[f"b{g}"] for g in GATES], gx,
+                            allow_tf32, bm, bn, bk, num_warps)
+
+
+def gates_input_call(x3, weights: list, biases, gx, allow_tf32, bm, bn, bk, num_warps, row_stride=None) -> KernelCall:
+    """lstm_input_kernel's call: gx [T * B, NG, H] = x W_g^T (+ b_g) for the NG = len(weights) gates
+    (3 or 4; biases a list of as many [H], or None), rows `row_stride` apart (default NG * H)."""
+    t, b, xd = x3.shape
+    h = weights[0].shape[0]
+    ng = len(weights)
     m = t * b
     bm_in = bm if bm else min(64, pow2_at_least(m))
+    ws = list(weights) + [weights[0]] * (4 - ng)
+    bs = list(biases) + [biases[0]] * (4 - ng) if biases else [dummy(x3.device)] * 4
     return KernelCall(lstm_input_kernel, (triton.cdiv(m, bm_in), triton.cdiv(h, bn)), (
-        x3, *ws, *bs, gx, m, b, xd, h, x3.stride(0), x3.stride(1), x3.stride(2), ws[0].stride(0)),
-        dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm_in, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps), gx)
+        x3, *ws, *bs, gx, m, b, xd, h, x3.stride(0), x3.stride(1), x3.stride(2), ws[0].stride(0), row_stride or ng * h),
+        dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm_in, BLOCK_N=bn, BLOCK_K=bk, NG=ng, HAS_BIAS=bool(biases)),
+        dict(num_warps=num_warps), gx)
 
 
 def lstm(x, h0, c0, params: dict, activation="tanh", *, out=None, workspace=None, allow_tf32=False,
@@ -337,7 +367,7 @@ def lstm(x, h0, c0, params: dict, activation="tanh", *, out=None, workspace=None
     neither) and the parameters by role (Wz..Wo [H, X], pi, pf, po [1, H], Rz..Ro [H, H], bz..bo [H]).
     `workspace`: lstm_workspace(T, B, H) fp32 elements (allocated if absent). launch=False returns the
     two KernelCalls (the input GEMM, the recurrence)."""
-    x3 = _sequence(x)
+    x3 = as_sequence(x)
     t, b, xd = x3.shape
     h = params["bz"].shape[0]
     if (h0 is None) != (c0 is None):
@@ -373,7 +403,7 @@ def lstm_grad_gates(x, h0, c0, dy, params: dict, activation="tanh", *, out=None,
     """netc.lstm_grad_gates: [T, B, 9, H] (netc.ops.lstm.BLOCKS) from x, h0, c0 (or None) and dy
     [T, B, H]: the input GEMM, the forward recomputed into the result's blocks, the recurrence
     backwards. `workspace`: lstm_workspace(T, B, H, forward=False) fp32 elements."""
-    x3 = _sequence(x)
+    x3 = as_sequence(x)
     t, b, xd = x3.shape
     h = params["bz"].shape[0]
     if h0 is not None:
@@ -408,9 +438,11 @@ def lstm_grad_gates(x, h0, c0, dy, params: dict, activation="tanh", *, out=None,
     return finish_calls(calls, launch)
 
 
-def _gates_of(gates):
-    if gates.dim() != 4 or gates.shape[2] != 9 or (gates.shape[3] > 1 and gates.stride(3) != 1):
-        raise ValueError(f"expected an LSTM gates gradient [T, B, 9, H] with contiguous rows, got {list(gates.shape)}")
+def gates_of(gates, blocks: int = 9, what: str = "an LSTM"):
+    """(T, B, H) of a recurrent layer's gates gradient [T, B, blocks, H] (contiguous rows), or ValueError."""
+    if gates.dim() != 4 or gates.shape[2] != blocks or (gates.shape[3] > 1 and gates.stride(3) != 1):
+        raise ValueError(f"expected {what} gates gradient [T, B, {blocks}, H] with contiguous rows, "
+                         f"got {list(gates.shape)}")
     check_float(gates, "gates")
     return gates.shape[0], gates.shape[1], gates.shape[3]
 
@@ -418,15 +450,26 @@ def _gates_of(gates):
 def lstm_grad_x(gates, params: dict, input_shape, *, out=None, allow_tf32=False, block_m=None, block_n=None,
                 block_k=None, num_warps=4, launch=True):
     """netc.lstm_grad_data for x: dx = sum_g dA_g W_g over all T * B rows, in x's shape."""
-    t, b, h = _gates_of(gates)
+    gates_of(gates)
+    return gates_grad_x(gates, params, [f"W{g}" for g in GATES], input_shape, out=out, allow_tf32=allow_tf32,
+                        block_m=block_m, block_n=block_n, block_k=block_k, num_warps=num_warps, launch=launch)
+
+
+def gates_grad_x(gates, params: dict, roles, input_shape, *, out=None, allow_tf32=False, block_m=None, block_n=None,
+                 block_k=None, num_warps=4, launch=True):
+    """dx = sum_g dA_g W_g (g over `roles`, 3 or 4, the gradient's blocks 0..) over all T * B rows, in x's
+    shape (input_shape; a rank-2 [B, X] is one step)."""
+    t, b, h = gates.shape[0], gates.shape[1], gates.shape[3]
     shape = tuple(input_shape)
-    if len(shape) < 3 or shape[:2] != (t, b):
-        raise ValueError(f"{list(shape)} is not the x of an LSTM with gates {list(gates.shape)}")
+    if not ((len(shape) >= 3 and shape[:2] == (t, b)) or (len(shape) == 2 and t == 1 and shape[0] == b)):
+        raise ValueError(f"{list(shape)} is not the x of a recurrent layer with gates {list(gates.shape)}")
     if out is None:
         out = torch.empty(shape, dtype=gates.dtype, device=gates.device)
-    d3 = _sequence(out)
+    d3 = as_sequence(out if out.dim() >= 3 else out.unsqueeze(0))
     xd = d3.shape[2]
-    ws = _weights(params, "W", (h, xd))
+    ws = weights_of(params, list(roles), (h, xd))
+    ng = len(ws)
+    ws = ws + [ws[0]] * (4 - ng)
     m = t * b
     bm = block_m or min(64, pow2_at_least(m))
     bn = block_n or min(64, pow2_at_least(xd))
@@ -434,7 +477,8 @@ def lstm_grad_x(gates, params: dict, input_shape, *, out=None, allow_tf32=False,
     return finish(KernelCall(lstm_grad_x_kernel, (triton.cdiv(m, bm), triton.cdiv(xd, bn)), (
         gates, *ws, d3, m, b, xd, h, gates.stride(0), gates.stride(1), gates.stride(2), ws[0].stride(0),
         d3.stride(0), d3.stride(1), d3.stride(2)),
-        dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps), out), launch)
+        dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NG=ng), dict(num_warps=num_warps),
+        out), launch)
 
 
 def lstm_column_sums(a, s=None, *, out=None, block_m=None, block_n=None, num_warps=4, launch=True):

@@ -1,6 +1,6 @@
 """What a lowering-table entry returns (KernelSpec, FIXED_GRID) and the pin it passes to its
 launcher (pinned): the table's vocabulary, in a module of its own so that entries kept beside their
-kernels (kernels/lstm_lowering.py) share it with kernels/lowering.py, which re-exports it."""
+kernels (kernels/recurrent_lowering.py) share it with kernels/lowering.py, which re-exports it."""
 from __future__ import annotations
 
 from typing import NamedTuple

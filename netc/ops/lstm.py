@@ -50,7 +50,7 @@ partition_dim 0 on an Lstm, which would cut the sequence in time. The compiled t
 --target interp) scale the leading axis of every batch-sized tensor with their run-time batch: for a
 network whose inputs are sequences that axis is T, so it is planned with T as its batch (a .so
 compiled at T runs sequences of 1..T steps) and B is a fixed size; h0 and c0 [B, H] are no batch-sized
-inputs but are fed whole at every call (memory/graph.py initial_state_values, kernels/lstm_lowering.py).
+inputs but are fed whole at every call (memory/graph.py initial_state_values, kernels/recurrent_lowering.py).
 """
 from __future__ import annotations
 

@@ -40,9 +40,13 @@ step the gates' pre-activation gradients, what the step sends back to h[t-1] and
 parameter gradients read; then gru_grad_data (dx: products with the *_hx; dh0: the t = 0 block)
 and gru_grad_param (one per parameter: products and sums over time and batch). Where SINGA's own
 ComputeGradient differs from the derivative (it adds z to the context's gradient where the
-derivative has dy * z) this follows the derivative. There is no kernel yet (kernels/lowering.py:
-`missing`). The batch is axis 1 of a sequence (OpDef.batch_axis: the partition pass refuses
-partition_dim 0 on it, which would cut the sequence in time).
+derivative has dy * z) this follows the derivative. The kernels (kernels/gru.py, the LSTM's recipe)
+split it the same way: the input products of all steps as one GEMM, the recurrence as one launch
+looping over the steps, gru_grad_gates' recomputing the forward into its own blocks; a single step's
+gradient has none (its [1, B, 7, H] blocks lead with the step, not the batch). The batch is axis 1 of
+a sequence (OpDef.batch_axis; gru_grad_gates' too: the partition pass refuses partition_dim 0 on it,
+which would cut the sequence in time; the compiled targets plan T as their batch and take h0 whole,
+as for netc/ops/lstm.py).
 """
 from __future__ import annotations
 
@@ -187,6 +191,7 @@ def _gates_shape(gates):
 class GRUGradGates(OpDef):
     name = "gru_grad_gates"
     training_only = True
+    batch_axis = 1           # time-major like the GRU: x, dy and the result lead with T; h0 [B, H]
     arity = (2, 3)
     param_roles = ROLES
     attrs = {"dim_hidden": GRU.attrs["dim_hidden"], "bias": GRU.attrs["bias"], "linear_before_reset": LBR}

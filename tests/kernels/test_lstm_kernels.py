@@ -2,7 +2,7 @@
 the forward (input GEMM + the recurrence with its fused epilogue), lstm_grad_gates (the forward
 recomputed into the result's blocks + backpropagation through time), dx, and the parameter
 gradients (the column sums for b* and p*, netc's gemm on the gates' transposed views for W* and R*,
-as kernels/lstm_lowering.py lowers them), on odd shapes: T = 1, B = 1, H and X not multiples of the
+as kernels/recurrent_lowering.py lowers them), on odd shapes: T = 1, B = 1, H and X not multiples of the
 tiles (several row, column and K tiles), with and without h0, c0, every activation, bf16, a result
 written into a column slice of a wider buffer. Results are NaN-poisoned first, so an element a
 kernel leaves unwritten fails. Tiny shapes: the interpreter is slow."""
@@ -86,7 +86,7 @@ def test_grad_gates_and_the_gradients_it_feeds(t, b, x, h, state, act, tiles):
         want = PARAM.reference({"role": role}, [ref] + ([xs] if role[0] == "W" else []), {})
         da = g[:, :, BLOCKS[role[1]]]
         res = torch.full(tuple(want.shape), NAN)
-        if role[0] in "WR":     # as kernels/lstm_lowering.py: gemm on the transposed gates view
+        if role[0] in "WR":     # as kernels/recurrent_lowering.py: gemm on the transposed gates view
             other = _f(xs) if role[0] == "W" else g[:, :, BLOCKS["h_prev"]]
             gemm(da.reshape(t * b, h).t(), other.reshape(t * b, -1), out=res, block_k=16)
         else:
