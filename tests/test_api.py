@@ -1,7 +1,7 @@
 """The Python API (netc.api, docs/python.md): layers as expressions give the IR .nd gives, parameters
 shared by name are one tensor, immutable parameters stay, events come in order, errors name the
 caller's line, readers compose, parameters round-trip through files, NetBuilder runs ranges of its
-schedule, and the three examples run (in their fast mode)."""
+schedule, and the examples run (in their fast mode)."""
 from __future__ import annotations
 
 import inspect
@@ -474,7 +474,7 @@ def test_netbuilder_runs_ranges_of_its_schedule():
 
 # -- the examples, in their fast mode -----------------------------------------------------------------
 
-@pytest.mark.parametrize("script", ["digits.py", "ranking.py", "gan.py"])
+@pytest.mark.parametrize("script", ["digits.py", "ranking.py", "gan.py", "text_classification.py"])
 def test_examples_run(script, tmp_path):
     pytest.importorskip("sklearn")
     args = [sys.executable, str(ROOT / "examples" / "python" / script), "--fast"]
@@ -484,7 +484,7 @@ def test_examples_run(script, tmp_path):
     r = subprocess.run(args, capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300)
     assert r.returncode == 0, r.stdout + r.stderr
     assert {"digits.py": "held-out accuracy", "ranking.py": "held-out ranking accuracy",
-            "gan.py": "generator loss"}[script] in r.stdout
+            "gan.py": "generator loss", "text_classification.py": "held-out accuracy"}[script] in r.stdout
 
 
 def _has(module) -> bool:

@@ -156,6 +156,14 @@ network joint {{
   output cls_cost, tag_cost
 }}
 """
+def _cli_run(nd, tmp_path):
+    """netc run NET --reference in f64 on tmp_path's in.npz and p.npz, writing out.npz."""
+    r = subprocess.run([NETC, "run", str(nd), "--reference", "--dtype", "f64", "--inputs", str(tmp_path / "in.npz"),
+                        "--params", str(tmp_path / "p.npz"), "-o", str(tmp_path / "out.npz")], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
 RENAMED = {"tagger.weight": "scores.weight", "tagger.bias": "scores.bias"}
 
 
@@ -184,9 +192,7 @@ def test_the_api_equals_the_network_written_as_nd_in_f64(tmp_path):
     # the CLI's forward pass on the .nd, the API's on the topology
     np.savez(tmp_path / "in.npz", **feed)
     np.savez(tmp_path / "p.npz", **{k: v.numpy() for k, v in nd_params.items()})
-    subprocess.run([NETC, "run", str(nd), "--reference", "--dtype", "f64", "--inputs", str(tmp_path / "in.npz"),
-                    "--params", str(tmp_path / "p.npz"), "-o", str(tmp_path / "out.npz")], check=True,
-                   capture_output=True)
+    _cli_run(nd, tmp_path)
     cli = np.load(tmp_path / "out.npz")
     api = netc.infer(top, params, batch)
     for k in ("cls_cost", "tag_cost"):
@@ -342,10 +348,31 @@ def test_to_nd_writes_a_network_netc_runs(tmp_path):
     feed = netc.api.trainer.Feeder(top)(batch)
     np.savez(tmp_path / "in.npz", **{k: v.numpy() for k, v in feed.items()})
     np.savez(tmp_path / "p.npz", **{k: v.numpy() for k, v in params.items()})
-    subprocess.run([NETC, "run", str(path), "--reference", "--dtype", "f64", "--inputs", str(tmp_path / "in.npz"),
-                    "--params", str(tmp_path / "p.npz"), "-o", str(tmp_path / "out.npz")], check=True,
-                   capture_output=True)
+    _cli_run(path, tmp_path)
     cli, api = np.load(tmp_path / "out.npz"), netc.infer(top, params, batch)
     assert set(api) == {"cls_cost", "tag_cost"}
     for k in api:
         assert abs(float(cli[k]) - float(api[k])) < 1e-12
+
+
+def test_a_per_step_square_error_cost_reads_the_valid_steps_only():
+    """square_error_cost of a sequence against a vector sequence: 0.5 * the squares summed over the valid
+    steps / their count (the mean over steps of PaddlePaddle's per-step cost), computed here from infer's
+    per-sample outputs; a pass of SGD lowers it."""
+    frames = L.data("frames", dt.dense_vector_sequence(3))
+    target = L.data("target", dt.dense_vector_sequence(2))
+    pred = L.fc(L.recurrent(frames, 5, name="rnn"), 2, name="pred")
+    cost = L.square_error_cost(pred, target, name="mse")
+    assert cost.inputs[2].name == "frames.lengths"
+    params = netc.parameters.create(cost, seed=0, dtype=torch.float64)
+    rng = np.random.default_rng(0)
+    data = []
+    for n in (3, 1, 5, 2):
+        x = rng.normal(size=(n, 3))
+        data.append((x, np.cumsum(x[:, :2], 0) * 0.3))
+    preds = netc.infer(pred, params, [x for x, _ in data])
+    want = 0.5 * sum(((p - y) ** 2).sum() for p, (_, y) in zip(preds, data)) / sum(len(y) for _, y in data)
+    got = float(netc.infer(cost, params, data))
+    assert abs(got - want) < 1e-12
+    netc.train(cost, params, lambda: iter(data), netc.optimizer.SGD(0.05), batch_size=4, num_passes=20)
+    assert float(netc.infer(cost, params, data)) < 0.8 * got
