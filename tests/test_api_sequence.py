@@ -88,6 +88,8 @@ def test_text_classifier_trains(pool):
     seqs = [held[i][0] for i in range(3)]
     r = netc.infer([h, out], params, seqs)
     assert [a.shape for a in r["lstm"]] == [(len(s), 12) for s in seqs] and r["out"].shape == (3, 2)
+    by_name = netc.infer(out, params, {"words": seqs}, batch_size=2)        # {data layer: samples}, in 2 batches
+    np.testing.assert_allclose(by_name, r["out"], rtol=1e-6, atol=1e-7)
 
 
 def _tagger():
