@@ -8,10 +8,18 @@ whole time-major sequence.
   torch.autograd; the t = 0 terms with a nonzero context are checked directly, not taken from Brainstorm;
 * carried state: 4 steps in one call equal 2 + 2 (the Clockwork with periods 1, so that the clock's
   restart at t = 0 of the second call is no difference);
-* a small .nd network runs and trains 2 steps with `netc run --reference`; the interpreter target says the
-  layer has no kernel yet, located.
+* a small .nd network runs and trains 2 steps with `netc run --reference`; on the interpreter target
+  (netc's kernels, netc/kernels/rnn.py) its forward and two training steps equal the reference's
+  (--compare), also stacked (a Clockwork over a Recurrent: the lower one's dx), and
+  `netc compile --target cuda --train` builds a Clockwork net's .so without a GPU.
 """
 from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +32,7 @@ from netc.frontend import load_text
 from netc.ops import ShapeError, lookup
 from netc.pipelines import Options, Training
 
+ROOT = Path(__file__).resolve().parents[1]
 REC, CLK = lookup("netc.recurrent"), lookup("netc.clockwork")
 ACTS = ("tanh", "sigmoid", "relu", "none")
 OPS = {"recurrent": REC, "clockwork": CLK}
@@ -273,15 +282,62 @@ def test_the_gradient_ops_in_a_training_program(kind):
     assert "netc.rnn_grad_data" not in names           # x and h0 are inputs: no gradient wanted
 
 
-@pytest.mark.parametrize("kind", ["Recurrent", "Clockwork"])
-def test_compiled_targets_say_there_is_no_kernel_yet(kind, tmp_path, capsys):
+def _netc(*args):
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    return subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                          env=env, timeout=900)
+
+
+# a Clockwork over a Recurrent: the Recurrent's output needs its gradient (rnn_grad_data's dx kernel)
+NET_STACKED = """network seq {
+  input x: f32[5, 3, 2, 3]
+  input label: f32[5, 3, 4]
+  z = Recurrent(x) { size: 7, activation: relu }
+  y = Clockwork(z) { size: 4 }
+  loss = EuclideanLoss(y, label)
+}
+"""
+
+
+@pytest.mark.parametrize("src", [NET.replace("TYPE", "Recurrent"), NET_NO_STATE.replace("TYPE", "Clockwork"),
+                                 NET.replace("TYPE", "Clockwork"), NET_STACKED],
+                         ids=["recurrent-state", "clockwork-no_state", "clockwork-state", "stacked"])
+def test_interpreter_target_runs_and_trains_against_the_reference(src, tmp_path):
+    """netc's kernels (kernels/rnn.py) under Triton's interpreter: a forward and two training steps, each
+    within f32 tolerance of the float64 reference (--compare); with an initial state, fed whole."""
+    pytest.importorskip("triton")
     path = tmp_path / "seq.nd"
-    path.write_text(NET_NO_STATE.replace("TYPE", kind))
-    rc = main(["run", str(path), "--target", "interp"])
-    err = capsys.readouterr().err
-    assert rc == 1
-    what = {"Recurrent": "a recurrent (Elman) layer", "Clockwork": "a recurrent (clockwork RNN) layer"}[kind]
-    assert f"seq.nd:4:3: error: layer 'y' (netc.{kind.lower()}, {what}) has no CUDA kernel in netc yet" in err
+    path.write_text(src)
+    r = _netc("run", path, "--target", "interp", "--compare")
+    assert r.returncode == 0, r.stderr
+    assert "loss: max relative error" in r.stderr
+    r = _netc("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "compared 2 training steps of network 'seq' (sgd) on the interpreter target: ok" in r.stdout + r.stderr
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_compile_with_a_training_step_without_a_gpu(tmp_path):
+    """`netc compile --target cuda --train` builds a Clockwork net's .so (cubins compiled on the CPU): its
+    forward runs the input GEMM and the recurrence, its training step the gradient's kernels; T is the
+    batch, h0 is fed whole."""
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from netc.runtime import native as N
+    path = tmp_path / "seq.nd"
+    path.write_text(NET.replace("TYPE", "Clockwork"))
+    r = subprocess.run([sys.executable, "-m", "netc", "compile", str(path), "-o", str(tmp_path / "seq.so"),
+                        "--target", "cuda", "--train"], capture_output=True, text=True, cwd=ROOT, timeout=900,
+                       env={k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"})
+    assert r.returncode == 0, r.stderr
+    assert "warning" not in r.stderr
+    m = N.read_manifest(tmp_path / "seq.so")
+    assert m["batch"] == 4
+    assert [(i["name"], i["batched"], i["shape"]) for i in m["inputs"]] == [
+        ("x", True, [4, 3, 2, 3]), ("h0", False, [3, 5]), ("label", True, [4, 3, 5])]
+    assert [e["op"] for e in m["schedule"]][:2] == ["netc.clockwork", "netc.clockwork"]   # the input GEMM, the recurrence
+    ops = [e["op"] for e in m["training"]["schedule"]]
+    assert ops.count("netc.clockwork_grad_steps") == 3 and ops.count("netc.rnn_grad_param") == 3   # W, R, bias
+    assert "netc.rnn_grad_data" not in ops          # x and h0 are inputs: no gradient for them
 
 
 @pytest.mark.parametrize("kind", ["Recurrent", "Clockwork"])

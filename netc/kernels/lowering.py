@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
+from .rnn_lowering import RNN_LOWERINGS
 from .spec import FIXED_GRID, KernelSpec, pinned  # noqa: F401  (the table's vocabulary: spec.py)
 
 # constexpr -> the launcher keyword that sets it: codegen pins a specialization with these when it
@@ -823,16 +824,14 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.sparse_sgd_update": Lowering(lower=_lower_sparse_sgd_update),
     # the LSTM and the GRU (kernels/lstm.py, gru.py; their entries in kernels/recurrent_lowering.py)
     **{name: Lowering(**kw) for name, kw in RECURRENT_LOWERINGS.items()},
+    # Recurrent and Clockwork (kernels/rnn.py; their entries in kernels/rnn_lowering.py)
+    **{name: Lowering(lower=fn) for name, fn in RNN_LOWERINGS.items()},
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
     "netc.seq_pool": Lowering(missing="a reduction over a sequence's steps (SequencePool)"),
     "netc.seq_pool_grad": Lowering(missing="a SequencePool's gradient"),
     "netc.one_hot": Lowering(missing="a one-hot encoding"),
-    **{f"netc.{op}": Lowering(missing=what) for op, what in (   # ops/rnn.py
-        ("recurrent", "a recurrent (Elman) layer"), ("clockwork", "a recurrent (clockwork RNN) layer"),
-        ("recurrent_grad_steps", "a recurrent layer's gradient"), ("clockwork_grad_steps", "a clockwork RNN's gradient"),
-        ("rnn_grad_data", "a recurrent layer's input gradient"), ("rnn_grad_param", "a recurrent layer's parameter gradient"))},
     "netc.argsort": Lowering(missing="SINGA's ArgSort"),
     "netc.accuracy": Lowering(missing="SINGA's Accuracy"),
     "netc.opaque": Lowering(missing="an opaque (unknown) layer", opaque=True),

@@ -30,11 +30,19 @@ The gradient, split as netc/ops/lstm.py splits the Lstm's: recurrent_grad_steps 
 recomputes the forward states and runs the recurrence backwards, by hand (finite differences and
 torch.autograd check it, tests/test_rnn.py), giving per step the pre-activation gradient dHa[t], what
 the step sends back to h[t-1] (at t = 0: dh0) and h[t-1] itself; then rnn_grad_data (dx: dHa W; dh0:
-the t = 0 block) and rnn_grad_param (dW, dR, dbias: products and sums over time and batch). There is
-no kernel yet (kernels/lowering.py: `missing`). Brainstorm's backward_pass produces no dh0; here it is
-the derivative's, checked against finite differences with h0 nonzero.
+the t = 0 block) and rnn_grad_param (dW, dR, dbias: products and sums over time and batch). Brainstorm's
+backward_pass produces no dh0; here it is the derivative's, checked against finite differences with h0
+nonzero.
 
-The batch is axis 1 (OpDef.batch_axis): the partition pass refuses partition_dim 0 on these layers.
+Kernels (netc/kernels/rnn.py, lowered by kernels/rnn_lowering.py), the LSTM's recipe: the input product
+of all T steps as one GEMM, the recurrence as one launch looping over the steps with the activation and
+the clock's update rule fused after the recurrent product; <type>_grad_steps recomputes the forward into
+its result's blocks and runs the recurrence backwards in one more launch (the elementwise chain fused
+after the recurrent delta product); dx, dW and dR are GEMMs over the T * B rows, dbias column sums.
+
+The batch is axis 1 (OpDef.batch_axis; <type>_grad_steps' too): the partition pass refuses partition_dim
+0 on these layers, and the compiled targets, which scale a network's leading axis, scale T and take h0
+[B, H] whole (memory/graph.py initial_state_values).
 """
 from __future__ import annotations
 
@@ -150,6 +158,7 @@ class Clockwork(Recurrent):
 class RecurrentGradSteps(OpDef):
     name = "recurrent_grad_steps"
     training_only = True
+    batch_axis = 1           # time-major like the layer: x, dy and the result lead with T; h0 [B, H]
     arity = (2, 3)
     param_roles = ROLES
     kind = "Recurrent"
