@@ -27,7 +27,14 @@ def _common(p):
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
     p.add_argument("--batch", type=int, default=1, metavar="B",
                    help="batch size for formats that do not fix it (Brainstorm: shapes (T, B, ...), T = 1); default 1")
+    _sizes(p)
     _singa_version(p)
+
+
+def _sizes(p):
+    p.add_argument("--size", action="append", default=None, metavar="NAME=N",
+                   help="give a named size a value: a .nd file's `size NAME = N` (e.g. --size T=100), a Brainstorm "
+                        "architecture's T (its sequence length, default 1); repeatable")
 
 
 def _singa_version(p):
@@ -182,6 +189,7 @@ def _parser_import(sub):
     p.add_argument("file", help="the original file (format detected from its content)")
     p.add_argument("-o", "--output", default="-", metavar="OUT.nd", help="where to write (default: stdout)")
     p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    _sizes(p)
     _singa_version(p)
 
 
@@ -633,8 +641,8 @@ def _run_compiled(args):
 
 def cmd_export(args, diag):
     from .export import export
-    text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase,
-                  options={"singa_version": getattr(args, "singa_version", None)})
+    from .runtime.flags import load_options
+    text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase, options=load_options(args))
     return _emit(text, args.output)
 
 

@@ -32,12 +32,16 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
               options: dict | None = None):
     """`batch`: B for formats whose batch size is not in the file (Brainstorm).
     `options`: {"singa_version": "0.1" | "0.2" | "0.3" | "dev"} for SINGA files (detected when absent);
-    {"time": T} for Brainstorm architectures with recurrent layers (their sequence length; default 1)."""
+    {"sizes": {name: N}} (the CLI's --size) for a .nd file's named sizes (`size T = 50`) and a Brainstorm
+    architecture's T, its sequence length (default 1; also {"time": T})."""
     SOURCES.add(path, text)  # so every diagnostic, even a syntax error, can quote its line
     fmt = detect_format(path, text)
+    sizes = dict((options or {}).get("sizes") or {})
     if fmt == "nd":
         from .dsl import parse_nd
-        return parse_nd(text, path, diag)
+        return parse_nd(text, path, diag, sizes=sizes)
+    if sizes and fmt != "json":
+        _no_such_sizes(sizes, path, f"this {fmt} file has none")
     if fmt == "mlir":
         from ..ir.parser import parse_ir
         from ..ir.verifier import verify_ops
@@ -55,11 +59,15 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         from .paleo import import_paleo, is_paleo
         data, locs, dups = load_json(text, path)
         if is_paleo(data):
+            if sizes:
+                _no_such_sizes(sizes, path, "this Paleo network has none")
             return import_paleo(text, path, diag, data, locs, dups)
         from .brainstorm import import_brainstorm, is_bare_hub_layout, is_brainstorm
         if is_brainstorm(data):
+            if set(sizes) - {"T"}:
+                _no_such_sizes(sizes, path, "a Brainstorm architecture has T (the sequence length) alone")
             return import_brainstorm(text, path, diag, data, locs, dups, batch=batch,
-                                     time=(options or {}).get("time", 1))
+                                     time=sizes.get("T", (options or {}).get("time", 1)))
         if is_bare_hub_layout(data):
             raise NetcError("this is a Brainstorm buffer layout without an architecture: it describes memory, not "
                             "a network; `netc check` validates it", Loc(path, 1, 1))
@@ -69,6 +77,11 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
         from .singa.to_ir import import_singa
         return import_singa(text, path, diag, version=(options or {}).get("singa_version"))
     raise NetcError(f"unknown input format '{fmt}'", Loc(path, 1, 1))
+
+
+def _no_such_sizes(sizes: dict, path: str, why: str):
+    raise NetcError(f"--size {', '.join(f'{k}={v}' for k, v in sizes.items())}: named sizes belong to .nd files "
+                    f"(`size NAME = N`) and Brainstorm architectures (T); {why} (the batch: --batch)", Loc(path, 1, 1))
 
 
 def _check_recorded_optimizer(module) -> None:

@@ -302,6 +302,8 @@ class _Importer:
                                attrs={"name": f"{lname}.{out}", "shape": self.lead + feat, "dtype": "f32"},
                                loc=self.loc(sp))
                 op.attr_locs = {"name": self.loc(sp), "shape": self.loc(sp)}
+                if len(self.lead) == 2:      # time-major (T, B, ...): the samples are axis 1 (--batch, --data)
+                    op.attrs["batch_axis"] = 1
                 ops.append(op)
             return ops
         if t == "Merge":

@@ -28,10 +28,12 @@ from ..ops.registry import PHASES
 # root is a link to it
 GRAMMAR_PATH = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "grammar", "netc.lark")
 
+_BAD_DIM = object()   # a shape's unknown size (reported where it is written)
+
 # How terminals are named in "expected ..." messages.
 _FRIENDLY = {
     "NAME": "a name", "STRING": "a string", "INT": "an integer",
-    "FLOAT": "a number", "ARROW": "'->'",
+    "FLOAT": "a number", "ARROW": "'->'", "SIZE": "'size'",
     "LBRACE": "'{'", "RBRACE": "'}'", "LPAR": "'('", "RPAR": "')'", "LSQB": "'['", "RSQB": "']'",
     "COLON": "':'", "COMMA": "','", "EQUAL": "'='", "$END": "end of file",
 }
@@ -89,6 +91,14 @@ class _Builder(Transformer):
         self.diag = diag
         self.depth: dict[int, tuple] = {}  # id -> (block or value, its nesting depth), when nested
         self._types = set(layer_types())
+        self.reset_sizes({})
+
+    def reset_sizes(self, overrides: dict) -> None:
+        """Before a file: no sizes declared yet; `overrides` ({name: N}, --size) replace declared ones."""
+        self.sizes: dict[str, int] = {}
+        self.size_locs: dict[str, Loc] = {}
+        self.sizes_used: set[str] = set()
+        self.size_overrides = dict(overrides)
 
     # -- values ----------------------------------------------------------------------------
     def int_value(self, c):
@@ -144,8 +154,46 @@ class _Builder(Transformer):
     def attr_dict(self, c):
         return c[0]
 
-    def int_list(self, c):
-        return [int(t) for t in c if t is not None]
+    def dim_list(self, c):
+        return [t if isinstance(t, int) or t is _BAD_DIM else int(t) for t in c if t is not None]
+
+    def size_ref(self, c):
+        """A named size in a shape: its value (declared above with `size NAME = N`, or --size NAME=N)."""
+        t = c[0]
+        if str(t) in self.sizes:
+            self.sizes_used.add(str(t))
+            return self.sizes[str(t)]
+        hint = did_you_mean(str(t), list(self.sizes))
+        d = self.diag.error(f"unknown size '{t}' (a shape holds integers and sizes declared before it with "
+                            f"`size {t} = N`)", _loc(self.file, t), width=len(str(t)))
+        if hint:
+            d.note(f"did you mean '{hint}'?")
+        return _BAD_DIM
+
+    def size_decl(self, c):
+        """`size NAME = N`: a named size; --size NAME=N (the overrides) replaces N."""
+        kw, name, value = c
+        loc = _loc(self.file, name)
+        n = int(value)
+        if str(name) in self.size_locs:
+            self.diag.error(f"size '{name}' is declared twice", loc, width=len(str(name))).note(
+                "first declared here", self.size_locs[str(name)])
+            return None
+        self.size_locs[str(name)] = loc
+        if str(name) in self.size_overrides:
+            n = self.size_overrides[str(name)]
+        elif n < 1:
+            self.diag.error(f"size '{name}' must be a positive integer, got {n}", _loc(self.file, value),
+                            width=len(str(value)))
+            n = 1
+        self.sizes[str(name)] = n
+        return None
+
+    def keyword_name(self, c):
+        t = c[0]
+        return Token("NAME", str(t), t.start_pos, t.line, t.column)
+
+    keyword_ref = keyword_name
 
     def tensor_type(self, c):
         loc = _loc(self.file, c[0])
@@ -155,7 +203,8 @@ class _Builder(Transformer):
             d = self.diag.error(f"unknown element type '{dtype}'", loc, width=len(dtype))
             d.note(f"did you mean '{hint}'?" if hint else "element types: " + ", ".join(DTYPES))
             dtype = "f32"
-        return dtype, (c[1] if len(c) > 1 and c[1] is not None else []), loc
+        dims = c[1] if len(c) > 1 and c[1] is not None else []
+        return dtype, [1 if d is _BAD_DIM else d for d in dims], loc, _BAD_DIM in dims
 
     def ref(self, c):
         return c[0]
@@ -188,11 +237,13 @@ class _Builder(Transformer):
 
     # -- statements ------------------------------------------------------------------------
     def input_stmt(self, c):
-        name, (dtype, dims, tloc), attrs = c[0], c[1], c[2]
+        name, (dtype, dims, tloc, bad), attrs = c[0], c[1], c[2]
         loc = _loc(self.file, name)
         a = {"name": str(name), "shape": list(dims), "dtype": str(dtype)}
         locs = {"name": loc, "shape": tloc, "dtype": tloc}
         op = Operation("netc.input", result_types=[UNRANKED], attrs=a, loc=loc)
+        if bad:   # an unknown size, reported: the layers reading it are not checked against a made-up shape
+            op.attrs["invalid"] = True
         if attrs:
             self._common(op, attrs, lookup("netc.input"), locs, allowed=("include", "exclude", "partition_dim", "location"))
             for k in attrs:
@@ -575,9 +626,11 @@ def _parser():
     return parser, builder
 
 
-def parse_nd(text: str, file: str = "<input>", diag: DiagnosticEngine | None = None) -> Module:
+def parse_nd(text: str, file: str = "<input>", diag: DiagnosticEngine | None = None,
+             sizes: dict | None = None) -> Module:
     """Parse .nd source into unresolved IR. Syntax errors raise NetcError; other problems are
-    collected into `diag` (raise at the end if any)."""
+    collected into `diag` (raise at the end if any). `sizes` ({name: N}, the CLI's --size) replaces
+    the values of the file's `size NAME = N` declarations; a name the file does not declare is an error."""
     if text.startswith("\ufeff"):  # a UTF-8 byte order mark (some Windows editors write one)
         text = text[1:]
     SOURCES.add(file, text)
@@ -585,9 +638,14 @@ def parse_nd(text: str, file: str = "<input>", diag: DiagnosticEngine | None = N
     diag = diag or DiagnosticEngine()
     parser, builder = _parser()
     builder.file, builder.diag, builder.depth = file, diag, {}
+    builder.reset_sizes(sizes or {})
     try:
         with gc_paused():
             module = parser.parse(text)
+        for name in sorted(set(sizes or {}) - set(builder.sizes)):
+            declared = ", ".join(sorted(builder.sizes)) or "none"
+            diag.error(f"--size {name}={sizes[name]}: {file} declares no size '{name}' (its sizes: {declared})",
+                       Loc(file))
     except UnexpectedInput as e:
         raise NetcError([_syntax_diag(e, file, text)])
     except VisitError as e:  # a callback failed: that is netc's bug, not the user's
@@ -648,7 +706,7 @@ def _syntax_diag(e: UnexpectedInput, file: str, text: str):
 
 _STATEMENT_KEYWORDS = {"INPUT", "BLOCK", "PARALLEL", "OUTPUT", "LAYOUT"}
 _NAME_LIKE_KEYWORDS = {"NETWORK", "INPUT", "BLOCK", "PARALLEL", "SPLITS", "OUTPUT", "LAYOUT", "PARAM", "OPTIMIZER",
-                       "TRUE", "FALSE", "NULL"}
+                       "TRUE", "FALSE", "NULL", "SIZE"}
 
 
 def _expected(names) -> str:
@@ -656,10 +714,10 @@ def _expected(names) -> str:
     lead = []
     if _STATEMENT_KEYWORDS <= names:
         # the start of a statement: say so instead of listing every keyword
-        names -= _STATEMENT_KEYWORDS | {"NAME", "STRING"}
+        names -= _STATEMENT_KEYWORDS | {"NAME", "STRING", "SIZE"}
         lead.append("a statement")
     elif {"INT", "FLOAT", "STRING", "NAME", "LSQB"} <= names:
-        names -= {"INT", "FLOAT", "STRING", "NAME", "LSQB", "LBRACE", "TRUE", "FALSE", "NULL"}
+        names -= {"INT", "FLOAT", "STRING", "NAME", "LSQB", "LBRACE", "TRUE", "FALSE", "NULL", "SIZE"}
         lead.append("a value")
     elif "NAME" in names:
         names -= _NAME_LIKE_KEYWORDS  # where a name fits, keywords are just names (attribute keys)

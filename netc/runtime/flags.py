@@ -44,12 +44,38 @@ def training_options(args, listed=(), gradients_only: bool = False):
                     gradients_only=gradients_only)
 
 
+def size_options(given) -> dict:
+    """--size NAME=N (repeatable) -> {NAME: N}; a malformed one is the user's error."""
+    sizes = {}
+    for item in given or ():
+        name, eq, value = item.partition("=")
+        name = name.strip()
+        try:
+            n = int(value) if eq else 0
+        except ValueError:
+            n = 0
+        if not eq or not name or n < 1:
+            raise NetcError(f"--size {item}: expected NAME=N with N a positive integer (e.g. --size T=100)")
+        if name in sizes and sizes[name] != n:
+            raise NetcError(f"--size {name} is given twice ({sizes[name]} and {n})")
+        sizes[name] = n
+    return sizes
+
+
+def load_options(args) -> dict:
+    """The front ends' options from a command's flags: --singa-version, --size (frontend.load_text)."""
+    options = {"singa_version": getattr(args, "singa_version", None)}
+    sizes = size_options(getattr(args, "size", None))
+    if sizes:
+        options["sizes"] = sizes
+    return options
+
+
 def load_source(args, diag):
     from ..frontend import load
     # Errors the frontend collected do not stop here: the passes skip the layers it marked
     # invalid and go on to report independent problems elsewhere in the file.
-    return load(args.file, diag, getattr(args, "batch", None) or 1,
-                options={"singa_version": getattr(args, "singa_version", None)})
+    return load(args.file, diag, getattr(args, "batch", None) or 1, options=load_options(args))
 
 
 def load_network(args, diag):

@@ -110,7 +110,8 @@ def training_reference(net: Net, source: str | None = None):
                              f"parameters), which a library built by an older netc does not record: recompile it")
     path = source_of(net, source)
     diag = DiagnosticEngine()
-    module = load_source(path, diag, rec.get("batch") or 1, options={"singa_version": rec.get("singa_version")})
+    module = load_source(path, diag, rec.get("batch") or 1, options={"singa_version": rec.get("singa_version"),
+                                                                            "sizes": rec.get("sizes")})
     if rec.get("rescaled_batch"):   # compiled at `netc compile --batch B`: every input rescaled to B
         from .scale import scale_inputs
         scale_inputs(module, batch=rec["rescaled_batch"])

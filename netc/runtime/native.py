@@ -736,7 +736,8 @@ def _cli_net(args):
     ones at --batch, default the compiled batch); yields (net, inputs by name) and closes the net."""
     from .io import load_npz, parse_input_specs
     not_here = [flag for flag, attr in (("--reference", "reference"), ("--target", "target"), ("--network", "network"),
-                                        ("--dtype", "dtype"), ("--tf32", "tf32"), ("--singa-version", "singa_version"))
+                                        ("--dtype", "dtype"), ("--tf32", "tf32"), ("--singa-version", "singa_version"),
+                                        ("--size", "size"))
                 if getattr(args, attr, None)]
     if not_here:
         raise NetcInputError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not "
@@ -823,7 +824,7 @@ def _compare(net: Net, args, inputs: dict, outs: dict) -> list:
     path = source_of(net, getattr(args, "source", None))
     so = os.path.basename(net.path)
     kw = dict(seed=args.seed, phase=rec.get("phase", "test"), load_batch=rec.get("batch"),
-              options={"singa_version": rec.get("singa_version")}, rescaled_batch=rec.get("rescaled_batch"))
+              options={"singa_version": rec.get("singa_version"), "sizes": rec.get("sizes")}, rescaled_batch=rec.get("rescaled_batch"))
     ref = reference_outputs(net, path, inputs, **kw)
     for k in outs:
         if k not in ref:

@@ -289,8 +289,8 @@ def train_library(args):
                       ("batch", "is fixed when a library is compiled: a training step runs at the compiled batch")):
         if getattr(args, flag, None) not in (None, False):
             raise NetcError(f"--{flag.replace('_', '-')} does not apply to a training library's --train: it {why}")
-    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "singa_version")
-                if getattr(args, f, None)]
+    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "singa_version",
+                                                          "size") if getattr(args, f, None)]
     if not_here:
         raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
                         f"'{args.file}': a compiled network runs as it was compiled (on the GPU)")
@@ -344,6 +344,10 @@ def source_record(args, training: dict | None = None) -> dict:
     b = getattr(args, "batch", None)
     rec = dict(path=os.path.abspath(args.file), sha256=digest, phase=args.phase, batch=b,
                singa_version=getattr(args, "singa_version", None), rescaled_batch=b)
+    from .flags import size_options
+    sizes = size_options(getattr(args, "size", None))
+    if sizes:
+        rec["sizes"] = sizes
     if training is not None:
         rec["training"] = training
     return rec

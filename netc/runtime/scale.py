@@ -31,7 +31,8 @@ def parse_spatial(text: str) -> tuple:
 
 
 def scale_inputs(module: Module, batch: int | None = None, spatial=None) -> list:
-    """Give every input of every network batch `batch` and, when 4-D, spatial size `spatial`
+    """Give every input of every network batch `batch` (on its batch axis: 0, or 1 for a time-major input,
+    Input.batch_axis; a recurrent op's initial state is left alone) and, when 4-D, spatial size `spatial`
     ((H, W), an int, or 'HxW'). Must run before shape inference (on a freshly loaded module).
     Returns [(network, input, old shape, new shape)] of the inputs changed."""
     if batch is not None and int(batch) <= 0:
@@ -51,7 +52,9 @@ def scale_inputs(module: Module, batch: int | None = None, spatial=None) -> list
             shape = list(op.attrs.get("shape") or [])
             new = list(shape)
             if batch is not None and new and op.attrs.get("name") not in state:
-                new[0] = int(batch)
+                axis = op.attrs.get("batch_axis", 0)   # 1: a time-major sequence [T, B, ...] (T is a size: --size T=N)
+                if axis < len(new):
+                    new[axis] = int(batch)
             if hw is not None and len(new) == 4:
                 new[1], new[2] = hw
                 four_d = True
