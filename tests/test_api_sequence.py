@@ -53,8 +53,14 @@ def test_data_types_make_time_major_layers():
     assert (w.shape, w.dtype, w.seq is w) == ((1, 1), "i32", True) and w.shape_str() == "[T, ?]"
     assert (v.shape, v.dtype, v.seq is v) == ((1, 1, 4), "f32", True)
     assert (y.shape, y.dtype, y.seq) == ((1,), "i32", None) and (x.shape, x.dtype) == ((1, 5), "f32")
-    e = L.embedding(w, 6, num_embeddings=V)
-    assert e.seq is w and e.shape_str() == "[T, ?, 6]"
+    e = L.embedding(w, 6)                            # the vocabulary: the id type's range, as PaddlePaddle's
+    assert e.seq is w and e.shape_str() == "[T, ?, 6]" and e.param_shapes == {"table": (V, 6)}
+    assert L.embedding(w, 6, num_embeddings=V + 2).param_shapes == {"table": (V + 2, 6)}
+    with pytest.raises(netc.api.Error) as err:
+        line = here() + 1
+        L.embedding(w, 6, num_embeddings=V - 1)
+    assert "num_embeddings 12 is less than the range of the ids of 'w' (integer_value_sequence(13))" in \
+        _located(err.value, line)
     for h, roles in ((L.lstm(e, 7), 15), (L.gru(e, 7), 9), (L.recurrent(e, 7, act="relu"), 3)):
         assert h.seq is w and h.shape[2] == 7 and len(h.param_shapes) == roles
     pooled = L.last_seq(L.tanh(L.lstm(v, 3)))

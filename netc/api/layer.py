@@ -254,13 +254,21 @@ def embedding(input, size: int, name=None, param_name=None, param_attr=None, num
 
     * integer ids (i32 or i64 of any shape [N, ...], `data(name, shape, dtype="i32")`): an Embedding
       layer, table [num_embeddings, size] (parameter role `table`), result [N, ..., size];
-      `num_embeddings`, the vocabulary, is required;
+      `num_embeddings`, the vocabulary, is required, except for a data layer of type integer_value(V) /
+      integer_value_sequence(V) (a sequence [T, B] gives [T, B, size]), whose V it defaults to;
     * one-hot (or multi-hot) float rows [N, vocabulary] (netc.reader.one_hot makes them): an
       InnerProduct, whose weight [vocabulary, size] is the table (the same values give
       the same rows and updates as the Embedding of their ids)."""
     loc = user_loc()
     x = one_layer(input, "embedding", loc)
     if x.dtype in ("i32", "i64"):
+        typed = x.itype.dim if x.itype is not None and x.itype.is_index else None
+        if num_embeddings is None:       # PaddlePaddle's: the id type's range is the vocabulary
+            num_embeddings = typed
+        elif typed is not None and isinstance(num_embeddings, int) and num_embeddings < typed:
+            raise error(f"embedding: num_embeddings {num_embeddings} is less than the range of the ids of "
+                        f"'{x.name}' ({x.itype!r}): ids up to {typed - 1} would have no row", loc,
+                        [("the data layer is made here", x.loc)])
         if num_embeddings is None:
             raise error(f"embedding of integer ids ('{x.name}', {x.dtype} {x.shape_str()}) needs num_embeddings=, "
                         f"the vocabulary size (the table's rows; ids are 0 to num_embeddings - 1)", loc)
