@@ -67,7 +67,7 @@ def test_data_types_make_time_major_layers():
     assert pooled.seq is None and pooled.shape == (1, 3)
     top = netc.Topology(L.classification_cost(L.fc(pooled, 2), y))
     assert [x.name for x in top.data_layers()] == ["v", "y"]      # the lengths input is no sample field
-    assert "input v.lengths: i32[4]" in top.to_nd(batch=4, steps=6) and "input v: f32[6, 4, 4]" in top.to_nd(4, steps=6)
+    assert "input v.lengths: i32[4]" in top.to_nd(batch=4, steps=6) and "input v: f32[6, 4, 4] { batch_axis: 1 }" in top.to_nd(4, steps=6)
 
 
 def _classifier(pool="last"):

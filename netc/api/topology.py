@@ -176,6 +176,8 @@ def _network_op(top: Topology, batch: int | None, bind_all: bool, steps: int | N
         if x.is_data:
             shape = ([t, b] if x.seq is x else [b]) + list(x.sample_shape)
             a = {"name": x.name, "shape": shape, "dtype": x.dtype, **copy.deepcopy(x.attrs)}
+            if x.seq is x:       # time-major: the samples are axis 1 (ops/tensor.py Input)
+                a["batch_axis"] = 1
             body.append(Operation("netc.input", result_types=[UNRANKED], attrs=a, loc=x.loc))
             continue
         a = {"name": x.name, "parents": [i.name for i in x.inputs], **copy.deepcopy(x.attrs)}
