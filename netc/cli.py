@@ -1,4 +1,4 @@
-"""The `netc` command: check, opt, explain, import, export, run, compile. It parses arguments, calls the
+"""The `netc` command: check, opt, explain, import, export, run, sample, compile. It parses arguments, calls the
 library (netc/pipelines.py for the passes; netc/runtime/ for running, training, the workers and
 parameter files; codegen for compiling and tuning; netc/explain.py for the report) and prints.
 
@@ -273,6 +273,32 @@ def _parser_run(sub):
                       "NET.so: at most its compiled batch (default: that batch)")
 
 
+def _parser_sample(sub):
+    """`netc sample`'s arguments."""
+    p = sub.add_parser("sample", help="draw text from a trained sequence model (SINGA's char-rnn) one step at a "
+                                      "time, its recurrent state carried from step to step")
+    p.add_argument("file", help="the network (the training file: its loss's scores are what is sampled)")
+    p.add_argument("--params", required=True, metavar="P.npz|P.safetensors",
+                   help="the trained parameters (netc run --train -o writes them)")
+    p.add_argument("--vocab", metavar="VOCAB.txt",
+                   help="SINGA's vocab.txt: the characters one after another, an id a character's position "
+                        "(examples/char_rnn_data.py writes one); without it --prime and the output are ids")
+    p.add_argument("--prime", default=None, metavar="TEXT",
+                   help="the text fed first, one character a step (default: a newline; without --vocab: ids)")
+    p.add_argument("-n", "--length", type=int, default=500, metavar="N", help="characters to draw (default 500)")
+    p.add_argument("--temperature", type=float, default=1.0, metavar="T",
+                   help="divide the scores by T before the softmax (default 1; below 1 more conservative, 0 the "
+                        "most likely character every step)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the draws (default 0)")
+    p.add_argument("--batch", type=int, default=1, metavar="B", help="draw B texts at once (default 1)")
+    p.add_argument("--network", metavar="NAME", help="the network to sample (default: the first)")
+    p.add_argument("--loss", metavar="LAYER", help="the classifier loss whose scores are sampled (default: the one)")
+    p.add_argument("--dtype", choices=("f64", "f32"), default="f64", help="the reference executor's dtype")
+    p.add_argument("-o", "--output", default="-", metavar="OUT.txt", help="where to write (default: stdout)")
+    p.add_argument("--werror", action="store_true", help="treat warnings as errors")
+    _singa_version(p)
+
+
 def _parser_export(sub):
     """`netc export`'s arguments."""
     p = sub.add_parser("export", help="write the network as Paleo JSON, a SINGA v0.3 job.conf or a Brainstorm layout")
@@ -331,8 +357,8 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--version", action="version", version=f"netc {__version__}")
     sub = ap.add_subparsers(dest="cmd", metavar="COMMAND")
     sub.required = True
-    for add in (_parser_check, _parser_opt, _parser_explain, _parser_import, _parser_run, _parser_export,
-                _parser_compile):
+    for add in (_parser_check, _parser_opt, _parser_explain, _parser_import, _parser_run, _parser_sample,
+                _parser_export, _parser_compile):
         add(sub)
     return ap
 
@@ -639,6 +665,15 @@ def _run_compiled(args):
     return R.print_outputs(args, outs, failed)
 
 
+def cmd_sample(args, diag):
+    import torch
+    from .runtime.sample import sample_text
+    texts = sample_text(args.file, args.params, args.vocab, args.prime, args.length, args.temperature, args.seed,
+                        args.batch, args.network, args.loss, torch.float32 if args.dtype == "f32" else torch.float64,
+                        options={"singa_version": getattr(args, "singa_version", None)})
+    return _emit("\n\n".join(texts) + "\n", args.output)
+
+
 def cmd_export(args, diag):
     from .export import export
     from .runtime.flags import load_options
@@ -799,7 +834,8 @@ def _compile_interp(args, diag, precision):
     return 0
 
 
-COMMANDS = {"export": cmd_export, "check": cmd_check, "opt": cmd_opt, "explain": cmd_explain, "import": cmd_import, "run": cmd_run, "compile": cmd_compile}
+COMMANDS = {"export": cmd_export, "check": cmd_check, "opt": cmd_opt, "explain": cmd_explain, "import": cmd_import, "run": cmd_run, "compile": cmd_compile,
+            "sample": cmd_sample}
 
 
 if __name__ == "__main__":

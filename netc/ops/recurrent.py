@@ -102,6 +102,7 @@ class GRU(OpDef):
     types = ("GRU",)
     arity = (1, 2)
     batch_axis = 1           # time-major: a split along axis 0 would cut the sequence
+    state_operands = (1,)    # h0: a caller may carry the final state over (final_state)
     param_roles = ROLES
     attrs = {
         "dim_hidden": AttrSpec("int", doc="H, the width of the state h (the output)"),
@@ -140,6 +141,11 @@ class GRU(OpDef):
         p = {r: in_compute_dtype(params[r]) for r in _roles(a)}
         y = gru_states(_seq(x), h0, p, a.get("linear_before_reset", True))["y"]
         return y[0] if x.dim() == 2 else y
+
+    def final_state(self, a, ins, params, out):
+        """[h] after the last step: y[T-1] (a single step [B, X]: its output); the reference executor carries
+        it into the next call's h0 (carry_state)."""
+        return [out if ins[0].dim() == 2 else out[-1]]
 
     def gradient(self, g, op, dy):
         """gru_grad_gates runs the recurrence backwards (the gates' pre-activation gradients at every
