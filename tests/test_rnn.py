@@ -365,3 +365,31 @@ def test_random_periods():
     rates; a Gaussian draw would stop every unit after t = 0)."""
     from netc.runtime.reference import random_param
     assert random_param("y.timing", (4,), "timing").tolist() == [1.0, 2.0, 4.0, 8.0]
+
+
+@pytest.mark.parametrize("name", ["Recurrent", "Clockwork"])
+def test_the_executor_carries_h_four_steps_are_two_plus_two(name):
+    """Through the user-facing path (ReferenceExecutor(carry_state=True)): the final h of a call is the next
+    call's h0; a Clockwork with periods 1 (its clock restarts in every call)."""
+    from netc import pipelines
+    from netc.frontend import load_text
+    from netc.pipelines import Options
+    from netc.runtime.reference import ReferenceExecutor
+
+    def module(steps):
+        m = load_text(f"network seq {{\n  input x: f32[{steps}, 3, 2]\n  input h0: f32[3, 5]\n"
+                      f"  y = {name}(x, h0) {{ size: 5 }}\n}}\n", "seq.nd")
+        pipelines.inference(m, Options())
+        return m
+    whole = ReferenceExecutor(module(4), carry_state=True)
+    halves = ReferenceExecutor(module(2), carry_state=True)
+    params = whole.get_params()
+    if name == "Clockwork":
+        params["y.timing"] = torch.ones_like(params["y.timing"])
+        whole.set_params(params)
+    halves.set_params(params)
+    x = rand(4, 3, 2, seed=30)
+    y4 = whole.run({"x": x})["y"]
+    y2 = torch.cat([halves.run({"x": x[:2]})["y"], halves.run({"x": x[2:]})["y"]])
+    torch.testing.assert_close(y2, y4, rtol=1e-13, atol=1e-13)
+    torch.testing.assert_close(halves.state["h0"], y4[-1], rtol=1e-13, atol=1e-13)

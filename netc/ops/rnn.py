@@ -93,6 +93,7 @@ class Recurrent(OpDef):
     batch_axis = 1           # time-major: a split along axis 0 would cut the sequence
     context_rows = 1         # Brainstorm's layout: y is (T + 1, B, H), and so is its internal Ha
     layout_internals = ("Ha",)
+    state_operands = (1,)    # h0: a caller may carry the final state over (final_state)
     param_roles = ROLES
     clock = False
     attrs = {
@@ -119,6 +120,13 @@ class Recurrent(OpDef):
         x, h0 = (in_compute_dtype(v) for v in (list(ins) + [None])[:2])
         p = {r: in_compute_dtype(params[r]) for r in self.param_roles}
         return rnn_states(x, h0, p, a["activation"])["y"]
+
+    def final_state(self, a, ins, params, out):
+        """[h] after the last step, y[T-1]: the reference executor carries it into the next call's h0
+        (carry_state). A Clockwork's clock restarts at t = 0 in every call (every unit updates there, as in
+        Brainstorm, whose context carries the state but not the time), so only periods of 1 make two calls
+        equal one."""
+        return [out[-1]]
 
     def gradient(self, g, op, dy):
         """<type>_grad_steps runs the recurrence backwards (dHa at every step); then plain products and

@@ -377,7 +377,7 @@ class ReferenceExecutor:
         self.carry_state, self.state = carry_state, {}
         if carry_state and not carried_inputs(self.net):
             raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no state to carry: no recurrent layer "
-                            f"takes its initial state from an input (give the Lstm its h0 and c0 inputs)")
+                            f"takes its initial state from an input (give one its initial state as inputs: an Lstm h0 and c0; a GRU, Recurrent or Clockwork h0)")
 
     def reset_state(self) -> None:
         """Forget the carried state: the next call starts from zeros."""
