@@ -542,10 +542,10 @@ SKIPPED = {
     "netc.gru": "it has kernels (tests/kernels/test_gru_kernels.py, tests/test_gru.py's interp --compare and "
                 "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet (its "
                 "single-step [B, X] form is SINGA's unrolled one, tests/test_singa_gru.py)",
-    "netc.recurrent": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "
-                      "its reference and gradient)",
-    "netc.clockwork": "no kernel yet, and time-major [T, B, ...] sequences like netc.lstm's (tests/test_rnn.py checks "
-                      "its reference and gradient)",
+    "netc.recurrent": "it has kernels (tests/kernels/test_rnn_kernels.py, tests/test_rnn.py's interp --compare and "
+                      "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet",
+    "netc.clockwork": "it has kernels (tests/kernels/test_rnn_kernels.py, tests/test_rnn.py's interp --compare and "
+                      "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet",
     "netc.seq_pool": "no kernel yet, and it reads a time-major [T, B, ...] sequence with lengths [B], no batch-first "
                      "layer the generator chains (tests/test_sequence.py checks its reference and gradient; "
                      "tests/test_gradients.py draws random cases)",
