@@ -488,6 +488,33 @@ def g_embedding(g):
                                                          "dim": r.choice([1, 4, 7])}))
 
 
+def g_recurrent(opname):
+    def gen(g):
+        """A time-major recurrent layer (Lstm, GRU) over a value [N, a, ...] of rank >= 3 read as a
+        sequence: T = N, the batch the compiled targets scale, B = a (its features flattened); sometimes
+        with an initial state, new inputs [a, H] no other layer reads (fed whole: no batch axis). Not in
+        the part check (a split of axis 0, its time, is refused)."""
+        r = g.rng
+        x = g.pick(lambda s: len(s) >= 3)
+        if x is None or g.check == "part":
+            return None
+        h, b = r.choice([1, 3, 5, 8]), g.vals[x][1]
+        if opname == "netc.lstm":
+            a, states = {"size": h, "activation": r.choice(["tanh", "sigmoid", "relu", "none"])}, 2
+        else:
+            a, states = {"dim_hidden": h, "bias": r.random() < 0.8, "linear_before_reset": r.random() < 0.6}, 1
+        parents = [x]
+        if r.random() < 0.4:
+            for _ in range(states):
+                parents.append(g.add_input([b, h], prefix="h"))
+                g.vals.pop(parents[-1])
+        s = g.try_layer(opname, parents, a)
+        if s is None:
+            g.stmts = [t for t in g.stmts if t.name not in parents[1:]]
+        return g.commit(s)
+    return gen
+
+
 def g_rbm_visible(g):
     """SINGA's kRBMVis in its positive phase (out = in, a visible bias [vdim]). Its bias learns by
     contrastive divergence, which is not compiled: it has no gradient, so it is always frozen."""
@@ -524,6 +551,7 @@ OPS = {
     "netc.concat": (g_concat, 2, False), "netc.elementwise": (g_elementwise, 2, False),
     "netc.slice": (g_slice, 1, False), "netc.reshape": (g_reshape, 1, False), "netc.softmax": (g_softmax, 1, False),
     "netc.embedding": (g_embedding, 1, False),
+    "netc.lstm": (g_recurrent("netc.lstm"), 1, False), "netc.gru": (g_recurrent("netc.gru"), 1, False),
     "netc.argsort": (g_argsort, 1, True), "netc.accuracy": (g_accuracy, 1, True),
     "netc.softmax_loss": (g_softmax_loss, 1, True), "netc.euclidean_loss": (g_euclidean_loss, 1, True),
 }
@@ -533,15 +561,8 @@ SKIPPED = {
     "netc.opaque": "a layer type netc does not know: nothing to compare (executors refuse it; "
                    "--opaque-as-identity makes it an Identity, which is drawn)",
     "netc.input": "not a layer: every network declares inputs (f32 data, i32/i64 labels, one-hot rows)",
-    "netc.lstm": "it has kernels (tests/kernels/test_lstm_kernels.py, tests/test_lstm.py's interp --compare and "
-                 "training runs), but it reads a time-major [T, B, ...] sequence whose T the compiled targets scale "
-                 "as the batch, with a fixed B from the generator's feature axes: not drawn yet (the generator's "
-                 "chains are batch-first)",
     "netc.one_hot": "no kernel yet (the infer and train checks need one); tests/test_reference.py and "
                     "tests/test_singa_gru.py check its reference",
-    "netc.gru": "it has kernels (tests/kernels/test_gru_kernels.py, tests/test_gru.py's interp --compare and "
-                "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet (its "
-                "single-step [B, X] form is SINGA's unrolled one, tests/test_singa_gru.py)",
     "netc.recurrent": "it has kernels (tests/kernels/test_rnn_kernels.py, tests/test_rnn.py's interp --compare and "
                       "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet",
     "netc.clockwork": "it has kernels (tests/kernels/test_rnn_kernels.py, tests/test_rnn.py's interp --compare and "
@@ -600,6 +621,11 @@ def coverage() -> dict:
         else:
             rows[d.ir_name] = {"checks": [], "uncovered": "no generator in bench/randnet.py OPS: add one"}
     return rows
+
+
+def _differentiable(name) -> bool:
+    from netc.ops import lookup
+    return lookup(name).differentiable
 
 
 def _missing(name):
@@ -704,8 +730,9 @@ def generate(seed: int, check: str) -> tuple:
         n = (g_softmax_loss if rng.random() < 0.6 else g_euclidean_loss)(g)
         if n:
             tnames.append(n)
-    if check == "grad" and not any(g.deps.get(s.name) for s in g.stmts if s.type and not g.readers.get(s.name)):
-        x = [n for n in g.vals if not g.readers.get(n)][-1]   # some output must depend on a parameter
+    if check == "grad" and not any(g.deps.get(s.name) for s in g.stmts
+                                   if s.type and not g.readers.get(s.name) and _differentiable(s.op)):
+        x = ([n for n in g.vals if not g.readers.get(n)] or list(g.vals))[-1]   # some output must depend on a parameter
         g.commit(g.try_layer("netc.inner_product", [x], {"num_outputs": rng.choice([2, 3])}))
     if part:
         for s in g.stmts:
@@ -721,6 +748,9 @@ def generate(seed: int, check: str) -> tuple:
         outs = list(dict.fromkeys(rng.sample(leaves, max(1, len(leaves) - 1)) + rng.sample(inner, min(1, len(inner)))))
         if check != "infer":
             outs += [s.name for s in g.stmts if s.op in ("netc.softmax_loss", "netc.euclidean_loss")]
+        if check == "grad":      # an output the gradient reaches a parameter from (the last such leaf)
+            op_of = {t.name: t.op for t in g.stmts}
+            outs += [n for n in leaves if g.deps.get(n) and _differentiable(op_of[n])][-1:]
         net.outputs = list(dict.fromkeys(outs)) or None
     if check == "infer":
         cfg["dtype"] = rng.choice(["f32", "f32", "f32", "f16", "bf16", "tf32"])
