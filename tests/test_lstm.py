@@ -337,6 +337,23 @@ def test_compile_with_a_training_step_without_a_gpu(tmp_path):
     assert "netc.lstm_grad_data" not in ops          # x, h0, c0 are inputs: no gradient for them
 
 
+def test_the_so_feeds_the_initial_state_whole():
+    """runtime/native.py's side of an input without a batch axis, checked without a GPU on a Net made by
+    hand from a manifest's inputs: random inputs cut to a batch keep h0, c0 whole, and the batch of a
+    call is the batch-sized inputs'."""
+    import torch as T
+    from netc.runtime import native as N
+    net = object.__new__(N.Net)
+    net.batch, net.device, net.network = 4, None, "seq"
+    net.inputs = [N.TensorSpec("x", (4, 3, 6), T.float32, "f32"), N.TensorSpec("h0", (3, 5), T.float32, "f32", False),
+                  N.TensorSpec("c0", (3, 5), T.float32, "f32", False)]
+    ins = net.random_inputs(0, 2)
+    assert {k: tuple(v.shape) for k, v in ins.items()} == {"x": (2, 3, 6), "h0": (3, 5), "c0": (3, 5)}
+    whole = net.random_inputs(0)
+    assert T.equal(ins["h0"], whole["h0"]) and T.equal(ins["x"], whole["x"][:2])
+    assert N.batch_of(net, ins) == 2 and N.batch_of(net, {"h0": ins["h0"]}) == 1
+
+
 def test_bad_operands_are_located(tmp_path):
     src = NET.replace("Lstm(x, h0, c0)", "Lstm(x, h0)")
     with pytest.raises(NetcError, match="c0 too"):
