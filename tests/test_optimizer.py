@@ -109,6 +109,10 @@ CASES = {
                 lambda g: torch.optim.RMSprop(g, lr=0.1, alpha=0.9, weight_decay=0.01)),
     "adagrad": ({"name": "adagrad", "weight_decay": 0.01},
                 lambda g: torch.optim.Adagrad(g, lr=0.1, weight_decay=0.01)),
+    "adadelta": ({"name": "adadelta", "rho": 0.8, "weight_decay": 0.01},
+                 lambda g: torch.optim.Adadelta(g, lr=0.1, rho=0.8, weight_decay=0.01)),
+    "adamax": ({"name": "adamax", "beta1": 0.8, "beta2": 0.99, "eps": 1e-6, "weight_decay": 0.01},
+               lambda g: torch.optim.Adamax(g, lr=0.1, betas=(0.8, 0.99), eps=1e-6, weight_decay=0.01)),
 }
 
 
@@ -128,7 +132,8 @@ def test_updates_equal_torch_optim(case):
         _close(tr.params[n], w, f"{case}: {n} after {STEPS} steps")
     # the optimizer state too (torch's names for netc's state symbols)
     state_names = {"velocity": "momentum_buffer", "adam_m": "exp_avg", "adam_v": "exp_avg_sq",
-                   "square_avg": "square_avg", "sum_sq": "sum", "adam_step": "step"}
+                   "square_avg": "square_avg", "sum_sq": "sum", "adam_step": "step", "acc_delta": "acc_delta",
+                   "adamax_m": "exp_avg", "adamax_u": "exp_inf", "adamax_step": "step"}
     for n, st in states.items():
         for role, tname in state_names.items():
             sym = f"{n}.{role}"
@@ -232,6 +237,16 @@ def singa_updater(kind, w, grads, lrs, mu=0.0, wd=0.0, delta=1e-8, rho=0.9, b1=0
             hist = hist * b1 + (1 - b1) * g
             upd = upd * b2 + (1 - b2) * g * g
             w = w - lr * hist / torch.sqrt(upd + delta)
+        elif kind == "adadelta":
+            hist = hist * rho + (1 - rho) * g * g
+            tmp = g * torch.sqrt(upd + delta) / torch.sqrt(hist + delta)
+            upd = rho * upd + (1 - rho) * tmp * tmp
+            w = w - lr * tmp
+        elif kind == "adamax":
+            hist = hist * b1 + (1 - b1) * g
+            upd = upd * b2
+            upd = torch.maximum(upd, g.abs()) + delta
+            w = w - lr * hist / upd
     return w
 
 
@@ -242,6 +257,9 @@ SINGA_CASES = {
     "rmsprop": ({"name": "rmsprop", "alpha": 0.95, "eps": 1e-8, "clip_low": -0.05, "clip_high": 0.05},
                 {"rho": 0.95, "lo": -0.05, "hi": 0.05}),
     "adam": ({"name": "adam", "eps": 1e-8}, {}),
+    "adadelta": ({"name": "adadelta", "rho": 0.95, "eps": 1e-6, "weight_decay": 0.01},
+                 {"rho": 0.95, "delta": 1e-6, "wd": 0.01}),
+    "adamax": ({"name": "adamax", "beta1": 0.8, "beta2": 0.99, "eps": 1e-3}, {"b1": 0.8, "b2": 0.99, "delta": 1e-3}),
 }
 
 
@@ -439,14 +457,14 @@ def _singa_error(old: str, new: str, base: str = "0.2.0_mnist_job.conf") -> str:
 
 @needs_corpus
 def test_unknown_singa_updater_is_located():
-    out = _singa_error("type: kSGD", "type: kAdaDelta")
+    out = _singa_error("type: kSGD", "type: kUserUpdater")
     line = next(i for i, t in enumerate((SINGA / "0.2.0_mnist_job.conf").read_text().splitlines(), 1)
                 if "type: kSGD" in t)
-    m = re.search(r"bad_job\.conf:(\d+):(\d+): error: updater type kAdaDelta is not supported", out)
+    m = re.search(r"bad_job\.conf:(\d+):(\d+): error: updater type kUserUpdater is not supported", out)
     assert m and int(m.group(1)) == line, out
     src, caret = out.splitlines()[1:3]
     col = int(m.group(2))
-    assert src[col - 1:].startswith("kAdaDelta") and caret == " " * (col - 1) + "^" + "~" * 8
+    assert src[col - 1:].startswith("kUserUpdater") and caret == " " * (col - 1) + "^" + "~" * 11
 
 
 @needs_corpus

@@ -91,7 +91,7 @@ def _init(role: str) -> str:
 
 _UPDATER = "updater { type: kSGD learning_rate { type: kFixed base_lr: 0.01 } }"
 _UPDATER_TYPES = {"sgd": "kSGD", "momentum": "kSGD", "nesterov": "kNesterov", "adagrad": "kAdaGrad",
-                  "rmsprop": "kRMSProp", "adam": "kAdam"}
+                  "rmsprop": "kRMSProp", "adam": "kAdam", "adadelta": "kAdaDelta", "adamax": "kAdamMax"}
 _LR_TYPES = {"fixed": ("kFixed", None), "step": ("kStep", "step_conf"), "linear": ("kLinear", "linear_conf"),
              "exponential": ("kExponential", "exponential_conf"), "inverse": ("kInverse", "inverse_conf"),
              "inverse_t": ("kInverseT", "inverset_conf"), "fixed_step": ("kFixedStep", "fixedstep_conf")}
@@ -119,8 +119,11 @@ def _updater(opt, version: str, built: bool = False) -> str:
         f.append(f"delta: {_num(opt['eps'])}")
     if opt["name"] == "rmsprop":
         f.append(f"rmsprop_conf {{ rho: {_num(opt['alpha'])} }}")
-    if opt["name"] == "adam":
-        f.append(f"adam_conf {{ beta1: {_num(opt['beta1'])} beta2: {_num(opt['beta2'])} }}")
+    if opt["name"] == "adadelta":
+        f.append(f"adadelta_conf {{ rho: {_num(opt['rho'])} }}")
+    if opt["name"] in ("adam", "adamax"):
+        conf = "adam_conf" if opt["name"] == "adam" else "adammax_conf"
+        f.append(f"{conf} {{ beta1: {_num(opt['beta1'])} beta2: {_num(opt['beta2'])} }}")
     if version != "0.1" and opt.get("clip_high", 0.0) > opt.get("clip_low", 0.0):
         f.append(f"clip_low: {_num(opt['clip_low'])} clip_high: {_num(opt['clip_high'])}")
     sch = opt.get("schedule")
@@ -928,15 +931,18 @@ def _inexpressible(opt, version: str) -> str | None:
         return None
     if opt.get("name") not in _UPDATER_TYPES:
         return f"has no SINGA updater (SINGA's: {', '.join(_UPDATER_TYPES)})"
-    if opt["name"] == "adam" and version == "0.1":
-        return "has no SINGA v0.1 updater (kAdam came in v0.2)"
-    if opt.get("convention") != "singa" and not (opt["name"] == "sgd" and not opt.get("momentum")):
-        # (plain SGD is the same arithmetic under both conventions)
+    if opt["name"] in ("adam", "adadelta", "adamax") and version == "0.1":
+        return f"has no SINGA v0.1 updater ({_UPDATER_TYPES[opt['name']]} came in v0.3)"
+    if opt.get("convention") != "singa" and not (opt["name"] == "sgd" and not opt.get("momentum")) \
+            and opt["name"] != "adadelta":
+        # (plain SGD and AdaDelta are the same arithmetic under both conventions)
         return ("follows torch's update formulas, which SINGA's updaters do not compute (the learning rate "
                 "inside the momentum history, eps inside the square root); give it `convention: singa` to export "
                 "it")
     if opt.get("clip_norm"):
         return "clips by the global norm, which SINGA's updaters do not"
+    if opt["name"] in ("adam", "adadelta", "adamax") and opt.get("clip_high", 0.0) > opt.get("clip_low", 0.0):
+        return f"clips by value, which SINGA's {_UPDATER_TYPES[opt['name']]} does not"
     return None
 
 

@@ -675,9 +675,10 @@ def fold_batch_norm(ctx, scale_out, shift_out, gamma, beta, mean, var, epsilon: 
 
 # state roles of each update op: (state0, state1, step) as multi_tensor_update takes them
 _UPDATE_STATE = {"sgd": ("velocity", None, None), "adam": ("adam_m", "adam_v", "adam_step"),
-                 "rmsprop": ("square_avg", None, None), "adagrad": ("sum_sq", None, None)}
+                 "rmsprop": ("square_avg", None, None), "adagrad": ("sum_sq", None, None),
+                 "adadelta": ("square_avg", "acc_delta", None), "adamax": ("adamax_m", "adamax_u", "adamax_step")}
 # the update op's attributes multi_tensor_update takes (the rest go into the chunk table)
-_UPDATE_ATTRS = ("momentum", "nesterov", "beta1", "beta2", "alpha", "eps", "weight_decay", "clip_norm", "clip_low",
+_UPDATE_ATTRS = ("momentum", "nesterov", "beta1", "beta2", "alpha", "rho", "eps", "weight_decay", "clip_norm", "clip_low",
                  "clip_high", "convention")
 
 
@@ -817,6 +818,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.adam_update": Lowering(lower=_update("adam")),
     "netc.rmsprop_update": Lowering(lower=_update("rmsprop")),
     "netc.adagrad_update": Lowering(lower=_update("adagrad")),
+    **{f"netc.{o}_update": Lowering(lower=_update(o)) for o in ("adadelta", "adamax")},
     "netc.global_norm": Lowering(lower=_lower_global_norm),
     # embeddings (kernels/embedding.py): a gather, its gradient's scatter-add, the sparse update
     "netc.embedding": Lowering(lower=_lower_embedding),

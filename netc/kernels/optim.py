@@ -24,6 +24,10 @@ the rule of the optimizer and convention:
              singa: no bias correction, w -= lr m / sqrt(v + eps)
     rmsprop  a = alpha a + (1 - alpha) g^2; w -= lr g / (sqrt(a) + eps)   (singa: sqrt(a + eps))
     adagrad  s += g^2; w -= lr g / (sqrt(s) + eps)                         (singa: sqrt(s + eps))
+    adadelta a = rho a + (1 - rho) g^2; d = g sqrt(u + eps) / sqrt(a + eps); u = rho u + (1 - rho) d^2;
+             w -= lr d                                                     (both conventions)
+    adamax   torch: m += (1 - b1)(g - m), u = max(b2 u, |g| + eps), w -= lr / (1 - b1^t) * m / u
+             singa: m = b1 m + (1 - b1) g, u = max(b2 u, |g|) + eps, w -= lr m / u
 
 lr = the `lr` device scalar (the program's learning-rate input) * lr_scale. All arithmetic is f32
 (1 - b^t as -expm1(t ln b), accurate where b^t is close to 1); each tensor keeps its dtype. Adam's
@@ -46,8 +50,12 @@ import triton.language as tl
 from .common import KernelCall, check_float, dummy
 from .train_common import finish_calls
 
-SGD, ADAM, RMSPROP, ADAGRAD = 0, 1, 2, 3
-KINDS = {"sgd": SGD, "adam": ADAM, "rmsprop": RMSPROP, "adagrad": ADAGRAD}
+SGD, ADAM, RMSPROP, ADAGRAD, ADADELTA, ADAMAX = 0, 1, 2, 3, 4, 5
+KINDS = {"sgd": SGD, "adam": ADAM, "rmsprop": RMSPROP, "adagrad": ADAGRAD, "adadelta": ADADELTA, "adamax": ADAMAX}
+# each optimizer's state roles in the order the kernel reads them (state0, state1), and its step counter
+STATE_ORDER = {"sgd": ["velocity"], "adam": ["adam_m", "adam_v"], "rmsprop": ["square_avg"], "adagrad": ["sum_sq"],
+               "adadelta": ["square_avg", "acc_delta"], "adamax": ["adamax_m", "adamax_u"]}
+STEP_ROLE = {"adam": "adam_step", "adamax": "adamax_step"}
 CONVENTIONS = ("torch", "singa")
 NORM_EPS = 1e-6
 TABLE_COLUMNS = 8
@@ -68,7 +76,8 @@ def multi_tensor_update_kernel(table_ptr, p_ptr, g_ptr, s0_ptr, s1_ptr, step_ptr
                                KIND: tl.constexpr, SINGA: tl.constexpr, NESTEROV: tl.constexpr,
                                HAS_STATE: tl.constexpr, CLIP_NORM: tl.constexpr, CLIP_VALUE: tl.constexpr,
                                HAS_WD: tl.constexpr, BLOCK: tl.constexpr):
-    """h0, h1: momentum (sgd), beta1 and beta2 (adam), alpha (rmsprop); ln_b1, ln_b2: ln beta1, ln beta2."""
+    """h0, h1: momentum (sgd), beta1 and beta2 (adam, adamax), alpha (rmsprop), rho (adadelta); ln_b1, ln_b2:
+    ln beta1, ln beta2."""
     row = table_ptr + tl.program_id(0).to(tl.int64) * 8
     p_off = tl.load(row)
     g_off = tl.load(row + 1)
@@ -79,11 +88,12 @@ def multi_tensor_update_kernel(table_ptr, p_ptr, g_ptr, s0_ptr, s1_ptr, step_ptr
     wd = weight_decay * tl.load(row + 7).to(tl.float64, bitcast=True).to(tl.float32)
     if CLIP_NORM:
         factor = tl.minimum(clip_norm / (tl.load(norm_ptr).to(tl.float32) + 1e-6), 1.0)
-    if KIND == 1:
+    if KIND == 1 or KIND == 5:
         if not SINGA:
             t = tl.load(step_ptr + tl.load(row + 5)).to(tl.float32) + 1.0
             step_size = lr / one_minus_pow(ln_b1, t)
-            bc2_sqrt = tl.sqrt(one_minus_pow(ln_b2, t))
+            if KIND == 1:
+                bc2_sqrt = tl.sqrt(one_minus_pow(ln_b2, t))
     offs = tl.arange(0, BLOCK)
     for i0 in range(0, n, BLOCK):
         i = i0 + offs
@@ -128,6 +138,28 @@ def multi_tensor_update_kernel(table_ptr, p_ptr, g_ptr, s0_ptr, s1_ptr, step_ptr
                 w = w - step_size * (mo / (tl.sqrt(ve) / bc2_sqrt + eps))
             tl.store(s0_ptr + s0_off + i, mo.to(s0_ptr.dtype.element_ty), mask=m)
             tl.store(s1_ptr + s1_off + i, ve.to(s1_ptr.dtype.element_ty), mask=m)
+        elif KIND == 4:
+            a = tl.load(s0_ptr + s0_off + i, mask=m, other=0.0).to(tl.float32)
+            u = tl.load(s1_ptr + s1_off + i, mask=m, other=0.0).to(tl.float32)
+            a = h0 * a + (1.0 - h0) * (g * g)
+            d = tl.sqrt(u + eps) / tl.sqrt(a + eps) * g
+            u = h0 * u + (1.0 - h0) * (d * d)
+            w = w - lr * d
+            tl.store(s0_ptr + s0_off + i, a.to(s0_ptr.dtype.element_ty), mask=m)
+            tl.store(s1_ptr + s1_off + i, u.to(s1_ptr.dtype.element_ty), mask=m)
+        elif KIND == 5:
+            mo = tl.load(s0_ptr + s0_off + i, mask=m, other=0.0).to(tl.float32)
+            u = tl.load(s1_ptr + s1_off + i, mask=m, other=0.0).to(tl.float32)
+            if SINGA:
+                mo = h0 * mo + (1.0 - h0) * g
+                u = tl.maximum(h1 * u, tl.abs(g)) + eps
+                w = w - lr * mo / u
+            else:
+                mo = mo + (1.0 - h0) * (g - mo)
+                u = tl.maximum(h1 * u, tl.abs(g) + eps)
+                w = w - step_size * (mo / u)
+            tl.store(s0_ptr + s0_off + i, mo.to(s0_ptr.dtype.element_ty), mask=m)
+            tl.store(s1_ptr + s1_off + i, u.to(s1_ptr.dtype.element_ty), mask=m)
         else:
             a = tl.load(s0_ptr + s0_off + i, mask=m, other=0.0).to(tl.float32)
             if KIND == 2:
@@ -213,13 +245,14 @@ def _scalar(v, device, what):
 
 def multi_tensor_update(optimizer: str, table: torch.Tensor, param: torch.Tensor, grad: torch.Tensor, lr, *,
                         state0=None, state1=None, step=None, step_offsets=None, norm=None, momentum=0.0,
-                        nesterov=False, beta1=0.9, beta2=0.999, alpha=0.99, eps=1e-8, weight_decay=0.0,
+                        nesterov=False, beta1=0.9, beta2=0.999, alpha=0.99, rho=0.9, eps=1e-8, weight_decay=0.0,
                         clip_norm=0.0, clip_low=0.0, clip_high=0.0, convention="torch", block=None, num_warps=4,
                         launch=True):
     """The calls of one multi-tensor update over the chunks of `table` (chunk_table): param, grad,
-    state0 (velocity | adam_m | square_avg | sum_sq), state1 (adam_v), step (adam_step) are the role
-    bases; lr and norm device scalars (or numbers). Adam also takes step_offsets (int64 [params]: each
-    parameter's adam_step offset, incremented after the update). Returns the list of KernelCalls
+    state0 (velocity | adam_m | square_avg | sum_sq | adamax_m), state1 (adam_v | acc_delta | adamax_u),
+    step (adam_step | adamax_step) are the role bases; lr and norm device scalars (or numbers). Adam and
+    Adamax also take step_offsets (int64 [params]: each parameter's step counter offset, incremented
+    after the update). Returns the list of KernelCalls
     (launch=False) or runs them."""
     kind = KINDS[optimizer]
     if convention not in CONVENTIONS:
@@ -228,24 +261,27 @@ def multi_tensor_update(optimizer: str, table: torch.Tensor, param: torch.Tensor
     has_state = state0 is not None
     if kind != SGD and not has_state:
         raise ValueError(f"{optimizer} needs its state")
-    if kind == ADAM and (state1 is None or (not singa and step is None)):
-        raise ValueError("adam needs adam_v (state1) and, in torch's convention, adam_step")
+    if kind in (ADAM, ADAMAX) and (state1 is None or (not singa and step is None)):
+        raise ValueError(f"{optimizer} needs its second moment (state1) and, in torch's convention, its step")
+    if kind == ADADELTA and state1 is None:
+        raise ValueError("adadelta needs acc_delta (state1)")
     if clip_norm > 0 and norm is None:
         raise ValueError("clip_norm needs the global norm (global_norm())")
     dev = param.device
     z = dummy(dev)
-    h0 = {SGD: momentum, ADAM: beta1, RMSPROP: alpha, ADAGRAD: 0.0}[kind]
+    h0 = {SGD: momentum, ADAM: beta1, RMSPROP: alpha, ADAGRAD: 0.0, ADADELTA: rho, ADAMAX: beta1}[kind]
     n_chunks = table.shape[0]
     block = block or 1024
     call = KernelCall(multi_tensor_update_kernel, (n_chunks,), (
         table, param, grad, state0 if has_state else z, state1 if state1 is not None else z,
         step if step is not None else z, _scalar(lr, dev, "lr"), _scalar(norm, dev, "norm") if norm is not None else z,
         float(weight_decay), float(clip_norm), float(clip_low), float(clip_high), float(h0), float(beta2), float(eps),
-        math.log(beta1) if kind == ADAM and 0 < beta1 else 0.0, math.log(beta2) if kind == ADAM and 0 < beta2 else 0.0),
+        math.log(beta1) if kind in (ADAM, ADAMAX) and 0 < beta1 else 0.0,
+        math.log(beta2) if kind == ADAM and 0 < beta2 else 0.0),
         dict(KIND=kind, SINGA=singa, NESTEROV=bool(nesterov), HAS_STATE=has_state, CLIP_NORM=clip_norm > 0,
              CLIP_VALUE=clip_low < clip_high, HAS_WD=weight_decay != 0, BLOCK=block), dict(num_warps=num_warps), param)
     calls = [call]
-    if kind == ADAM and step is not None and step_offsets is not None and step_offsets.numel():
+    if kind in (ADAM, ADAMAX) and step is not None and step_offsets is not None and step_offsets.numel():
         nb = min(1024, triton.next_power_of_2(step_offsets.numel()))
         calls.append(KernelCall(increment_steps_kernel, (triton.cdiv(step_offsets.numel(), nb),),
                                 (step, step_offsets, step_offsets.numel()), dict(BLOCK=nb), dict(num_warps=4), step))
@@ -295,7 +331,7 @@ def _update(optimizer, params, grads, lr, states: dict, *, lr_scale=1.0, wd_scal
         if g.numel() != p.numel():
             raise ValueError(f"gradient {i} {list(g.shape)} does not match parameter {list(p.shape)}")
         for r in roles:
-            want = 1 if r == "adam_step" else p.numel()
+            want = 1 if r.endswith("_step") else p.numel()
             if states[r][i].numel() != want:
                 raise ValueError(f"{r} {i} {list(states[r][i].shape)} does not match parameter {list(p.shape)}")
     lrs, wds = _listify(lr_scale, n, "lr_scale"), _listify(wd_scale, n, "wd_scale")
@@ -303,8 +339,7 @@ def _update(optimizer, params, grads, lr, states: dict, *, lr_scale=1.0, wd_scal
     for i in range(n):
         key = (params[i].dtype, grads[i].dtype) + tuple(states[r][i].dtype for r in roles)
         groups.setdefault(key, []).append(i)
-    order = {"sgd": ["velocity"], "adam": ["adam_m", "adam_v"], "rmsprop": ["square_avg"],
-             "adagrad": ["sum_sq"]}[optimizer]
+    order, step_role = STATE_ORDER[optimizer], STEP_ROLE.get(optimizer, "")
     calls = []
     for idx in groups.values():
         pb, po = _offsets([params[i] for i in idx], "param")
@@ -315,13 +350,13 @@ def _update(optimizer, params, grads, lr, states: dict, *, lr_scale=1.0, wd_scal
         s0r = order[0] if order[0] in roles else None
         s1r = order[1] if len(order) > 1 and order[1] in roles else None
         entries = [(po[j], go[j], offs[s0r][j] if s0r else None, offs[s1r][j] if s1r else None,
-                    params[i].numel(), offs["adam_step"][j] if "adam_step" in roles else None, lrs[i], wds[i])
+                    params[i].numel(), offs[step_role][j] if step_role in roles else None, lrs[i], wds[i])
                    for j, i in enumerate(idx)]
         table = chunk_table(entries, chunk or DEFAULT_CHUNK, pb.device)
-        step_offs = (torch.tensor(offs["adam_step"], dtype=torch.int64, device=pb.device)
-                     if "adam_step" in roles else None)
+        step_offs = (torch.tensor(offs[step_role], dtype=torch.int64, device=pb.device)
+                     if step_role in roles else None)
         calls += multi_tensor_update(optimizer, table, pb, gb, lr, state0=bases.get(s0r), state1=bases.get(s1r),
-                                     step=bases.get("adam_step"), step_offsets=step_offs, block=block,
+                                     step=bases.get(step_role), step_offsets=step_offs, block=block,
                                      num_warps=num_warps, launch=False, **attrs)
     finish_calls(calls, launch)
     return params if launch else calls
@@ -373,6 +408,27 @@ def adagrad_update(params, grads, lr, *, sum_sq, norm=None, eps=1e-10, weight_de
                    lr_scale=lr_scale, wd_scale=wd_scale, clip_norm=clip_norm, clip_low=clip_low,
                    clip_high=clip_high, convention=convention, chunk=chunk, block=block, num_warps=num_warps,
                    launch=launch)
+
+
+def adadelta_update(params, grads, lr, *, square_avg, acc_delta, norm=None, rho=0.9, eps=1e-6, weight_decay=0.0,
+                    lr_scale=1.0, wd_scale=1.0, clip_norm=0.0, clip_low=0.0, clip_high=0.0, convention="torch",
+                    chunk=None, block=None, num_warps=4, launch=True):
+    """netc.adadelta_update over every parameter (as sgd_update; both conventions are one formula)."""
+    return _update("adadelta", params, grads, lr, {"square_avg": square_avg, "acc_delta": acc_delta}, norm=norm,
+                   rho=rho, eps=eps, weight_decay=weight_decay, lr_scale=lr_scale, wd_scale=wd_scale,
+                   clip_norm=clip_norm, clip_low=clip_low, clip_high=clip_high, convention=convention, chunk=chunk,
+                   block=block, num_warps=num_warps, launch=launch)
+
+
+def adamax_update(params, grads, lr, *, adamax_m, adamax_u, adamax_step, norm=None, beta1=0.9, beta2=0.999,
+                  eps=1e-8, weight_decay=0.0, lr_scale=1.0, wd_scale=1.0, clip_norm=0.0, clip_low=0.0,
+                  clip_high=0.0, convention="torch", chunk=None, block=None, num_warps=4, launch=True):
+    """netc.adamax_update over every parameter (as adam_update: adamax_step a 1-element counter per parameter)."""
+    return _update("adamax", params, grads, lr, {"adamax_m": adamax_m, "adamax_u": adamax_u,
+                                                 "adamax_step": adamax_step},
+                   norm=norm, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay, lr_scale=lr_scale,
+                   wd_scale=wd_scale, clip_norm=clip_norm, clip_low=clip_low, clip_high=clip_high,
+                   convention=convention, chunk=chunk, block=block, num_warps=num_warps, launch=launch)
 
 
 def global_norm(grads, *, out=None, workspace=None, chunk=None, block=None, num_warps=4, launch=True):

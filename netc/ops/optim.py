@@ -12,6 +12,8 @@ tensor}, into the bound symbols in place). Operands: the parameter's gradient, t
     netc.adam_update      adam_m, adam_v, adam_step          Adam (bias-corrected; amsgrad off)
     netc.rmsprop_update   square_avg                         RMSprop(alpha, eps; no momentum, not centered)
     netc.adagrad_update   sum_sq                             Adagrad(eps; lr_decay 0, initial accumulator 0)
+    netc.adadelta_update  square_avg, acc_delta              Adadelta(rho, eps) (SINGA's kAdaDelta is the same)
+    netc.adamax_update    adamax_m, adamax_u, adamax_step    Adamax(betas, eps)
     netc.sparse_sgd_update (none: plain SGD on the rows an embedding's ids touched; a table declared
                           `sparse_update: true`, passes/optimizer.py)
 
@@ -36,6 +38,10 @@ Two conventions (`convention`):
            AdaGrad   s += g^2; w -= lr g / sqrt(s + eps)       (torch: / (sqrt(s) + eps))
            RMSProp   a = rho a + (1 - rho) g^2; w -= lr g / sqrt(a + eps)  (torch: / (sqrt(a) + eps))
            Adam      m, v as torch's, but no bias correction and w -= lr m / sqrt(v + eps)
+           AdaDelta  a = rho a + (1 - rho) g^2; d = g sqrt(u + eps) / sqrt(a + eps);
+                     u = rho u + (1 - rho) d^2; w -= lr d          (torch's Adadelta exactly)
+           AdamMax   m = b1 m + (1 - b1) g; u = max(b2 u, |g|) + eps; w -= lr m / u
+                     (torch: u = max(b2 u, |g| + eps), w -= lr / (1 - b1^t) m / u)
            (eps is SINGA's `delta`, default 1e-8). SINGA multiplies the gradient by grad_scale
            (1 for one worker group) before weight decay; netc has no grad_scale.
 
@@ -76,6 +82,8 @@ OPTIMIZERS = {
     "adam": ("netc.adam_update", {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
     "rmsprop": ("netc.rmsprop_update", {"alpha": 0.99, "eps": 1e-8}),
     "adagrad": ("netc.adagrad_update", {"eps": 1e-10}),
+    "adadelta": ("netc.adadelta_update", {"rho": 0.9, "eps": 1e-6}),
+    "adamax": ("netc.adamax_update", {"beta1": 0.9, "beta2": 0.999, "eps": 1e-8}),
 }
 COMMON_OPTIONS = {"weight_decay": 0.0, "clip_norm": 0.0, "clip_low": 0.0, "clip_high": 0.0, "convention": "torch"}
 
@@ -340,6 +348,56 @@ class AdaGradUpdate(_Update):
 
 
 @register
+class AdaDeltaUpdate(_Update):
+    name = "adadelta_update"
+    attrs = {"rho": AttrSpec("number", 0.9), "eps": AttrSpec("number", 1e-6), **_COMMON_ATTRS}
+    flops_per_element = 15
+    doc = ("AdaDelta (torch.optim.Adadelta and SINGA v0.3's kAdaDelta, the same formula): a = rho a + (1 - rho) g^2; "
+           "d = g sqrt(u + eps) / sqrt(a + eps); u = rho u + (1 - rho) d^2; w -= lr d. FLOPs per element: 15.")
+
+    def state_roles(self, a):
+        return ("square_avg", "acc_delta")
+
+    def update(self, a, w, g, lr, state):
+        import torch      # lazy: torch is slow to import
+        rho, eps = a["rho"], a["eps"]
+        sq = state["square_avg"] * rho + (1 - rho) * (g * g)
+        d = torch.sqrt(state["acc_delta"] + eps) / torch.sqrt(sq + eps) * g
+        acc = state["acc_delta"] * rho + (1 - rho) * (d * d)
+        return {"param": w + (-lr) * d, "square_avg": sq, "acc_delta": acc}
+
+
+@register
+class AdamaxUpdate(_Update):
+    name = "adamax_update"
+    attrs = {"beta1": AttrSpec("number", 0.9), "beta2": AttrSpec("number", 0.999), "eps": AttrSpec("number", 1e-8),
+             **_COMMON_ATTRS}
+    flops_per_element = 10
+    doc = ("Adamax (torch): t += 1; m = lerp(m, g, 1 - beta1); u = max(beta2 u, |g| + eps); w -= lr / (1 - beta1^t) "
+           "* m / u. SINGA's kAdamMax: m = beta1 m + (1 - beta1) g; u = max(beta2 u, |g|) + eps; w -= lr m / u (no "
+           "bias correction; eps added after the max, so it accumulates in u). FLOPs per element: 10.")
+
+    def state_roles(self, a):
+        return ("adamax_m", "adamax_u", "adamax_step")
+
+    def state_shapes(self, a, shape):
+        return {"adamax_m": tuple(shape), "adamax_u": tuple(shape), "adamax_step": ()}
+
+    def update(self, a, w, g, lr, state):
+        import torch      # lazy: torch is slow to import
+        b1, b2, eps = a["beta1"], a["beta2"], a["eps"]
+        m, u, t = state["adamax_m"], state["adamax_u"], state["adamax_step"] + 1
+        if a["convention"] == "singa":
+            m = b1 * m + (1 - b1) * g
+            u = torch.maximum(b2 * u, g.abs()) + eps
+            return {"param": w - lr * m / u, "adamax_m": m, "adamax_u": u, "adamax_step": t}
+        m = torch.lerp(m, g, 1 - b1)
+        u = torch.maximum(u * b2, g.abs() + eps)
+        return {"param": w + (-(lr / (1 - b1 ** float(t)))) * (m / u), "adamax_m": m, "adamax_u": u,
+                "adamax_step": t}
+
+
+@register
 class GlobalNorm(OpDef):
     name = "global_norm"
     training_only = True
@@ -413,7 +471,7 @@ class SparseSGDUpdate(OpDef):
 
 
 UPDATE_OPS = {"netc.sgd_update", "netc.adam_update", "netc.rmsprop_update", "netc.adagrad_update",
-              "netc.sparse_sgd_update"}
+              "netc.adadelta_update", "netc.adamax_update", "netc.sparse_sgd_update"}
 
 
 # --------------------------------------------------------------------------- resolving an optimizer
@@ -499,6 +557,10 @@ def _check_ranges(o):
     for k in ("momentum", "weight_decay", "eps", "alpha", "clip_norm"):
         if k in o and o[k] < 0:
             bad(k, "must not be negative")
+    if "rho" in o and not 0 <= o["rho"] < 1:
+        bad("rho", "must be in [0, 1)")
+    if name == "adamax" and o["eps"] == 0:
+        bad("eps", "must be positive (u starts at 0: the first step would divide 0 by 0)")
     for k in ("beta1", "beta2"):
         if k in o and not 0 <= o[k] < 1:
             bad(k, "must be in [0, 1)")

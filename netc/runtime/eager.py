@@ -108,7 +108,7 @@ class EagerNet:
 
 
 _OPTIMIZERS = {"sgd": "SGD", "momentum": "SGD", "nesterov": "SGD", "adam": "Adam", "rmsprop": "RMSprop",
-               "adagrad": "Adagrad"}
+               "adagrad": "Adagrad", "adadelta": "Adadelta", "adamax": "Adamax"}
 
 
 class EagerTrainer:
@@ -149,6 +149,11 @@ class EagerTrainer:
             kw.update(alpha=float(opt.get("alpha", 0.99)), eps=float(opt.get("eps", 1e-8)))
         elif name == "adagrad":
             kw.update(eps=float(opt.get("eps", 1e-10)))
+        elif name == "adadelta":
+            kw.update(rho=float(opt.get("rho", 0.9)), eps=float(opt.get("eps", 1e-6)))
+        elif name == "adamax":
+            kw.update(betas=(float(opt.get("beta1", 0.9)), float(opt.get("beta2", 0.999))),
+                      eps=float(opt.get("eps", 1e-8)))
         self.clip = float(opt.get("clip_norm", 0.0) or 0.0)
         trainable = [t for t in self.params.values() if t.requires_grad]
         self.optimizer = getattr(torch.optim, _OPTIMIZERS[name])(trainable, **kw)

@@ -398,8 +398,8 @@ def inference_params(inference: Module, params: dict) -> dict:
     return out
 
 
-STATE_SUFFIXES = (".velocity", ".adam_m", ".adam_v", ".adam_step", ".square_avg", ".sum_sq",
-                  ".running_mean", ".running_var")
+STATE_SUFFIXES = (".velocity", ".adam_m", ".adam_v", ".adam_step", ".square_avg", ".sum_sq", ".acc_delta",
+                  ".adamax_m", ".adamax_u", ".adamax_step", ".running_mean", ".running_var")
 
 
 def params_for_inference(inference: Module, given: dict) -> tuple[dict, list]:

@@ -17,8 +17,8 @@ from netc.ops import reference as R  # noqa: E402
 
 SHAPES = [(3, 5), (7,), (2, 3, 4), (1,), (19,)]
 OPS = {"sgd": "netc.sgd_update", "adam": "netc.adam_update", "rmsprop": "netc.rmsprop_update",
-       "adagrad": "netc.adagrad_update"}
-OPTION_NAMES = ("momentum", "nesterov", "beta1", "beta2", "eps", "alpha", "weight_decay", "clip_norm", "clip_low",
+       "adagrad": "netc.adagrad_update", "adadelta": "netc.adadelta_update", "adamax": "netc.adamax_update"}
+OPTION_NAMES = ("momentum", "nesterov", "beta1", "beta2", "eps", "alpha", "rho", "weight_decay", "clip_norm", "clip_low",
                 "clip_high", "convention")
 
 
@@ -47,6 +47,10 @@ CASES = [
     ("rmsprop", "singa", dict(alpha=0.9)),
     ("adagrad", "torch", dict()),
     ("adagrad", "singa", dict()),
+    ("adadelta", "torch", dict()),
+    ("adadelta", "singa", dict(rho=0.95, eps=1e-4)),
+    ("adamax", "torch", dict()),
+    ("adamax", "singa", dict(beta1=0.8, beta2=0.99, eps=1e-3)),
 ]
 
 
@@ -59,7 +63,7 @@ def run_steps(device, rng, optimizer, convention, extra, clip, dtype=torch.float
     lr_scale, wd_scale = [1.0, 0.5, 2.0, 1.0, 0.0][:n], [1.0, 0.0, 1.0, 2.0, 1.0][:n]
     params = arena(rng, SHAPES, dtype, device)
     roles = opdef.state_roles(attrs)
-    state = {r: arena(rng, [()] * n if r == "adam_step" else SHAPES, torch.float32, device, fill=0.0)
+    state = {r: arena(rng, [()] * n if r.endswith("_step") else SHAPES, torch.float32, device, fill=0.0)
              for r in roles}
     ref_p = [p.detach().double().cpu() for p in params]
     ref_s = {r: [s.double().cpu() for s in state[r]] for r in roles}
@@ -95,7 +99,7 @@ def test_update_three_steps(device, rng, optimizer, convention, extra, clip):
             R.check(state[r][i], ref_s[r][i], what=f"{r} {i}")
 
 
-@pytest.mark.parametrize("optimizer", ["adam", "sgd"])
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "adamax"])
 def test_update_bf16_params_beside_f32_ones(device, rng, optimizer):
     """A 16-bit network: bf16 weights and gradients (f32 state), and f32 batch-norm vectors: two dtype
     groups, one launch each; values against the reference at bf16's tolerance."""
@@ -107,7 +111,7 @@ def test_update_bf16_params_beside_f32_ones(device, rng, optimizer):
     pw, pv = arena(rng, wshapes, torch.bfloat16, device), arena(rng, vshapes, torch.float32, device)
     params = [pw[0], pv[0], pw[1], pv[1]]
     shapes = [tuple(p.shape) for p in params]
-    state = {r: arena(rng, [()] * 4 if r == "adam_step" else shapes, torch.float32, device, fill=0.0) for r in roles}
+    state = {r: arena(rng, [()] * 4 if r.endswith("_step") else shapes, torch.float32, device, fill=0.0) for r in roles}
     ref_p = [p.double().cpu() for p in params]
     ref_s = {r: [s.double().cpu() for s in state[r]] for r in roles}
     fn = getattr(O, f"{optimizer}_update")
@@ -156,6 +160,14 @@ def test_table_and_calls_for_codegen(device):
     calls = O.adam_update([m(3, 4)], [m(3, 4)], m(), adam_m=[m(3, 4)], adam_v=[m(3, 4)], adam_step=[m()],
                           launch=False)
     assert [c.kernel.__name__ for c in calls] == ["multi_tensor_update_kernel", "increment_steps_kernel"]
+    calls = O.adamax_update([m(3, 4)], [m(3, 4)], m(), adamax_m=[m(3, 4)], adamax_u=[m(3, 4)], adamax_step=[m()],
+                            launch=False)
+    assert [c.kernel.__name__ for c in calls] == ["multi_tensor_update_kernel", "increment_steps_kernel"]
+    calls = O.adadelta_update([m(3, 4)], [m(3, 4)], m(), square_avg=[m(3, 4)], acc_delta=[m(3, 4)], launch=False)
+    assert [c.kernel.__name__ for c in calls] == ["multi_tensor_update_kernel"]
+    with pytest.raises(ValueError, match="adadelta needs acc_delta"):
+        O.multi_tensor_update("adadelta", O.chunk_table([(0, 0, 0, None, 3, None, 1.0, 1.0)]), m(3), m(3), 0.1,
+                              state0=m(3), launch=False)
     with pytest.raises(ValueError, match="momentum needs the velocity"):
         O.sgd_update([m(3)], [m(3)], 0.1, momentum=0.9)
     with pytest.raises(ValueError, match="clip_norm needs"):

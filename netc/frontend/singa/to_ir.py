@@ -452,17 +452,22 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
 #   kNesterov  nesterov {momentum}
 #   kAdaGrad   adagrad {eps: delta}            (momentum unused, as in SINGA: a warning if set)
 #   kRMSProp   rmsprop {alpha: rmsprop_conf.rho, eps: delta}
-#   kAdam      adam {beta1, beta2: adam_conf, eps: delta}   (v0.2+; SINGA's Adam does not clip)
+#   kAdam      adam {beta1, beta2: adam_conf, eps: delta}   (v0.3; SINGA's Adam does not clip)
+#   kAdaDelta  adadelta {rho: adadelta_conf.rho, eps: delta}  (v0.3; does not clip)
+#   kAdamMax   adamax {beta1, beta2: adammax_conf, eps: delta} (v0.3; does not clip)
 #   weight_decay (applied when > 0), clip_low / clip_high (v0.2+: value clipping when high > low)
 #   learning_rate: kFixed, kStep, kLinear, kExponential, kInverse, kInverseT, kFixedStep -> the
 #   schedules of ops/optim.py (fixed, step, linear, exponential, inverse, inverse_t, fixed_step)
-# kAdaDelta, kAdamMax, user updaters (user_type, or no type: SINGA's default kUserUpdater) and
+# (docs/training.md "SINGA's updaters" has every formula with its line in updater.cc.) User
+# updaters (user_type, or no type: SINGA's default kUserUpdater) and
 # user learning-rate generators are errors, located at the value. Two placeholders are not: an
 # empty `updater { }` (v0.1 requires the field) records no optimizer, and an updater without a
 # learning_rate records none of its own (the optimizer pass then trains at a fixed 0.01), where
 # SINGA itself would need one to run.
 
-_UPDATERS = {"kSGD": "sgd", "kNesterov": "nesterov", "kAdaGrad": "adagrad", "kRMSProp": "rmsprop", "kAdam": "adam"}
+_UPDATERS = {"kSGD": "sgd", "kNesterov": "nesterov", "kAdaGrad": "adagrad", "kRMSProp": "rmsprop", "kAdam": "adam",
+             "kAdaDelta": "adadelta", "kAdamMax": "adamax"}
+_NO_CLIP = ("kAdam", "kAdaDelta", "kAdamMax")     # their Update() never calls Clip (updater.cc v0.3)
 _SCHEDULES = {"kFixed": ("fixed", None, {}),
               "kStep": ("step", "step_conf", {"gamma": "gamma", "change_freq": "change_freq"}),
               "kLinear": ("linear", "linear_conf", {"final_lr": "final_lr", "change_freq": "change_freq"}),
@@ -506,7 +511,7 @@ def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
     elif mom:
         diag.warning(f"{t} does not use momentum (SINGA ignores it, and so does netc)", u.vat("momentum"),
                      width=len("momentum"))
-    if t in ("kAdaGrad", "kRMSProp", "kAdam"):
+    if t in ("kAdaGrad", "kRMSProp", "kAdam", "kAdaDelta", "kAdamMax"):
         spec["eps"] = u.get("delta")
     if t == "kRMSProp":
         if not u.get("rmsprop_conf").has("rho"):
@@ -514,16 +519,18 @@ def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
                        u.vat("type"), width=len(t))
             return None
         spec["alpha"] = u.get("rmsprop_conf").get("rho")
-    if t == "kAdam":
-        c = u.get("adam_conf")
+    if t == "kAdaDelta":
+        spec["rho"] = u.get("adadelta_conf").get("rho")
+    if t in ("kAdam", "kAdamMax"):
+        c = u.get("adam_conf" if t == "kAdam" else "adammax_conf")
         spec["beta1"], spec["beta2"] = c.get("beta1"), c.get("beta2")
     wd = u.get("weight_decay") or 0.0
     if wd > 0:
         spec["weight_decay"] = wd
     lo, hi = u.get("clip_low") or 0.0, u.get("clip_high") or 0.0
     if hi > lo:
-        if t == "kAdam":
-            diag.warning("SINGA's kAdam does not clip gradients: clip_low / clip_high are ignored",
+        if t in _NO_CLIP:
+            diag.warning(f"SINGA's {t} does not clip gradients: clip_low / clip_high are ignored",
                          u.at("clip_low") if u.has("clip_low") else u.at("clip_high"), width=len("clip_low"))
         else:
             spec["clip_low"], spec["clip_high"] = lo, hi
