@@ -41,6 +41,7 @@ _LAZY = {
     "Topology": ("topology", "Topology"),
     "ParamAttr": ("layer", "ParamAttr"),
     "NetBuilder": ("netbuilder", "NetBuilder"),
+    "sample": ("sampling", "sample"),
 }
 
 

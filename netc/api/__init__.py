@@ -13,9 +13,10 @@ types: integer_value, integer_value_sequence, dense_vector, dense_vector_sequenc
 builders over time: lstm, gru, recurrent, last_seq, first_seq, pooling; re-exported by layer), core
 (Layer, ParamAttr, make_layer), topology (Topology, load,
 to_ir, to_nd), parameters (create, load, ParameterSet), optimizer, reader, event, trainer (train, test,
-infer), plot, netbuilder (NetBuilder), errors (Error, located in the user's code).
+infer), plot, netbuilder (NetBuilder), sampling (sample: draw from a trained sequence model, its state
+carried), errors (Error, located in the user's code).
 """
-from . import data_type, event, layer, optimizer, parameters, plot, reader, sequence  # noqa: F401
+from . import data_type, event, layer, optimizer, parameters, plot, reader, sampling, sequence  # noqa: F401
 from .errors import Error  # noqa: F401
 from .layer import Layer, ParamAttr  # noqa: F401
 from .netbuilder import NetBuilder  # noqa: F401
@@ -24,4 +25,4 @@ from .trainer import TestResult, infer, train  # noqa: F401
 from .trainer import test  # noqa: F401  (netc.test; pytest: not a test, see trainer.test.__test__)
 
 __all__ = ["data_type", "sequence", "event", "layer", "optimizer", "parameters", "plot", "reader", "Error", "Layer", "ParamAttr", "NetBuilder",
-           "Topology", "load", "to_ir", "to_nd", "TestResult", "infer", "train", "test"]
+           "Topology", "load", "to_ir", "to_nd", "TestResult", "infer", "train", "test", "sampling"]

@@ -57,6 +57,8 @@ def _ancestors(ops: dict, name: str) -> set:
 
 def _retime_shape(op: Operation, t: int, b: int, batch: int) -> None:
     shape = list(op.attrs["output_shape"])
+    if -1 in shape and not {t, b, t * b} & set(shape):     # [-1, F]: sized by its input, whatever T and B are
+        return
     if shape[:2] == [t, b]:
         op.attrs["output_shape"] = [1, batch] + shape[2:]
     elif shape and shape[0] == t * b:
@@ -111,6 +113,8 @@ def step_module(module, network: str | None = None, batch: int = 1, loss: str | 
         name = op.attrs.get("name")
         if name is not None and name not in keep:
             continue
+        if op.name == "netc.output":        # the scores are the one output
+            op.attrs["parents"] = [scores]
         if op is ids:
             op.attrs["shape"] = [1, batch]
         elif "output_shape" in op.attrs:
@@ -215,13 +219,15 @@ class Sampler:
 
 
 def load_sampler(path: str, params: dict, network=None, batch: int = 1, loss=None, dtype=torch.float64,
-                 temperature: float = 1.0, seed: int = 0, options: dict | None = None, diag=None) -> Sampler:
-    """A Sampler for the network in `path` (any file netc reads) with trained `params`."""
+                 temperature: float = 1.0, seed: int = 0, options: dict | None = None, diag=None,
+                 text: str | None = None) -> Sampler:
+    """A Sampler for the network in `path` (any file netc reads; or `text`, the source itself, read as
+    `path`) with trained `params`."""
     from ..diagnostics import DiagnosticEngine
-    from ..frontend import load
+    from ..frontend import load, load_text
     from ..pipelines import Options, inference
     diag = diag or DiagnosticEngine()
-    module = load(path, diag, options=options)
+    module = load(path, diag, options=options) if text is None else load_text(text, path, diag, options=options)
     module, ids, scores, _ = step_module(module, network, batch, loss)
     inference(module, Options(), diag)
     if diag.has_errors():
