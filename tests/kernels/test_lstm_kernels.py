@@ -138,3 +138,39 @@ def test_workspace_sizes_and_bad_arguments():
         lstm(_f(xs[:, :, :3]), None, None, pf)
     with pytest.raises(ValueError, match="dy must be"):
         lstm_grad_gates(_f(xs), None, None, _f(dy[:1]), pf)
+
+
+class _Ctx:
+    """A lowering-table context over real tensors (kernels/lowering.py LowerContext's surface)."""
+    pin: dict = {}
+    tf32 = False
+    prologue: dict = {}
+
+    def __init__(self, values: dict, params: dict, out, batch):
+        self.values, self.params, self.out, self.batch = values, params, out, batch
+
+    def value(self, v):
+        return self.values[v]
+
+    def param(self, op, role):
+        return self.params[role]
+
+
+@pytest.mark.parametrize("name,wrt,block", [("netc.lstm_grad_data", "h0", "dh_prev"),
+                                            ("netc.lstm_grad_data", "c0", "dc_prev"),
+                                            ("netc.gru_grad_data", "h0", "dh_prev")])
+def test_the_initial_state_gradients_are_copies_of_step_0(name, wrt, block):
+    """lstm_grad_data / gru_grad_data for h0, c0 (kernels/recurrent_lowering.py): the block step 0 sends
+    back, copied by the elementwise kernel into the [B, H] result (no network here trains a state: it
+    is an input, without a gradient)."""
+    from types import SimpleNamespace
+    from netc.kernels.lowering import LOWERINGS
+    from netc.ops.recurrent import BLOCKS as GRU_BLOCKS
+    blocks = BLOCKS if name.startswith("netc.lstm") else GRU_BLOCKS
+    t, b, h = 3, 2, 5
+    gates = torch.randn(t, b, len(blocks), h)
+    op = SimpleNamespace(name=name, attrs={"wrt": wrt, "input_shape": [b, h]}, operands=["gates"], results=["out"])
+    out = torch.full((b, h), NAN)
+    spec = LOWERINGS[name].lower(_Ctx({"gates": gates}, {}, out, t), [op])
+    spec.call.launch()
+    assert torch.equal(out, gates[0, :, blocks[block]])
