@@ -27,6 +27,13 @@ tiles), and reads back at step t only what it wrote itself at step t - 1; a barr
 makes those global-memory writes visible to all its threads. The grid is cdiv(B, BLOCK_M) programs,
 which does not depend on T.
 
+Performance (not measured on a GPU yet). With B <= BLOCK_M the whole recurrence is one program, one
+SM, at every step re-reading R (4H^2) from L2: right for the small H and B of the tests and
+Brainstorm's examples, slow for a large H. cuDNN's persistent kernels spread H over the SMs and
+synchronize them with a grid-wide barrier between steps; a barrier that spins on the other programs
+cannot run under Triton's interpreter (it runs the programs one after another), so it could not be
+tested here: the next step, behind a constexpr the interpreter leaves off.
+
 Memory. gx (T * B * 4 * H fp32) and, in the forward, the cell state c (B * H fp32, before gx so its
 place does not move with T) are scratch in the caller's workspace (codegen's planned WORKSPACE
 region). The forward keeps nothing for the backward: lstm_grad_gates' operands are x, h0, c0 and dy
