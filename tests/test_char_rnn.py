@@ -277,3 +277,17 @@ def test_the_example_runs(tmp_path):
                        env=dict(os.environ, NETC_EXAMPLES_FAST="1"))
     assert r.returncode == 0, r.stdout + r.stderr
     assert "held-out cost" in r.stdout and "sampled (temperature 0.8) after 'def ':" in r.stdout
+
+
+@needs_conf
+def test_api_load_refuses_time_major_inputs(tmp_path):
+    """netc.load reads inputs batch-first: the job's time-major windows would be fed along time (with T = B
+    the shapes even agree), so it refuses them, located at the call and at the input."""
+    import netc
+    import netc.api
+    conf = tiny_conf(tmp_path, t=4, b=4, hidden=8)
+    with pytest.raises(netc.api.Error) as e:
+        netc.load(str(conf))
+    text = str(e.value)
+    assert "input 'data' takes its samples along axis 1 (time-major, [4, 4])" in text
+    assert "test_char_rnn.py:" in text and "tiny_char_rnn.conf:30:5: note: the input is declared here" in text

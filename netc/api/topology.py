@@ -290,6 +290,15 @@ def load(path: str, network: str | None = None, phase: str = "train"):
             raise error(f"'{path}' has no network '{network}'" + (f"; did you mean '{hint}'?" if hint else "")
                         + f" (networks: {', '.join(names)})", loc)
         nets = [n for n in nets if n.attrs["sym_name"] == network]
+    for net in nets:      # samples fed along another axis than the first: not what a data layer feeds
+        for op in net.regions[0].ops:
+            if op.name == "netc.input" and op.attrs.get("batch_axis", 0) != 0:
+                raise error(f"'{path}': input '{op.attrs['name']}' takes its samples along axis "
+                            f"{op.attrs['batch_axis']} (time-major, {list(op.results[0].type.shape)}), and netc.load "
+                            f"reads every input batch-first: it would feed the samples along time", loc,
+                            notes=[("the input is declared here", op.loc),
+                                   "train the file with `netc run --train --data`, or build the network with "
+                                   "netc.data_type's sequence types (examples/python/char_rnn.py, docs/sequences.md)"])
     decls = {p.attrs["sym_name"]: p for p in module.params()}
     module_attrs = {k: v for k, v in module.attrs.items() if k != "source"}
     tops = tuple(_topology_of(net, decls, had_output.get(net.attrs["sym_name"], True), phase, module_attrs)
