@@ -4,7 +4,7 @@ create() compiles each topology (the default pipeline's materialize-params names
 parameter), puts the parameters of equal names together -- ONE tensor per name, so training one
 topology updates what the other reads -- and initializes them: per parameter by its binding's
 `init` (ParamAttr / .nd), each tensor from its own generator seeded by (seed, name), so a value does
-not depend on what else is initialized:
+not depend on what else is initialized (netc/ops/initializers.py draws them, for `netc run` too):
 
     (none)                  the reference executor's draw (netc.runtime.reference.random_param, what
                             `netc run --reference --seed` uses): weights N(0, 1/fan_in), biases and
@@ -30,21 +30,17 @@ writes them; save(path, state=False) writes the parameters alone, what `netc run
 """
 from __future__ import annotations
 
-import math
-import zlib
 from collections.abc import Mapping
 
 import torch
 
 from ..diagnostics import did_you_mean
-from ..ops import prod
 from ..runtime.params import read_params, read_safetensors, write_params
+from ..ops.initializers import INITS, init_tensor
 from ..runtime.reference import random_param
 from .errors import error, user_errors, user_loc
 from .topology import as_topology
 
-INITS = ("constant", "gaussian", "normal", "uniform", "gaussian_sqrt_fan_in", "uniform_sqrt_fan_in",
-         "uniform_sqrt_fan_in_out", "xavier", "msra")
 
 
 class ParamInfo:
@@ -92,57 +88,19 @@ def collect(tops) -> dict:
     return out
 
 
-def _generator(seed: int, name: str) -> torch.Generator:
-    return torch.Generator().manual_seed((seed * 1_000_003 + zlib.crc32(("init@" + name).encode())) % (2 ** 63))
-
-
-def _fans(shape) -> tuple:
-    if len(shape) < 2:
-        return max(prod(shape), 1), max(prod(shape), 1)
-    window = prod(shape[:-2]) if len(shape) > 2 else 1
-    return max(prod(shape[:-1]), 1), max(shape[-1] * window, 1)
-
-
 def initial_value(info: ParamInfo, seed: int = 0, dtype=torch.float32) -> torch.Tensor:
-    """The initial tensor of a parameter (the module doc's table)."""
-    a, shape = info.attrs, info.shape
-    init = a.get("init")
+    """The initial tensor of a parameter (the module doc's table; ops/initializers.py draws it)."""
+    init = info.attrs.get("init")
     if init is None:
-        return random_param(info.name, shape, info.role, seed, torch.float64).to(dtype)
+        return random_param(info.name, info.shape, info.role, seed, torch.float64).to(dtype)
     if init not in INITS:
         hint = did_you_mean(str(init), INITS)
         raise error(f"parameter '{info.name}': unknown init '{init}'" + (f"; did you mean '{hint}'?" if hint else "")
                     + f" (inits: {', '.join(INITS)})", info.loc)
-    g = _generator(seed, info.name)
-    value = float(a.get("value", 1.0))
-    mean, std = float(a.get("mean", 0.0)), float(a.get("std", 1.0))
-    low, high = float(a.get("low", -1.0)), float(a.get("high", 1.0))
-    fan_in, fan_out = _fans(shape)
-
-    def gauss(m, s):
-        return torch.randn(shape, generator=g, dtype=torch.float64) * s + m
-
-    def unif(lo, hi):
-        return torch.rand(shape, generator=g, dtype=torch.float64) * (hi - lo) + lo
-
-    if init == "constant":
-        t = torch.full(shape, value, dtype=torch.float64)
-    elif init in ("gaussian", "normal"):
-        t = gauss(mean, std) * value
-    elif init == "uniform":
-        t = unif(low, high) * value
-    elif init == "gaussian_sqrt_fan_in":
-        t = gauss(mean, std) * value / math.sqrt(fan_in)
-    elif init == "uniform_sqrt_fan_in":
-        t = unif(low, high) * value / math.sqrt(fan_in / 3.0)
-    elif init == "uniform_sqrt_fan_in_out":
-        t = unif(low, high) * value / math.sqrt(fan_in + fan_out)
-    elif init == "xavier":
-        b = math.sqrt(6.0 / (fan_in + fan_out))
-        t = unif(-b, b)
-    else:   # msra
-        t = gauss(0.0, math.sqrt(2.0 / fan_in))
-    return t.to(dtype)
+    try:
+        return init_tensor(info.name, info.shape, info.attrs, seed, torch.float64).to(dtype)
+    except ValueError as e:
+        raise error(str(e), info.loc) from None
 
 
 class ParameterSet(Mapping):

@@ -90,6 +90,7 @@ def parameters_manifest(module, plan) -> tuple:
     statistics (a training library's) say `state` and their initial value `init`."""
     from ..ir.query import param_roles as _param_roles
     from ..memory.model import CONSTANT
+    from ..ops.initializers import init_attrs
     roles = _param_roles(module)
     decl = {p.attrs["sym_name"]: p for p in module.params()}
     params, param_bytes = [], plan.arenas[CONSTANT].fixed
@@ -104,6 +105,8 @@ def parameters_manifest(module, plan) -> tuple:
         p = decl.get(name)
         if p is not None and "state" in p.attrs:
             d.update(state=p.attrs["state"], init=float(p.attrs.get("value", 0.0)))
+        elif p is not None and init_attrs(p.attrs):    # where training starts (ops/initializers.py)
+            d["initializer"] = init_attrs(p.attrs)
         params.append(d)
         param_bytes = max(param_bytes, off + t.size)
     return params, param_bytes

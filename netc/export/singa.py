@@ -58,6 +58,7 @@ class _Param:
     share_from: str | None = None
     role: str = "weight"
     scales: tuple = ()        # ("lr_scale: 2", "wd_scale: 0"): the optimizer's multipliers, when not 1
+    init: str = ""            # ' init { ... }' from the parameter's init attributes ("": netc's default)
 
 
 @dataclass
@@ -141,6 +142,19 @@ def _updater(opt, version: str, built: bool = False) -> str:
     return "updater { " + " ".join(f) + " }"
 
 
+def _init_of(param_op) -> str:
+    """' init { ... }' of a netc.param with SINGA's init (ops/initializers.py SINGA_INITS), else ""."""
+    from ..ops.initializers import SINGA_INITS
+    a = param_op.attrs if param_op is not None else {}
+    kind = {"normal": "gaussian"}.get(a.get("init"), a.get("init"))
+    t = next((k for k, v in SINGA_INITS.items() if v == kind), None)
+    if t is None:
+        return ""
+    keys = ("value",) if kind == "constant" else ("mean", "std", "value") if "gaussian" in kind else \
+        ("low", "high", "value")
+    return " init { " + " ".join([f"type: {t}"] + [f"{k}: {_num(float(a[k]))}" for k in keys if k in a]) + " }"
+
+
 def _scales(param_op) -> tuple:
     out = []
     for k in ("lr_scale", "wd_scale"):
@@ -187,7 +201,7 @@ def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "
             fields = ([f"name: {_q(p.name)}"] if p.name is not None else []) + (
                 [f"share_from: {_q(p.share_from)}"] if p.share_from else [])
             fields += list(p.scales)
-            out_p = "param { " + " ".join(fields) + ("" if p.share_from else _init(p.role)) + " }"
+            out_p = "param { " + " ".join(fields) + ("" if p.share_from else p.init or _init(p.role)) + " }"
             body.append(out_p.replace("{  ", "{ "))
         out.append("  layer { " + " ".join(body) + " }")
     out.append("}")
@@ -316,7 +330,8 @@ def _bind_params(L: _Layer, op, roles, pnames: _Names, owner_of: dict, decl) -> 
             L.params.append(_Param(pnames.fresh(f"{L.name}_{role}"), owner_of[ref.name], role))
         else:
             owner_of[ref.name] = pnames.fresh(re.sub(r"[@#+]", "_", ref.name))
-            L.params.append(_Param(owner_of[ref.name], role=role, scales=_scales((decl or {}).get(ref.name))))
+            pop = (decl or {}).get(ref.name)
+            L.params.append(_Param(owner_of[ref.name], role=role, scales=_scales(pop), init=_init_of(pop)))
 
 
 # ------------------------------------------------------------------------------------------ rolled nets
@@ -679,7 +694,8 @@ class _Built:
                     taken.taken.add(n)
                     owners.setdefault(pn, n)
                     decl = next((p for p in self.module_params if p.attrs.get("sym_name") == pn), None)
-                    L.params.append(_Param(n, role="weight" if k == 0 else "bias", scales=_scales(decl)))
+                    L.params.append(_Param(n, role="weight" if k == 0 else "bias", scales=_scales(decl),
+                                           init=_init_of(decl)))
         for L in layers:
             op = L.op
             if op is None or op.name == "netc.input" or L.type == "kRBMVis":
@@ -713,7 +729,7 @@ class _Built:
                 sf = self.share_from(ir)
                 if sf is None:
                     decl = next((p for p in self.module_params if p.attrs.get("sym_name") == ir), None)
-                    L.params.append(_Param(n, role=role, scales=_scales(decl)))
+                    L.params.append(_Param(n, role=role, scales=_scales(decl), init=_init_of(decl)))
                     continue
                 if L.pdim == 1:
                     _err(f"parameter '{ir}' of '{node}' shares from '{sf}' in a partition_dim 1 layer (SINGA resolves "

@@ -52,7 +52,8 @@ _COMMON_KEYS = ("include", "exclude", "partition_dim", "location", "params")
 # and values recursively, and a real network nests a few levels (Inception: 3), so deeper is a
 # mistake (or a generated file gone wrong), reported rather than overflowing Python's stack.
 MAX_NESTING = 100
-_PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale",
+_PARAM_KEYS = ("name", "share_from", "init", "std", "mean", "low", "high", "value", "fan_in", "fan_out", "lr_scale",
+               "wd_scale",
                "immutable", "sparse_update")
 _PARAM_FLAGS = ("immutable", "sparse_update")   # true or false
 

@@ -102,7 +102,7 @@ def _structure_problems(module: Module) -> list[tuple]:
 
 # a parameter's attributes that are numbers: its initializer's arguments, its learning-rate and
 # weight-decay multipliers (.nd parameter bindings and `param` statements, IR text's netc.param)
-PARAM_NUMBERS = ("std", "mean", "low", "high", "value", "lr_scale", "wd_scale")
+PARAM_NUMBERS = ("std", "mean", "low", "high", "value", "fan_in", "fan_out", "lr_scale", "wd_scale")
 
 
 def param_number_problem(k: str, v) -> str | None:

@@ -14,7 +14,8 @@ from ..ir.core import Operation, SymbolRef, TensorType
 from ..ops import lookup
 from .registry import Pass, register_pass
 
-_INIT_KEYS = ("init", "std", "mean", "low", "high", "value", "lr_scale", "wd_scale", "immutable", "sparse_update")
+_INIT_KEYS = ("init", "std", "mean", "low", "high", "value", "fan_in", "fan_out", "lr_scale", "wd_scale", "immutable",
+              "sparse_update")
 
 
 @register_pass

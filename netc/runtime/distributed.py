@@ -64,6 +64,7 @@ from ..ops.comm import COMM_OPS
 from .params import torch_dtype
 from .reference import (INT_DTYPES, feed_tensor, seeded_generator, label_reading_of, random_float_input, random_labels,
                         index_bound_of, lengths_bound_of, random_ids, random_lengths, random_param, run_op)
+from ..ops.initializers import init_tensor
 
 DEFAULT_TIMEOUT = 120.0
 
@@ -207,7 +208,9 @@ def rank_params(module, names, seed: int, dtype, given: dict | None = None) -> d
             t = feed_tensor(given[lname], lshape, dtype, f"parameter '{lname}'", "cpu")
         else:
             role = roles.get(n, "weight")
-            t = random_param(lname, tuple(lshape), role, seed, dtype)
+            t = init_tensor(lname, tuple(lshape), p.attrs, seed, dtype)   # its init, else netc's draw
+            if t is None:
+                t = random_param(lname, tuple(lshape), role, seed, dtype)
         if sl is not None:
             t = t.narrow(sl["dim"], sl["start"], sl["length"]).clone()
         out[n] = t

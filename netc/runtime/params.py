@@ -174,15 +174,19 @@ def torch_dtype(name: str) -> torch.dtype:
 
 
 def random_params(manifest: dict, seed: int = 0, names=None) -> dict[str, torch.Tensor]:
-    """The reference executor's random values (reference.random_param: seeded by name, drawn by the
-    parameter's role) of every parameter with storage, in its manifest dtype."""
+    """The reference executor's initial values of every parameter with storage, in its manifest dtype:
+    its recorded `initializer` (ops/initializers.py, a SINGA param's init), else
+    reference.random_param (seeded by name, drawn by the parameter's role)."""
+    from ..ops.initializers import init_tensor
     from .reference import random_param
     out = {}
     for p in manifest.get("parameters", []):
         if "shares" in p or (names is not None and p["name"] not in names):
             continue
-        out[p["name"]] = random_param(p["name"], tuple(p["shape"]), p.get("role", "weight"), seed,
-                                      torch.float64).to(torch_dtype(p["dtype"]))
+        t = init_tensor(p["name"], tuple(p["shape"]), p.get("initializer"), seed)
+        if t is None:
+            t = random_param(p["name"], tuple(p["shape"]), p.get("role", "weight"), seed, torch.float64)
+        out[p["name"]] = t.to(torch_dtype(p["dtype"]))
     return out
 
 

@@ -23,6 +23,7 @@ from ..ir.query import layer_name as _name, layers as _layers, network_inputs, n
 from ..ir.query import param_roles as _param_roles  # noqa: F401
 from ..ops import lookup, prod
 from ..ops.registry import not_runnable
+from ..ops.initializers import init_tensor
 
 INT_DTYPES = {"i8": torch.int8, "i32": torch.int32, "i64": torch.int64}
 
@@ -202,8 +203,12 @@ def _module_params(module, params, seed, dtype, device, names) -> dict[str, torc
             out[n] = feed_tensor(params[n], shape, dtype, f"parameter '{n}'", device)
         elif "state" in decl[n].attrs:   # optimizer state, running statistics: their initial value
             out[n] = torch.full(tuple(shape), float(decl[n].attrs.get("value", 0.0)), dtype=dtype, device=device)
-        else:
-            out[n] = random_param(n, shape, roles.get(n, "weight"), seed, dtype).to(device)
+        else:   # the parameter's init (ops/initializers.py), else netc's draw by role
+            try:
+                t = init_tensor(n, shape, decl[n].attrs, seed, dtype)
+            except ValueError as e:
+                raise NetcError(str(e), decl[n].loc) from None
+            out[n] = (t if t is not None else random_param(n, shape, roles.get(n, "weight"), seed, dtype)).to(device)
     for n in [n for n in decl if n in want and owner[n] != n]:
         o, shape = owner[n], decl[n].attrs["type"].shape
         if o not in out:

@@ -103,6 +103,7 @@ import re
 
 from ...diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
 from ...ir.core import UNRANKED, Module, Operation, Region
+from ...ops.initializers import FAN_INITS, SINGA_INITS
 from ...ops.optim import schedule_problem
 from . import build_singa, read_job
 from .rolled import build_rolled, roll_steps
@@ -153,6 +154,7 @@ class _Net:
         self.energy = []
         self.labels: dict[str, str] = {}
         self.cur = None                          # the node being converted
+        self.problems: list[Diagnostic] = []     # about params' init (reported once per job)
 
     def ref(self, src: str) -> str | None:
         sl = self.slices.get(src)
@@ -215,6 +217,7 @@ class _Net:
                 v = p.conf.get(k)
                 if v is not None and float(v) != 1.0:
                     spec[k] = float(v)
+            spec.update(singa_init(p, self.problems))
             out[role] = spec
         return out
 
@@ -404,6 +407,11 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
                 diag.extend([d])
         conv = _Net(net)
         ops = conv.build()
+        for d in conv.problems:
+            k = (d.severity, d.message, str(d.loc))
+            if k not in seen:
+                seen.add(k)
+                diag.extend([d])
         energy.extend(conv.energy)
         pos = -1
         for op in ops:
@@ -441,6 +449,43 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
     if own and diag.has_errors():
         raise NetcError(diag.diagnostics)
     return m
+
+
+# ------------------------------------------------------------------------------------------
+# A param's `init { }` (ParamGenProto) -> the netc.param's init attributes (ops/initializers.py),
+# where `netc run` and training start (unless --params gives values). SINGA's generators (param.cc,
+# the same in v0.1-v0.3; registered in driver.cc): kConstant value; kGaussian N(mean, std^2) *
+# value; kUniform U(low, high) * value; kGaussianSqrtFanIn the Gaussian / sqrt(shape[1]);
+# kUniformSqrtFanIn the uniform / sqrt(shape[1] / 3); kUniformSqrtFanInOut the uniform /
+# sqrt(shape[0] + shape[1]), shape SINGA's blob shape (its CHECK_EQ(shape.size(), 2): a located
+# error here), recorded as fan_in = shape[1], fan_out = shape[0]. A param without `init` (SINGA's
+# default type is kUserInit, which needs a user generator) and a user generator (user_type) keep
+# netc's own draw, the latter with a warning.
+
+def singa_init(p, problems: list) -> dict:
+    """The init attributes of SingaParam `p` (see above); problems appended as Diagnostics."""
+    c = p.conf.get("init") or {}
+    if c.get("user_type"):
+        problems.append(Diagnostic("warning", f"param '{nname(p.name)}': user init generator '{c['user_type']}' is not "
+                                   f"SINGA's; netc draws its own initial values", p.loc))
+        return {}
+    kind = SINGA_INITS.get(c.get("type"))
+    if kind is None:
+        return {}
+    out = {"init": kind}
+    keys = ("value",) if kind == "constant" else \
+        ("mean", "std", "value") if "gaussian" in kind else ("low", "high", "value")
+    for k in keys:
+        if c.get(k) is not None:
+            out[k] = float(c[k])
+    if kind in FAN_INITS:
+        if len(p.shape) != 2:
+            problems.append(Diagnostic("error", f"param '{nname(p.name)}' has shape {list(p.shape)}, but SINGA's "
+                                       f"{c['type']} fills 2-D params only (param.cc: CHECK_EQ(shape.size(), 2); "
+                                       f"fan in is shape[1])", p.loc))
+            return {}
+        out["fan_in"], out["fan_out"] = int(p.shape[1]), int(p.shape[0])
+    return out
 
 
 # ------------------------------------------------------------------------------------------
