@@ -90,15 +90,22 @@ def _error(text: str) -> str:
 
 
 @needs_corpus
-@pytest.mark.parametrize("updater,extra,msg", [
-    ("kAdaDelta", "adadelta_conf { rho: 1.5 }", r"option 'rho' of optimizer 'adadelta' must be in \[0, 1\)"),
-    ("kAdamMax", "adammax_conf { beta1: 1.0 beta2: 0.9 }", r"option 'beta1' of optimizer 'adamax' must be in \[0, 1\)"),
-    ("kAdamMax", "adammax_conf { beta1: 0.9 }", r"missing required field 'beta2' in 'adammax_conf'"),
-    ("kAdamMax", "delta: 0", r"option 'eps' of optimizer 'adamax' must be positive"),
-    ("kAdaDelta", "delta: -1", r"option 'eps' of optimizer 'adadelta' must not be negative"),
-    ("kAdamMax", "adammax_conf { gamma: 1 }", r"gamma"),
-    ("kAdaDelta", "adadelta_conf { rho: \"x\" }", r"rho"),
+@pytest.mark.parametrize("updater,extra,msg,at", [
+    ("kAdaDelta", "adadelta_conf { rho: 1.5 }", r"option 'rho' of optimizer 'adadelta' must be in \[0, 1\)", "rho"),
+    ("kAdamMax", "adammax_conf { beta1: 1.0 beta2: 0.9 }", r"option 'beta1' of optimizer 'adamax' must be in \[0, 1\)",
+     "beta1"),
+    ("kAdamMax", "adammax_conf { beta1: 0.9 }", r"missing required field 'beta2' in 'adammax_conf'", "adammax_conf"),
+    ("kAdamMax", "delta: 0", r"option 'eps' of optimizer 'adamax' must be positive", "delta"),
+    ("kAdaDelta", "delta: -1", r"option 'eps' of optimizer 'adadelta' must not be negative", "delta"),
+    ("kRMSProp", "rmsprop_conf { rho: -0.5 }", r"option 'alpha' of optimizer 'rmsprop' must not be negative", "rho"),
+    ("kAdamMax", "adammax_conf { gamma: 1 }", r"gamma", "gamma"),
+    ("kAdaDelta", "adadelta_conf { rho: \"x\" }", r"rho", "\"x\""),
 ])
-def test_bad_updater_confs_are_located(updater, extra, msg):
+def test_bad_updater_confs_are_located(updater, extra, msg, at):
+    """At the field: file:line:col, the source line, the caret under the field."""
     out = _error(job(updater, extra))
-    assert re.search(r"bad\.conf:\d+:\d+: error: .*" + msg, out), out
+    m = re.search(r"bad\.conf:(\d+):(\d+): error: .*" + msg, out)
+    assert m, out
+    src, caret = out.splitlines()[1:3]
+    col = caret.index("^")
+    assert src[col:].startswith(at), out

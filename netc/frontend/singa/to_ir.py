@@ -104,7 +104,7 @@ import re
 from ...diagnostics import SOURCES, Diagnostic, DiagnosticEngine, Loc, NetcError
 from ...ir.core import UNRANKED, Module, Operation, Region
 from ...ops.initializers import FAN_INITS, SINGA_INITS
-from ...ops.optim import schedule_problem
+from ...ops.optim import OptimizerError, resolve_optimizer, schedule_problem
 from . import build_singa, read_job
 from .rolled import build_rolled, roll_steps
 
@@ -580,6 +580,8 @@ def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
         else:
             spec["clip_low"], spec["clip_high"] = lo, hi
     spec["convention"] = "singa"
+    if _bad_option(u, t, spec, diag):
+        return None
     if not u.has("learning_rate"):
         return spec
     schedule = _singa_schedule(u, diag)
@@ -587,6 +589,27 @@ def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
         return None
     spec["schedule"] = schedule
     return spec
+
+
+_CONF_OF = {"kRMSProp": "rmsprop_conf", "kAdaDelta": "adadelta_conf", "kAdam": "adam_conf", "kAdamMax": "adammax_conf"}
+
+
+def _bad_option(u, t, spec, diag) -> bool:
+    """Report an option value the optimizer refuses (ops/optim.py resolve_optimizer) at its field."""
+    try:
+        resolve_optimizer(None, spec)
+    except OptimizerError as e:
+        field = {"eps": "delta", "alpha": "rho"}.get(e.key, e.key)
+        conf = u.get(_CONF_OF[t]) if t in _CONF_OF and u.has(_CONF_OF[t]) else None
+        if field and conf is not None and conf.has(field):
+            loc = conf.at(field)
+        elif field and u.has(field):
+            loc = u.at(field)
+        else:
+            loc, field = u.vat("type"), t
+        diag.error(f"{t}: {e.diagnostics[0].message}", loc, width=len(field))
+        return True
+    return False
 
 
 def _singa_schedule(u, diag) -> dict | None:
