@@ -161,6 +161,16 @@ class _Placements:
 
 # --------------------------------------------------------------------------- lowering one group
 
+def flat_rows(m: torch.Tensor, name: str) -> torch.Tensor:
+    """A view [b, B, ...] of a TensorPlan with `flat` as the IR's [b*B, ...] rows (evenly spaced: its buffer's
+    per-sample pitch is its own B rows, memory/plan.py: one buffer per alias tree)."""
+    try:
+        return m.view((m.shape[0] * m.shape[1],) + tuple(m.shape[2:]))
+    except RuntimeError:
+        raise CodegenError(f"'{name}' (a sequence's steps flattened, [T*B, ...]) is not placed as evenly spaced "
+                           f"rows (strides {m.stride()})") from None
+
+
 class _GroupContext(LowerContext):
     """What a lowering-table entry sees of a group (kernels/lowering.py LowerContext): IR values and
     parameters as the tensors standing for their placements in `pl`."""
@@ -179,7 +189,11 @@ class _GroupContext(LowerContext):
 
     def value(self, v):
         v = self.instead.get(id(v), v)      # a prologue's result: the anchor reads its input instead
-        return self.pl.meta(self.tensors[_vname(v)])
+        t = self.tensors[_vname(v)]
+        m = self.pl.meta(t)
+        if t.flat:      # a sequence's steps flattened, [T*B, ...], planned as [T, B, ...] (memory/graph.py)
+            return flat_rows(m, t.name)
+        return m
 
     def param(self, op, role):
         return self.pl.meta(self.tensors["@" + op.attrs["params"][role].name])

@@ -12,6 +12,12 @@ Rows and features are read with their own strides (features contiguous), in any 
 accumulated in fp32. Labels are any integer dtype (or float holding integers: SINGA-style); a label
 outside [0, C) makes the loss NaN rather than reading past the row. The scalar result is written in
 out's dtype.
+
+Sequences (netc/ops/loss.py): a per-step loss, logits [T, B, C] with labels [T, B], is these kernels over
+the T*B steps as rows (views). With lengths [B] (MASKED: x, y time-major [T, B, ...] as [T*B, ...] rows,
+row r step r // B of sample r % B), a row counts only on a valid step, r // B < lengths[r % B], and the sum
+is divided by the valid steps, the sum of the lengths; lengths are clamped to [1, T] (a kernel cannot raise:
+the reference and the data checks reject others), and a padding step's label is never read.
 """
 from __future__ import annotations
 
@@ -19,15 +25,40 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, check_float, finish
+from .common import KernelCall, check_float, dummy, finish
 
 # a grid of one program at any batch b <= the compiled one: cdiv(1 * b, ONE_PROGRAM) = 1
 ONE_PROGRAM = 1 << 30
 
 
 @triton.jit
-def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym,
-                        ONE_HOT: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def step_valid(len_ptr, rows, mask_r, NB, NSEQ):
+    """Whether row r of a masked loss's [T*B, ...] rows (step r // B of sample r % B, B = NSEQ) is a valid
+    step: r // B < the sample's length, clamped to [1, T]."""
+    b = rows % NSEQ
+    n = tl.load(len_ptr + b, mask=mask_r, other=1).to(tl.int64)
+    n = tl.minimum(tl.maximum(n, 1), NB // NSEQ)
+    return rows // NSEQ < n
+
+
+@triton.jit
+def rows_counted(len_ptr, NB, NSEQ, MASKED: tl.constexpr, BLOCK: tl.constexpr):
+    """The divisor of a loss's mean: NB rows, or (MASKED) the valid steps, the sum of the clamped lengths."""
+    if MASKED:
+        offs = tl.arange(0, BLOCK)
+        acc = tl.zeros((BLOCK,), dtype=tl.int64)
+        for b0 in range(0, NSEQ, BLOCK):
+            m = b0 + offs < NSEQ
+            n = tl.load(len_ptr + b0 + offs, mask=m, other=1).to(tl.int64)
+            acc += tl.where(m, tl.minimum(tl.maximum(n, 1), NB // NSEQ), 0)
+        return tl.sum(acc, axis=0).to(tl.float32)
+    else:
+        return NB * 1.0
+
+
+@triton.jit
+def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym, len_ptr, NSEQ,
+                        ONE_HOT: tl.constexpr, MASKED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     offs_r = tl.arange(0, BLOCK_R)
     offs_c = tl.arange(0, BLOCK_C)
     total = tl.zeros((BLOCK_R,), dtype=tl.float32)
@@ -66,20 +97,24 @@ def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym,
             lab = tl.where(ok, label_f, 0.0).to(tl.int64)
             x_lab = tl.load(x_rows + lab, mask=mask_r & ok, other=0.0).to(tl.float32)
             row_loss = tl.where(ok, (mx - x_lab) + lg, float("nan"))
+        if MASKED:
+            mask_r = mask_r & step_valid(len_ptr, rows, mask_r, NB, NSEQ)
         total += tl.where(mask_r, row_loss, 0.0)
-    loss = tl.sum(total, axis=0) / NB
+    loss = tl.sum(total, axis=0) / rows_counted(len_ptr, NB, NSEQ, MASKED, BLOCK_R)
     tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))
 
 
 @triton.jit
-def euclidean_loss_kernel(x_ptr, y_ptr, out_ptr, NB, F, stride_xm, stride_ym,
-                          BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
+def euclidean_loss_kernel(x_ptr, y_ptr, out_ptr, NB, F, stride_xm, stride_ym, len_ptr, NSEQ,
+                          MASKED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     offs_r = tl.arange(0, BLOCK_R)
     offs_c = tl.arange(0, BLOCK_C)
     acc = tl.zeros((BLOCK_R, BLOCK_C), dtype=tl.float32)
     for r0 in range(0, NB, BLOCK_R):
         rows = (r0 + offs_r).to(tl.int64)
         mask_r = rows < NB
+        if MASKED:
+            mask_r = mask_r & step_valid(len_ptr, rows, mask_r, NB, NSEQ)
         for c0 in range(0, F, BLOCK_C):
             cols = c0 + offs_c
             m = mask_r[:, None] & (cols < F)[None, :]
@@ -87,7 +122,7 @@ def euclidean_loss_kernel(x_ptr, y_ptr, out_ptr, NB, F, stride_xm, stride_ym,
             y = tl.load(y_ptr + rows[:, None] * stride_ym + cols[None, :], mask=m, other=0.0).to(tl.float32)
             d = x - y
             acc += d * d
-    loss = 0.5 * tl.sum(tl.sum(acc, axis=1), axis=0) / NB
+    loss = 0.5 * tl.sum(tl.sum(acc, axis=1), axis=0) / rows_counted(len_ptr, NB, NSEQ, MASKED, BLOCK_R)
     tl.store(out_ptr, loss.to(out_ptr.dtype.element_ty))
 
 
@@ -137,12 +172,34 @@ def _loss_out(out, out_dtype, device) -> torch.Tensor:
     return out
 
 
-def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=torch.float32, block_r=None,
-                 block_c=None, num_warps=4, launch=True):
+def steps_as_rows(x: torch.Tensor, y: torch.Tensor, lengths, what: str) -> tuple:
+    """A masked loss's operands as rows: x [T, B, ...] -> [T*B, ...] and y likewise (views), lengths [B]
+    checked (int32/int64, contiguous). Without lengths, x and y as they are."""
+    if lengths is None:
+        return x, y, None
+    if x.dim() < 2:
+        raise ValueError(f"{what} with lengths reads time-major inputs [T, B, ...], got {list(x.shape)}")
+    t, b = x.shape[0], x.shape[1]
+    if lengths.dtype not in (torch.int32, torch.int64):
+        raise TypeError(f"lengths must be int32 or int64, got {lengths.dtype}")
+    if lengths.numel() != b or (b > 1 and lengths.reshape(-1).stride(0) != 1):
+        raise ValueError(f"lengths must be [B] = [{b}] (contiguous), got {list(lengths.shape)}")
+    if y.dim() < 2 or tuple(y.shape[:2]) != (t, b):
+        raise ValueError(f"{what}'s second input must be time-major [{t}, {b}, ...] like the first, got {list(y.shape)}")
+    rows = lambda v: v.reshape((t * b,) + tuple(v.shape[2:])) if v.dim() > 2 else v.reshape(t * b)  # noqa: E731
+    return rows(x), rows(y), lengths.reshape(b)
+
+
+def softmax_loss(x: torch.Tensor, labels: torch.Tensor, lengths=None, *, out=None, out_dtype=torch.float32,
+                 block_r=None, block_c=None, num_warps=4, launch=True):
     """netc's softmax_loss: logits x [N, ...] (flattened to [N, C]), labels [N] / [N, 1] class indices
     (any integer dtype, or floats holding integers) or [N, C] one-hot / soft targets. Returns the
-    mean loss as a 0-d tensor (or writes `out`, any 1-element tensor)."""
+    mean loss as a 0-d tensor (or writes `out`, any 1-element tensor). With lengths [B] (int32/int64):
+    x [T, B, ...] and labels [T, B] / [T, B, 1] / [T, B, C] per step, the mean over the valid steps
+    (t < lengths[b], lengths clamped to [1, T]); a per-step loss without lengths is this on [T*B, C] rows."""
     check_float(x, "x")
+    b = x.shape[1] if lengths is not None and x.dim() > 1 else 1
+    x, labels, lengths = steps_as_rows(x, labels, lengths, "softmax_loss")
     if x.dim() < 2:
         raise ValueError(f"softmax_loss needs logits of rank >= 2, got {list(x.shape)}")
     n = x.shape[0]
@@ -151,17 +208,22 @@ def softmax_loss(x: torch.Tensor, labels: torch.Tensor, *, out=None, out_dtype=t
     y2, one_hot, stride_ym = label_rows(labels, n, c)
     out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, c, block_r, block_c)
-    return finish(KernelCall(softmax_loss_kernel, (1,), (x2, y2, out, n, c, x2.stride(0) if n > 1 else c, stride_ym),
-                             dict(ONE_HOT=bool(one_hot), BLOCK_R=block_r, BLOCK_C=block_c),
+    return finish(KernelCall(softmax_loss_kernel, (1,), (x2, y2, out, n, c, x2.stride(0) if n > 1 else c, stride_ym,
+                                                         lengths if lengths is not None else dummy(x.device), b),
+                             dict(ONE_HOT=bool(one_hot), MASKED=lengths is not None, BLOCK_R=block_r, BLOCK_C=block_c),
                              dict(num_warps=num_warps), out), launch)
 
 
-def euclidean_loss(x: torch.Tensor, y: torch.Tensor, *, out=None, out_dtype=torch.float32, block_r=None,
+def euclidean_loss(x: torch.Tensor, y: torch.Tensor, lengths=None, *, out=None, out_dtype=torch.float32, block_r=None,
                    block_c=None, num_warps=4, launch=True):
     """netc's euclidean_loss: 0.5 * sum((x - y)^2) / N for x and y with N rows of the same element
-    count. Returns a 0-d tensor (or writes `out`, any 1-element tensor)."""
+    count. Returns a 0-d tensor (or writes `out`, any 1-element tensor). With lengths [B] (int32/int64):
+    x and y time-major [T, B, ...], the sum over the valid steps (t < lengths[b], clamped to [1, T]) / their
+    count."""
     check_float(x, "x")
     check_float(y, "y")
+    b = x.shape[1] if lengths is not None and x.dim() > 1 else 1
+    x, y, lengths = steps_as_rows(x, y, lengths, "euclidean_loss")
     if x.dim() < 1 or y.dim() < 1 or x.shape[0] != y.shape[0] or x.numel() != y.numel():
         raise ValueError(f"euclidean_loss needs inputs of the same batch and size, got {list(x.shape)} and "
                          f"{list(y.shape)}")
@@ -171,5 +233,7 @@ def euclidean_loss(x: torch.Tensor, y: torch.Tensor, *, out=None, out_dtype=torc
     out = _loss_out(out, out_dtype, x.device)
     block_r, block_c = _tiles(n, f, block_r, block_c)
     return finish(KernelCall(euclidean_loss_kernel, (1,), (x2, y2, out, n, f, x2.stride(0) if n > 1 else f,
-                                                           y2.stride(0) if n > 1 else f),
-                             dict(BLOCK_R=block_r, BLOCK_C=block_c), dict(num_warps=num_warps), out), launch)
+                                                           y2.stride(0) if n > 1 else f,
+                                                           lengths if lengths is not None else dummy(x.device), b),
+                             dict(MASKED=lengths is not None, BLOCK_R=block_r, BLOCK_C=block_c),
+                             dict(num_warps=num_warps), out), launch)

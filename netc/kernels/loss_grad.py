@@ -8,6 +8,9 @@ reductions stay in one program: deterministic, no atomics), an elementwise pass 
                          (as softmax.py), pass 2: the write. A label outside [0, C) gives a NaN row.
     euclidean_loss_grad  (x - y) / N * dloss for wrt=0, its negation (in y's shape) for wrt=1
 
+With lengths [B] (MASKED; kernels/loss.py: the T*B steps as rows), N is the valid steps (the sum of the
+lengths, clamped to [1, T]) and a padding step's gradient is 0 (its label is not read).
+
 Rows are read with their own strides (features contiguous), in any float dtype; dloss is an
 optional 1-element tensor (the loss's incoming gradient, a scalar seed). netc keeps both loss
 gradients f32 (their ops are f32_result): the default out_dtype.
@@ -19,7 +22,7 @@ import triton
 import triton.language as tl
 
 from .common import KernelCall, check_float, dummy, finish
-from .loss import as_feature_rows, label_rows
+from .loss import as_feature_rows, label_rows, rows_counted, step_valid, steps_as_rows
 
 
 @triton.jit
@@ -41,8 +44,9 @@ def softmax_grad_kernel(y_ptr, dy_ptr, out_ptr, C, stride_y, stride_d, stride_o,
 
 
 @triton.jit
-def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, stride_t, stride_o,
-                             ONE_HOT: tl.constexpr, HAS_DLOSS: tl.constexpr, BLOCK_C: tl.constexpr):
+def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, stride_t, stride_o, len_ptr, NSEQ,
+                             ONE_HOT: tl.constexpr, HAS_DLOSS: tl.constexpr, MASKED: tl.constexpr,
+                             BLOCK_C: tl.constexpr, BLOCK_L: tl.constexpr):
     row = tl.program_id(0).to(tl.int64)
     offs = tl.arange(0, BLOCK_C)
     x_row = x_ptr + row * stride_x
@@ -60,7 +64,9 @@ def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, 
             st += tl.load(t_ptr + row * stride_t + c0 + offs, mask=m, other=0).to(tl.float32)
     mx = tl.max(m_i, axis=0)
     inv = 1.0 / tl.sum(l_i * tl.exp(m_i - mx), axis=0)
-    g = 1.0 / NB
+    g = 1.0 / rows_counted(len_ptr, NB, NSEQ, MASKED, BLOCK_L)
+    if MASKED:      # a padding step: 0
+        g = tl.where(step_valid(len_ptr, row, row < NB, NB, NSEQ), g, 0.0)
     if HAS_DLOSS:
         g = g * tl.load(dloss_ptr).to(tl.float32)
     if ONE_HOT:
@@ -69,7 +75,7 @@ def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, 
         label = tl.load(t_ptr + row * stride_t).to(tl.float32)
         ok = (label >= 0.0) & (label < C) & (label == tl.floor(label))
         lab = tl.where(ok, label, -1.0).to(tl.int32)
-        g = tl.where(ok, g, float("nan"))
+        g = tl.where(ok | (g == 0.0), g, float("nan"))   # a padding step's label is not read
     for c0 in range(0, C, BLOCK_C):
         cols = c0 + offs
         m = cols < C
@@ -83,18 +89,23 @@ def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, 
 
 
 @triton.jit
-def euclidean_loss_grad_kernel(x_ptr, y_ptr, dloss_ptr, out_ptr, NB, F, stride_x, stride_y, stride_o,
-                               HAS_DLOSS: tl.constexpr, BLOCK: tl.constexpr):
+def euclidean_loss_grad_kernel(x_ptr, y_ptr, dloss_ptr, out_ptr, NB, F, stride_x, stride_y, stride_o, len_ptr, NSEQ,
+                               HAS_DLOSS: tl.constexpr, MASKED: tl.constexpr, BLOCK: tl.constexpr,
+                               BLOCK_L: tl.constexpr):
     offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < NB * F
     r = offs // F
     c = offs % F
     x = tl.load(x_ptr + r * stride_x + c, mask=mask, other=0.0).to(tl.float32)
     y = tl.load(y_ptr + r * stride_y + c, mask=mask, other=0.0).to(tl.float32)
-    g = 1.0 / NB       # the batch is a runtime argument (codegen: affine in it), not a baked-in scale
+    # the batch is a runtime argument (codegen: affine in it), not a baked-in scale
+    g = 1.0 / rows_counted(len_ptr, NB, NSEQ, MASKED, BLOCK_L)
     if HAS_DLOSS:
         g = g * tl.load(dloss_ptr).to(tl.float32)
-    tl.store(out_ptr + r * stride_o + c, ((x - y) * g).to(out_ptr.dtype.element_ty), mask=mask)
+    d = (x - y) * g
+    if MASKED:      # padding steps: 0
+        d = tl.where(step_valid(len_ptr, r, mask, NB, NSEQ), d, 0.0)
+    tl.store(out_ptr + r * stride_o + c, d.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def _row_stride(t2):
@@ -136,47 +147,71 @@ def softmax_grad(y: torch.Tensor, dy: torch.Tensor, input_shape=None, *, out=Non
                              dict(BLOCK_C=block_c), dict(num_warps=num_warps), out), launch)
 
 
-def softmax_loss_grad(x: torch.Tensor, labels: torch.Tensor, dloss=None, *, out=None, out_dtype=torch.float32,
-                      block_c=None, num_warps=4, launch=True):
+def _masked_out(out, shape, dtype, device, rows: int, lengths):
+    """The gradient's destination in its operand's `shape`, and its [rows, F] view (a masked loss: the
+    T*B steps as rows)."""
+    out, o2 = _out_rows(out, shape, dtype, device)
+    if lengths is not None:
+        o2 = as_feature_rows(out.reshape((rows,) + tuple(shape[2:])) if len(shape) > 2 else out.reshape(rows, 1),
+                             "out")
+    return out, o2
+
+
+def softmax_loss_grad(x: torch.Tensor, labels: torch.Tensor, dloss=None, lengths=None, *, out=None,
+                      out_dtype=torch.float32, block_c=None, block_l=None, num_warps=4, launch=True):
     """netc.softmax_loss_grad: logits x [N, ...] (flattened to [N, C]), labels as softmax_loss's (class
     indices [N] / [N, 1] of any integer dtype or integral floats, or one-hot / soft targets [N, C]),
-    optional dloss (1 element) -> the gradient in x's shape (f32 by default)."""
+    optional dloss (1 element) -> the gradient in x's shape (f32 by default). With lengths [B]: x [T, B, ...]
+    and labels per step, w * (softmax - target) with w = 1 / the valid steps on a valid step and 0 on padding."""
     check_float(x, "x")
+    shape = tuple(x.shape)
+    nseq = x.shape[1] if lengths is not None and x.dim() > 1 else 1
+    x, labels, lengths = steps_as_rows(x, labels, lengths, "softmax_loss_grad")
     if x.dim() < 2:
         raise ValueError(f"softmax_loss_grad needs logits of rank >= 2, got {list(x.shape)}")
     n = x.shape[0]
     x2 = as_feature_rows(x, "x")
     c = x2.shape[1]
     t2, one_hot, stride_t = label_rows(labels, n, c)
-    out, o2 = _out_rows(out, x.shape, out_dtype or x.dtype, x.device)
+    out, o2 = _masked_out(out, shape, out_dtype or x.dtype, x.device, n, lengths)
     dloss = _dloss(dloss)
     block_c = block_c or min(4096, triton.next_power_of_2(max(c, 1)))
+    block_l = block_l or min(1024, triton.next_power_of_2(max(nseq, 1)))
     return finish(KernelCall(softmax_loss_grad_kernel, (n,), (
-        x2, t2, dloss if dloss is not None else dummy(x.device), o2, n, c, _row_stride(x2), stride_t, _row_stride(o2)),
-        dict(ONE_HOT=bool(one_hot), HAS_DLOSS=dloss is not None, BLOCK_C=block_c), dict(num_warps=num_warps), out),
-        launch)
+        x2, t2, dloss if dloss is not None else dummy(x.device), o2, n, c, _row_stride(x2), stride_t, _row_stride(o2),
+        lengths if lengths is not None else dummy(x.device), nseq),
+        dict(ONE_HOT=bool(one_hot), HAS_DLOSS=dloss is not None, MASKED=lengths is not None, BLOCK_C=block_c,
+             BLOCK_L=block_l), dict(num_warps=num_warps), out), launch)
 
 
-def euclidean_loss_grad(x: torch.Tensor, y: torch.Tensor, dloss=None, wrt: int = 0, *, out=None,
-                        out_dtype=torch.float32, block=1024, num_warps=4, launch=True):
+def euclidean_loss_grad(x: torch.Tensor, y: torch.Tensor, dloss=None, wrt: int = 0, lengths=None, *, out=None,
+                        out_dtype=torch.float32, block=1024, block_l=None, num_warps=4, launch=True):
     """netc.euclidean_loss_grad: d(0.5 * sum((x - y)^2) / N) / d(operand `wrt`) = +-(x - y) / N (* dloss),
-    in that operand's shape (f32 by default). x and y: N rows of the same element count."""
+    in that operand's shape (f32 by default). x and y: N rows of the same element count. With lengths [B]:
+    x, y time-major [T, B, ...], +-(x - y) / the valid steps on a valid step, 0 on padding."""
     check_float(x, "x")
     check_float(y, "y")
     if wrt not in (0, 1):
         raise ValueError(f"wrt must be 0 or 1, got {wrt}")
+    shape = tuple((x, y)[wrt].shape)
+    nseq = x.shape[1] if lengths is not None and x.dim() > 1 else 1
+    x, y, lengths = steps_as_rows(x, y, lengths, "euclidean_loss_grad")
     if x.dim() < 1 or y.dim() < 1 or x.shape[0] != y.shape[0] or x.numel() != y.numel():
         raise ValueError(f"euclidean_loss_grad needs inputs of the same batch and size, got {list(x.shape)} and "
                          f"{list(y.shape)}")
     n = x.shape[0]
     a, b = (x, y) if wrt == 0 else (y, x)          # d/dy = (y - x) / N
-    out, o2 = _out_rows(out, a.shape, out_dtype or a.dtype, x.device)
+    out, o2 = _masked_out(out, shape, out_dtype or a.dtype, x.device, n, lengths)
     a2, b2 = as_feature_rows(a, "x" if wrt == 0 else "y"), as_feature_rows(b, "y" if wrt == 0 else "x")
     f = a2.shape[1]
+    if o2.shape[1] != f:
+        o2 = as_feature_rows(out.reshape(n, f), "out")
     numel = n * f
     dloss = _dloss(dloss)
     block = min(block, triton.next_power_of_2(max(numel, 1)))
+    block_l = block_l or min(1024, triton.next_power_of_2(max(nseq, 1)))
     return finish(KernelCall(euclidean_loss_grad_kernel, (triton.cdiv(numel, block),), (
         a2, b2, dloss if dloss is not None else dummy(x.device), o2, n, max(f, 1), _row_stride(a2),
-        _row_stride(b2), _row_stride(o2)), dict(HAS_DLOSS=dloss is not None, BLOCK=block),
+        _row_stride(b2), _row_stride(o2), lengths if lengths is not None else dummy(x.device), nseq),
+        dict(HAS_DLOSS=dloss is not None, MASKED=lengths is not None, BLOCK=block, BLOCK_L=block_l),
         dict(num_warps=num_warps), out), launch)

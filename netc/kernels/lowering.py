@@ -54,7 +54,8 @@ from typing import Callable
 
 from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
 from .rnn_lowering import RNN_LOWERINGS
-from .spec import FIXED_GRID, KernelSpec, pinned  # noqa: F401  (the table's vocabulary: spec.py)
+from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
+from .spec import FIXED_GRID, KernelSpec, pinned, row_factor  # noqa: F401  (the table's vocabulary: spec.py)
 
 # constexpr -> the launcher keyword that sets it: codegen pins a specialization with these when it
 # lowers a group again at another batch (and tuning files hold these keywords)
@@ -250,7 +251,7 @@ def _lower_inner_product(ctx, members) -> KernelSpec:
                            out=ctx.out, **kw)
     # split-K (a tuning's split > 1): the chunks into the workspace, then their sum with the epilogue;
     # both grids are row blocks of the batch's rows times a fixed factor
-    return [KernelSpec(c, 1, "BLOCK_M") for c in calls]
+    return [KernelSpec(c, row_factor(x, ctx), "BLOCK_M") for c in calls]
 
 
 def _epilogue_batch_norm(ctx, op, prev, kw):
@@ -338,17 +339,8 @@ def _lower_lrn(ctx, members) -> KernelSpec:
 def _lower_softmax(ctx, members) -> KernelSpec:
     from .softmax import softmax
     op = _single(members)
-    return KernelSpec(softmax(ctx.value(op.operands[0]), out=ctx.out, launch=False, **ctx.pin), 1, None)
-
-
-def _loss(fn_name):
-    def lower(ctx, members) -> KernelSpec:
-        from . import loss
-        op = _single(members)
-        call = getattr(loss, fn_name)(ctx.value(op.operands[0]), ctx.value(op.operands[1]), out=ctx.out,
-                                      launch=False, **ctx.pin)
-        return KernelSpec(call, 1, FIXED_GRID)      # one program reduces the whole batch
-    return lower
+    x = ctx.value(op.operands[0])
+    return KernelSpec(softmax(x, out=ctx.out, launch=False, **ctx.pin), row_factor(x, ctx), None)
 
 
 def _lower_copy(ctx, members) -> KernelSpec:
@@ -422,8 +414,8 @@ def _lower_inner_product_grad_data(ctx, members) -> KernelSpec:
                                    **pinned(inner_product_grad_data, ctx))
     if ctx.prologue or epi:     # through conv2d_grad_data on 1x1 views: its grid's rows are the batch's
         a = dict(zip(call.kernel.arg_names, call.args))
-        return KernelSpec(call, a["HJ"] * a["WJ"], "BLOCK_M")
-    return KernelSpec(call, 1, "BLOCK_M")
+        return KernelSpec(call, a["HJ"] * a["WJ"] * row_factor(ctx.out, ctx), "BLOCK_M")
+    return KernelSpec(call, row_factor(ctx.out, ctx), "BLOCK_M")
 
 
 def _lower_inner_product_grad_filter(ctx, members) -> list:
@@ -478,33 +470,12 @@ def _lower_upsample2d_grad(ctx, members) -> KernelSpec:
     return KernelSpec(call, ctx.out.shape[1] * ctx.out.shape[2], "BLOCK_P")
 
 
-def _dloss(ctx, op, k):
-    return ctx.value(op.operands[k]) if len(op.operands) > k else None
-
-
-def _lower_softmax_loss_grad(ctx, members) -> KernelSpec:
-    from .loss_grad import softmax_loss_grad
-    op = _single(members)
-    call = softmax_loss_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), _dloss(ctx, op, 2), out=ctx.out,
-                             out_dtype=ctx.out.dtype, launch=False, **pinned(softmax_loss_grad, ctx))
-    return KernelSpec(call, 1, None)          # one program per row
-
-
-def _lower_euclidean_loss_grad(ctx, members) -> KernelSpec:
-    from .loss_grad import euclidean_loss_grad
-    op = _single(members)
-    call = euclidean_loss_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), _dloss(ctx, op, 2),
-                               int(_attrs(op)["wrt"]), out=ctx.out, out_dtype=ctx.out.dtype, launch=False,
-                               **pinned(euclidean_loss_grad, ctx))
-    return KernelSpec(call, ctx.out.numel() // ctx.batch, "BLOCK")
-
-
 def _lower_softmax_grad(ctx, members) -> KernelSpec:
     from .loss_grad import softmax_grad
     op = _single(members)
     call = softmax_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), tuple(ctx.out.shape), out=ctx.out,
                         launch=False, **pinned(softmax_grad, ctx))
-    return KernelSpec(call, 1, None)          # one program per row
+    return KernelSpec(call, row_factor(ctx.out, ctx), None)          # one program per row
 
 
 def _lower_lrn_grad(ctx, members) -> KernelSpec:
@@ -600,12 +571,6 @@ def _lower_batch_norm_grad(ctx, members) -> list:
     rows = _rows(x, ctx.batch)
     # the per-channel sums first (a fixed grid), then the rows kernel (the last)
     return _fixed(calls[:-1]) + [KernelSpec(calls[-1], rows, "BLOCK_R")]
-
-
-def _per_step_loss(op) -> str | None:
-    """A loss (or its gradient) over a sequence's steps has no kernel (ops/loss.py per_step_form)."""
-    from ..ops.loss import per_step_form
-    return per_step_form(op)
 
 
 def _synchronized_batch_norm_grad(op) -> str | None:
@@ -780,8 +745,6 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.avgpool": Lowering(lower=_pool("avgpool")),
     "netc.lrn": Lowering(lower=_lower_lrn),
     "netc.softmax": Lowering(lower=_lower_softmax),
-    "netc.softmax_loss": Lowering(lower=_loss("softmax_loss"), unsupported=_per_step_loss, labels=1),
-    "netc.euclidean_loss": Lowering(lower=_loss("euclidean_loss"), unsupported=_per_step_loss),
     # the identity on their operand's bytes: no kernel where the plan aliases them, else a copy
     "netc.reshape": Lowering(lower=_lower_copy),
     "netc.identity": Lowering(lower=_lower_copy),
@@ -803,8 +766,6 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.maxpool_grad": Lowering(lower=_pool_grad(True)),
     "netc.avgpool_grad": Lowering(lower=_pool_grad(False)),
     "netc.upsample2d_grad": Lowering(lower=_lower_upsample2d_grad),
-    "netc.softmax_loss_grad": Lowering(lower=_lower_softmax_loss_grad, unsupported=_per_step_loss),
-    "netc.euclidean_loss_grad": Lowering(lower=_lower_euclidean_loss_grad, unsupported=_per_step_loss),
     "netc.softmax_grad": Lowering(lower=_lower_softmax_grad),
     "netc.lrn_grad": Lowering(lower=_lower_lrn_grad),
     "netc.batch_norm_grad": Lowering(lower=_lower_batch_norm_grad, unsupported=_synchronized_batch_norm_grad),
@@ -828,12 +789,11 @@ LOWERINGS: dict[str, Lowering] = {
     **{name: Lowering(**kw) for name, kw in RECURRENT_LOWERINGS.items()},
     # Recurrent and Clockwork (kernels/rnn.py; their entries in kernels/rnn_lowering.py)
     **{name: Lowering(lower=fn) for name, fn in RNN_LOWERINGS.items()},
+    # losses in every form, OneHot, SequencePool (kernels/loss.py, loss_grad.py, sequence.py; sequence_lowering.py)
+    **{name: Lowering(**kw) for name, kw in SEQUENCE_LOWERINGS.items()},
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
-    "netc.seq_pool": Lowering(missing="a reduction over a sequence's steps (SequencePool)"),
-    "netc.seq_pool_grad": Lowering(missing="a SequencePool's gradient"),
-    "netc.one_hot": Lowering(missing="a one-hot encoding"),
     "netc.argsort": Lowering(missing="SINGA's ArgSort"),
     "netc.accuracy": Lowering(missing="SINGA's Accuracy"),
     "netc.opaque": Lowering(missing="an opaque (unknown) layer", opaque=True),
@@ -985,4 +945,5 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "embedding_kernel": _tiles_embedding,
     "fill_kernel": _tiles_numel("NUMEL"),
     **RECURRENT_TILES,
+    **SEQUENCE_TILES,
 }

@@ -24,3 +24,10 @@ def pinned(fn, ctx) -> dict:
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return dict(ctx.pin)
     return {k: v for k, v in ctx.pin.items() if k in params}
+
+
+def row_factor(t, ctx) -> int:
+    """Rows of t's axis 0 per sample of the batch: B for a sequence's steps flattened, [T*B, ...] with T the
+    batch (memory/graph.py), else 1."""
+    n = t.shape[0] if t.dim() else 0
+    return n // ctx.batch if ctx.batch and n > ctx.batch and n % ctx.batch == 0 else 1

@@ -31,35 +31,76 @@ def time_major_values(ops) -> tuple[dict, int, int]:
 
 
 def initial_state_values(ops) -> set:
-    """ids of the values read only as a time-major op's operands other than its sequence (OpDef.batch_axis
-    != 0, operand 0 the sequence [T, B, ...]): an Lstm's initial state h0, c0 [B, H]. Their axis 0 is the
-    batch B, not the T that leads the sequences: they neither decide the network's batch (the leading axis
-    the compiled targets scale) nor are batch-sized; they are fed whole (codegen/manifest.py). A GRU's
-    single step (x [B, X], rank 2) has no time axis: its h0 leads with the batch like x."""
-    state, other = set(), set()
-    for op in ops:
-        seq = _reads_a_sequence(op, op.operands[0].type.shape if op.operands else None)
-        for k, v in enumerate(op.operands):
-            (state if seq and k > 0 else other).add(id(v))
-    return state - other
+    """ids of the values a network whose batch is T (the leading axis of its sequences) reads per sample, with
+    B leading, and only so: an Lstm's initial state h0, c0 [B, H] (read only as a time-major op's operands
+    other than its sequence: OpDef.batch_axis != 0, operand 0 the sequence [T, B, ...]), a sequence's lengths
+    [B] (OpDef.lengths_operand, a masked loss gradient's operand 2), and values read only beside what a
+    reduction over time gives (per_sample_values: the labels [B] of a classifier over a SequencePool). Their
+    axis 0 is the batch B, not the T that leads the sequences: they neither decide the network's batch (the
+    leading axis the compiled targets scale) nor are batch-sized; they are fed whole (codegen/manifest.py). A
+    GRU's single step (x [B, X], rank 2) has no time axis: its h0 leads with the batch like x."""
+    return _fed_whole([(op, [id(v) for v in op.operands], op.operands[0].type.shape if op.operands else None,
+                        [id(r) for r in op.results]) for op in ops])
 
 
 def initial_state_inputs(net) -> set:
-    """Names of the layers read only as a time-major op's initial state (initial_state_values), the
+    """Names of the layers a time-major network reads per sample only (initial_state_values), the
     network's inputs among them; also before its operands are resolved (by the ops' `parents`)."""
     ops = net.regions[0].ops
     declared = {op.attrs.get("name"): op.attrs.get("shape") for op in ops if op.name == "netc.input"}
-    state, other = set(), set()
+    entries = []
     for op in ops:
         if op.operands:
             refs, first = [v.owner.attrs.get("name") for v in op.operands], op.operands[0].type.shape
         else:
             refs = list(op.attrs.get("parents") or [])
             first = declared.get(refs[0]) if refs else None
+        entries.append((op, refs, first, [op.attrs.get("name")]))
+    return _fed_whole(entries)
+
+
+def _lengths_index(op) -> int | None:
+    """The operand holding a sequence's lengths [B], or None."""
+    d = lookup(op.name) if op.name != "netc.input" else None
+    k = getattr(d, "lengths_operand", None) if d is not None else None
+    if k is None and op.attrs.get("lengths") is True:
+        k = 2       # a masked loss's gradient: the loss's operands, lengths third (ops/loss.py)
+    return k
+
+
+def _fed_whole(entries) -> set:
+    """Of [(op, operand refs, operand 0's shape or None, result refs)]: the refs read only per sample (see
+    initial_state_values)."""
+    per_sample = per_sample_values(entries)
+    state, other = set(), set()
+    for op, refs, first, _ in entries:
         seq = _reads_a_sequence(op, first)
+        lk = _lengths_index(op)
+        beside = not seq and any(r in per_sample for r in refs)
         for k, r in enumerate(refs):
-            (state if seq and k > 0 else other).add(r)
-    return state - other
+            (state if seq and k > 0 or k == lk or beside else other).add(r)
+    return state - other - per_sample
+
+
+def per_sample_values(entries) -> set:
+    """Result refs of a reduction over time (OpDef.reduces_time: a SequencePool's [B, ...] of a sequence)
+    and of the ops computing from them alone (with inputs besides: labels): per sample, not per step."""
+    out: set = set()
+    computed = {r for op, _, _, rs in entries if op.name != "netc.input" for r in rs}
+    for op, refs, first, results in entries:
+        if op.name == "netc.input":
+            continue
+        d = lookup(op.name)
+        if getattr(d, "reduces_time", False) and _reads_a_sequence(op, first) \
+                or refs and any(r in out for r in refs) and all(r in out or r not in computed for r in refs):
+            out.update(results)
+    return out
+
+
+def per_sample_value_ids(ops) -> set:
+    """ids of the values per_sample_values finds among `ops` (IR operations with resolved operands)."""
+    return per_sample_values([(op, [id(v) for v in op.operands], op.operands[0].type.shape if op.operands else None,
+                               [id(r) for r in op.results]) for op in ops])
 
 
 def _reads_a_sequence(op, first_shape) -> bool:
@@ -94,6 +135,7 @@ class PlanGraph:
                 if r.type.shape is None:
                     raise PlanError(f"'{op.attrs.get('name')}' has no inferred shape; run shape-inference first")
         state = initial_state_values(self.ops)
+        per_sample = per_sample_value_ids(self.ops)     # [B, ...] after a reduction over time: not batch-sized
         dims = Counter(op.results[0].type.shape[0] for op in in_ops
                        if op.results and op.results[0].type.shape and id(op.results[0]) not in state)
         self.batch = dims.most_common(1)[0][0] if dims else 1
@@ -103,15 +145,18 @@ class PlanGraph:
         if seq:
             self.batch = next(iter(seq.values()))[1]
 
-        def new(name, kind, ttype, cls, producer=0, context=0):
+        def new(name, kind, ttype, cls, producer=0, context=0, rows=1):
             # batch-sized tensors are planned per sample, time-sized ones per sample and time step; a
             # time-sized [T*B, ...] (a sequence with its steps flattened, Brainstorm's flatten_time) is
-            # planned as the [T, B, ...] it is
+            # planned as the [T, B, ...] it is, and so is a batch-sized one (rows = B: T the batch)
             nb, shape = ttype.nbytes, tuple(ttype.shape)
             if cls == TIME and shape[:2] != (self.time, self.batch):
                 shape = (self.time, self.batch) + shape[1:]
+            if cls == BATCH and rows > 1:
+                shape = (self.batch, rows) + shape[1:]
             size = nb // self.batch if cls == BATCH else nb // (self.time * self.batch) if cls == TIME else nb
-            t = TensorPlan(len(self.tensors), name, kind, shape, ttype.dtype, cls, size, producer, context=context)
+            t = TensorPlan(len(self.tensors), name, kind, shape, ttype.dtype, cls, size, producer, context=context,
+                           flat=cls == BATCH and rows > 1)
             self.tensors.append(t)
             return t.id
 
@@ -173,10 +218,12 @@ class PlanGraph:
             writes = []
             for r in op.results:
                 s = r.type.shape
+                rows = self._flat_rows(s, operands) if batched and id(r) not in per_sample else 1
                 cls = (TIME if id(r) in seq or (timed and time_class(r, flat=True)) else
-                       BATCH if batched and len(s) >= 1 and s[0] == self.batch else CONSTANT)
+                       BATCH if batched and len(s) >= 1 and (s[0] == self.batch or rows > 1)
+                       and id(r) not in per_sample else CONSTANT)
                 vid[id(r)] = new(value_name(op, r), "activation", r.type, cls,
-                                 context=seq.get(id(r), (0, 0, 0))[2] if cls == TIME else 0)
+                                 context=seq.get(id(r), (0, 0, 0))[2] if cls == TIME else 0, rows=rows)
                 writes.append(vid[id(r)])
             op_reads.append(reads)
             op_writes.append(writes)
@@ -231,6 +278,18 @@ class PlanGraph:
                     readers.setdefault(k, []).append(u)
         for u in range(n_units):
             self.after[u].discard(u)
+
+    def _flat_rows(self, s: tuple, operands: list) -> int:
+        """B when a result s = [T*B, ...] flattens the steps of a batch-sized operand [T, B, ...] (T the batch:
+        a rolled recurrent net's InnerProduct at every step reads [T*B, H]), planned as [T, B, ...]; else 1."""
+        if len(s) < 1 or s[0] == self.batch or not self.batch or s[0] % self.batch:
+            return 1
+        k = s[0] // self.batch
+        for i in operands:
+            u = self.tensors[i]
+            if u.cls == BATCH and len(u.shape) >= 2 and tuple(u.shape[:2]) == (self.batch, k):
+                return k
+        return 1
 
     def symbol(self, t: int) -> int:
         """The tensor owning a parameter's storage (a share_from alias's owner), else t."""

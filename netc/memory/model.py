@@ -90,6 +90,8 @@ class TensorPlan:
     #                               one kernel (producer == last_use == its step), no buffer (-1)
     context: int = 0              # time class: extra time steps after the T real ones (Brainstorm's
     #                               context_size: the state a recurrent layer starts the next call from)
+    flat: bool = False            # batch class: an IR value [T*B, ...] (a sequence's steps flattened, T the
+    #                               batch) planned as the [T, B, ...] it is (memory/graph.py); shape says which
 
     @property
     def itemsize(self) -> int:

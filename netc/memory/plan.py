@@ -75,7 +75,9 @@ update -- as one schedule, and the program's ops are just more steps.
   statistics, global norms) are constant class whatever their operands and shapes -- a weight
   gradient whose first dimension happens to equal the batch is no batch-sized tensor. Other
   results are batch-sized when their first dimension is the batch and an operand is batch-sized
-  (or every operand is a scalar: a dropout mask drawn from the scalar seed). Optimizer state and
+  (or every operand is a scalar: a dropout mask drawn from the scalar seed), or when they flatten
+  the steps of a batch-sized [T, B, ...] into [T*B, ...] (planned as [T, B, ...], TensorPlan.flat),
+  but for what a reduction over time gives (memory/graph.py per_sample_values). Optimizer state and
   running statistics (`netc.param` with `state`) are parameters to the planner: constant class,
   fixed bytes at the bottom of the constant arena, live the whole step.
 * Gradients stay in the constant class but are planned like activations: each gradient (and

@@ -6,8 +6,8 @@ The ids are an integer tensor (i32 or i64) of any shape S; the result is S + [D]
 floating type. An id outside [0, V) is an error, never a wrapped or clamped row: the reference
 raises it at run time (the layer named), the data checks of `netc run --data` name the input and
 the sample, and random inputs (runtime/reference.py) draw ids in [0, V) (OpDef.index_operand).
-The kernels (kernels/embedding.py) cannot raise: they read a zero row for such an id and write
-nothing for it.
+The kernels (kernels/embedding.py; OneHot's fill in kernels/sequence.py) cannot raise: they read a
+zero row for such an id and write nothing for it.
 
 Costs do not depend on V: the forward reads one row per id and writes it (no FLOPs); the gradient
 adds D values per id (D FLOPs per id), plus, for the dense gradient, clearing its [V, D] result.

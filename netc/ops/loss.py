@@ -1,6 +1,12 @@
 """Losses and metrics: SoftmaxLoss (softmax + cross-entropy against integer labels) and
 EuclideanLoss reduce to a scalar (the batch mean); ArgSort and Accuracy give the top-k classes
-per sample (SINGA's kArgSort / kAccuracy data blobs)."""
+per sample (SINGA's kArgSort / kAccuracy data blobs).
+
+Kernels (netc/kernels/loss.py, loss_grad.py; lowering rows in kernels/sequence_lowering.py) for every
+form of the two losses and their gradients: per sample (rows of axis 0), per step of a time-major
+sequence (logits [T, B, C] with labels [T, B]: the per-sample kernels over the T*B steps as rows) and
+masked by lengths [B] (the same kernels, each row weighted by whether its step is valid, the sum divided
+by the valid steps; a padding step's label is never read there)."""
 from __future__ import annotations
 
 from ..diagnostics import NetcError
@@ -17,16 +23,6 @@ def per_step(x: tuple, y: tuple, masked: bool) -> bool:
     if masked:
         return True
     return len(x) >= 3 and tuple(y) == tuple(x[:2]) and prod(y[1:]) not in (1, prod(x[1:]))
-
-
-def per_step_form(op) -> str | None:
-    """What an IR loss op (or loss gradient) is when it is a per-step form (with lengths, or a softmax loss with
-    labels [T, B]), else None: the kernels read one sample per row of axis 0 and have none of these yet."""
-    if len(op.operands) > 2 and (op.name.endswith("_loss") or op.attrs.get("lengths")):
-        return "a loss masked by sequence lengths (its mean over the valid steps)"
-    if "softmax_loss" in op.name and per_step(op.operands[0].type.shape, op.operands[1].type.shape, False):
-        return "a softmax loss per step of a sequence (labels [T, B])"
-    return None
 
 
 def step_classes(ins: list) -> int:

@@ -20,6 +20,11 @@ steps the reduction read: to step lengths[b]-1 (last), 0 (first), the first step
 maximum (max: ties go to the earliest step, as torch's argmax), or dy / lengths[b] to every valid
 step (mean); padding steps get 0. lengths get no gradient (they are data).
 
+Kernels (netc/kernels/sequence.py): a program per tile of samples and features loops over the steps (T a
+run-time argument, the compiled targets' batch), the gradient writing every step of its tile (padding 0,
+max's first maximum found again from x). A pool's result [B, ...] is per sample: where T is the batch, it
+is not batch-sized (OpDef.reduces_time; memory/graph.py), and nor are the lengths (fed whole).
+
 Costs (FLOPs, with N = T*B*F the elements of x, F the features per step): forward first and last 0
 (a copy of B*F values), max N (a comparison per element), mean N + B*F (the sums and one division
 per output); backward data first, last and max 0 (a scatter of dy), mean N (dy / lengths[b] spread
@@ -105,6 +110,7 @@ class SequencePool(OpDef):
     arity = (1, 2)
     batch_axis = 1          # time-major: a split along axis 0 would cut the sequences
     lengths_operand = 1
+    reduces_time = True     # its [B, ...] is per sample: not batch-sized where T is the batch (memory/graph.py)
     attrs = {"mode": AttrSpec("enum", choices=MODES,
                               doc="last, first, max or mean over each sample's valid steps (PaddlePaddle v2: "
                                   "last_seq, first_seq, pooling with MaxPooling / AvgPooling)")}

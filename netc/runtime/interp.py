@@ -288,7 +288,11 @@ class InterpProgram:
         else:
             raise NetcError(f"tensor '{t.name}' is time-sized; the interpreter target has no recurrent ops")
         assert addr % isz == 0, (t.name, addr)
-        return self.typed(dt).as_strided(shape, strides, addr // isz)
+        v = self.typed(dt).as_strided(shape, strides, addr // isz)
+        if t.flat:      # the IR's [T*B, ...] rows of a [T, B, ...] placement (memory/graph.py)
+            from ..codegen.lower import flat_rows
+            return flat_rows(v, t.name)
+        return v
 
     # ----------------------------------------------------------------------------- data
     def set_params(self, ptensors: dict) -> None:

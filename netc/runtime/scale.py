@@ -1,8 +1,9 @@
 """Scaling a network down before it runs: `netc run --batch B --spatial N` (or HxW).
 
 scale_inputs() rewrites the declared shapes of the network inputs -- every input's first axis
-becomes B (but a time-major op's initial state [B, H], whose first axis is not the leading axis of
-the sequences beside it: memory/graph.py initial_state_inputs), every 4-D (NHWC) input's H and W
+becomes B (a time-major sequence's axis 1 where it declares batch_axis 1; the inputs a time-major network
+reads per sample -- an initial state [B, H], lengths [B], labels [B] of a pool, memory/graph.py
+initial_state_inputs -- follow B there and are left alone where B is not scaled), every 4-D (NHWC) input's H and W
 become N (or H x W) -- before shape inference, so
 everything downstream follows from the new shapes: convolutions and pools shrink, inner products
 take the flattened features they now see, parameters are sized from them. What cannot follow
@@ -46,14 +47,16 @@ def scale_inputs(module: Module, batch: int | None = None, spatial=None) -> list
     four_d = False
     for net in module.networks():
         state = initial_state_inputs(net)
-        for op in net.regions[0].ops:
-            if op.name != "netc.input":
-                continue
+        ins = [op for op in net.regions[0].ops if op.name == "netc.input"]
+        # where --batch sets B (axis 1 of the sequences), the inputs read per sample ([B, ...]: lengths,
+        # labels, an initial state) follow it; where it sets T (axis 0), they keep their B
+        b_axis = any(op.attrs.get("batch_axis", 0) == 1 for op in ins if op.attrs.get("name") not in state)
+        for op in ins:
             shape = list(op.attrs.get("shape") or [])
             new = list(shape)
-            if batch is not None and new and op.attrs.get("name") not in state:
-                axis = op.attrs.get("batch_axis", 0)   # 1: a time-major sequence [T, B, ...] (T is a size: --size T=N)
-                if axis < len(new):
+            if batch is not None and new and (op.attrs.get("name") not in state or b_axis):
+                axis = op.attrs.get("batch_axis", 0) if op.attrs.get("name") not in state else 0
+                if axis < len(new):     # 1: a time-major sequence [T, B, ...] (T is a size: --size T=N)
                     new[axis] = int(batch)
             if hw is not None and len(new) == 4:
                 new[1], new[2] = hw

@@ -1,0 +1,146 @@
+"""Sequence networks on the compiled targets (issue 23): OneHot, SequencePool and its gradient, the per-step
+and length-masked losses and their gradients lowered to kernels (kernels/sequence.py, loss.py, loss_grad.py;
+rows in kernels/sequence_lowering.py), run under Triton's interpreter against the float64 reference
+(`netc run --target interp --compare`, `--train --compare --steps 2`) and built into a .so without a GPU.
+
+The planner's side (memory/graph.py): a network whose batch is T, the leading axis of its sequences, reads
+its lengths [B], and the labels [B] of a classifier over a SequencePool, per sample: they neither vote for
+the batch nor are batch-sized (fed whole), and a pool's [B, ...] is not batch-sized even when T == B. A
+rolled recurrent net's steps flattened, [T*B, ...] (SINGA's char-rnn: an InnerProduct at every step), are
+batch-sized, planned as the [T, B, ...] they are."""
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from netc import pipelines
+from netc.frontend import load, load_text
+from netc.diagnostics import DiagnosticEngine
+from netc.pipelines import Options, Training
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SEQUENCES = os.path.join(ROOT, "examples", "sequences.nd")
+CHAR_RNN = "/work/shared/corpus/singa/0.2.0_char-rnn_job.conf"
+
+# T == B == 3: every form of the losses, the pools with and without lengths, a classifier over two pools
+# (its labels per sample), and a per-sample loss between a pool and an InnerProduct of pools (both gradients)
+EVERY_FORM = """network tb {
+  input x: f32[3, 3, 4]
+  input n: i32[3]
+  input t: i32[3, 3]
+  input y: f32[3, 3, 4]
+  input label: i32[3]
+  s = Lstm(x) { size: 4 }
+  masked = SoftmaxLoss(s, t, n)
+  per_step = SoftmaxLoss(s, t)
+  l2 = EuclideanLoss(s, y, n)
+  top = SequencePool(s, n) { mode: max }
+  first = SequencePool(s) { mode: first }
+  last = SequencePool(s, n) { mode: last }
+  both = Concatenate(top, first, last) { dim: 1 }
+  c = InnerProduct(both) { num_outputs: 4 }
+  mean = SequencePool(s, n) { mode: mean }
+  l3 = EuclideanLoss(c, mean)
+  cls = SoftmaxLoss(c, label)
+}
+"""
+
+
+def _run(*args, interp=True) -> str:
+    """netc in a subprocess (TRITON_INTERPRET is read when the kernels are first imported: set for the
+    interpreter target, unset to build cubins)."""
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    if interp:
+        env["TRITON_INTERPRET"] = "1"
+    r = subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                       env=env, timeout=900)
+    assert r.returncode == 0, r.stderr + r.stdout
+    return r.stdout + r.stderr
+
+
+def _tiny_char_rnn(tmp_path, t=3, b=2, vocab=7, hidden=5):
+    """SINGA's char-rnn job, as a SINGA conf still, at unroll_len t, batchsize b, a vocabulary and a GRU of
+    the given sizes."""
+    src = open(CHAR_RNN).read()
+    src = re.sub(r"unroll_len: 50", f"unroll_len: {t}", src)
+    src = src.replace("batchsize: 50", f"batchsize: {b}").replace("vocab_size: 101", f"vocab_size: {vocab}")
+    src = src.replace("dim_hidden: 512", f"dim_hidden: {hidden}").replace("num_output: 101", f"num_output: {vocab}")
+    path = tmp_path / "char-rnn.conf"
+    path.write_text(src)
+    return path
+
+
+def test_plan_reads_lengths_and_labels_per_sample():
+    """T == B: lengths, the per-sample labels and what the pools give are not batch-sized; the sequences are."""
+    from netc.codegen import network_io, training_io
+    from netc.memory import BATCH, CONSTANT
+    from netc.memory.plan import plan_memory
+    for mode in ("inference", "training"):
+        m = load_text(EVERY_FORM, "tb.nd")
+        if mode == "training":
+            pipelines.training(m, Options(training=Training()))
+        else:
+            pipelines.inference(m, Options())
+        plan = plan_memory(m, m.networks()[0], mode=mode)
+        cls = {k: plan.tensor(k).cls for k in ("x", "n", "t", "y", "label", "s", "top", "both", "c", "mean")}
+        assert cls == {"x": BATCH, "n": CONSTANT, "t": BATCH, "y": BATCH, "label": CONSTANT, "s": BATCH,
+                       "top": CONSTANT, "both": CONSTANT, "c": CONSTANT, "mean": CONSTANT}
+        ins = (training_io if mode == "training" else network_io)(m.networks()[0], plan)[0]
+        assert sorted(i.name for i in ins) == ["label", "n", "t", "x", "y"]     # none refused
+
+
+def test_plan_flattened_steps_are_batch_sized(tmp_path):
+    """The rolled char-rnn's [T*B, ...] values are batch-sized (T the batch), planned as [T, B, ...]."""
+    from netc.memory import BATCH
+    from netc.memory.plan import plan_memory
+    diag = DiagnosticEngine()
+    m = load(str(_tiny_char_rnn(tmp_path)), diag)
+    pipelines.inference(m, Options(), diag)
+    plan = plan_memory(m, m.networks()[0])
+    assert plan.batch == 3
+    for name in ("ip1.in", "ip1", "loss", "loss.label"):
+        t = plan.tensor(name)
+        assert (t.cls, t.flat, tuple(t.shape)) == (BATCH, True, (3, 2) + tuple(t.shape[2:])), name
+    assert not plan.tensor("gru1").flat and plan.tensor("gru1").cls == BATCH
+
+
+@pytest.mark.parametrize("src", ["sequences", "every_form"])
+def test_interpreter_runs_and_trains_against_the_reference(src, tmp_path):
+    pytest.importorskip("triton")
+    path = SEQUENCES if src == "sequences" else tmp_path / "tb.nd"
+    if src != "sequences":
+        path.write_text(EVERY_FORM)
+    out = _run("run", path, "--target", "interp", "--compare")
+    assert "tag_loss: max relative error" in out if src == "sequences" else "masked: max relative error" in out
+    out = _run("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
+    assert re.search(r"compared 2 training steps of network '\w+' \(sgd\) on the interpreter target: ok", out), out
+
+
+def test_char_rnn_trains_on_the_interpreter_step_for_step(tmp_path):
+    """The issue's done-when: SINGA's char-rnn conf (made tiny) trains on the reference executor and through the
+    compiled kernels on the interpreter, step for step equal within f32 (its RMSProp with clipping)."""
+    pytest.importorskip("triton")
+    conf = _tiny_char_rnn(tmp_path, t=5, b=7, vocab=9, hidden=6)     # T*B = 35 rows: several tiles of some kernels
+    out = _run("run", conf, "--target", "interp", "--compare")
+    assert "loss.loss: max relative error" in out
+    out = _run("run", conf, "--target", "interp", "--train", "--compare", "--steps", "2")
+    assert "compared 2 training steps of network 'char_rnn' (rmsprop) on the interpreter target: ok" in out, out
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_char_rnn_compiles_with_a_training_step_without_a_gpu(tmp_path):
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from netc.runtime import native as N
+    conf = _tiny_char_rnn(tmp_path)
+    _run("compile", conf, "-o", tmp_path / "c.so", "--target", "cuda", "--train", interp=False)
+    m = N.read_manifest(tmp_path / "c.so")
+    assert m["batch"] == 3
+    ops = [e["op"] for e in m["schedule"]]
+    assert ops.count("netc.one_hot") == 2 and "netc.gru" in ops
+    assert "netc.softmax_loss_grad" in [e["op"] for e in m["training"]["schedule"]]
