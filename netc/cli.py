@@ -67,7 +67,7 @@ def _training(p, run: bool = False):
     t = p.add_argument_group("training")
     t.add_argument("--train", action="store_true", help=what)
     t.add_argument("--optimizer", default=None, metavar="NAME",
-                   help="sgd (default), momentum, nesterov, adam, rmsprop, adagrad (a SINGA job's updater when the "
+                   help="sgd (default), momentum, nesterov, adam, rmsprop, adagrad, adadelta, adamax (a SINGA job's updater when the "
                         "file has one)")
     t.add_argument("--momentum", type=float, default=None, metavar="M", help="momentum (default 0.9 where it applies)")
     t.add_argument("--weight-decay", type=float, default=None, metavar="WD", help="L2 weight decay (default 0)")

@@ -109,3 +109,36 @@ def test_bad_updater_confs_are_located(updater, extra, msg, at):
     src, caret = out.splitlines()[1:3]
     col = caret.index("^")
     assert src[col:].startswith(at), out
+
+
+@needs_corpus
+def test_v01_krmsprop_says_singa_v01_cannot_run_it():
+    text = (JOB.parent / "0.1.0_mnist_job.conf").read_text()
+    text = re.sub(r"type: *kSGD", "type: kRMSProp rmsprop_conf { rho: 0.9 }", text, count=1)
+    diag = DiagnosticEngine()
+    m = load_text(text, "v01.conf", diag)
+    assert m.attrs["optimizer"]["name"] == "rmsprop"
+    assert re.search(r"v01\.conf:\d+:\d+: warning: SINGA v0\.1\.0 registers no kRMSProp updater", diag.render())
+
+
+def test_singas_adadelta_is_torchs():
+    """kAdaDelta's formula is torch.optim.Adadelta's: five steps of the imported optimizer (SINGA's
+    convention) equal torch.optim fed the same gradients, to 1e-12 (tests/test_optimizer.py's harness)."""
+    import torch
+    import test_optimizer as T
+    opts = {"name": "adadelta", "rho": 0.95, "eps": 1e-6, "weight_decay": 0.01, "convention": "singa"}
+    init, grads, tr = T.train(T.program(opts))
+    want, _ = T.torch_run(init, grads, lambda g: torch.optim.Adadelta(g, lr=0.1, rho=0.95, eps=1e-6,
+                                                                       weight_decay=0.01))
+    for n, w in want.items():
+        T._close(tr.params[n], w, f"adadelta (singa): {n}")
+
+
+@needs_corpus
+def test_new_updaters_compile_to_a_training_library(tmp_path):
+    """kAdaDelta and kAdamMax lower to the multi-tensor update kernel: `netc compile --target cuda
+    --train` builds the library (cubins, no GPU needed)."""
+    for updater in ("kAdaDelta", "kAdamMax"):
+        conf = tmp_path / f"{updater}.conf"
+        conf.write_text(job(updater, UPDATERS[updater][0], batch=4))
+        assert main(["compile", str(conf), "--target", "cuda", "--train", "-o", str(tmp_path / f"{updater}.so")]) == 0

@@ -545,6 +545,9 @@ def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
         diag.error(f"updater type {t} is not supported: netc's optimizers cover {known}", u.vat("type"),
                    width=len(t))
         return None
+    if t == "kRMSProp" and job.version == "0.1":
+        diag.warning("SINGA v0.1.0 registers no kRMSProp updater (driver.cc:88 is a TODO; v0.2 has it): SINGA v0.1 "
+                     "cannot run this job, netc trains it with v0.2's kRMSProp", u.vat("type"), width=len(t))
     name = _UPDATERS[t]
     spec = {"name": name}
     mom = u.get("momentum") or 0.0
