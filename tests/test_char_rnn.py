@@ -291,3 +291,28 @@ def test_api_load_refuses_time_major_inputs(tmp_path):
     text = str(e.value)
     assert "input 'data' takes its samples along axis 1 (time-major, [4, 4])" in text
     assert "test_char_rnn.py:" in text and "tiny_char_rnn.conf:30:5: note: the input is declared here" in text
+
+
+@needs_conf
+def test_eval_of_windows_counts_each_window_and_character(tmp_path):
+    """--eval's evaluate() on a time-major job, a last batch padded (S = 2B + 3): the loss is the mean over
+    the windows of SINGA's objective (each window's sum over its steps), the accuracy the share of its
+    characters predicted right -- against each window run alone (copied into every column of a batch)."""
+    from netc.runtime.train import Dataset, evaluate
+    conf = tiny_conf(tmp_path, t=5, b=4, hidden=8)
+    m = load(str(conf))
+    pipelines.inference(m, Options())
+    params = module_params(m, seed=3)
+    g = np.random.default_rng(0)
+    x = g.integers(0, 101, (11, 5)).astype(np.int32)
+    y = g.integers(0, 101, (11, 5)).astype(np.int32)
+    got = evaluate(m, params, Dataset({"data": torch.tensor(x), "label": torch.tensor(y)}, "--eval"))
+    total, right = 0.0, 0
+    for s in range(11):
+        feed = {"data": torch.tensor(np.repeat(x[s][:, None], 4, 1)), "label": torch.tensor(np.repeat(y[s][:, None], 4, 1))}
+        named = run_reference(m, feed, params, intermediates=True)
+        total += float(named["loss.loss"])
+        right += int((named["loss.in"].reshape(5, 4, 101)[:, 0].argmax(1) == torch.tensor(y[s]).long()).sum())
+    assert got["samples"] == 11
+    assert abs(got["loss"] - total / 11) < 1e-9 * total
+    assert got["accuracy"] == right / 55

@@ -428,22 +428,47 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
     batch = data.check(net)
     losses = [op for op in layers(net) if lookup(op.name) is not None and lookup(op.name).is_loss]
     soft = classifiers(losses)
-    total, right, seen = 0.0, 0, 0
+    steps = time_steps(net)
+    total, right, counted, seen = 0.0, 0, 0, 0
     p = inference_params(inference, params)
     for feed, real in data.batches(batch, 0, 0, shuffle=False, pad=True):
         named = run_reference(inference, feed, p, network=net, dtype=dtype, intermediates=True)
         for op in losses:
             # the batch mean of the real samples: the losses are means over the batch
-            total += float(named[layer_name(op)]) * real if real == batch else _partial_loss(op, named, real)
+            total += (float(named[layer_name(op)]) * real if real == batch else
+                      _partial_loss(op, named, real, batch, steps))
         for op in soft:
-            right += classified_right(op, named, batch, real)
+            r, n = classified_rows(op, named, batch, real, steps)
+            right, counted = right + r, counted + n
         seen += real
     out = {"samples": seen}
     if losses:
         out["loss"] = total / seen
     if soft:
-        out["accuracy"] = right / (seen * len(soft))
+        out["accuracy"] = right / counted     # per sample; per step (character) of a time-major network
     return out
+
+
+def time_steps(net: Operation) -> int | None:
+    """T of a time-major network (a data input with batch_axis 1, [T, B, ...]), else None."""
+    for op in data_inputs(net):
+        shape = op.results[0].type.shape
+        if op.attrs.get("batch_axis", 0) == 1 and len(shape) >= 2:
+            return int(shape[0])
+    return None
+
+
+def real_part(t: torch.Tensor, batch: int, real: int, steps: int | None) -> torch.Tensor:
+    """The part of a batch's value `t` that belongs to its first `real` samples: rows [:real]; in a
+    time-major network (T = steps) a sequence's [T, B, ...] the columns [:, :real] and its steps flattened
+    step-major, [T*B, ...] (row t*B + b), the rows whose b < real."""
+    if steps is None or t.dim() == 0:
+        return t[:real]
+    if t.dim() >= 2 and tuple(t.shape[:2]) == (steps, batch):
+        return t[:, :real]
+    if t.shape[0] == steps * batch and steps > 1:
+        return t.reshape(steps, batch, *t.shape[1:])[:, :real].reshape(steps * real, *t.shape[1:])
+    return t[:real]
 
 
 def classifiers(losses: list) -> list:
@@ -461,19 +486,32 @@ def classified_right(op, named: dict, batch: int, real: int | None = None) -> in
     """How many of the first `real` (all `batch`) samples a classifier loss `op` classifies right: the
     argmax of its scores (operand 0, [batch, C]) equal to its labels (class indices, or one-hot rows),
     the values read from `named` by layer name."""
-    real = batch if real is None else real
+    return classified_rows(op, named, batch, batch if real is None else real)[0]
+
+
+def classified_rows(op, named: dict, batch: int, real: int, steps: int | None = None) -> tuple:
+    """(right, counted): classified_right over the first `real` samples; in a time-major network (T =
+    steps, its loss reading [T*B, C] scores step-major: SINGA's rolled char-rnn) every step of them is
+    counted, T * real rows."""
     d = lookup(op.name)
-    logits = named[layer_name(op.operands[0].owner)].reshape(batch, -1)[:real]
-    labels = named[layer_name(op.operands[d.label_operand].owner)][:real]
-    if labels.numel() != real:   # one-hot labels
-        labels = labels.reshape(real, -1).argmax(1)
-    return int((logits.argmax(1) == labels.reshape(-1).long()).sum())
+    scores = named[layer_name(op.operands[0].owner)]
+    labels = named[layer_name(op.operands[d.label_operand].owner)]
+    if steps is not None and scores.shape[0] == steps * batch and steps > 1:
+        rows = steps * batch
+    else:
+        rows = batch
+    logits = real_part(scores.reshape(rows, -1), batch, real, steps if rows != batch else None)
+    n = logits.shape[0]
+    if labels.numel() != rows:   # one-hot labels
+        labels = labels.reshape(rows, -1).argmax(1)
+    labels = real_part(labels.reshape(-1), batch, real, steps if rows != batch else None)
+    return int((logits.argmax(1) == labels.long()).sum()), n
 
 
-def _partial_loss(op, named, real) -> float:
+def _partial_loss(op, named, real, batch: int, steps: int | None = None) -> float:
     """A loss's sum over the first `real` samples of a padded batch (its op's reference on them)."""
     d = lookup(op.name)
-    ins = [named[layer_name(v.owner)][:real] for v in op.operands]
+    ins = [real_part(named[layer_name(v.owner)], batch, real, steps) for v in op.operands]
     return float(d.reference(d.attrs_of(op), ins, {})) * real
 
 
