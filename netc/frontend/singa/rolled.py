@@ -143,10 +143,10 @@ def _node(conv, n, t, b, shapes):
         out = _distributed(conv, name, srcs[0], ins[0], loc, "netc.softmax", feats, shapes)
     elif tp in ("kSoftmaxLoss", "kCudnnSoftmaxLoss"):
         feats = _feats(ins[0])
-        conv.add("netc.reshape", name + ".in", [srcs[0]], loc, output_shape=[t * b, feats])
+        conv.add("netc.reshape", name + ".in", [srcs[0]], loc, output_shape=[-1, feats])   # T*B: --batch scales B
         conv.add("netc.softmax", name, [name + ".in"], loc)
         conv.add("netc.one_hot", name + ".target", [srcs[1]], loc, depth=feats, on_value=float(c.get("scale", 1.0)) * t)
-        conv.add("netc.reshape", name + ".label", [name + ".target"], loc, output_shape=[t * b, feats])
+        conv.add("netc.reshape", name + ".label", [name + ".target"], loc, output_shape=[-1, feats])
         conv.add("netc.softmax_loss", name + ".loss", [name + ".in", name + ".label"], loc)
         shapes[name] = [t * b, feats]
     elif tp == "kDropout":
@@ -174,11 +174,12 @@ def _feats(shape) -> int:
 
 
 def _distributed(conv, name, src, shape, loc, opname, m, shapes, **attrs) -> str:
-    """opname applied to every step of src [T, B, ...]: reshape to [T*B, F], the op, reshape to [T, B, m]."""
+    """opname applied to every step of src [T, B, ...]: reshape to [T*B, F], the op, reshape to [T, B, m] (written
+    [-1, F] and [T, -1, m], so that --batch, which sets B, keeps them true)."""
     t, b = shape[0], shape[1]
-    conv.add("netc.reshape", name + ".in", [src], loc, output_shape=[t * b, _feats(shape)])
+    conv.add("netc.reshape", name + ".in", [src], loc, output_shape=[-1, _feats(shape)])
     conv.add(opname, name, [name + ".in"], loc, **attrs)
-    conv.add("netc.reshape", name + ".out", [name], loc, output_shape=[t, b, m])
+    conv.add("netc.reshape", name + ".out", [name], loc, output_shape=[t, -1, m])
     shapes[name + ".out"] = [t, b, m]
     return name + ".out"
 
