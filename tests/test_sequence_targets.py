@@ -110,14 +110,43 @@ def test_plan_flattened_steps_are_batch_sized(tmp_path):
     assert not plan.tensor("gru1").flat and plan.tensor("gru1").cls == BATCH
 
 
-@pytest.mark.parametrize("src", ["sequences", "every_form"])
+# the Python API's joint sequence topology as its to_nd writes it at T = 5, B = 4 (tests/test_api_sequence.py
+# _joint: embedding, lstm, recurrent, gru, the four pools, fc at every step over the flattened steps, a
+# classifier and a tagger's masked per-step cost; the sequences batch_axis 1)
+API_JOINT = """network joint {
+  input words: i32[5, 4] { batch_axis: 1 }
+  input words.lengths: i32[4]
+  input tags: i32[5, 4] { batch_axis: 1 }
+  input label: i32[4]
+  emb = Embedding(words) { num_embeddings: 13, dim: 5 }
+  lstm = Lstm(emb) { size: 6, activation: "tanh" }
+  rnn = Recurrent(emb) { size: 3, activation: "sigmoid" }
+  last = SequencePool(lstm, words.lengths) { mode: "last" }
+  mean = SequencePool(lstm, words.lengths) { mode: "mean" }
+  first = SequencePool(rnn, words.lengths) { mode: "first" }
+  max = SequencePool(rnn, words.lengths) { mode: "max" }
+  both = Concatenate(last, mean, first, max) { dim: 1 }
+  cls = InnerProduct(both) { num_outputs: 2 }
+  cls_cost = SoftmaxLoss(cls, label)
+  gru = GRU(emb) { dim_hidden: 4 }
+  tagger.rows = Reshape(gru) { output_shape: [-1, 4] }
+  tagger.fc = InnerProduct(tagger.rows) { num_outputs: 3, params: {weight: "tagger.weight", bias: "tagger.bias"} }
+  tagger = Reshape(tagger.fc) { output_shape: [5, 4, 3] }
+  tag_cost = SoftmaxLoss(tagger, tags, words.lengths)
+  output cls_cost, tag_cost
+}
+"""
+
+
+@pytest.mark.parametrize("src", ["sequences", "every_form", "api"])
 def test_interpreter_runs_and_trains_against_the_reference(src, tmp_path):
     pytest.importorskip("triton")
-    path = SEQUENCES if src == "sequences" else tmp_path / "tb.nd"
+    path = SEQUENCES if src == "sequences" else tmp_path / "net.nd"
     if src != "sequences":
-        path.write_text(EVERY_FORM)
+        path.write_text(EVERY_FORM if src == "every_form" else API_JOINT)
     out = _run("run", path, "--target", "interp", "--compare")
-    assert "tag_loss: max relative error" in out if src == "sequences" else "masked: max relative error" in out
+    first = {"sequences": "tag_loss", "every_form": "masked", "api": "tag_cost"}[src]
+    assert f"{first}: max relative error" in out
     out = _run("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert re.search(r"compared 2 training steps of network '\w+' \(sgd\) on the interpreter target: ok", out), out
 
