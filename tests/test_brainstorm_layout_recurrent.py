@@ -158,3 +158,23 @@ def test_feed_forward_layouts_have_no_time_class():
     doc = write_layout(plan)
     assert doc["sizes"][2] == 0 and "time" not in doc["netc"]
     assert doc["netc"]["totals"]["inputs_outputs"][2] == 0
+
+
+def test_a_reduction_over_time_is_batch_sized_in_the_layout():
+    """examples/sequences.nd: a SequencePool's [B, H] is per sample (type 1), not a sequence (the plan failed
+    verification, 'mean_h spans bytes [0, 48) of a 6-byte buffer'); per-step labels [T, B] with batch_axis 1
+    are time-sized (type 2)."""
+    from pathlib import Path
+
+    from netc.frontend import load
+    from netc.memory.graph import PlanGraph
+    from netc.pipelines import Options
+    from netc.memory.model import BATCH, TIME
+    m = load(str(Path(__file__).resolve().parents[1] / "examples" / "sequences.nd"))
+    pipelines.inference(m, Options())
+    g = PlanGraph(m, m.networks()[0], "inference", time_sized=True)
+    cls = {t.name: (t.cls, t.size) for t in g.tensors}
+    assert cls["mean_h"] == (BATCH, 48) and cls["last_h"] == (BATCH, 48) and cls["both"] == (BATCH, 96)
+    assert cls["h"] == (TIME, 48) and cls["tags"] == (TIME, 4) and cls["lengths"] == (BATCH, 4)
+    assert main(["export", str(Path(__file__).resolve().parents[1] / "examples" / "sequences.nd"),
+                 "--format", "layout", "-o", "/dev/null"]) == 0

@@ -19,6 +19,11 @@ def time_major_values(ops) -> tuple[dict, int, int]:
         d = lookup(op.name)
         if d is None or d.batch_axis != 1 or not op.results or op.results[0].type.shape is None:
             continue
+        if getattr(d, "reduces_time", False):   # a reduction over time (SequencePool): [T, B, ...] -> [B, ...]
+            shape = op.operands[0].type.shape if op.operands else None
+            if shape is not None and len(shape) >= 3:
+                seq.setdefault(id(op.operands[0]), (shape[0], shape[1], 0))
+            continue
         t, b = op.results[0].type.shape[:2]
         for v in op.operands[:1]:
             seq.setdefault(id(v), (t, b, 0))
@@ -144,6 +149,7 @@ class PlanGraph:
         seq, self.time, self.context = time_major_values(self.ops) if time_sized else ({}, 1, 0)
         if seq:
             self.batch = next(iter(seq.values()))[1]
+            per_sample = set()     # the batch is B here: what a reduction over time gives [B, ...] is batch-sized
 
         def new(name, kind, ttype, cls, producer=0, context=0, rows=1):
             # batch-sized tensors are planned per sample, time-sized ones per sample and time step; a
@@ -170,7 +176,8 @@ class PlanGraph:
         for op in in_ops:
             for r in op.results:
                 s = r.type.shape
-                cls = (TIME if time_class(r) else BATCH if len(s) >= 1 and s[0] == self.batch and dims
+                timed_input = bool(seq) and op.attrs.get("batch_axis") == 1 and tuple(s[:2]) == (self.time, self.batch)
+                cls = (TIME if time_class(r) or timed_input else BATCH if len(s) >= 1 and s[0] == self.batch and dims
                        and (id(r) not in state or bool(seq)) else CONSTANT)
                 vid[id(r)] = new(value_name(op, r), "input", r.type, cls)
                 self.inputs.append(vid[id(r)])
