@@ -197,7 +197,8 @@ def test_costs_per_element():
     cases = [("netc.sgd_update", {"momentum": 0.0}, 2), ("netc.sgd_update", {"momentum": 0.9}, 4),
              ("netc.sgd_update", {"momentum": 0.9, "nesterov": True, "weight_decay": 0.1}, 8),
              ("netc.adam_update", {}, 13), ("netc.adam_update", {"clip_norm": 1.0}, 14),
-             ("netc.rmsprop_update", {}, 9), ("netc.adagrad_update", {}, 7)]
+             ("netc.rmsprop_update", {}, 9), ("netc.adagrad_update", {}, 7), ("netc.adadelta_update", {}, 16),
+             ("netc.adadelta_update", {"weight_decay": 0.1}, 18), ("netc.adamax_update", {}, 10)]
     for name, attrs, per in cases:
         d = lookup(name)
         a = {k: s.default for k, s in d.attrs.items()}
