@@ -217,11 +217,12 @@ def test_netc_sample_command(tmp_path, capsys):
     first = capsys.readouterr().out
     assert main(args) == 0
     assert capsys.readouterr().out == first
-    assert len(first) == 41 and set(first[:-1]) <= set(d["vocab"]) | {"\ufffd"}
+    assert len(first) == 45 and first.startswith("def ") and set(first[:-1]) <= set(d["vocab"]) | {"\ufffd"}
     assert main(args[:-1] + ["4", "--batch", "2", "-o", str(tmp_path / "s.txt")]) == 0
     assert len((tmp_path / "s.txt").read_text(encoding="utf-8").split("\n\n")) == 2
     assert main(["sample", str(conf), "--params", str(tmp_path / "p.npz"), "--prime", "1, 2 3", "-n", "5"]) == 0
-    assert len(capsys.readouterr().out.split()) == 5
+    ids = capsys.readouterr().out.split()
+    assert ids[:3] == ["1", "2", "3"] and len(ids) == 8
     assert main(["sample", str(conf), "--params", str(tmp_path / "p.npz"), "--prime", "101"]) == 1
     assert "outside the network's classes 0 to 100" in capsys.readouterr().err
     assert main(["sample", str(ROOT / "examples" / "digits.nd"), "--params", str(tmp_path / "p.npz")]) == 1

@@ -7,9 +7,10 @@ one-step network: the layers the loss's scores depend on (the loss, its labels a
 read are dropped), the one sequence of ids they read, [T, B] (time-major, batch_axis 1), given [1, b];
 every recurrent layer without an initial state (OpDef.state_operands) gets one as a new input
 '<layer>.h0' (and '<layer>.c0' for a second: an Lstm's) [b, hidden], which ReferenceExecutor's carry_state
-feeds from the previous call's final state (OpDef.final_state); a Reshape to [T*B, ...] or [T, B, ...]
-(SINGA's rolled import writes both: frontend/singa/rolled.py) becomes [b, ...] or [1, b, ...]. Anything
-else that fixes T or B is refused, located.
+feeds from the previous call's final state (OpDef.final_state); a Reshape to [T*B, ...], [T, B, ...] or
+[T, -1, ...] becomes [b, ...], [1, b, ...] or [1, -1, ...] ([-1, F] stays: SINGA's rolled import,
+frontend/singa/rolled.py, and the API's fc at every step write these). Anything else that fixes T or B is
+refused, located.
 
 Sampler runs it: prime() feeds given ids one step at a time, sample(n) draws n more. Running T = 1 steps
 this way equals one run over the T steps (the state between calls is the state between steps;
@@ -57,12 +58,12 @@ def _ancestors(ops: dict, name: str) -> set:
 
 def _retime_shape(op: Operation, t: int, b: int, batch: int) -> None:
     shape = list(op.attrs["output_shape"])
-    if -1 in shape and not {t, b, t * b} & set(shape):     # [-1, F]: sized by its input, whatever T and B are
-        return
-    if shape[:2] == [t, b]:
-        op.attrs["output_shape"] = [1, batch] + shape[2:]
-    elif shape and shape[0] == t * b:
+    if len(shape) >= 2 and shape[0] == t and shape[1] in (b, -1):     # [T, B, ...] or [T, -1, ...]
+        op.attrs["output_shape"] = [1, batch if shape[1] == b else -1] + shape[2:]
+    elif shape and shape[0] == t * b:                                  # [T*B, ...]
         op.attrs["output_shape"] = [batch] + shape[1:]
+    elif -1 in shape and not {t, b, t * b} & set(shape):               # [-1, F]: sized by its input
+        return
     else:
         raise NetcError(f"layer '{op.attrs.get('name')}' reshapes to {shape}, which fixes neither [T*B, ...] nor "
                         f"[T, B, ...] (T = {t}, B = {b}): it cannot run one step at a time", op.attr_loc("output_shape"))
@@ -238,9 +239,10 @@ def load_sampler(path: str, params: dict, network=None, batch: int = 1, loss=Non
 def sample_text(path: str, params_path: str, vocab_path: str | None = None, prime: str | None = None,
                 length: int = 500, temperature: float = 1.0, seed: int = 0, batch: int = 1, network=None,
                 loss=None, dtype=torch.float64, options: dict | None = None) -> list:
-    """`netc sample`: `batch` texts of `length` characters drawn from the network in `path` with the trained
-    parameters in `params_path`, each after `prime` (its characters fed first; default a newline). Without
-    a vocabulary (SINGA's vocab.txt) the prime is ids separated by spaces or commas and the result lists ids."""
+    """`netc sample`: `batch` texts, each `prime` (its characters fed first; default a newline) and the
+    `length` characters drawn after it from the network in `path` with the trained parameters in
+    `params_path`. Without a vocabulary (SINGA's vocab.txt) the prime is ids separated by spaces or commas
+    and the result lists ids."""
     from .params import read_params
     params = read_params(params_path, "--params")
     sampler = load_sampler(path, params, network, batch, loss, dtype, temperature, seed, options)
@@ -250,8 +252,8 @@ def sample_text(path: str, params_path: str, vocab_path: str | None = None, prim
         if len(vocab) > classes:
             raise NetcError(f"the vocabulary {vocab_path} has {len(vocab)} characters, more than the network's "
                             f"{classes} classes")
-        ids = encode("\n" if prime is None else prime, vocab, classes)
-        return [decode(s, vocab) for s in sampler.sample(length, ids)]
+        prime = "\n" if prime is None else prime
+        return [prime + decode(s, vocab) for s in sampler.sample(length, encode(prime, vocab, classes))]
     try:
         ids = [int(v) for v in (prime or "0").replace(",", " ").split()]
     except ValueError:
@@ -259,7 +261,7 @@ def sample_text(path: str, params_path: str, vocab_path: str | None = None, prim
     bad = [i for i in ids if not 0 <= i < classes]
     if bad:
         raise NetcError(f"--prime: the id {bad[0]} is outside the network's classes 0 to {classes - 1}")
-    return [" ".join(map(str, s)) for s in sampler.sample(length, ids)]
+    return [" ".join(map(str, ids + s)) for s in sampler.sample(length, ids)]
 
 
 def _classes(sampler: Sampler) -> int:
