@@ -142,3 +142,16 @@ def test_new_updaters_compile_to_a_training_library(tmp_path):
         conf = tmp_path / f"{updater}.conf"
         conf.write_text(job(updater, UPDATERS[updater][0], batch=4))
         assert main(["compile", str(conf), "--target", "cuda", "--train", "-o", str(tmp_path / f"{updater}.so")]) == 0
+
+
+@needs_corpus
+@pytest.mark.parametrize("updater", list(UPDATERS))
+def test_every_updater_exports_back(updater, tmp_path, capsys):
+    """netc export --format singa writes the updater back; the written job reads as the same optimizer."""
+    src, out = tmp_path / "in.conf", tmp_path / "out.conf"
+    src.write_text(job(updater, UPDATERS[updater][0]))
+    assert main(["export", str(src), "--format", "singa", "-o", str(out)]) == 0
+    assert f"type: {updater}" in out.read_text()
+    a = load_text(src.read_text(), "in.conf", DiagnosticEngine()).attrs["optimizer"]
+    b = load_text(out.read_text(), "out.conf", DiagnosticEngine()).attrs["optimizer"]
+    assert a == b
