@@ -173,3 +173,32 @@ def test_char_rnn_compiles_with_a_training_step_without_a_gpu(tmp_path):
     ops = [e["op"] for e in m["schedule"]]
     assert ops.count("netc.one_hot") == 2 and "netc.gru" in ops
     assert "netc.softmax_loss_grad" in [e["op"] for e in m["training"]["schedule"]]
+
+
+def test_given_lengths_and_ids_out_of_range_are_located(tmp_path):
+    """The kernels cannot raise (a length is clamped to [1, T], an id reads a zero row), so netc run --target interp
+    checks the inputs it is given against what reads them, located at the input (the reference raises too)."""
+    import numpy as np
+    from netc.diagnostics import NetcError
+    from netc.runtime.run import check_given_indices
+    m = load_text(API_JOINT, "net.nd")
+    pipelines.inference(m, Options())
+    rng = np.random.default_rng(0)
+    good = {"words": rng.integers(0, 13, (5, 4)).astype(np.int32), "words.lengths": np.array([5, 1, 3, 2], np.int32),
+            "tags": rng.integers(0, 3, (5, 4)).astype(np.int32), "label": np.array([0, 1, 1, 0], np.int32)}
+    check_given_indices(m.networks()[0], good)
+    for name, value, words in (("words.lengths", np.array([5, 0, 3, 2], np.int32), "holds 0 at [1]: sequence lengths "
+                                "must be 1 to T = 5"),
+                               ("words", np.full((5, 4), 13, np.int32), "holds 13 at [0, 0]: row ids must be 0 to 12")):
+        with pytest.raises(NetcError, match=re.escape(f"input '{name}' {words}")) as e:
+            check_given_indices(m.networks()[0], {**good, name: value})
+        assert e.value.diagnostics[0].loc is not None
+    pytest.importorskip("triton")
+    path = tmp_path / "net.nd"
+    path.write_text(API_JOINT)
+    np.savez(tmp_path / "in.npz", **{**good, "words.lengths": np.array([5, 6, 3, 2], np.int32)})
+    env = dict(os.environ, TRITON_INTERPRET="1")
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--inputs",
+                        str(tmp_path / "in.npz")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "net.nd:3:9: error: input 'words.lengths' holds 6 at [1]: sequence lengths must be 1 to T = 5" in r.stderr

@@ -22,6 +22,31 @@ def given_inputs(args) -> dict:
 
 
 
+def check_given_indices(net, inputs: dict) -> None:
+    """A given input read as sequence lengths outside 1..T, or as row ids outside 0..V-1, is an error located at
+    the input: the kernels cannot raise (they clamp a length, read a zero row for an id), the reference does."""
+    import torch
+    from ..ir.query import layer_name, network_inputs
+    from .reference import index_bound_of, lengths_bound_of
+    for op in network_inputs(net):
+        x = inputs.get(layer_name(op))
+        if x is None:
+            continue
+        x = torch.as_tensor(x)
+        v = op.results[0]
+        steps, rows = lengths_bound_of(net, v), index_bound_of(net, v)
+        if steps is not None:
+            lo, hi, what = 1, steps, f"sequence lengths must be 1 to T = {steps} (the kernels would clamp it)"
+        elif rows is not None:
+            lo, hi, what = 0, rows - 1, f"row ids must be 0 to {rows - 1} (the kernels would read a zero row)"
+        else:
+            continue
+        bad = (x < lo) | (x > hi) | (x != x.round() if x.is_floating_point() else torch.zeros_like(x, dtype=torch.bool))
+        if bool(bad.any()):
+            at = [int(i) for i in bad.nonzero()[0]]
+            raise NetcError(f"input '{layer_name(op)}' holds {x[tuple(at)].item()} at {at}: {what}", op.loc)
+
+
 def check_state_flags(args, compiled: bool) -> None:
     """--state-in / --state-out carry a recurrent layer's state between runs of the reference executor."""
     given = [f for f, v in (("--state-in", args.state_in), ("--state-out", args.state_out)) if v]
@@ -235,6 +260,8 @@ def run_interp(module, args, inputs, params, precision):
         if tuning:
             n = sum(1 for L in prog.launches if L.tuned)
             sys.stderr.write(f"{prog.plan.network}: {n} of {len(prog.launches)} launches tuned by {args.tuning}\n")
+        if per[name] is not None:
+            check_given_indices(prog.net, per[name])
         ins = per[name] if per[name] is not None else default_inputs(module, prog.net, args.seed)
         got = prog.run(ins)
         prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
