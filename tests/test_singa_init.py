@@ -201,3 +201,23 @@ def test_user_init_is_a_warning_and_netcs_draw():
     assert re.search(r"job\.conf:\d+:\d+: warning: param '(0#)?z_hx': user init generator 'mine'", diag.render())
     pipelines.inference(m)
     assert not torch.allclose(module_params(m)["z_hx"], torch.tensor(0.5, dtype=torch.float64))
+
+
+def test_nd_init_runs_and_a_misspelt_one_is_located(tmp_path, capsys):
+    """A .nd binding's init is where `netc run` starts too (the same initializer); a misspelt init is a
+    located error at `netc check`, with a did-you-mean."""
+    text = """network n {
+  input x: f32[2, 3]
+  ip = InnerProduct(x) { num_outputs: 2, params: { weight: { name: w, init: constant, value: 0.5 },
+                                                    bias: { name: b, init: constant, value: 0.25 } } }
+}
+"""
+    m = inferred(text, "n.nd")
+    x = torch.arange(6.0, dtype=torch.float64).reshape(2, 3)
+    out = run_reference(m, inputs={"x": x})["ip"]
+    torch.testing.assert_close(out, (0.5 * x.sum(1, keepdim=True) + 0.25).expand(2, 2), rtol=0, atol=1e-15)
+    bad = tmp_path / "bad.nd"
+    bad.write_text(text.replace("init: constant, value: 0.5", "init: constnat, value: 0.5"))
+    assert main(["check", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"bad\.nd:3:\d+: error: unknown init 'constnat'; did you mean 'constant'\?", err), err

@@ -577,7 +577,15 @@ class _Builder(Transformer):
 
 
 def _bad_param_number(k, v) -> str | None:
-    """The error for a parameter attribute that must be a finite number, or None."""
+    """The error for a parameter attribute that must be a finite number (or, `init`, one of the
+    initializers of ops/initializers.py), or None."""
+    if k == "init":
+        from ..ops.initializers import INITS
+        if v in INITS:
+            return None
+        hint = did_you_mean(str(v), INITS)
+        return (f"unknown init {_show(v)}" + (f"; did you mean '{hint}'?" if hint else "")
+                + f" (inits: {', '.join(INITS)})")
     return param_number_problem(k, v)
 
 
