@@ -21,9 +21,7 @@ def sample(cost, parameters, prime, length: int = 200, temperature: float = 1.0,
     sampler = load_sampler(f"<{top.name}: sampling>", params, batch=batch, loss=loss, temperature=temperature,
                            seed=seed, text=text)
     if vocab is not None:
-        classes = next(op for op in sampler.executor.net.regions[0].ops
-                       if op.attrs.get("name") == sampler.scores).results[0].type.shape[-1]
-        out = [decode(s, vocab) for s in sampler.sample(length, encode(prime, vocab, int(classes)))]
+        out = [decode(s, vocab) for s in sampler.sample(length, encode(prime, vocab, sampler.classes))]
     else:
         out = sampler.sample(length, [int(i) for i in prime])
     return out[0] if batch == 1 else out

@@ -153,6 +153,7 @@ def encode(text: str, vocab: str, classes: int) -> list:
 
 
 def decode(ids, vocab: str) -> str:
+    """The characters of ids; an id without one in `vocab` (the 'other' id) as U+FFFD."""
     return "".join(vocab[i] if i < len(vocab) else OTHER for i in ids)
 
 
@@ -177,7 +178,12 @@ class Sampler:
         shape = next(op for op in self.executor.net.regions[0].ops if op.attrs.get("name") == ids).results[0].type.shape
         self.batch = int(shape[1])
         self.generator = torch.Generator().manual_seed(seed)
-        self.classes = None
+
+    @property
+    def classes(self) -> int:
+        """How many classes a step's scores hold (the ids the network predicts)."""
+        op = next(op for op in self.executor.net.regions[0].ops if op.attrs.get("name") == self.scores)
+        return int(op.results[0].type.shape[-1])
 
     def step(self, ids) -> torch.Tensor:
         """Feed one id per sequence ([batch]); the scores of the next one, [batch, classes] (float64)."""
@@ -185,9 +191,7 @@ class Sampler:
         out = self.executor.run({self.ids: x})
         if self.scores not in out:
             raise NetcError(f"layer '{self.scores}' is no output of the one-step network")
-        s = out[self.scores].reshape(self.batch, -1).to(torch.float64)
-        self.classes = s.shape[1]
-        return s
+        return out[self.scores].reshape(self.batch, -1).to(torch.float64)
 
     def draw(self, scores: torch.Tensor) -> torch.Tensor:
         """A class per row of scores: the argmax at temperature 0, else a draw from softmax(scores / T)."""
@@ -246,7 +250,7 @@ def sample_text(path: str, params_path: str, vocab_path: str | None = None, prim
     from .params import read_params
     params = read_params(params_path, "--params")
     sampler = load_sampler(path, params, network, batch, loss, dtype, temperature, seed, options)
-    classes = _classes(sampler)
+    classes = sampler.classes
     if vocab_path is not None:
         vocab = read_vocab(vocab_path)
         if len(vocab) > classes:
@@ -262,10 +266,3 @@ def sample_text(path: str, params_path: str, vocab_path: str | None = None, prim
     if bad:
         raise NetcError(f"--prime: the id {bad[0]} is outside the network's classes 0 to {classes - 1}")
     return [" ".join(map(str, ids + s)) for s in sampler.sample(length, ids)]
-
-
-def _classes(sampler: Sampler) -> int:
-    for op in sampler.executor.net.regions[0].ops:
-        if op.attrs.get("name") == sampler.scores:
-            return int(op.results[0].type.shape[-1])
-    raise NetcError(f"no layer '{sampler.scores}'")
