@@ -159,6 +159,9 @@ def test_tiny_char_rnn_trains_from_the_command_line(tmp_path, capsys):
                  "--eval", str(tmp_path / "val.npz"), "--history", str(hist), "-o", str(tmp_path / "p.npz")]) == 0
     out = capsys.readouterr().out
     assert "trained 60 steps" in out and "eval on 40 samples" in out
+    line = next(x for x in out.split("\n") if x.startswith("eval on"))
+    loss, per_step = (float(v) for v in re.search(r"loss ([0-9.]+),.* cross-entropy per step ([0-9.]+)", line).groups())
+    assert abs(per_step - loss / 6) < 1e-3 and "of the steps" in line
     losses = [h["loss"] for h in json.loads(hist.read_text())]
     assert len(losses) == 60
     assert abs(losses[0] - 6 * np.log(101)) < 0.15 * 6 * np.log(101)    # about T ln V at the start
@@ -317,3 +320,5 @@ def test_eval_of_windows_counts_each_window_and_character(tmp_path):
     assert got["samples"] == 11
     assert abs(got["loss"] - total / 11) < 1e-9 * total
     assert got["accuracy"] == right / 55
+    # SINGA's objective is the sum over the 5 steps of the batch-mean cross-entropy: per step, / 5
+    assert abs(got["cross_entropy_per_step"] - total / 11 / 5) < 1e-6 * total

@@ -493,6 +493,8 @@ def train_source(args, diag):
         r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
                      network=net.attrs["sym_name"], dtype=dtype)
         acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
+        if "cross_entropy_per_step" in r:     # a time-major network: per step (a character of char-rnn)
+            acc += f" of the steps; cross-entropy per step {r['cross_entropy_per_step']:.4f}"
         print(f"eval on {r['samples']} samples of {args.eval}: loss {r.get('loss', float('nan')):.6f}{acc}")
     if args.grads:
         save_tensors(args.grads, {k: v for k, v in grads.items()})

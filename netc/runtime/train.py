@@ -429,7 +429,7 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
     losses = [op for op in layers(net) if lookup(op.name) is not None and lookup(op.name).is_loss]
     soft = classifiers(losses)
     steps = time_steps(net)
-    total, right, counted, seen = 0.0, 0, 0, 0
+    total, right, counted, seen, nll = 0.0, 0, 0, 0, 0.0
     p = inference_params(inference, params)
     for feed, real in data.batches(batch, 0, 0, shuffle=False, pad=True):
         named = run_reference(inference, feed, p, network=net, dtype=dtype, intermediates=True)
@@ -438,14 +438,16 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
             total += (float(named[layer_name(op)]) * real if real == batch else
                       _partial_loss(op, named, real, batch, steps))
         for op in soft:
-            r, n = classified_rows(op, named, batch, real, steps)
-            right, counted = right + r, counted + n
+            r, n, e = classified_rows(op, named, batch, real, steps)
+            right, counted, nll = right + r, counted + n, nll + e
         seen += real
     out = {"samples": seen}
     if losses:
         out["loss"] = total / seen
     if soft:
         out["accuracy"] = right / counted     # per sample; per step (character) of a time-major network
+        if steps is not None:                 # the loss may be any scale of it (SINGA's: the sum over steps)
+            out["cross_entropy_per_step"] = nll / counted
     return out
 
 
@@ -490,9 +492,10 @@ def classified_right(op, named: dict, batch: int, real: int | None = None) -> in
 
 
 def classified_rows(op, named: dict, batch: int, real: int, steps: int | None = None) -> tuple:
-    """(right, counted): classified_right over the first `real` samples; in a time-major network (T =
-    steps, its loss reading [T*B, C] scores step-major: SINGA's rolled char-rnn) every step of them is
-    counted, T * real rows."""
+    """(right, counted, cross-entropy): classified_right over the first `real` samples, how many rows it
+    counted, and the sum over them of -log softmax(scores)[label]; in a time-major network (T = steps, its
+    loss reading [T*B, C] scores step-major: SINGA's rolled char-rnn) every step of them is a row, T * real
+    rows."""
     d = lookup(op.name)
     scores = named[layer_name(op.operands[0].owner)]
     labels = named[layer_name(op.operands[d.label_operand].owner)]
@@ -504,8 +507,9 @@ def classified_rows(op, named: dict, batch: int, real: int, steps: int | None = 
     n = logits.shape[0]
     if labels.numel() != rows:   # one-hot labels
         labels = labels.reshape(rows, -1).argmax(1)
-    labels = real_part(labels.reshape(-1), batch, real, steps if rows != batch else None)
-    return int((logits.argmax(1) == labels.long()).sum()), n
+    labels = real_part(labels.reshape(-1), batch, real, steps if rows != batch else None).long()
+    nll = -torch.log_softmax(logits.to(torch.float64), 1).gather(1, labels[:, None]).sum()
+    return int((logits.argmax(1) == labels).sum()), n, float(nll)
 
 
 def _partial_loss(op, named, real, batch: int, steps: int | None = None) -> float:
