@@ -297,26 +297,11 @@ class LstmGradParam(OpDef):
 
 # --------------------------------------------------------------------------- the reference, by hand
 
-def _act(name, v):
-    import torch
-    return {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda u: u}[name](v)
-
-
-def _act_grad(name, pre, post, d):
-    """d * act'(pre), from the pre-activation and act(pre)."""
-    if name == "tanh":
-        return d * (1 - post * post)
-    if name == "sigmoid":
-        return d * post * (1 - post)
-    if name == "relu":
-        return d * (pre > 0).to(d.dtype)
-    return d
-
-
 def lstm_states(x, h0, c0, p: dict, act: str = "tanh") -> dict:
     """The forward recurrence (the module docstring's equations): every state, stacked over time, [T, B, H]
     each: za (the block input's pre-activation), z, i, f, o, c, cb = act(c), y; also c_prev (c[t-1]),
     h_prev (h[t-1]) and the final state h_last, c_last [B, H]."""
+    from .reference import activation
     import torch
     t_len, b = x.shape[0], x.shape[1]
     xf = x.reshape(t_len, b, -1)
@@ -330,12 +315,12 @@ def lstm_states(x, h0, c0, p: dict, act: str = "tanh") -> dict:
 
     for t in range(t_len):
         za = pre("z", t)
-        z = _act(act, za)
+        z = activation(za, act)
         i = torch.sigmoid(pre("i", t) + p["pi"] * c)
         f = torch.sigmoid(pre("f", t) + p["pf"] * c)
         c_new = i * z + f * c
         o = torch.sigmoid(pre("o", t) + p["po"] * c_new)
-        cb = _act(act, c_new)
+        cb = activation(c_new, act)
         y = o * cb
         for k, v in (("za", za), ("z", z), ("i", i), ("f", f), ("o", o), ("c", c_new), ("cb", cb), ("y", y),
                      ("c_prev", c), ("h_prev", h)):
@@ -349,6 +334,7 @@ def lstm_states(x, h0, c0, p: dict, act: str = "tanh") -> dict:
 def lstm_grad_gates(x, h0, c0, dy, p: dict, act: str = "tanh"):
     """Backpropagation through time of lstm_states' y against dy [T, B, H], by hand: [T, B, 9, H], the
     blocks of BLOCKS at every step."""
+    from .reference import activation, activation_grad   # float64 (or the compute dtype) like their inputs
     import torch
     s = lstm_states(x, h0, c0, p, act)
     dh_next = torch.zeros_like(s["y"][0])     # what step t+1 sends back to h[t]
@@ -358,10 +344,10 @@ def lstm_grad_gates(x, h0, c0, dy, p: dict, act: str = "tanh"):
         i, f, o, z, cb = s["i"][t], s["f"][t], s["o"][t], s["z"][t], s["cb"][t]
         dh = dy[t] + dh_next
         do = dh * cb * o * (1 - o)
-        dc = _act_grad(act, s["c"][t], cb, dh * o) + dc_next + do * p["po"]
+        dc = activation_grad(cb, dh * o, act) + dc_next + do * p["po"]
         df = dc * s["c_prev"][t] * f * (1 - f)
         di = dc * z * i * (1 - i)
-        dz = _act_grad(act, s["za"][t], z, dc * i)
+        dz = activation_grad(z, dc * i, act)
         dh_next = dz @ p["Rz"] + di @ p["Ri"] + df @ p["Rf"] + do @ p["Ro"]
         dc_next = dc * f + di * p["pi"] + df * p["pf"]
         steps.append(torch.stack([dz, di, df, do, dc_next, dh_next, s["c_prev"][t], s["c"][t], s["h_prev"][t]], 1))

@@ -292,23 +292,6 @@ class RnnGradParam(OpDef):
 
 # --------------------------------------------------------------------------- the reference, by hand
 
-def activate(name, v):
-    """act(v) for an activation of ACTIVATIONS."""
-    import torch
-    return {"tanh": torch.tanh, "sigmoid": torch.sigmoid, "relu": torch.relu, "none": lambda u: u}[name](v)
-
-
-def activation_grad(name, pre, post, d):
-    """d * act'(pre), from the pre-activation and act(pre)."""
-    if name == "tanh":
-        return d * (1 - post * post)
-    if name == "sigmoid":
-        return d * post * (1 - post)
-    if name == "relu":
-        return d * (pre > 0).to(d.dtype)
-    return d
-
-
 def clock_ticks(timing, t: int):
     """Which units update at step t ([H] booleans): all at t = 0, else those with fmod(t, timing) == 0
     (Brainstorm's test; a unit whose fmod is not 0, NaN included, keeps its output)."""
@@ -322,6 +305,7 @@ def rnn_states(x, h0, p: dict, act: str = "tanh") -> dict:
     """The forward recurrence (the module docstring's equations; a Clockwork when p has 'timing'): every
     state stacked over time, [T, B, H] each: ha (Ha), a = act(Ha), y, h_prev (h[t-1]); tick [T, H] (which
     units updated) and the final state h_last [B, H]."""
+    from .reference import activation
     import torch
     t_len, b = x.shape[0], x.shape[1]
     xf = x.reshape(t_len, b, -1)
@@ -329,7 +313,7 @@ def rnn_states(x, h0, p: dict, act: str = "tanh") -> dict:
     keep = {k: [] for k in ("ha", "a", "y", "h_prev", "tick")}
     for t in range(t_len):
         ha = xf[t] @ p["W"].T + p["bias"] + h @ p["R"].T
-        a = activate(act, ha)
+        a = activation(ha, act)
         tick = clock_ticks(p["timing"], t) if "timing" in p else torch.ones_like(p["bias"], dtype=torch.bool)
         y = torch.where(tick, a, h)
         for k, v in (("ha", ha), ("a", a), ("y", y), ("h_prev", h), ("tick", tick)):
@@ -344,6 +328,7 @@ def rnn_grad_steps(x, h0, dy, p: dict, act: str = "tanh"):
     """Backpropagation through time of rnn_states' y against dy [T, B, H], by hand: [T, B, 3, H], the
     blocks of BLOCKS at every step. A unit that kept its output at step t sends dy[t] (and what came
     back to it) on to y[t-1] unchanged and has dHa[t] = 0."""
+    from .reference import activation, activation_grad   # float64 (or the compute dtype) like their inputs
     import torch
     s = rnn_states(x, h0, p, act)
     carry = torch.zeros_like(s["y"][0])       # what step t+1 sends back to h[t]
@@ -351,7 +336,7 @@ def rnn_grad_steps(x, h0, dy, p: dict, act: str = "tanh"):
     for t in reversed(range(x.shape[0])):
         d = dy[t] + carry
         tick = s["tick"][t].to(d.dtype)
-        dha = activation_grad(act, s["ha"][t], s["a"][t], d) * tick
+        dha = activation_grad(s["a"][t], d, act) * tick
         carry = dha @ p["R"] + d * (1 - tick)
         steps.append(torch.stack([dha, carry, s["h_prev"][t]], 1))
     return torch.stack(steps[::-1])
