@@ -202,3 +202,19 @@ def test_given_lengths_and_ids_out_of_range_are_located(tmp_path):
                         str(tmp_path / "in.npz")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "net.nd:3:9: error: input 'words.lengths' holds 6 at [1]: sequence lengths must be 1 to T = 5" in r.stderr
+
+
+def test_per_sample_values_follow_the_pool_past_a_seed():
+    """What a pool gives stays per sample through the ops computing from it, with inputs (labels) and operand-less
+    values (a loss gradient's seed) beside it; a sequence's values do not become per sample."""
+    from types import SimpleNamespace
+    from netc.memory.graph import per_sample_values
+
+    def op(name, **attrs):
+        return SimpleNamespace(name=name, attrs=attrs)
+    entries = [(op("netc.input"), [], None, ["x"]), (op("netc.input"), [], None, ["n"]),
+               (op("netc.input"), [], None, ["label"]), (op("netc.lstm"), ["x"], (3, 3, 4), ["h"]),
+               (op("netc.seq_pool"), ["h", "n"], (3, 3, 4), ["p"]), (op("netc.seed_of_some_kind"), [], None, ["seed"]),
+               (op("netc.softmax_loss_grad"), ["p", "label", "seed"], (3, 4), ["g"]),
+               (op("netc.seq_pool_grad"), ["h", "n", "g"], (3, 3, 4), ["dh"])]
+    assert per_sample_values(entries) == {"p", "g"}

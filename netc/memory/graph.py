@@ -91,7 +91,8 @@ def per_sample_values(entries) -> set:
     """Result refs of a reduction over time (OpDef.reduces_time: a SequencePool's [B, ...] of a sequence)
     and of the ops computing from them alone (with inputs besides: labels): per sample, not per step."""
     out: set = set()
-    computed = {r for op, _, _, rs in entries if op.name != "netc.input" for r in rs}
+    # what decides: values computed from others (inputs and operand-less values, a gradient's seed, do not)
+    computed = {r for op, refs, _, rs in entries if op.name != "netc.input" and refs for r in rs}
     for op, refs, first, results in entries:
         if op.name == "netc.input":
             continue
