@@ -344,6 +344,15 @@ def case_softmax_loss(rng, k):
     return src + "}\n", xs
 
 
+def case_binomial_ce(rng, k):
+    """Brainstorm's SigmoidCE (logits) and BinomialCrossEntropy (probabilities; random values also outside
+    [0, 1], where the clip passes no gradient) against targets of the input's shape."""
+    x = _rank(rng)
+    src, xs = around("BinomialCE", [x], {"logits": k % 2 == 0}, extra_operands=["label"], name="loss",
+                     extra_inputs=f"  input label: f32{_nd(list(x))}\n")
+    return src + "}\n", xs
+
+
 def case_euclidean_loss(rng, k):
     x = _rank(rng)
     if k % 3 == 2:   # with lengths: x time-major [T, B, ...]
@@ -437,6 +446,7 @@ CASES = {
     "gru": case_gru,
     "softmax_loss": case_softmax_loss,
     "euclidean_loss": case_euclidean_loss,
+    "binomial_ce": case_binomial_ce,
     "embedding": case_embedding,
     "lstm": case_lstm,
     "seq_pool": case_seq_pool,

@@ -111,6 +111,8 @@ def _case(op: str, rng: random.Random):
         if rng.random() < 0.4:   # with lengths: time-major [T, B, ...]
             return attrs(op), [any_shape, any_shape, (any_shape[1],)]
         return attrs(op), [any_shape, (any_shape[0], -1)]
+    if op == "binomial_ce":    # Brainstorm's BinomialCrossEntropy (probabilities) / SigmoidCE (logits)
+        return attrs(op, logits=rng.choice([True, False])), [any_shape, rng.choice([any_shape, any_shape[::-1]])]
     if op == "seq_pool":
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))

@@ -27,10 +27,21 @@ op per output, named `Layer.output`; a layer with only `default` keeps its own n
 | `FullyConnected(size, activation)` | `inner_product` (`num_outputs` = prod(size), `activation`: rel -> relu, linear -> none, tanh, sigmoid; default rel); a `reshape` when `size` has several dims |
 | `Dropout(drop_prob)` | `dropout` with `dropout_keep_prob = 1 - drop_prob` |
 | `SoftmaxCE` (inputs default, targets; outputs predictions, loss) | `Layer.predictions = Softmax(default)`, `Layer.loss = SoftmaxLoss(default, targets)` |
-| `Elementwise(activation)` | `relu` / `tanh` / `sigmoid` (linear: a NoOp pass-through) |
+| `Elementwise(activation)` | `relu` / `tanh` / `sigmoid` (linear: an `identity`) |
 | `Merge` (inputs inputs_1, inputs_2, ...) | `concat` along the last feature axis |
-| `NoOp` | an `Opaque { type: "NoOp" }` pass-through |
-| `Loss(importance)` | nothing: its input becomes a network output (an `output` statement) |
+| `NoOp` | `identity` |
+| `Loss(importance)` | nothing: its input (one loss below, importance 1) becomes a network output (an `output` statement) |
+| `Convolution2D(num_filters, kernel_size, stride, padding, activation)` | `conv2d` (NHWC as Brainstorm; explicit padding [p, p]; activation default tanh, the layer's setup's) |
+| `Pooling2D(kernel_size, type, stride, padding)` | `maxpool` / `avgpool` (the average over in-bounds pixels, as Brainstorm's) |
+| `BatchNorm(decay, epsilon)` | `batch_norm` (momentum = decay; Brainstorm's mu and sigma are netc's running statistics) |
+| `Mask` (inputs default, mask) | `elementwise` product (a same-shaped mask only) |
+| `DeltasScaling(factor)` | `identity` for factor 1 (another scales only the gradient: refused) |
+| `SquaredError`, `SigmoidCE` (outputs predictions, loss) | `identity` / `sigmoid` predictions; `euclidean_loss` / `binomial_ce {logits: true}` |
+| `BinomialCrossEntropy` | `binomial_ce {logits: false}` |
+
+`L1Decay`, `L2Decay`, `SquaredDifference` are refused (MISSING says what netc lacks); a loss output may only feed a
+`Loss` (netc's losses are the batch mean a Loss makes of Brainstorm's per-element loss). `@outgoing_connections`
+may be a list: the targets of the output `default` (Brainstorm's tests write it so).
 | `Lstm(size, activation)` | `lstm` (activation default tanh, Brainstorm's; `size` default: the input's feature size, as Brainstorm) |
 | `Recurrent(size, activation)` | `recurrent` (the same defaults) |
 | `Clockwork(size, activation)` | `clockwork` (the same defaults; its `timing` is a parameter, as in Brainstorm) |
@@ -57,21 +68,50 @@ RECURRENT = {"LSTM", "LstmOpt", "RNN", "Rnn", "ClockworkLstm", "ClockworkRnn", "
 SEQUENCE = {"Lstm": "netc.lstm", "Recurrent": "netc.recurrent", "Clockwork": "netc.clockwork"}   # time-major
 NOT_AN_OP = {"Highway": ("Highway layer '{name}' is not recurrent: it is Brainstorm's highway gate, y = T * H + "
                          "(1 - T) * x of three same-shaped inputs H, T and x at every step; netc has no such op yet")}
+# Brainstorm layers netc has no op for: what is missing (a located error at the layer's @type)
+MISSING = {
+    "L1Decay": "L1Decay '{name}' is a loss term, the sum of |x| over each sample's features; netc has no op for an "
+               "L1 penalty on a value",
+    "L2Decay": "L2Decay '{name}' is a loss term, 0.5 * the sum of x^2 over each sample's features; netc has no op for "
+               "an L2 penalty on a value",
+    "SquaredDifference": "SquaredDifference '{name}' gives (inputs_1 - inputs_2)^2 elementwise; netc has no "
+                         "elementwise square or difference op",
+}
 # @type -> (input names, output names); None = any / given by kwargs
 LAYER_IO = {
     "Input": ((), None),
     "FullyConnected": (("default",), ("default",)),
     "Dropout": (("default",), ("default",)),
     "SoftmaxCE": (("default", "targets"), ("predictions", "loss")),
+    "SigmoidCE": (("default", "targets"), ("predictions", "loss")),
+    "SquaredError": (("default", "targets"), ("predictions", "loss")),
+    "BinomialCrossEntropy": (("default", "targets"), ("default",)),
     "Elementwise": (("default",), ("default",)),
     "NoOp": (("default",), ("default",)),
     "Loss": (("default",), ("loss",)),
     "Merge": (None, ("default",)),
+    "Convolution2D": (("default",), ("default",)),
+    "Pooling2D": (("default",), ("default",)),
+    "BatchNorm": (("default",), ("default",)),
+    "Mask": (("default", "mask"), ("default",)),
+    "DeltasScaling": (("default",), ("default",)),
+    "L1Decay": (("default",), ("loss",)),
+    "L2Decay": (("default",), ("loss",)),
+    "SquaredDifference": (("inputs_1", "inputs_2"), ("default",)),
     **{t: (("default",), ("default",)) for t in SEQUENCE},
 }
 KWARGS = {"Input": {"out_shapes"}, "FullyConnected": {"size", "activation"}, "Dropout": {"drop_prob"},
-          "SoftmaxCE": set(), "Elementwise": {"activation"}, "NoOp": set(), "Loss": {"importance"},
-          "Merge": set(), **{t: {"size", "activation"} for t in SEQUENCE}}
+          "SoftmaxCE": set(), "SigmoidCE": set(), "SquaredError": set(), "BinomialCrossEntropy": set(),
+          "Elementwise": {"activation"}, "NoOp": set(), "Loss": {"importance"}, "Merge": set(),
+          "Convolution2D": {"num_filters", "kernel_size", "stride", "padding", "activation"},
+          "Pooling2D": {"kernel_size", "type", "stride", "padding", "activation_function"},
+          "BatchNorm": {"decay", "epsilon"}, "Mask": set(), "DeltasScaling": {"factor"}, "L1Decay": set(),
+          "L2Decay": set(), "SquaredDifference": set(), **{t: {"size", "activation"} for t in SEQUENCE}}
+# outputs netc computes as a scalar loss (the batch mean, what a Loss layer makes of them): only a Loss may read them
+LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
+                ("BinomialCrossEntropy", "default")}
+# layer types that image a (T, B, H, W, C) value per step with their own 4-D op: feed-forward nets only (T = 1)
+IMAGE_LAYERS = {"Convolution2D", "Pooling2D"}
 
 
 def is_brainstorm(data) -> bool:
@@ -104,6 +144,8 @@ class _Importer:
         self.file, self.locs, self.diag, self.batch, self.time = file, locs, diag, batch, time
         self.time_major = False
         self.width: dict = {}    # op name -> its feature width (elements per step and sample), where known
+        self.list_form: set = set()   # layers whose @outgoing_connections is a list
+        self.feat: dict = {}     # op name -> its feature shape (per step and sample), where known
 
     @property
     def lead(self) -> list:
@@ -129,6 +171,9 @@ class _Importer:
                 continue
             if t in NOT_AN_OP:
                 self.error(NOT_AN_OP[t].format(name=lname), path_join(p, "@type"))
+                continue
+            if t in MISSING:
+                self.error(MISSING[t].format(name=lname) + " yet", path_join(p, "@type"))
                 continue
             if t in RECURRENT:
                 d = self.error(f"Brainstorm layer '{lname}' of type {t} is recurrent: this recurrent layer type is not "
@@ -173,11 +218,15 @@ class _Importer:
         for lname, (t, spec, p) in layers.items():
             oc = spec.get("@outgoing_connections", {})
             ocp = path_join(p, "@outgoing_connections")
+            if isinstance(oc, list):    # Brainstorm's other form: the targets of the output 'default'
+                oc = {"default": oc}
+                self.list_form.add(lname)
             if not isinstance(oc, dict):
-                self.error(f"\"@outgoing_connections\" of '{lname}' must be an object {{output: [targets]}}", ocp)
+                self.error(f"\"@outgoing_connections\" of '{lname}' must be an object {{output: [targets]}} or a "
+                           f"list of the targets of its output 'default'", ocp)
                 continue
             for out, targets in oc.items():
-                op_ = path_join(ocp, out)
+                op_ = ocp if lname in self.list_form else path_join(ocp, out)
                 if out not in outputs[lname]:
                     self.error(f"layer '{lname}' ({t}) has no output '{out}' (outputs: "
                                f"{', '.join(outputs[lname]) or 'none'})", op_)
@@ -200,8 +249,14 @@ class _Importer:
                     if ins is not None and tin not in ins:
                         self.error(f"layer '{tl}' ({tt}) has no input '{tin}' (inputs: {', '.join(ins) or 'none'})", tp)
                         continue
+                    if (t, out) in LOSS_OUTPUTS and tt != "Loss":
+                        self.error(f"'{lname}.{out}' is a loss, which netc computes as the batch mean (what a Loss "
+                                   f"layer makes of it); only a Loss layer may read it here, not {tt} '{tl}'", tp)
+                        continue
                     sinks.setdefault((tl, tin), []).append((self.ref(lname, out, outputs), f"{lname}.outputs.{out}", tp))
                     consumed.add((lname, out))
+        if diag_errors(self.diag):     # a bad connection: the inputs it leaves unconnected would only repeat it
+            raise NetcError(self.diag.diagnostics[:])
         ops, outs = [], []
         for lname in self.order(layers, sinks):
             t, spec, p = layers[lname]
@@ -261,6 +316,7 @@ class _Importer:
                 continue
             srcs = sorted(srcs, key=lambda s: s[1])
             cname = f"{lname}.{inp}.concat"
+            self.set_feat(cname, self.joined([s[0] for s in srcs], 0))
             self.width[cname] = self.sum_width(s[0] for s in srcs)
             op = Operation("netc.concat", result_types=[UNRANKED],   # along the first feature axis
                            attrs={"name": cname, "parents": [s[0] for s in srcs], "dim": len(self.lead)},
@@ -275,6 +331,17 @@ class _Importer:
         the inputs' first axis keeps it consistent)."""
         w = self.width.get(name)
         return [-1, w] if w else [self.time * self.batch, -1]
+
+    def joined(self, names, axis):
+        """The feature shape of values concatenated along a feature axis (0: the first, -1: the last), or None."""
+        fs = [self.feat.get(n) for n in names]
+        if None in fs or len({len(f) for f in fs}) != 1:
+            return None
+        rest = {tuple(f[:axis] if axis else f[1:]) for f in fs}
+        if len(rest) != 1:
+            return None
+        total = sum(f[axis] for f in fs)
+        return [total] + fs[0][1:] if axis == 0 else fs[0][:-1] + [total]
 
     def sum_width(self, names):
         ws = [self.width.get(n) for n in names]
@@ -297,7 +364,7 @@ class _Importer:
                     self.error(f"output '{out}' of Input '{lname}' needs a shape ['T', 'B', d1, ...] with positive "
                                f"integer feature dims, got {shape!r}", sp)
                     continue
-                self.width[f"{lname}.{out}"] = math.prod(feat)
+                self.set_feat(f"{lname}.{out}", feat)
                 op = Operation("netc.input", result_types=[UNRANKED],
                                attrs={"name": f"{lname}.{out}", "shape": self.lead + feat, "dtype": "f32"},
                                loc=self.loc(sp))
@@ -313,13 +380,22 @@ class _Importer:
                 self.error(f"Merge layer '{lname}' needs at least two connected inputs", p)
                 return ops
             ops.append(self._op("netc.concat", lname, ins, {"dim": -1}, p))
+            self.set_feat(lname, self.joined(ins, -1))
             self.width[lname] = self.sum_width(ins)
             return ops
         ins = self._inputs(lname, t, p, sinks, LAYER_IO[t][0], ops)
         if any(i is None for i in ins):
             return ops
         if t in ("Dropout", "Elementwise", "NoOp"):
-            self.width[lname] = self.width.get(ins[0])
+            self.set_feat(lname, self.feat.get(ins[0]), ins[0])
+        if t in IMAGE_LAYERS and self.time_major:
+            self.error(f"{t} '{lname}' in a time-major network (one with a recurrent layer) is not supported yet: "
+                       f"netc's {t} reads one image [B, H, W, C], not a sequence of them", path_join(p, "@type"))
+            return ops
+        if t in ("Convolution2D", "Pooling2D", "BatchNorm", "Mask", "DeltasScaling"):
+            return self.image_layer(lname, t, spec, p, ins, ops)
+        if t in ("SigmoidCE", "SquaredError", "BinomialCrossEntropy") or (t == "SoftmaxCE" and not self.time_major):
+            return self.loss_layer(lname, t, p, ins, ops)
         if t in SEQUENCE:
             return self.sequence_layer(lname, t, spec, p, ins, ops)
         if t == "SoftmaxCE" and self.time_major:
@@ -340,7 +416,7 @@ class _Importer:
                            path_join(p, "activation"))
                 return ops
             attrs = {"num_outputs": math.prod(size)}
-            self.width[lname] = math.prod(size)
+            self.set_feat(lname, size)
             if ACTIVATIONS[act] != "none":
                 attrs["activation"] = ACTIVATIONS[act]
             if self.time_major:   # at every step: [T, B, F] -> [T*B, F] -> the product -> [T, B] + size
@@ -358,9 +434,6 @@ class _Importer:
                 self.error(f"\"drop_prob\" of Dropout '{lname}' must be a number in [0, 1)", path_join(p, "drop_prob"))
                 return ops
             ops.append(self._op("netc.dropout", lname, ins, {"dropout_keep_prob": round(1 - dp, 12)}, p))
-        elif t == "SoftmaxCE":
-            ops.append(self._op("netc.softmax", f"{lname}.predictions", ins[:1], {}, p))
-            ops.append(self._op("netc.softmax_loss", f"{lname}.loss", ins, {}, p))
         elif t == "Elementwise":
             act = spec.get("activation", "rel")
             if not isinstance(act, str) or act not in ACTIVATIONS:
@@ -368,14 +441,183 @@ class _Importer:
                            path_join(p, "activation"))
                 return ops
             a = ACTIVATIONS[act]
-            if a == "none":
-                ops.append(self._op("netc.opaque", lname, ins, {"type": "NoOp"}, p))
-            else:
-                ops.append(self._op(f"netc.{a}", lname, ins, {}, p))
+            ops.append(self._op("netc.identity" if a == "none" else f"netc.{a}", lname, ins, {}, p))
         elif t == "NoOp":
-            ops.append(self._op("netc.opaque", lname, ins, {"type": "NoOp"}, p))
+            ops.append(self._op("netc.identity", lname, ins, {}, p))
         elif t == "Loss":
-            outs.extend(ins)
+            self.loss(lname, spec, p, sinks, outs)
+        return ops
+
+    def loss(self, lname, spec, p, sinks, outs):
+        """Loss(importance): Brainstorm sums its input and divides by the batch; netc's losses are already that
+        (for T = 1), so the loss becomes a network output. importance other than 1 and a value that is no loss
+        are refused."""
+        imp = spec.get("importance", 1.0)
+        if isinstance(imp, bool) or not isinstance(imp, (int, float)) or imp != 1:
+            self.error(f"\"importance\" of Loss '{lname}' is {imp!r}: netc has no loss weight yet, only Brainstorm's "
+                       f"default 1.0 imports", path_join(p, "importance") if "importance" in spec else p)
+            return
+        srcs = sinks[(lname, "default")]
+        if len(srcs) > 1:
+            self.error(f"Loss '{lname}' reads {len(srcs)} values; netc's losses are scalars that do not concatenate: "
+                       f"give each its own Loss", p)
+            return
+        src = srcs[0]
+        layer, _, out = src[1].partition(".outputs.")
+        if (self.types.get(layer), out) not in LOSS_OUTPUTS:
+            self.error(f"Loss '{lname}' reads '{layer}.{out}' ({self.types.get(layer)}), which is no loss netc "
+                       f"computes: netc has no op that sums a value as a loss (Brainstorm's Loss does); its input "
+                       f"must be the loss of a SoftmaxCE, SigmoidCE, SquaredError or BinomialCrossEntropy", src[2])
+            return
+        outs.append(src[0])
+
+    def set_feat(self, name, feat, like=None):
+        """Record a value's feature shape (per step and sample) where known, and its width."""
+        self.feat[name] = list(feat) if feat is not None else None
+        self.width[name] = math.prod(feat) if feat is not None else self.width.get(like)
+
+    def pair(self, lname, t, spec, p, key, default=None):
+        """A (h, w) argument of a Convolution2D / Pooling2D: a list of two positive ints (Brainstorm's assertion)."""
+        v = spec.get(key, default)
+        if not (isinstance(v, list) and len(v) == 2 and all(isinstance(d, int) and not isinstance(d, bool) and d > 0
+                                                            for d in v)):
+            self.error(f"\"{key}\" of {t} '{lname}' must be a list of two positive integers [h, w]" +
+                       ("" if key in spec else " (Brainstorm requires it)"), path_join(p, key) if key in spec else p)
+            return None
+        return v
+
+    def image_layer(self, lname, t, spec, p, ins, ops):
+        """Convolution2D, Pooling2D (NHWC images, Brainstorm's own layout: netc's conv2d / maxpool / avgpool with
+        the explicit padding [p, p] and floor rounding, Brainstorm's output size), BatchNorm, Mask, DeltasScaling."""
+        feat = self.feat.get(ins[0])
+        if t in IMAGE_LAYERS:
+            pad = spec.get("padding", 0)
+            if not isinstance(pad, int) or isinstance(pad, bool) or pad < 0:
+                self.error(f"\"padding\" of {t} '{lname}' must be an integer >= 0, got {pad!r}",
+                           path_join(p, "padding"))
+                return ops
+            k = self.pair(lname, t, spec, p, "kernel_size")
+            st = self.pair(lname, t, spec, p, "stride", [1, 1])
+            if k is None or st is None:
+                return ops
+            if feat is not None and len(feat) != 3:
+                self.error(f"{t} '{lname}' needs an image input (T, B, H, W, C), got the feature shape {tuple(feat)}", p)
+                return ops
+            geo = {"strides": [1, st[0], st[1], 1], "padding": [pad, pad]}
+            if t == "Convolution2D":
+                return self.convolution(lname, spec, p, ins, ops, k, geo, feat)
+            kind = spec.get("type")
+            if kind not in ("max", "avg"):
+                self.error(f"\"type\" of Pooling2D '{lname}' must be 'max' or 'avg'" +
+                           ("" if "type" in spec else " (Brainstorm requires it)"),
+                           path_join(p, "type") if "type" in spec else p)
+                return ops
+            ops.append(self._op(f"netc.{kind}pool", lname, ins, {"ksize": [1, k[0], k[1], 1], **geo}, p))
+            self.set_feat(lname, None if feat is None else self.window(feat, k, st, pad) + [feat[2]])
+            return ops
+        self.set_feat(lname, feat, ins[0])
+        if t == "BatchNorm":
+            decay, eps = spec.get("decay", 0.9), spec.get("epsilon", 1.0e-5)
+            for key, v, ok in (("decay", decay, lambda v: 0 <= v <= 1), ("epsilon", eps, lambda v: v > 0)):
+                if isinstance(v, bool) or not isinstance(v, (int, float)) or not ok(v):
+                    self.error(f"\"{key}\" of BatchNorm '{lname}' must be a number " +
+                               ("in [0, 1]" if key == "decay" else "> 0") + f", got {v!r}", path_join(p, key))
+                    return ops
+            ops.append(self._op("netc.batch_norm", lname, ins, {"epsilon": eps, "momentum": decay}, p))
+        elif t == "Mask":
+            mf = self.feat.get(ins[1])
+            if feat is not None and mf is not None and mf != feat:
+                ok = mf == [1] or mf == feat[:-1] + [1]
+                self.error(f"the mask of Mask '{lname}' has the feature shape {tuple(mf)}, the input {tuple(feat)}: " +
+                           ("netc multiplies same-shaped values only (no broadcasting) yet" if ok else
+                            f"Brainstorm needs (1,), {tuple(feat[:-1] + [1])} or {tuple(feat)}"), p)
+                return ops
+            ops.append(self._op("netc.elementwise", lname, ins, {"operation": "product"}, p))
+        else:   # DeltasScaling: the identity forward; backward, the deltas times factor
+            f = spec.get("factor")
+            if isinstance(f, bool) or not isinstance(f, (int, float)):
+                self.error(f"DeltasScaling '{lname}' needs a number \"factor\" (Brainstorm requires it)",
+                           path_join(p, "factor") if "factor" in spec else p)
+            elif f != 1:
+                self.error(f"DeltasScaling '{lname}' scales the deltas passing back through it by {f} (forward: the "
+                           f"identity); netc has no op that scales only a gradient yet (a factor of 1 imports)",
+                           path_join(p, "factor"))
+            else:
+                ops.append(self._op("netc.identity", lname, ins, {}, p))
+        return ops
+
+    @staticmethod
+    def window(feat, k, st, pad):
+        return [(feat[i] + 2 * pad - k[i]) // st[i] + 1 for i in (0, 1)]
+
+    def convolution(self, lname, spec, p, ins, ops, k, geo, feat):
+        nf = spec.get("num_filters")
+        if not isinstance(nf, int) or isinstance(nf, bool) or nf <= 0:
+            self.error(f"\"num_filters\" of Convolution2D '{lname}' must be a positive integer" +
+                       ("" if "num_filters" in spec else " (Brainstorm requires it)"),
+                       path_join(p, "num_filters") if "num_filters" in spec else p)
+            return ops
+        act = spec.get("activation", "tanh")   # Convolution2D() writes 'rel'; its setup's default is 'tanh'
+        if not isinstance(act, str) or act not in ACTIVATIONS:
+            self.error(f"activation {act!r} of '{lname}' is not one netc knows ({', '.join(ACTIVATIONS)})",
+                       path_join(p, "activation"))
+            return ops
+        attrs = {"filter": [k[0], k[1], -1, nf], **geo}
+        if ACTIVATIONS[act] != "none":
+            attrs["activation"] = ACTIVATIONS[act]
+        ops.append(self._op("netc.conv2d", lname, ins, attrs, p))
+        self.set_feat(lname, None if feat is None else self.window(feat, k, geo["strides"][1:3], geo["padding"][0])
+                      + [nf])
+        return ops
+
+    def loss_layer(self, lname, t, p, ins, ops):
+        """SoftmaxCE (feed-forward: over the last feature axis, at every position), SigmoidCE, SquaredError,
+        BinomialCrossEntropy: their predictions, and their loss as the scalar a Loss layer makes of it (the sum
+        over steps and features / B)."""
+        if self.time_major:
+            self.error(f"{t} '{lname}' in a time-major network (one with a recurrent layer) is not supported yet: "
+                       f"netc's loss would divide by the T*B steps where Brainstorm's Loss divides by B", p)
+            return ops
+        feat, tf = self.feat.get(ins[0]), self.feat.get(ins[1])
+        want = None if feat is None else (feat[:-1] + [1] if t == "SoftmaxCE" else feat)
+        if want is not None and tf is not None and tf != want:
+            self.error(f"the targets of {t} '{lname}' have the feature shape {tuple(tf)}; Brainstorm needs "
+                       f"{tuple(want)} for the input's {tuple(feat)}", p)
+            return ops
+        pred = lname if t == "BinomialCrossEntropy" else f"{lname}.predictions"
+        if t == "SoftmaxCE":
+            return self.softmax_ce(lname, p, ins, ops, feat)
+        if t == "SquaredError":
+            ops.append(self._op("netc.identity", pred, ins[:1], {}, p))
+            ops.append(self._op("netc.euclidean_loss", f"{lname}.loss", ins, {}, p))
+        elif t == "SigmoidCE":
+            ops.append(self._op("netc.sigmoid", pred, ins[:1], {}, p))
+            ops.append(self._op("netc.binomial_ce", f"{lname}.loss", ins, {"logits": True}, p))
+        else:
+            ops.append(self._op("netc.binomial_ce", lname, ins, {"logits": False}, p))
+        self.set_feat(pred, feat, ins[0])
+        return ops
+
+    def softmax_ce(self, lname, p, ins, ops, feat):
+        """Over one feature axis: the softmax and the loss on x as is. Over several, (H, W, C) say: the softmax over
+        the last axis at every position (x as [B*H*W, C] rows, the predictions back in x's shape), the loss over the
+        rows, which netc averages where Brainstorm's Loss sums them per sample (a warning says so)."""
+        if feat is None or len(feat) == 1:
+            ops.append(self._op("netc.softmax", f"{lname}.predictions", ins[:1], {}, p))
+            ops.append(self._op("netc.softmax_loss", f"{lname}.loss", ins, {}, p))
+            self.set_feat(f"{lname}.predictions", feat, ins[0])
+            return ops
+        rows = math.prod(feat[:-1])
+        self.diag.warning(f"SoftmaxCE '{lname}' over the feature shape {tuple(feat)}: netc's loss is the mean over "
+                          f"the {rows} positions of a sample, Brainstorm's Loss their sum (netc's loss and its "
+                          f"gradient are Brainstorm's / {rows}); the predictions are Brainstorm's", self.loc(p))
+        ops.append(self._op("netc.reshape", f"{lname}.rows", ins[:1], {"output_shape": [-1, feat[-1]]}, p))
+        ops.append(self._op("netc.reshape", f"{lname}.targets.rows", ins[1:], {"output_shape": [-1, 1]}, p))
+        ops.append(self._op("netc.softmax", f"{lname}.predictions.rows", [f"{lname}.rows"], {}, p))
+        ops.append(self._op("netc.reshape", f"{lname}.predictions", [f"{lname}.predictions.rows"],
+                            {"output_shape": [-1] + feat}, p))
+        ops.append(self._op("netc.softmax_loss", f"{lname}.loss", [f"{lname}.rows", f"{lname}.targets.rows"], {}, p))
+        self.set_feat(f"{lname}.predictions", feat)
         return ops
 
 
@@ -393,7 +635,7 @@ class _Importer:
             self.error(f"activation {act!r} of '{lname}' is not one netc knows ({', '.join(ACTIVATIONS)})",
                        path_join(p, "activation"))
             return ops
-        self.width[lname] = size
+        self.set_feat(lname, [size])
         ops.append(self._op(SEQUENCE[t], lname, ins, {"size": size, "activation": ACTIVATIONS[act]}, p))
         return ops
 

@@ -386,3 +386,93 @@ class EuclideanLossGrad(OpDef):
         if seed is not None:
             d = d * R.in_compute_dtype(seed)
         return d if a["wrt"] == 0 else (-d).reshape(tuple(ins[1].shape))
+
+
+# --------------------------------------------------------------------------- Brainstorm's binomial losses
+
+_CLIP = AttrSpec("number", 1e-6, doc="probabilities are clipped to [clip, 1] before the log (Brainstorm: 1e-6)")
+
+
+def _binomial_terms(a: dict, x, t):
+    """(p, ln clip(p), ln clip(1 - p)) of a BinomialCE: p = sigmoid(x) with logits, else x."""
+    import torch
+    p = torch.sigmoid(x) if a["logits"] else x
+    c = float(a["clip"])
+    return p, torch.log(torch.clamp(p, c, 1.0)), torch.log(torch.clamp(1 - p, c, 1.0))
+
+
+def _binomial_shapes(ins: list) -> None:
+    x, t = ins[0], ins[1]
+    if not x:
+        raise ShapeError("BinomialCE needs an input with a batch axis, got a scalar []", operand=0)
+    if tuple(t) != tuple(x):
+        raise ShapeError(f"BinomialCE targets must have the input's shape {list(x)}, got {list(t)}", operand=1)
+
+
+@register
+class BinomialCE(OpDef):
+    name = "binomial_ce"
+    is_loss = True
+    types = ("BinomialCE", "BinomialCrossEntropy", "SigmoidCE")
+    f32_result = True
+    arity = (2, 2)
+    attrs = {"logits": AttrSpec("bool", False, doc="the input is logits: p = sigmoid(x) (Brainstorm's SigmoidCE); "
+                                                   "false: x is the probability (BinomialCrossEntropy)"),
+             "clip": _CLIP}
+    doc = ("Binomial cross-entropy against targets t of the input's shape: the sum over every element of "
+           "-(t ln clip(p) + (1 - t) ln clip(1 - p)), divided by the batch (axis 0); p = x, or sigmoid(x) with "
+           "logits: true; clip(v) = min(max(v, clip), 1). Brainstorm's BinomialCrossEntropy (logits false) and "
+           "SigmoidCE (logits true) each followed by a Loss. The targets get no gradient. FLOPs: 8 per element.")
+
+    def infer(self, a, ins):
+        _binomial_shapes(ins)
+        return ()
+
+    def reference(self, a, ins, params):
+        from .reference import in_compute_dtype
+        x, t = in_compute_dtype(ins[0]), in_compute_dtype(ins[1])
+        _, lp, lq = _binomial_terms(a, x, t)
+        return -(t * lp + (1 - t) * lq).sum() / x.shape[0]
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        n = prod(ins[0])
+        return Cost(8 * n, 10 * n, 0)
+
+    def gradient(self, g, op, dy):
+        """d/dx of the clipped sum (binomial_ce_grad); the targets are data."""
+        if not g.needs(0):
+            return [None, None], {}
+        ins = list(op.operands) + ([dy] if dy is not None else [])
+        a = self.attrs_of(op)
+        return [g.emit("netc.binomial_ce_grad", ins, {"logits": a["logits"], "clip": a["clip"]}), None], {}
+
+
+@register
+class BinomialCEGrad(OpDef):
+    name = "binomial_ce_grad"
+    training_only = True
+    arity = (2, 3)
+    f32_result = True
+    attrs = dict(BinomialCE.attrs)
+    doc = ("The gradient of BinomialCE for its input, times the seed (operand 2, a scalar) if given: "
+           "-(t [clip <= p] / p - (1 - t) [clip <= 1 - p] / (1 - p)) / N, times p (1 - p) with logits. "
+           "FLOPs 10 per element.")
+
+    def infer(self, a, ins):
+        _binomial_shapes(ins)
+        _scalar_seed(ins, 2)
+        return tuple(ins[0])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(10 * prod(ins[0]))
+
+    def reference(self, a, ins, params):
+        from .reference import in_compute_dtype
+        x, t = in_compute_dtype(ins[0]), in_compute_dtype(ins[1])
+        p, _, _ = _binomial_terms(a, x, t)
+        c = float(a["clip"])
+        q = 1 - p
+        on_p, on_q = (p >= c) & (p <= 1), (q >= c) & (q <= 1)     # where the clamps pass a gradient (torch's)
+        dp = -(t * on_p / p.clamp(min=c) - (1 - t) * on_q / q.clamp(min=c)) / x.shape[0]
+        d = dp * p * q if a["logits"] else dp
+        return d * in_compute_dtype(ins[2]) if len(ins) > 2 else d

@@ -72,11 +72,15 @@ def label_classes_of(net: Operation, value) -> int | None:
 
 def label_reading_of(net: Operation, value) -> tuple[int, bool] | None:
     """(C, ids) when `value` is the labels operand of a classifier loss (OpDef.label_classes: its class
-    count, and whether the labels are class indices rather than one-hot rows), else None."""
+    count, and whether the labels are class indices rather than one-hot rows), else None. The labels may reach
+    the loss through views (a reshape: Brainstorm's per-position targets [B, H, W, 1] as rows [B*H*W, 1])."""
+    same = [value]
     for op in net.regions[0].ops:
         d = lookup(op.name)
+        if d is not None and d.view and op.operands and any(op.operands[0] is v for v in same):
+            same.extend(op.results)
         if d is not None and d.classifier and len(op.operands) > d.label_operand \
-                and op.operands[d.label_operand] is value:
+                and any(op.operands[d.label_operand] is v for v in same):
             return d.label_classes(d.attrs_of(op), [v.type.shape for v in op.operands])
     return None
 

@@ -1,0 +1,318 @@
+"""Brainstorm's feed-forward layer types and both architecture forms (issue 25).
+
+The architectures and their shapes are Brainstorm's own: tests/data/brainstorm_layers.json was written by
+Brainstorm's code at 8f1fc88 (its construction syntax, generate_architecture, instantiate_layers_from_architecture;
+see its "generated_by"). netc imports each with Brainstorm's output shapes and parameter counts (T = 1 folded into
+the batch); the numbers each layer computes are checked against Brainstorm's forward passes transcribed here (its
+layers/*.py: the clipped binomial cross-entropies, SquaredError + Loss, Mask, BatchNorm's batch statistics, the
+NHWC convolution with W (F, kh, kw, C), pooling that counts only the in-bounds pixels); the new losses run and train
+2 steps from the CLI; what netc cannot express is a located error, one per cause.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from netc.cli import main
+from netc.diagnostics import NetcError
+from netc.explain import explain_json
+from netc.frontend import load_text
+from netc.ops import lookup
+from netc.runtime.reference import execute, module_params, run_reference
+from netc.runtime.train import ReferenceTrainer, is_forward
+from netc import pipelines
+from netc.pipelines import Options, Training
+
+DATA = json.loads((Path(__file__).parent / "data" / "brainstorm_layers.json").read_text())["nets"]
+IMPORTED = sorted(set(DATA) - {"refused", "spec_regression_masked"})
+LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
+                ("BinomialCrossEntropy", "default")}
+B = 3
+
+
+def _load(arch, name="net.json", batch=B):
+    m = load_text(json.dumps(arch, indent=1), name, batch=batch)
+    pipelines.inference(m)
+    return m
+
+
+def _row_name(lname, t, outs, out):
+    return lname if list(outs) == ["default"] and t != "Input" else f"{lname}.{out}"
+
+
+@pytest.mark.parametrize("net", IMPORTED)
+def test_shapes_and_parameters_are_brainstorms(net):
+    arch, layers = DATA[net]["architecture"], DATA[net]["layers"]
+    m = _load(arch)
+    rows = {r["name"]: r for r in explain_json(m)["layers"]}
+    declared = {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in m.params()}
+    for lname, facts in layers.items():
+        t = arch[lname]["@type"]
+        if t == "Loss":          # an output statement: its input is the scalar loss
+            continue
+        for out, template in facts["out"].items():
+            row = rows[_row_name(lname, t, facts["out"], out)]
+            if (t, out) in LOSS_OUTPUTS:
+                assert row["shape"] == [], (lname, out)        # the batch mean, what the Loss layer makes of it
+            else:
+                assert row["shape"] == [B] + template[2:], (lname, out)
+        bs = facts["params"]
+        mine = {n.split(".", 1)[1]: s for n, s in declared.items() if n.split(".")[0] == lname}
+        if t == "BatchNorm":     # Brainstorm's mu and sigma are netc's running statistics (state)
+            assert list(bs) == ["gamma", "beta", "mu", "sigma"]
+            assert mine == {"scale": bs["gamma"], "shift": bs["beta"]}
+        elif t == "Convolution2D":   # W (F, kh, kw, C) is netc's HWIO weight
+            f, kh, kw, c = bs["W"]
+            assert list(bs) == ["W", "bias"] and mine == {"weight": [kh, kw, c, f], "bias": bs["bias"]}
+        elif t == "FullyConnected":  # W (out, in) is netc's [in, out]
+            assert list(bs) == ["W", "bias"] and mine == {"weight": bs["W"][::-1], "bias": bs["bias"]}
+        else:
+            assert bs == {} and mine == {}, lname
+
+
+def _brainstorm_params(net):
+    return sum(math.prod(s) for f in DATA[net]["layers"].values() for s in f["params"].values())
+
+
+def test_cifar10_cnn_and_xor_parameter_totals():
+    """examples/cifar10_cnn.py and tests/test_integration/test_xor.py: Brainstorm's totals, 116,906 and 9."""
+    assert _brainstorm_params("cifar10_cnn") == 116_906 and _brainstorm_params("xor") == 9
+    for net, want in (("cifar10_cnn", 116_906), ("xor", 9)):
+        assert explain_json(_load(DATA[net]["architecture"]))["totals"]["params"] == want
+    rows = {r["name"]: r for r in explain_json(_load(DATA["cifar10_cnn"]["architecture"]))["layers"]}
+    assert rows["Pooling2D_3"]["shape"] == [B, 3, 3, 64] and rows["FC"]["params"] == 576 * 64 + 64
+    # the image net: BatchNorm's mu and sigma (2 x 4) are running statistics in netc, not parameters
+    assert explain_json(_load(DATA["image"]["architecture"]))["totals"]["params"] == _brainstorm_params("image") - 8
+
+
+def test_list_form_of_outgoing_connections():
+    """Brainstorm's test fixture (tests/conftest.py): "@outgoing_connections" as a list, the targets of 'default';
+    C reads A ++ B (fan-in), D reads B ++ C."""
+    m = _load(DATA["conftest_list_form"]["architecture"])
+    rows = {r["name"]: r for r in explain_json(m)["layers"]}
+    assert rows["C.default.concat"]["shape"] == [B, 8] and rows["D.default.concat"]["shape"] == [B, 12]
+    assert explain_json(m)["totals"]["params"] == _brainstorm_params("conftest_list_form") == 230
+
+
+def _feed(m, seed=0, probs=False):
+    g = torch.Generator().manual_seed(seed)
+    feed = {}
+    for op in m.networks()[0].regions[0].ops:
+        if op.name == "netc.input":
+            shape = op.results[0].type.shape
+            x = torch.rand(shape, generator=g, dtype=torch.float64) if probs else \
+                torch.randn(shape, generator=g, dtype=torch.float64)
+            feed[op.attrs["name"]] = x
+    return feed
+
+
+def _bce(p, t):   # Brainstorm's BinomialCrossEntropy / SigmoidCE forward, per element
+    return -(t * torch.log(p.clamp(1e-6, 1.0)) + (1 - t) * torch.log((1 - p).clamp(1e-6, 1.0)))
+
+
+def test_losses_compute_brainstorms_loss_layers():
+    """Each loss followed by Brainstorm's Loss (sum / B): SquaredError 0.5 (x - t)^2, SigmoidCE and
+    BinomialCrossEntropy clipped at 1e-6, SoftmaxCE over (H, W, C) (a warning: netc averages the positions)."""
+    for net, lname, kind in (("spec_regression", "Output", "se"), ("spec_multi-label", "Output", "sig"),
+                             ("xor", "BinomialCrossEntropy", "bce")):
+        m = _load(DATA[net]["architecture"])
+        p = module_params(m, seed=2)
+        feed = _feed(m, probs=kind != "se")
+        out = run_reference(m, feed, p, intermediates=True)
+        t = feed["Input.targets"]
+        if kind == "bce":
+            y = out["OutLayer"]
+            want = _bce(y, t).sum() / B
+            got = out[lname]
+        else:
+            x = out["Output_projection"]
+            want = (0.5 * (x - t) ** 2).sum() / B if kind == "se" else _bce(torch.sigmoid(x), t).sum() / B
+            got = out[f"{lname}.loss"]
+            pred = x if kind == "se" else torch.sigmoid(x)
+            torch.testing.assert_close(out[f"{lname}.predictions"], pred, rtol=1e-12, atol=1e-12)
+        torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+    # a probability outside [1e-6, 1 - 1e-6] is clipped as Brainstorm clips it
+    bce = lookup("netc.binomial_ce")
+    y, t = torch.tensor([[0.0, 1.0, 1.5]], dtype=torch.float64), torch.tensor([[1.0, 0.0, 0.5]], dtype=torch.float64)
+    want = torch.tensor(-2.5 * math.log(1e-6), dtype=torch.float64)    # ln 1e-6 twice, 0.5 ln 1e-6 for 1 - 1.5
+    torch.testing.assert_close(bce.reference({"logits": False, "clip": 1e-6}, [y, t], {}), want, rtol=1e-12, atol=0)
+
+
+def test_softmax_ce_over_images_warns_and_keeps_the_predictions(capsys):
+    arch = DATA["softmax_images"]["architecture"]
+    from netc.diagnostics import DiagnosticEngine
+    diag = DiagnosticEngine()
+    m = load_text(json.dumps(arch, indent=1), "img.json", batch=B, diag=diag)
+    pipelines.inference(m)
+    warn = [str(d) for d in diag.diagnostics]
+    assert any("netc's loss is the mean over the 30 positions of a sample, Brainstorm's Loss their sum" in w
+               for w in warn), warn
+    p = module_params(m, seed=1)
+    feed = _feed(m)
+    feed["Input.targets"] = torch.randint(0, 4, (B, 6, 5, 1), generator=torch.Generator().manual_seed(1))
+    out = run_reference(m, feed, p, intermediates=True)
+    x = out["Output_projection"]
+    probs = torch.softmax(x, -1)
+    torch.testing.assert_close(out["Output.predictions"], probs, rtol=1e-12, atol=1e-12)
+    bs_loss = -torch.log(probs.gather(-1, feed["Input.targets"]).clamp(1e-6, 1.0)).sum() / B
+    torch.testing.assert_close(out["Output.loss"], bs_loss / 30, rtol=1e-12, atol=1e-12)
+
+
+def test_image_layers_compute_brainstorms_forward_passes():
+    """Convolution2D (NHWC, W (F, kh, kw, C), zero padding, 'rel'), max pooling, BatchNorm's training pass
+    (batch statistics over every axis but the last, biased variance, epsilon), avg pooling counting the in-bounds
+    pixels only, Elementwise tanh, NoOp, DeltasScaling(1) and Mask."""
+    m = _load(DATA["image"]["architecture"])
+    p = module_params(m, seed=4)
+    p["N.scale"] = torch.rand(4, dtype=torch.float64) + 0.5
+    p["N.shift"] = torch.randn(4, dtype=torch.float64)
+    feed = _feed(m)
+    feed["Input.targets"] = torch.randint(0, 5, (B, 1), generator=torch.Generator().manual_seed(2))
+    m_train = load_text(json.dumps(DATA["image"]["architecture"]), "net.json", batch=B)
+    x = feed["Input.default"]
+    w_bs = p["C.weight"].permute(3, 0, 1, 2)          # netc HWIO -> Brainstorm (F, kh, kw, C)
+    conv = torch.relu(F.conv2d(x.permute(0, 3, 1, 2), w_bs.permute(0, 3, 1, 2), p["C.bias"], stride=(2, 1),
+                               padding=1))
+    pool = F.max_pool2d(conv, 2, 2)
+    out = run_reference(m, feed, p, intermediates=True)
+    torch.testing.assert_close(out["C"], conv.permute(0, 2, 3, 1), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(out["P"], pool.permute(0, 2, 3, 1), rtol=1e-12, atol=1e-12)
+    # BatchNorm's training pass, transcribed from batch_normalization_layer.py
+    h = pool.permute(0, 2, 3, 1).reshape(-1, 4)
+    centered = h - h.mean(0)
+    sigma_b = torch.sqrt((centered ** 2).mean(0) + 1e-5)
+    bn = (centered / sigma_b * p["N.scale"] + p["N.shift"]).reshape(B, 2, 4, 4)
+    avg = F.avg_pool2d(bn.permute(0, 3, 1, 2), 3, 1, 1, count_include_pad=False)
+    pipelines.training(m_train, Options(training=Training(gradients_only=True)))
+    tr = ReferenceTrainer(m_train, seed=4)
+    params = dict(tr.params, **{k: v for k, v in p.items() if k in tr.params})
+    named = execute(m_train.networks()[0], dict(tr.feed(None, lr=0.0), **feed), params, torch.float64,
+                    only=is_forward)
+    torch.testing.assert_close(named["N"], bn, rtol=1e-10, atol=1e-10)
+    torch.testing.assert_close(named["A"], avg.permute(0, 2, 3, 1), rtol=1e-10, atol=1e-10)
+    # Mask: the input times the mask
+    mm = _load(DATA["mask_squared_error"]["architecture"])
+    pm = module_params(mm, seed=0)
+    fm = _feed(mm)
+    o = run_reference(mm, fm, pm, intermediates=True)
+    torch.testing.assert_close(o["M"], o["F"] * fm["Input.mask"], rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(o["SE.loss"], (0.5 * (o["M"] - fm["Input.targets"]) ** 2).sum() / B)
+
+
+@pytest.mark.parametrize("logits", [False, True])
+def test_binomial_ce_gradient_against_finite_differences(logits):
+    """binomial_ce_grad (f64) equals central differences of binomial_ce's reference, also where the clip is
+    active (a probability above 1: no gradient), with a seed."""
+    g = torch.Generator().manual_seed(7)
+    x = torch.randn(3, 4, generator=g, dtype=torch.float64) * (2.0 if logits else 0.3) + (0 if logits else 0.5)
+    if not logits:
+        x[0, 0] = 1.2
+    t = torch.rand(3, 4, generator=g, dtype=torch.float64)
+    a = {"logits": logits, "clip": 1e-6}
+    f = lambda v: lookup("netc.binomial_ce").reference(a, [v, t], {})   # noqa: E731
+    seed = torch.tensor(0.7, dtype=torch.float64)
+    got = lookup("netc.binomial_ce_grad").reference(a, [x, t, seed], {})
+    eps = 1e-6
+    for i in range(3):
+        for j in range(4):
+            d = torch.zeros_like(x)
+            d[i, j] = eps
+            fd = 0.7 * (f(x + d) - f(x - d)) / (2 * eps)
+            assert abs(float(got[i, j] - fd)) <= 1e-7 * max(1.0, abs(float(fd))), (i, j, float(got[i, j]), float(fd))
+    if not logits:
+        assert float(got[0, 0]) == 0.0
+
+
+@pytest.mark.parametrize("net", ["xor", "spec_multi-label", "spec_regression", "mask_squared_error", "image",
+                                 "softmax_images"])
+def test_new_losses_run_and_train_two_steps(net, tmp_path, capsys):
+    path = tmp_path / f"{net}.json"
+    path.write_text(json.dumps(DATA[net]["architecture"], indent=1))
+    assert main(["run", str(path), "--reference"]) == 0
+    capsys.readouterr()
+    assert main(["run", str(path), "--reference", "--train", "--steps", "2"]) == 0
+    assert "trained 2 steps" in capsys.readouterr().out
+
+
+def _err(arch, tmp_path, capsys, n_errors=1):
+    path = tmp_path / "bad.json"
+    path.write_text(json.dumps(arch, indent=1))
+    rc = main(["explain", str(path)])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and "internal error" not in err
+    assert err.count(": error: ") == n_errors, err
+    assert "bad.json:" in err and "^" in err
+    return err
+
+
+def test_what_netc_cannot_express_is_refused_where_it_is(tmp_path, capsys):
+    arch = DATA["refused"]["architecture"]
+    err = _err(arch, tmp_path, capsys, n_errors=3)
+    assert "L1Decay 'L1' is a loss term, the sum of |x| over each sample's features; netc has no op" in err
+    assert "L2Decay 'L2' is a loss term, 0.5 * the sum of x^2" in err
+    assert "SquaredDifference 'Q' gives (inputs_1 - inputs_2)^2 elementwise" in err
+    only_z = {k: v for k, v in arch.items() if k in ("Input", "F", "Z")}
+    only_z["Input"] = dict(arch["Input"], **{"@outgoing_connections": {"default": ["F", "Z"]}})
+    only_z["F"] = dict(arch["F"], **{"@outgoing_connections": {}})
+    err = _err(only_z, tmp_path, capsys)
+    assert "DeltasScaling 'Z' scales the deltas passing back through it by 2.0" in err and '"factor"' in err
+    # a Mask on a loss (tools.get_in_out_layers(..., mask_name=...)): netc's loss is already the batch mean
+    err = _err(DATA["spec_regression_masked"]["architecture"], tmp_path, capsys)
+    assert "'Output.loss' is a loss, which netc computes as the batch mean" in err and "not Mask 'Mask'" in err
+
+
+def test_bad_arguments_are_located(tmp_path, capsys):
+    base = DATA["image"]["architecture"]
+
+    def bad(**changes):
+        arch = json.loads(json.dumps(base))
+        for lname, kv in changes.items():
+            arch[lname].update(kv)
+            for k in [k for k, v in kv.items() if v is None]:
+                del arch[lname][k]
+        return _err(arch, tmp_path, capsys)
+
+    assert "\"kernel_size\" of Convolution2D 'C' must be a list of two positive integers" in bad(C={"kernel_size": 3})
+    assert "\"padding\" of Pooling2D 'P' must be an integer >= 0" in bad(P={"padding": -1})
+    assert "\"type\" of Pooling2D 'P' must be 'max' or 'avg' (Brainstorm requires it)" in bad(P={"type": None})
+    assert "\"num_filters\" of Convolution2D 'C' must be a positive integer" in bad(C={"num_filters": 0})
+    assert "\"decay\" of BatchNorm 'N' must be a number in [0, 1]" in bad(N={"decay": 1.5})
+    assert "activation 'el' of 'C' is not one netc knows" in bad(C={"activation": "el"})
+    assert "\"importance\" of Loss 'L' is 2.0: netc has no loss weight yet" in bad(L={"importance": 2.0})
+    err = bad(F={"@outgoing_connections": {"default": ["S", "L.default"]}})
+    assert "Loss 'L' reads 2 values; netc's losses are scalars" in err
+    err = bad(F={"@outgoing_connections": {"default": ["S", "L"]}}, S={"@outgoing_connections": {}})
+    assert "Loss 'L' reads 'F.default' (FullyConnected), which is no loss netc computes" in err
+    # the list form on a layer without 'default': one error, located at the list, no cascade
+    err = bad(S={"@outgoing_connections": ["L"]})
+    assert "layer 'S' (SoftmaxCE) has no output 'default'" in err
+
+
+def test_defaults_are_brainstorms():
+    """Convolution2D without "activation" is tanh (its setup's default; Convolution2D() itself writes 'rel'),
+    stride (1, 1), padding 0; BatchNorm decay 0.9, epsilon 1e-5."""
+    arch = json.loads(json.dumps(DATA["image"]["architecture"]))
+    for k in ("activation", "stride", "padding"):
+        del arch["C"][k]
+    for k in ("decay", "epsilon"):
+        del arch["N"][k]
+    arch["P"]["kernel_size"] = [1, 1]
+    ops = {op.attrs.get("name"): op for op in _load(arch).networks()[0].regions[0].ops}
+    c = lookup("netc.conv2d").attrs_of(ops["C"])
+    assert (c["activation"], c["strides"], c["padding"]) == ("tanh", [1, 1, 1, 1], [0, 0])
+    n = lookup("netc.batch_norm").attrs_of(ops["N"])
+    assert (n["momentum"], n["epsilon"]) == (0.9, 1e-5)
+
+
+def test_time_major_nets_refuse_what_they_cannot_do_yet(tmp_path, capsys):
+    arch = json.loads(json.dumps(DATA["spec_regression"]["architecture"]))
+    arch["H"] = {"@type": "Lstm", "size": 5, "@outgoing_connections": arch["H"]["@outgoing_connections"]}
+    err = _err(arch, tmp_path, capsys)
+    assert "SquaredError 'Output' in a time-major network (one with a recurrent layer) is not supported yet" in err
+    with pytest.raises(NetcError):
+        load_text(json.dumps(arch), "x.json")
