@@ -16,12 +16,17 @@ import shutil
 import subprocess
 import sys
 
-import pytest
+# the interpreter mode is fixed when netc.kernels is imported: set it at collection (the library replay below
+# runs in this process; the CLI runs set it for their subprocesses themselves)
+os.environ["TRITON_INTERPRET"] = "1"
 
-from netc import pipelines
-from netc.frontend import load, load_text
-from netc.diagnostics import DiagnosticEngine
-from netc.pipelines import Options, Training
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from netc import pipelines  # noqa: E402
+from netc.frontend import load, load_text  # noqa: E402
+from netc.diagnostics import DiagnosticEngine  # noqa: E402
+from netc.pipelines import Options, Training  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQUENCES = os.path.join(ROOT, "examples", "sequences.nd")
@@ -174,6 +179,8 @@ def test_char_rnn_compiles_with_a_training_step_without_a_gpu(tmp_path):
     ops = [e["op"] for e in m["schedule"]]
     assert ops.count("netc.one_hot") == 2 and "netc.gru" in ops
     assert "netc.softmax_loss_grad" in [e["op"] for e in m["training"]["schedule"]]
+    outs = {o["name"]: o for o in m["outputs"]}     # the softmax over the flattened steps: B = 2 rows a step
+    assert (outs["loss"]["shape"], outs["loss"]["batched"], outs["loss"]["rows_per_sample"]) == ([6, 7], True, 2)
 
 
 def test_given_lengths_and_ids_out_of_range_are_located(tmp_path):
@@ -219,3 +226,30 @@ def test_per_sample_values_follow_the_pool_past_a_seed():
                (op("netc.softmax_loss_grad"), ["p", "label", "seed"], (3, 4), ["g"]),
                (op("netc.seq_pool_grad"), ["h", "n", "g"], (3, 3, 4), ["dh"])]
     assert per_sample_values(entries) == {"p", "g"}
+
+
+def test_char_rnn_library_replayed_runs_fewer_steps():
+    """The tiny char-rnn's .so replayed on the CPU (runtime/interp.py InterpLibrary, the launcher's tiles): its
+    softmax output [T*B, V] (the steps flattened, B rows a step) equals the reference's at the compiled T = 70 and,
+    called with 2 of its steps, the reference's first 2 * B rows (the GRU reads only the steps before)."""
+    pytest.importorskip("triton")
+    import tempfile
+    from netc.pipelines import Plan, compile
+    from netc.runtime.compare import relative_error
+    from netc.runtime.interp import InterpLibrary
+    from netc.runtime.reference import module_params, random_input, run_reference
+    with tempfile.TemporaryDirectory() as d:
+        conf = _tiny_char_rnn(__import__("pathlib").Path(d), t=70, b=3, vocab=6, hidden=4)
+        diag = DiagnosticEngine()
+        m = load(str(conf), diag)
+        ctx = compile(m, Options(phase="test"), diag, plan=Plan())
+    lib = InterpLibrary(m, ctx.notes["memory_plan"], blocks="cuda")     # the .so's tiles and grids
+    net = m.networks()[0]
+    ins = {op.attrs["name"]: random_input(net, op, 3) for op in net.regions[0].ops if op.name == "netc.input"}
+    params = module_params(m)
+    lib.set_params(params)
+    want = run_reference(m, ins, params)
+    got = lib.forward({k: v.to(torch.int32) for k, v in ins.items()})
+    assert tuple(got["loss"].shape) == (210, 6) and relative_error(got["loss"], want["loss"]) <= 1e-4
+    short = lib.forward({k: v[:2].to(torch.int32) for k, v in ins.items()})
+    assert tuple(short["loss"].shape) == (6, 6) and relative_error(short["loss"], want["loss"][:6]) <= 1e-4

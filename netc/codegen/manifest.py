@@ -246,6 +246,8 @@ def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"),
     from ..memory.model import BATCH
     buf = plan.buffers[t.buffer]
     d = dict(name=t.name, shape=list(t.shape), dtype=t.dtype, batched=t.cls == BATCH)
+    if getattr(t, "flat", False):   # a sequence's steps flattened, [T*B, ...]: B rows a sample (memory/graph.py)
+        d.update(shape=[t.shape[0] * t.shape[1]] + list(t.shape[2:]), rows_per_sample=t.shape[1])
     if t.cls == BATCH:
         d.update(region=regions[1], bytes_per_sample=t.size, arena_offset_per_sample=buf.offset,
                  offset_in_sample=t.offset, pitch=buf.size)

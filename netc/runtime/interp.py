@@ -697,6 +697,8 @@ class InterpLibrary:
         out = {}
         for t in lib.outs:
             shape = (b,) + tuple(t.shape[1:]) if t.cls == BATCH else tuple(t.shape)
+            if t.flat:      # [T*B, ...]: B rows a sample (memory/graph.py)
+                shape = (b * t.shape[1],) + tuple(t.shape[2:])
             out[t.name] = self._copy_out(io_copy(lib.plan, t, lib.layout), b, base, TORCH_DTYPES[t.dtype], shape)
         return out
 

@@ -80,11 +80,12 @@ class TensorSpec:
     batched: bool = True
     classes: int | None = None   # an input read as a SoftmaxLoss's labels: its class count
     rows: int | None = None      # an input read as an embedding's ids: its table's row count
+    per_sample: int = 1          # rows of axis 0 a sample: B for an output [T*B, ...] (a sequence's steps flattened)
 
 
 def _spec(d: dict) -> TensorSpec:
     return TensorSpec(d["name"], tuple(d["shape"]), P.torch_dtype(d["dtype"]), d["dtype"],
-                      bool(d.get("batched", True)), d.get("classes"), d.get("rows"))
+                      bool(d.get("batched", True)), d.get("classes"), d.get("rows"), int(d.get("rows_per_sample", 1)))
 
 
 def _shape(s) -> str:
@@ -607,7 +608,7 @@ class Net:
         ctx = torch.cuda.stream(tstream) if tstream is not None else contextlib.nullcontext()
         with self._lock, ctx:
             dev = self.device
-            outs = [torch.empty((b,) + s.shape[1:] if s.batched else s.shape, dtype=s.dtype, device=dev)
+            outs = [torch.empty((b * s.per_sample,) + s.shape[1:] if s.batched else s.shape, dtype=s.dtype, device=dev)
                     for s in self.outputs]
             if tstream is not None:
                 for t in xs:
@@ -880,5 +881,5 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     owners = {p["name"] for p in net.manifest.get("parameters", []) if "shares" not in p}
     ref_params = {k: v.to(dtype) for k, v in net.params().items() if k in owners}
     ref = run_reference(module, ref_in, ref_params, network=net.network, seed=seed, device=device, dtype=dtype)
-    batched = {s.name for s in net.outputs if s.batched}
-    return {k: v[:b] if k in batched and not scaled else v for k, v in ref.items()}
+    batched = {s.name: s.per_sample for s in net.outputs if s.batched}
+    return {k: v[:b * batched[k]] if k in batched and not scaled else v for k, v in ref.items()}
