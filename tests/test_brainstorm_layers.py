@@ -29,9 +29,9 @@ from netc import pipelines
 from netc.pipelines import Options, Training
 
 DATA = json.loads((Path(__file__).parent / "data" / "brainstorm_layers.json").read_text())["nets"]
-IMPORTED = sorted(set(DATA) - {"refused", "spec_regression_masked"})
+IMPORTED = sorted(set(DATA) - {"squared_difference", "spec_regression_masked"})
 LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
-                ("BinomialCrossEntropy", "default")}
+                ("BinomialCrossEntropy", "default"), ("L1Decay", "loss"), ("L2Decay", "loss")}
 B = 3
 
 
@@ -228,7 +228,7 @@ def test_binomial_ce_gradient_against_finite_differences(logits):
         assert float(got[0, 0]) == 0.0
 
 
-@pytest.mark.parametrize("net", ["xor", "spec_multi-label", "spec_regression", "mask_squared_error", "image",
+@pytest.mark.parametrize("net", ["xor", "spec_multi-label", "spec_regression", "mask_squared_error", "image", "decay",
                                  "softmax_images"])
 def test_new_losses_run_and_train_two_steps(net, tmp_path, capsys):
     path = tmp_path / f"{net}.json"
@@ -251,19 +251,40 @@ def _err(arch, tmp_path, capsys, n_errors=1):
 
 
 def test_what_netc_cannot_express_is_refused_where_it_is(tmp_path, capsys):
-    arch = DATA["refused"]["architecture"]
-    err = _err(arch, tmp_path, capsys, n_errors=3)
-    assert "L1Decay 'L1' is a loss term, the sum of |x| over each sample's features; netc has no op" in err
-    assert "L2Decay 'L2' is a loss term, 0.5 * the sum of x^2" in err
-    assert "SquaredDifference 'Q' gives (inputs_1 - inputs_2)^2 elementwise" in err
-    only_z = {k: v for k, v in arch.items() if k in ("Input", "F", "Z")}
-    only_z["Input"] = dict(arch["Input"], **{"@outgoing_connections": {"default": ["F", "Z"]}})
-    only_z["F"] = dict(arch["F"], **{"@outgoing_connections": {}})
-    err = _err(only_z, tmp_path, capsys)
-    assert "DeltasScaling 'Z' scales the deltas passing back through it by 2.0" in err and '"factor"' in err
+    err = _err(DATA["squared_difference"]["architecture"], tmp_path, capsys)
+    assert "SquaredDifference 'Q' gives (inputs_1 - inputs_2)^2 elementwise; netc has no" in err
     # a Mask on a loss (tools.get_in_out_layers(..., mask_name=...)): netc's loss is already the batch mean
     err = _err(DATA["spec_regression_masked"]["architecture"], tmp_path, capsys)
     assert "'Output.loss' is a loss, which netc computes as the batch mean" in err and "not Mask 'Mask'" in err
+
+
+def test_decay_losses_and_deltas_scaling():
+    """L1Decay (sum |x| / B), L2Decay (0.5 sum x^2 / B), each with its Loss; DeltasScaling(-2) passes F on unchanged
+    and multiplies the gradient coming back through it by -2: F's parameters get the L1 term's gradient plus -2 times
+    the L2 term's via G, G's its own (torch.autograd over the formulas, the factor applied by hand)."""
+    m = load_text(json.dumps(DATA["decay"]["architecture"]), "decay.json", batch=B)
+    pipelines.training(m, Options(training=Training(gradients_only=True)))
+    tr = ReferenceTrainer(m, seed=3, dtype=torch.float64)
+    x = torch.randn(B, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    feed = tr.feed({"Input.default": x}, lr=0.0)
+    for k in ("F.bias", "G.bias"):      # every ReLU alive: the gradient through Z reaches F
+        tr.params[k].fill_(2.0)
+    before = {k: v.clone() for k, v in tr.params.items()}
+    named = execute(tr.net, feed, tr.params, torch.float64)    # gradients only: no update
+    got = tr.gradients(named)
+    w = {k: v.clone().requires_grad_(True) for k, v in before.items()}
+    f = torch.relu(x @ w["F.weight"] + w["F.bias"])
+    scaled = -2.0 * f + 3.0 * f.detach()            # the value f, the gradient times -2
+    g = torch.relu(scaled @ w["G.weight"] + w["G.bias"])
+    l1, l2, l3 = f.abs().sum() / B, 0.5 * (x ** 2).sum() / B, 0.5 * (g ** 2).sum() / B
+    for name, want in (("L1.loss", l1), ("L2.loss", l2), ("L3.loss", l3)):
+        torch.testing.assert_close(named[name], want, rtol=1e-12, atol=1e-12)
+    ref = dict(zip(w, torch.autograd.grad(l1 + l2 + l3, list(w.values()), retain_graph=True)))
+    assert set(got) == set(ref) == {"F.weight", "F.bias", "G.weight", "G.bias"}
+    for k in ref:
+        torch.testing.assert_close(got[k], ref[k], rtol=1e-10, atol=1e-12)
+    via_z = torch.autograd.grad(l3, w["F.weight"])[0]     # (-2 times) what the L2 term sends back through Z
+    assert float(via_z.abs().max()) > 1e-2
 
 
 def test_bad_arguments_are_located(tmp_path, capsys):

@@ -353,6 +353,12 @@ def case_binomial_ce(rng, k):
     return src + "}\n", xs
 
 
+def case_decay_loss(rng, k):
+    """Brainstorm's L1Decay and L2Decay on a computed value."""
+    src, xs = around("DecayLoss", [_rank(rng)], {"norm": ("l1", "l2")[k % 2]}, name="loss")
+    return src + "}\n", xs
+
+
 def case_euclidean_loss(rng, k):
     x = _rank(rng)
     if k % 3 == 2:   # with lengths: x time-major [T, B, ...]
@@ -428,6 +434,7 @@ CASES = {
     "sigmoid": case_unary("Sigmoid"),
     "tanh": case_unary("Tanh"),
     "identity": case_unary("Identity"),
+    "deltas_scaling": case_unary("DeltasScaling", lambda rng: {"factor": rng.choice([-1.0, 0.5, 3.0])}),
     "dummy": case_unary("Dummy", lambda rng: {"output": rng.choice([False, True])}),
     "dropout": case_dropout,
     "conv2d": case_conv2d,
@@ -447,6 +454,7 @@ CASES = {
     "softmax_loss": case_softmax_loss,
     "euclidean_loss": case_euclidean_loss,
     "binomial_ce": case_binomial_ce,
+    "decay_loss": case_decay_loss,
     "embedding": case_embedding,
     "lstm": case_lstm,
     "seq_pool": case_seq_pool,

@@ -35,11 +35,12 @@ op per output, named `Layer.output`; a layer with only `default` keeps its own n
 | `Pooling2D(kernel_size, type, stride, padding)` | `maxpool` / `avgpool` (the average over in-bounds pixels, as Brainstorm's) |
 | `BatchNorm(decay, epsilon)` | `batch_norm` (momentum = decay; Brainstorm's mu and sigma are netc's running statistics) |
 | `Mask` (inputs default, mask) | `elementwise` product (a same-shaped mask only) |
-| `DeltasScaling(factor)` | `identity` for factor 1 (another scales only the gradient: refused) |
+| `DeltasScaling(factor)` | `deltas_scaling` (the identity; its gradient times factor) |
 | `SquaredError`, `SigmoidCE` (outputs predictions, loss) | `identity` / `sigmoid` predictions; `euclidean_loss` / `binomial_ce {logits: true}` |
 | `BinomialCrossEntropy` | `binomial_ce {logits: false}` |
+| `L1Decay`, `L2Decay` (output loss) | `decay_loss {norm: l1 / l2}` |
 
-`L1Decay`, `L2Decay`, `SquaredDifference` are refused (MISSING says what netc lacks); a loss output may only feed a
+`SquaredDifference` is refused (MISSING says what netc lacks); a loss output may only feed a
 `Loss` (netc's losses are the batch mean a Loss makes of Brainstorm's per-element loss). `@outgoing_connections`
 may be a list: the targets of the output `default` (Brainstorm's tests write it so).
 | `Lstm(size, activation)` | `lstm` (activation default tanh, Brainstorm's; `size` default: the input's feature size, as Brainstorm) |
@@ -70,10 +71,6 @@ NOT_AN_OP = {"Highway": ("Highway layer '{name}' is not recurrent: it is Brainst
                          "(1 - T) * x of three same-shaped inputs H, T and x at every step; netc has no such op yet")}
 # Brainstorm layers netc has no op for: what is missing (a located error at the layer's @type)
 MISSING = {
-    "L1Decay": "L1Decay '{name}' is a loss term, the sum of |x| over each sample's features; netc has no op for an "
-               "L1 penalty on a value",
-    "L2Decay": "L2Decay '{name}' is a loss term, 0.5 * the sum of x^2 over each sample's features; netc has no op for "
-               "an L2 penalty on a value",
     "SquaredDifference": "SquaredDifference '{name}' gives (inputs_1 - inputs_2)^2 elementwise; netc has no "
                          "elementwise square or difference op",
 }
@@ -109,7 +106,7 @@ KWARGS = {"Input": {"out_shapes"}, "FullyConnected": {"size", "activation"}, "Dr
           "L2Decay": set(), "SquaredDifference": set(), **{t: {"size", "activation"} for t in SEQUENCE}}
 # outputs netc computes as a scalar loss (the batch mean, what a Loss layer makes of them): only a Loss may read them
 LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
-                ("BinomialCrossEntropy", "default")}
+                ("BinomialCrossEntropy", "default"), ("L1Decay", "loss"), ("L2Decay", "loss")}
 # layer types that image a (T, B, H, W, C) value per step with their own 4-D op: feed-forward nets only (T = 1)
 IMAGE_LAYERS = {"Convolution2D", "Pooling2D"}
 
@@ -394,7 +391,8 @@ class _Importer:
             return ops
         if t in ("Convolution2D", "Pooling2D", "BatchNorm", "Mask", "DeltasScaling"):
             return self.image_layer(lname, t, spec, p, ins, ops)
-        if t in ("SigmoidCE", "SquaredError", "BinomialCrossEntropy") or (t == "SoftmaxCE" and not self.time_major):
+        if t in ("SigmoidCE", "SquaredError", "BinomialCrossEntropy", "L1Decay", "L2Decay") or \
+                (t == "SoftmaxCE" and not self.time_major):
             return self.loss_layer(lname, t, p, ins, ops)
         if t in SEQUENCE:
             return self.sequence_layer(lname, t, spec, p, ins, ops)
@@ -467,7 +465,8 @@ class _Importer:
         if (self.types.get(layer), out) not in LOSS_OUTPUTS:
             self.error(f"Loss '{lname}' reads '{layer}.{out}' ({self.types.get(layer)}), which is no loss netc "
                        f"computes: netc has no op that sums a value as a loss (Brainstorm's Loss does); its input "
-                       f"must be the loss of a SoftmaxCE, SigmoidCE, SquaredError or BinomialCrossEntropy", src[2])
+                       f"must be the loss of a SoftmaxCE, SigmoidCE, SquaredError, BinomialCrossEntropy, L1Decay or "
+                       f"L2Decay", src[2])
             return
         outs.append(src[0])
 
@@ -538,12 +537,8 @@ class _Importer:
             if isinstance(f, bool) or not isinstance(f, (int, float)):
                 self.error(f"DeltasScaling '{lname}' needs a number \"factor\" (Brainstorm requires it)",
                            path_join(p, "factor") if "factor" in spec else p)
-            elif f != 1:
-                self.error(f"DeltasScaling '{lname}' scales the deltas passing back through it by {f} (forward: the "
-                           f"identity); netc has no op that scales only a gradient yet (a factor of 1 imports)",
-                           path_join(p, "factor"))
             else:
-                ops.append(self._op("netc.identity", lname, ins, {}, p))
+                ops.append(self._op("netc.deltas_scaling", lname, ins, {"factor": f}, p))
         return ops
 
     @staticmethod
@@ -577,6 +572,9 @@ class _Importer:
         if self.time_major:
             self.error(f"{t} '{lname}' in a time-major network (one with a recurrent layer) is not supported yet: "
                        f"netc's loss would divide by the T*B steps where Brainstorm's Loss divides by B", p)
+            return ops
+        if t in ("L1Decay", "L2Decay"):
+            ops.append(self._op("netc.decay_loss", f"{lname}.loss", ins, {"norm": t[:2].lower()}, p))
             return ops
         feat, tf = self.feat.get(ins[0]), self.feat.get(ins[1])
         want = None if feat is None else (feat[:-1] + [1] if t == "SoftmaxCE" else feat)

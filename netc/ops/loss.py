@@ -476,3 +476,64 @@ class BinomialCEGrad(OpDef):
         dp = -(t * on_p / p.clamp(min=c) - (1 - t) * on_q / q.clamp(min=c)) / x.shape[0]
         d = dp * p * q if a["logits"] else dp
         return d * in_compute_dtype(ins[2]) if len(ins) > 2 else d
+
+
+# --------------------------------------------------------------------------- Brainstorm's decay losses
+
+@register
+class DecayLoss(OpDef):
+    name = "decay_loss"
+    is_loss = True
+    types = ("DecayLoss", "L1Decay", "L2Decay")
+    f32_result = True
+    arity = (1, 1)
+    attrs = {"norm": AttrSpec("enum", "l2", ("l1", "l2"), doc="l1: the sum of |x|; l2: 0.5 * the sum of x^2")}
+    doc = ("A penalty on a value as a loss: the sum over every element of |x| (norm l1) or 0.5 x^2 (norm l2), "
+           "divided by the batch (axis 0). Brainstorm's L1Decay / L2Decay each followed by a Loss. Its gradient is "
+           "sign(x) / N or x / N. No kernel yet (reference executor only). FLOPs: 2 per element forward, 2 backward.")
+
+    def infer(self, a, ins):
+        if not ins[0]:
+            raise ShapeError("DecayLoss needs an input with a batch axis, got a scalar []", operand=0)
+        return ()
+
+    def reference(self, a, ins, params):
+        from .reference import in_compute_dtype
+        x = in_compute_dtype(ins[0])
+        s = x.abs().sum() if a["norm"] == "l1" else 0.5 * (x * x).sum()
+        return s / x.shape[0]
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        n = prod(ins[0])
+        return Cost(2 * n, 2 * n, 0)
+
+    def gradient(self, g, op, dy):
+        if not g.needs(0):
+            return [None], {}
+        ins = list(op.operands) + ([dy] if dy is not None else [])
+        return [g.emit("netc.decay_loss_grad", ins, {"norm": self.attrs_of(op)["norm"]})], {}
+
+
+@register
+class DecayLossGrad(OpDef):
+    name = "decay_loss_grad"
+    training_only = True
+    arity = (1, 2)
+    f32_result = True
+    attrs = dict(DecayLoss.attrs)
+    doc = "The gradient of DecayLoss, times the seed (operand 1, a scalar) if given: sign(x) / N (l1) or x / N (l2)."
+
+    def infer(self, a, ins):
+        DecayLoss().infer(a, ins[:1])
+        _scalar_seed(ins, 1)
+        return tuple(ins[0])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(2 * prod(ins[0]))
+
+    def reference(self, a, ins, params):
+        import torch
+        from .reference import in_compute_dtype
+        x = in_compute_dtype(ins[0])
+        d = (torch.sign(x) if a["norm"] == "l1" else x) / x.shape[0]
+        return d * in_compute_dtype(ins[1]) if len(ins) > 1 else d

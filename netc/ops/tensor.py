@@ -430,6 +430,42 @@ class Identity(OpDef):
 
 
 @register
+class DeltasScaling(Identity):
+    """The identity forward whose gradient is scaled (Brainstorm's DeltasScaling; -1: a gradient reversal)."""
+    name = "deltas_scaling"
+    types = ("DeltasScaling",)
+    attrs = {"factor": AttrSpec("number", 1.0, doc="the gradient passing back through it is multiplied by this")}
+    doc = ("out = in; its gradient is factor * dy (Brainstorm's DeltasScaling: -1 reverses the gradient). "
+           "Zero-copy at inference; its gradient is a Scale. FLOPs: 0 forward, 1 per element backward.")
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        return None if training and a["factor"] != 1 else (lambda x: x)
+
+    def reference(self, a, ins, params):
+        """The identity, with the scaled gradient where torch.autograd differentiates it (the oracle's view)."""
+        import torch
+
+        factor = float(a["factor"])
+
+        class ScaledGrad(torch.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x.view_as(x)
+
+            @staticmethod
+            def backward(ctx, dy):
+                return dy * factor
+        return ScaledGrad.apply(ins[0]) if torch.is_grad_enabled() and ins[0].requires_grad else ins[0]
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(0, prod(ins[0]), 0)     # backward: the Scale, 1 FLOP per element
+
+    def gradient(self, g, op, dy):
+        """factor * dy (netc.scale)."""
+        return [g.emit("netc.scale", [dy], {"factor": self.attrs_of(op)["factor"]})], {}
+
+
+@register
 class Dummy(Identity):
     """Identity's shape rule, reference and gradient, SINGA's name, attributes and partitioning."""
     name = "dummy"
