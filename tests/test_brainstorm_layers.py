@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
 
-from netc.cli import main
+os.environ["TRITON_INTERPRET"] = "1"    # the interpreter target's kernels under Triton's interpreter (interp_mode)
+
+from netc.cli import main  # noqa: E402
 from netc.diagnostics import NetcError
 from netc.explain import explain_json
 from netc.frontend import load_text
@@ -337,3 +340,12 @@ def test_time_major_nets_refuse_what_they_cannot_do_yet(tmp_path, capsys):
     assert "SquaredError 'Output' in a time-major network (one with a recurrent layer) is not supported yet" in err
     with pytest.raises(NetcError):
         load_text(json.dumps(arch), "x.json")
+
+
+def test_the_image_net_trains_on_the_interpreter_target(interp_mode, tmp_path, capsys):
+    """Convolution2D, both poolings, BatchNorm, Dropout, Elementwise, NoOp and DeltasScaling(1) have kernels:
+    2 training steps under Triton's interpreter."""
+    path = tmp_path / "image.json"
+    path.write_text(json.dumps(DATA["image"]["architecture"], indent=1))
+    assert main(["run", str(path), "--target", "interp", "--train", "--steps", "2"]) == 0
+    assert "trained 2 steps" in capsys.readouterr().out

@@ -35,7 +35,7 @@ op per output, named `Layer.output`; a layer with only `default` keeps its own n
 | `Pooling2D(kernel_size, type, stride, padding)` | `maxpool` / `avgpool` (the average over in-bounds pixels, as Brainstorm's) |
 | `BatchNorm(decay, epsilon)` | `batch_norm` (momentum = decay; Brainstorm's mu and sigma are netc's running statistics) |
 | `Mask` (inputs default, mask) | `elementwise` product (a same-shaped mask only) |
-| `DeltasScaling(factor)` | `deltas_scaling` (the identity; its gradient times factor) |
+| `DeltasScaling(factor)` | `deltas_scaling` (the identity; its gradient times factor); factor 1: `identity` |
 | `SquaredError`, `SigmoidCE` (outputs predictions, loss) | `identity` / `sigmoid` predictions; `euclidean_loss` / `binomial_ce {logits: true}` |
 | `BinomialCrossEntropy` | `binomial_ce {logits: false}` |
 | `L1Decay`, `L2Decay` (output loss) | `decay_loss {norm: l1 / l2}` |
@@ -537,6 +537,8 @@ class _Importer:
             if isinstance(f, bool) or not isinstance(f, (int, float)):
                 self.error(f"DeltasScaling '{lname}' needs a number \"factor\" (Brainstorm requires it)",
                            path_join(p, "factor") if "factor" in spec else p)
+            elif f == 1:    # the identity both ways (an op with kernels)
+                ops.append(self._op("netc.identity", lname, ins, {}, p))
             else:
                 ops.append(self._op("netc.deltas_scaling", lname, ins, {"factor": f}, p))
         return ops
