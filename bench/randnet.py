@@ -490,7 +490,7 @@ def g_embedding(g):
 
 def g_recurrent(opname):
     def gen(g):
-        """A time-major recurrent layer (Lstm, GRU) over a value [N, a, ...] of rank >= 3 read as a
+        """A time-major recurrent layer (Lstm, GRU, Recurrent, Clockwork) over a value [N, a, ...] of rank >= 3 read as a
         sequence: T = N, the batch the compiled targets scale, B = a (its features flattened); sometimes
         with an initial state, new inputs [a, H] no other layer reads (fed whole: no batch axis). Not in
         the part check (a split of axis 0, its time, is refused)."""
@@ -501,6 +501,8 @@ def g_recurrent(opname):
         h, b = r.choice([1, 3, 5, 8]), g.vals[x][1]
         if opname == "netc.lstm":
             a, states = {"size": h, "activation": r.choice(["tanh", "sigmoid", "relu", "none"])}, 2
+        elif opname in ("netc.recurrent", "netc.clockwork"):
+            a, states = {"size": h, "activation": r.choice(["tanh", "sigmoid", "relu", "none"])}, 1
         else:
             a, states = {"dim_hidden": h, "bias": r.random() < 0.8, "linear_before_reset": r.random() < 0.6}, 1
         parents = [x]
@@ -552,6 +554,8 @@ OPS = {
     "netc.slice": (g_slice, 1, False), "netc.reshape": (g_reshape, 1, False), "netc.softmax": (g_softmax, 1, False),
     "netc.embedding": (g_embedding, 1, False),
     "netc.lstm": (g_recurrent("netc.lstm"), 1, False), "netc.gru": (g_recurrent("netc.gru"), 1, False),
+    "netc.recurrent": (g_recurrent("netc.recurrent"), 1, False),
+    "netc.clockwork": (g_recurrent("netc.clockwork"), 1, False),
     "netc.argsort": (g_argsort, 1, True), "netc.accuracy": (g_accuracy, 1, True),
     "netc.softmax_loss": (g_softmax_loss, 1, True), "netc.euclidean_loss": (g_euclidean_loss, 1, True),
 }
@@ -561,15 +565,11 @@ SKIPPED = {
     "netc.opaque": "a layer type netc does not know: nothing to compare (executors refuse it; "
                    "--opaque-as-identity makes it an Identity, which is drawn)",
     "netc.input": "not a layer: every network declares inputs (f32 data, i32/i64 labels, one-hot rows)",
-    "netc.one_hot": "no kernel yet (the infer and train checks need one); tests/test_reference.py and "
-                    "tests/test_singa_gru.py check its reference",
-    "netc.recurrent": "it has kernels (tests/kernels/test_rnn_kernels.py, tests/test_rnn.py's interp --compare and "
-                      "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet",
-    "netc.clockwork": "it has kernels (tests/kernels/test_rnn_kernels.py, tests/test_rnn.py's interp --compare and "
-                      "training runs) but reads time-major [T, B, ...] sequences like netc.lstm's: not drawn yet",
-    "netc.seq_pool": "no kernel yet, and it reads a time-major [T, B, ...] sequence with lengths [B], no batch-first "
-                     "layer the generator chains (tests/test_sequence.py checks its reference and gradient; "
-                     "tests/test_gradients.py draws random cases)",
+    "netc.one_hot": "it has a kernel (tests/kernels/test_sequence_kernels.py, tests/test_sequence_targets.py) but "
+                    "reads integer ids, which the generator draws only for Embedding: not drawn yet",
+    "netc.seq_pool": "it has kernels (tests/kernels/test_sequence_kernels.py, tests/test_sequence_targets.py) but "
+                     "reads a time-major [T, B, ...] sequence with lengths [B] and gives [B, ...]: not drawn yet "
+                     "(tests/test_sequence.py checks its reference and gradient; tests/test_gradients.py draws it)",
 }
 
 
