@@ -32,7 +32,7 @@ from netc import pipelines
 from netc.pipelines import Options, Training
 
 DATA = json.loads((Path(__file__).parent / "data" / "brainstorm_layers.json").read_text())["nets"]
-IMPORTED = sorted(set(DATA) - {"squared_difference", "spec_regression_masked"})
+IMPORTED = sorted(set(DATA) - {"spec_regression_masked"})
 LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
                 ("BinomialCrossEntropy", "default"), ("L1Decay", "loss"), ("L2Decay", "loss")}
 B = 3
@@ -232,6 +232,7 @@ def test_binomial_ce_gradient_against_finite_differences(logits):
 
 
 @pytest.mark.parametrize("net", ["xor", "spec_multi-label", "spec_regression", "mask_squared_error", "image", "decay",
+                                 "mask_broadcast",
                                  "softmax_images"])
 def test_new_losses_run_and_train_two_steps(net, tmp_path, capsys):
     path = tmp_path / f"{net}.json"
@@ -254,11 +255,39 @@ def _err(arch, tmp_path, capsys, n_errors=1):
 
 
 def test_what_netc_cannot_express_is_refused_where_it_is(tmp_path, capsys):
-    err = _err(DATA["squared_difference"]["architecture"], tmp_path, capsys)
-    assert "SquaredDifference 'Q' gives (inputs_1 - inputs_2)^2 elementwise; netc has no" in err
     # a Mask on a loss (tools.get_in_out_layers(..., mask_name=...)): netc's loss is already the batch mean
     err = _err(DATA["spec_regression_masked"]["architecture"], tmp_path, capsys)
     assert "'Output.loss' is a loss, which netc computes as the batch mean" in err and "not Mask 'Mask'" in err
+    arch = json.loads(json.dumps(DATA["mask_broadcast"]["architecture"]))
+    arch["Input"]["out_shapes"]["mask"] = ["T", "B", 3]
+    err = _err(arch, tmp_path, capsys)
+    assert "the mask of Mask 'M1' has the feature shape (3,); Brainstorm needs (1,), (4, 3, 1) or the input's" in err
+
+
+def test_mask_broadcasts_and_squared_difference():
+    """Mask with a mask per sample (1,) and per position (H, W, 1), the latter computed (a Sigmoid): x times the
+    mask broadcast over the rest (Brainstorm's flatten_buffer and mult_mv), and no gradient reaches the mask;
+    SquaredDifference (inputs_1 - inputs_2)^2."""
+    m = _load(DATA["mask_broadcast"]["architecture"])
+    kinds = {op.attrs.get("name"): op.name for op in m.networks()[0].regions[0].ops}
+    assert kinds["M1"] == kinds["M2"] == "netc.mask"
+    feed = _feed(m)
+    o = run_reference(m, feed, module_params(m, seed=1), intermediates=True)
+    x, m1 = feed["Input.default"], feed["Input.mask"]
+    torch.testing.assert_close(o["M1"], x * m1.reshape(B, 1, 1, 1), rtol=0, atol=0)
+    torch.testing.assert_close(o["M2"], o["M1"] * torch.sigmoid(feed["Input.pmask"]), rtol=1e-15, atol=0)
+    s = _load(DATA["squared_difference"]["architecture"])
+    assert {op.attrs.get("name"): op.name for op in s.networks()[0].regions[0].ops}["Q"] == "netc.squared_difference"
+    f = _feed(s)
+    q = run_reference(s, f, module_params(s), intermediates=True)["Q"]
+    torch.testing.assert_close(q, (f["Input.default"] - f["Input.other"]) ** 2, rtol=0, atol=0)
+    # the mask gets no gradient: a mask computed from a parameter would show it
+    mask_op = lookup("netc.mask")
+    xg = torch.randn(2, 3, dtype=torch.float64, requires_grad=True)
+    mg = torch.rand(2, 1, dtype=torch.float64, requires_grad=True)
+    (mask_op.reference({}, [xg, mg], {}) ** 2).sum().backward()
+    assert mg.grad is None
+    torch.testing.assert_close(xg.grad, 2 * xg.detach() * mg.detach() ** 2, rtol=1e-14, atol=0)
 
 
 def test_decay_losses_and_deltas_scaling():

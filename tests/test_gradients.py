@@ -359,6 +359,22 @@ def case_decay_loss(rng, k):
     return src + "}\n", xs
 
 
+def case_mask(rng, k):
+    """Brainstorm's Mask: a computed mask (which gets no gradient: the reference detaches it) of x's shape or of
+    its first axes and a 1."""
+    x = _rank(rng)
+    j = rng.randint(1, len(x) - 1)
+    m = x if k % 2 else tuple(x[:j]) + (1,)
+    src, xs = around("Mask", [x, m], {})
+    return with_loss(src, x), xs[:1]
+
+
+def case_squared_difference(rng, k):
+    x = _rank(rng)
+    src, xs = around("SquaredDifference", [x, x], {})
+    return with_loss(src, x), xs
+
+
 def case_euclidean_loss(rng, k):
     x = _rank(rng)
     if k % 3 == 2:   # with lengths: x time-major [T, B, ...]
@@ -455,6 +471,8 @@ CASES = {
     "euclidean_loss": case_euclidean_loss,
     "binomial_ce": case_binomial_ce,
     "decay_loss": case_decay_loss,
+    "mask": case_mask,
+    "squared_difference": case_squared_difference,
     "embedding": case_embedding,
     "lstm": case_lstm,
     "seq_pool": case_seq_pool,

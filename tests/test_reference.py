@@ -113,6 +113,11 @@ def _case(op: str, rng: random.Random):
         return attrs(op), [any_shape, (any_shape[0], -1)]
     if op == "binomial_ce":    # Brainstorm's BinomialCrossEntropy (probabilities) / SigmoidCE (logits)
         return attrs(op, logits=rng.choice([True, False])), [any_shape, rng.choice([any_shape, any_shape[::-1]])]
+    if op == "mask":           # Brainstorm's Mask: the input's shape, or its first k axes and a 1
+        k = rng.randint(1, len(any_shape))
+        return attrs(op), [any_shape, rng.choice([any_shape, tuple(any_shape[:k]) + (1,)])]
+    if op == "squared_difference":
+        return attrs(op), [any_shape, rng.choice([any_shape, any_shape[::-1]])]
     if op == "deltas_scaling":
         return attrs(op, factor=rng.choice([1.0, -1.0, 2.5])), [any_shape]
     if op == "decay_loss":     # Brainstorm's L1Decay / L2Decay

@@ -34,13 +34,14 @@ op per output, named `Layer.output`; a layer with only `default` keeps its own n
 | `Convolution2D(num_filters, kernel_size, stride, padding, activation)` | `conv2d` (NHWC as Brainstorm; explicit padding [p, p]; activation default tanh, the layer's setup's) |
 | `Pooling2D(kernel_size, type, stride, padding)` | `maxpool` / `avgpool` (the average over in-bounds pixels, as Brainstorm's) |
 | `BatchNorm(decay, epsilon)` | `batch_norm` (momentum = decay; Brainstorm's mu and sigma are netc's running statistics) |
-| `Mask` (inputs default, mask) | `elementwise` product (a same-shaped mask only) |
+| `Mask` (inputs default, mask) | `mask` (broadcast; no gradient for the mask); a data mask of x's shape: `elementwise` product |
+| `SquaredDifference` (inputs inputs_1, inputs_2) | `squared_difference` |
 | `DeltasScaling(factor)` | `deltas_scaling` (the identity; its gradient times factor); factor 1: `identity` |
 | `SquaredError`, `SigmoidCE` (outputs predictions, loss) | `identity` / `sigmoid` predictions; `euclidean_loss` / `binomial_ce {logits: true}` |
 | `BinomialCrossEntropy` | `binomial_ce {logits: false}` |
 | `L1Decay`, `L2Decay` (output loss) | `decay_loss {norm: l1 / l2}` |
 
-`SquaredDifference` is refused (MISSING says what netc lacks); a loss output may only feed a
+A loss output may only feed a
 `Loss` (netc's losses are the batch mean a Loss makes of Brainstorm's per-element loss). `@outgoing_connections`
 may be a list: the targets of the output `default` (Brainstorm's tests write it so).
 | `Lstm(size, activation)` | `lstm` (activation default tanh, Brainstorm's; `size` default: the input's feature size, as Brainstorm) |
@@ -69,11 +70,6 @@ RECURRENT = {"LSTM", "LstmOpt", "RNN", "Rnn", "ClockworkLstm", "ClockworkRnn", "
 SEQUENCE = {"Lstm": "netc.lstm", "Recurrent": "netc.recurrent", "Clockwork": "netc.clockwork"}   # time-major
 NOT_AN_OP = {"Highway": ("Highway layer '{name}' is not recurrent: it is Brainstorm's highway gate, y = T * H + "
                          "(1 - T) * x of three same-shaped inputs H, T and x at every step; netc has no such op yet")}
-# Brainstorm layers netc has no op for: what is missing (a located error at the layer's @type)
-MISSING = {
-    "SquaredDifference": "SquaredDifference '{name}' gives (inputs_1 - inputs_2)^2 elementwise; netc has no "
-                         "elementwise square or difference op",
-}
 # @type -> (input names, output names); None = any / given by kwargs
 LAYER_IO = {
     "Input": ((), None),
@@ -168,9 +164,6 @@ class _Importer:
                 continue
             if t in NOT_AN_OP:
                 self.error(NOT_AN_OP[t].format(name=lname), path_join(p, "@type"))
-                continue
-            if t in MISSING:
-                self.error(MISSING[t].format(name=lname) + " yet", path_join(p, "@type"))
                 continue
             if t in RECURRENT:
                 d = self.error(f"Brainstorm layer '{lname}' of type {t} is recurrent: this recurrent layer type is not "
@@ -391,6 +384,15 @@ class _Importer:
             return ops
         if t in ("Convolution2D", "Pooling2D", "BatchNorm", "Mask", "DeltasScaling"):
             return self.image_layer(lname, t, spec, p, ins, ops)
+        if t == "SquaredDifference":
+            f1, f2 = self.feat.get(ins[0]), self.feat.get(ins[1])
+            if f1 is not None and f2 is not None and f1 != f2:
+                self.error(f"inputs_1 and inputs_2 of SquaredDifference '{lname}' must have the same feature shape "
+                           f"(Brainstorm's check), got {tuple(f1)} and {tuple(f2)}", p)
+                return ops
+            self.set_feat(lname, f1, ins[0])
+            ops.append(self._op("netc.squared_difference", lname, ins, {}, p))
+            return ops
         if t in ("SigmoidCE", "SquaredError", "BinomialCrossEntropy", "L1Decay", "L2Decay") or \
                 (t == "SoftmaxCE" and not self.time_major):
             return self.loss_layer(lname, t, p, ins, ops)
@@ -525,13 +527,15 @@ class _Importer:
             ops.append(self._op("netc.batch_norm", lname, ins, {"epsilon": eps, "momentum": decay}, p))
         elif t == "Mask":
             mf = self.feat.get(ins[1])
-            if feat is not None and mf is not None and mf != feat:
-                ok = mf == [1] or mf == feat[:-1] + [1]
-                self.error(f"the mask of Mask '{lname}' has the feature shape {tuple(mf)}, the input {tuple(feat)}: " +
-                           ("netc multiplies same-shaped values only (no broadcasting) yet" if ok else
-                            f"Brainstorm needs (1,), {tuple(feat[:-1] + [1])} or {tuple(feat)}"), p)
+            if feat is not None and mf is not None and mf not in ([1], feat[:-1] + [1], feat):
+                self.error(f"the mask of Mask '{lname}' has the feature shape {tuple(mf)}; Brainstorm needs (1,), "
+                           f"{tuple(feat[:-1] + [1])} or the input's {tuple(feat)}", p)
                 return ops
-            ops.append(self._op("netc.elementwise", lname, ins, {"operation": "product"}, p))
+            if mf is not None and mf == feat and self.types.get(ins[1].split(".")[0]) == "Input" and \
+                    not ins[1].endswith(".concat"):      # a data mask of x's shape: a product (it has kernels)
+                ops.append(self._op("netc.elementwise", lname, ins, {"operation": "product"}, p))
+            else:      # broadcast, and no gradient for the mask (Brainstorm's computes_no_input_deltas_for)
+                ops.append(self._op("netc.mask", lname, ins, {}, p))
         else:   # DeltasScaling: the identity forward; backward, the deltas times factor
             f = spec.get("factor")
             if isinstance(f, bool) or not isinstance(f, (int, float)):

@@ -591,3 +591,102 @@ class SoftmaxGrad(OpDef):
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
         return R.softmax_grad(ins[0], ins[1], a["input_shape"])
+
+
+# --------------------------------------------------------------------------- Brainstorm's Mask and SquaredDifference
+
+def _mask_shape_ok(x: tuple, m: tuple) -> bool:
+    """A mask is x's shape, or x's first k axes and a 1 (k >= 1: one factor per sample, per step, per position)."""
+    return tuple(m) == tuple(x) or (2 <= len(m) <= len(x) and m[-1] == 1 and tuple(m[:-1]) == tuple(x[:len(m) - 1]))
+
+
+@register
+class Mask(OpDef):
+    name = "mask"
+    types = ("Mask",)
+    arity = (2, 2)
+    elementwise = True
+    attrs = {}
+    doc = ("x times a mask that gets no gradient (Brainstorm's Mask): the mask has x's shape, or x's first k >= 1 axes "
+           "and a trailing 1 ([B, 1] for x [B, ...]; [T, B, 1] for a sequence; [B, H, W, 1] per position), "
+           "broadcast over the rest. The gradient of x is dy masked alike. 1 FLOP per element each way.")
+
+    def infer(self, a, ins):
+        x, m = ins
+        if not _mask_shape_ok(x, m):
+            raise ShapeError(f"the mask must have the input's shape {list(x)} or its first axes and a 1 (such as "
+                             f"{list(x[:1]) + [1]}), got {list(m)}", operand=1)
+        return tuple(x)
+
+    def reference(self, a, ins, params):
+        from .reference import in_compute_dtype
+        x, m = in_compute_dtype(ins[0]), in_compute_dtype(ins[1]).detach()   # the mask gets no gradient
+        if tuple(m.shape) != tuple(x.shape):
+            m = m.reshape(tuple(m.shape[:-1]) + (1,) * (x.dim() - m.dim() + 1))
+        return x * m
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        n = prod(ins[0])
+        return Cost(n, n, 0)
+
+    def gradient(self, g, op, dy):
+        """dy masked alike; the mask none."""
+        return [g.emit("netc.mask", [dy, op.operands[1]], {}) if g.needs(0) else None, None], {}
+
+
+@register
+class SquaredDifference(OpDef):
+    name = "squared_difference"
+    types = ("SquaredDifference",)
+    arity = (2, 2)
+    elementwise = True
+    attrs = {}
+    doc = ("(a - b)^2 elementwise, of same-shaped a and b (Brainstorm's SquaredDifference). Gradients +-2 (a - b) dy "
+           "(squared_difference_grad). 2 FLOPs per element forward, 3 per input backward (6 for both).")
+
+    def infer(self, a, ins):
+        if tuple(ins[1]) != tuple(ins[0]):
+            raise ShapeError(f"SquaredDifference inputs must have the same shape: {list(ins[0])} vs {list(ins[1])}",
+                             operand=1)
+        return tuple(ins[0])
+
+    def reference(self, a, ins, params):
+        from .reference import in_compute_dtype
+        return (in_compute_dtype(ins[0]) - in_compute_dtype(ins[1])) ** 2
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        n = prod(ins[0])
+        return Cost(2 * n, 6 * n, 0)     # backward: both inputs' gradients
+
+    def gradient(self, g, op, dy):
+        out = [None, None]
+        for i in (0, 1):
+            if g.needs(i):
+                out[i] = g.emit("netc.squared_difference_grad", list(op.operands) + [dy], {"wrt": i},
+                                tag=f"grad{i}" if g.needs(1 - i) else "grad")
+        return out, {}
+
+
+@register
+class SquaredDifferenceGrad(OpDef):
+    name = "squared_difference_grad"
+    training_only = True
+    arity = (3, 3)
+    attrs = {"wrt": AttrSpec("int", 0, doc="which input: 0 (a) or 1 (b)")}
+    doc = "The gradient of SquaredDifference for input `wrt`: 2 (a - b) dy for a, -2 (a - b) dy for b."
+
+    def infer(self, a, ins):
+        SquaredDifference().infer(a, ins[:2])
+        if tuple(ins[2]) != tuple(ins[0]):
+            raise ShapeError(f"the gradient must have the inputs' shape {list(ins[0])}, got {list(ins[2])}", operand=2)
+        if a["wrt"] not in (0, 1):
+            raise ShapeError(f"wrt must be 0 or 1, got {a['wrt']}", attr="wrt")
+        return tuple(ins[0])
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(3 * prod(ins[0]))
+
+    def reference(self, a, ins, params):
+        from .reference import in_compute_dtype
+        d = 2 * (in_compute_dtype(ins[0]) - in_compute_dtype(ins[1])) * in_compute_dtype(ins[2])
+        return d if a["wrt"] == 0 else -d
