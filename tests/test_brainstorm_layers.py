@@ -38,8 +38,15 @@ LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "
 B = 3
 
 
+T = 4    # a time-major net's (one with a recurrent layer) sequence length
+
+
+def _time_major(arch) -> bool:
+    return any(v["@type"] in ("Lstm", "Recurrent", "Clockwork") for v in arch.values())
+
+
 def _load(arch, name="net.json", batch=B):
-    m = load_text(json.dumps(arch, indent=1), name, batch=batch)
+    m = load_text(json.dumps(arch, indent=1), name, batch=batch, options={"time": T if _time_major(arch) else 1})
     pipelines.inference(m)
     return m
 
@@ -54,6 +61,7 @@ def test_shapes_and_parameters_are_brainstorms(net):
     m = _load(arch)
     rows = {r["name"]: r for r in explain_json(m)["layers"]}
     declared = {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in m.params()}
+    lead = [T, B] if _time_major(arch) else [B]     # T = 1 folded into the batch, or the sequence [T, B, ...]
     for lname, facts in layers.items():
         t = arch[lname]["@type"]
         if t == "Loss":          # an output statement: its input is the scalar loss
@@ -63,9 +71,11 @@ def test_shapes_and_parameters_are_brainstorms(net):
             if (t, out) in LOSS_OUTPUTS:
                 assert row["shape"] == [], (lname, out)        # the batch mean, what the Loss layer makes of it
             else:
-                assert row["shape"] == [B] + template[2:], (lname, out)
+                assert row["shape"] == lead + template[2:], (lname, out)
         bs = facts["params"]
         mine = {n.split(".", 1)[1]: s for n, s in declared.items() if n.split(".")[0] == lname}
+        if t == "FullyConnected" and len(lead) == 2:   # at every step: the product is the op '<layer>.flat'
+            mine = {k.split(".", 1)[1]: v for k, v in mine.items()}
         if t == "BatchNorm":     # Brainstorm's mu and sigma are netc's running statistics (state)
             assert list(bs) == ["gamma", "beta", "mu", "sigma"]
             assert mine == {"scale": bs["gamma"], "shift": bs["beta"]}
@@ -74,6 +84,8 @@ def test_shapes_and_parameters_are_brainstorms(net):
             assert list(bs) == ["W", "bias"] and mine == {"weight": [kh, kw, c, f], "bias": bs["bias"]}
         elif t == "FullyConnected":  # W (out, in) is netc's [in, out]
             assert list(bs) == ["W", "bias"] and mine == {"weight": bs["W"][::-1], "bias": bs["bias"]}
+        elif t in ("Lstm", "Recurrent", "Clockwork"):  # Brainstorm's names, order and shapes
+            assert list(mine) == list(bs) and mine == bs, lname
         else:
             assert bs == {} and mine == {}, lname
 
@@ -143,7 +155,23 @@ def test_losses_compute_brainstorms_loss_layers():
     bce = lookup("netc.binomial_ce")
     y, t = torch.tensor([[0.0, 1.0, 1.5]], dtype=torch.float64), torch.tensor([[1.0, 0.0, 0.5]], dtype=torch.float64)
     want = torch.tensor(-2.5 * math.log(1e-6), dtype=torch.float64)    # ln 1e-6 twice, 0.5 ln 1e-6 for 1 - 1.5
-    torch.testing.assert_close(bce.reference({"logits": False, "clip": 1e-6}, [y, t], {}), want, rtol=1e-12, atol=0)
+    torch.testing.assert_close(bce.reference({"logits": False, "clip": 1e-6, "batch_axis": 0}, [y, t], {}), want, rtol=1e-12, atol=0)
+
+
+def test_time_major_sigmoid_ce_and_decay_divide_by_b():
+    """tools.create_net_from_spec('multi-label', 4, 3, 'L5 D0.2 F6') at T = 4: the SigmoidCE loss summed over the
+    steps and features / B (Brainstorm's Loss: batch_index 1), not / (T*B); an L2Decay on the Lstm likewise."""
+    arch = json.loads(json.dumps(DATA["cfs_multi-label_lstm"]["architecture"]))
+    arch["Lstm"]["@outgoing_connections"]["default"].append("D2")
+    arch["D2"] = {"@type": "L2Decay", "@outgoing_connections": {"loss": ["L2"]}}
+    arch["L2"] = {"@type": "Loss", "@outgoing_connections": {}}
+    m = _load(arch)
+    feed = _feed(m, probs=True)
+    o = run_reference(m, feed, module_params(m, seed=6), intermediates=True)
+    x, t = o["Output_projection"], feed["Input.targets"]
+    assert tuple(x.shape) == (T, B, 3) == tuple(t.shape)
+    torch.testing.assert_close(o["Output.loss"], _bce(torch.sigmoid(x), t).sum() / B, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(o["D2.loss"], 0.5 * (o["Lstm"] ** 2).sum() / B, rtol=1e-12, atol=1e-12)
 
 
 def test_softmax_ce_over_images_warns_and_keeps_the_predictions(capsys):
@@ -216,7 +244,7 @@ def test_binomial_ce_gradient_against_finite_differences(logits):
     if not logits:
         x[0, 0] = 1.2
     t = torch.rand(3, 4, generator=g, dtype=torch.float64)
-    a = {"logits": logits, "clip": 1e-6}
+    a = {"logits": logits, "clip": 1e-6, "batch_axis": 0}
     f = lambda v: lookup("netc.binomial_ce").reference(a, [v, t], {})   # noqa: E731
     seed = torch.tensor(0.7, dtype=torch.float64)
     got = lookup("netc.binomial_ce_grad").reference(a, [x, t, seed], {})
@@ -232,7 +260,7 @@ def test_binomial_ce_gradient_against_finite_differences(logits):
 
 
 @pytest.mark.parametrize("net", ["xor", "spec_multi-label", "spec_regression", "mask_squared_error", "image", "decay",
-                                 "mask_broadcast",
+                                 "mask_broadcast", "cfs_multi-label_lstm", "cfs_regression_conv", "cfs_multi-label_conv",
                                  "softmax_images"])
 def test_new_losses_run_and_train_two_steps(net, tmp_path, capsys):
     path = tmp_path / f"{net}.json"

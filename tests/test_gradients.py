@@ -348,14 +348,15 @@ def case_binomial_ce(rng, k):
     """Brainstorm's SigmoidCE (logits) and BinomialCrossEntropy (probabilities; random values also outside
     [0, 1], where the clip passes no gradient) against targets of the input's shape."""
     x = _rank(rng)
-    src, xs = around("BinomialCE", [x], {"logits": k % 2 == 0}, extra_operands=["label"], name="loss",
+    src, xs = around("BinomialCE", [x], {"logits": k % 2 == 0, "batch_axis": k % 3 // 2}, extra_operands=["label"],
+                     name="loss",
                      extra_inputs=f"  input label: f32{_nd(list(x))}\n")
     return src + "}\n", xs
 
 
 def case_decay_loss(rng, k):
     """Brainstorm's L1Decay and L2Decay on a computed value."""
-    src, xs = around("DecayLoss", [_rank(rng)], {"norm": ("l1", "l2")[k % 2]}, name="loss")
+    src, xs = around("DecayLoss", [_rank(rng)], {"norm": ("l1", "l2")[k % 2], "batch_axis": k % 3 // 2}, name="loss")
     return src + "}\n", xs
 
 

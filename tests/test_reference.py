@@ -112,7 +112,8 @@ def _case(op: str, rng: random.Random):
             return attrs(op), [any_shape, any_shape, (any_shape[1],)]
         return attrs(op), [any_shape, (any_shape[0], -1)]
     if op == "binomial_ce":    # Brainstorm's BinomialCrossEntropy (probabilities) / SigmoidCE (logits)
-        return attrs(op, logits=rng.choice([True, False])), [any_shape, rng.choice([any_shape, any_shape[::-1]])]
+        return attrs(op, logits=rng.choice([True, False]), batch_axis=rng.choice([0, 1])), \
+            [any_shape, rng.choice([any_shape, any_shape[::-1]])]
     if op == "mask":           # Brainstorm's Mask: the input's shape, or its first k axes and a 1
         k = rng.randint(1, len(any_shape))
         return attrs(op), [any_shape, rng.choice([any_shape, tuple(any_shape[:k]) + (1,)])]
@@ -121,7 +122,7 @@ def _case(op: str, rng: random.Random):
     if op == "deltas_scaling":
         return attrs(op, factor=rng.choice([1.0, -1.0, 2.5])), [any_shape]
     if op == "decay_loss":     # Brainstorm's L1Decay / L2Decay
-        return attrs(op, norm=rng.choice(["l1", "l2"])), [rng.choice([any_shape, ()])]
+        return attrs(op, norm=rng.choice(["l1", "l2"]), batch_axis=rng.choice([0, 1, 4])), [rng.choice([any_shape, ()])]
     if op == "seq_pool":
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))

@@ -573,14 +573,15 @@ class _Importer:
 
     def loss_layer(self, lname, t, p, ins, ops):
         """SoftmaxCE (feed-forward: over the last feature axis, at every position), SigmoidCE, SquaredError,
-        BinomialCrossEntropy: their predictions, and their loss as the scalar a Loss layer makes of it (the sum
-        over steps and features / B)."""
-        if self.time_major:
+        BinomialCrossEntropy, L1Decay, L2Decay: their predictions, and their loss as the scalar a Loss layer makes
+        of it (the sum over steps and features / B: binomial_ce and decay_loss divide by axis 1's B time-major)."""
+        if self.time_major and t == "SquaredError":
             self.error(f"{t} '{lname}' in a time-major network (one with a recurrent layer) is not supported yet: "
-                       f"netc's loss would divide by the T*B steps where Brainstorm's Loss divides by B", p)
+                       f"netc's EuclideanLoss would divide by the T*B steps where Brainstorm's Loss divides by B", p)
             return ops
+        axis = {"batch_axis": 1} if self.time_major else {}
         if t in ("L1Decay", "L2Decay"):
-            ops.append(self._op("netc.decay_loss", f"{lname}.loss", ins, {"norm": t[:2].lower()}, p))
+            ops.append(self._op("netc.decay_loss", f"{lname}.loss", ins, {"norm": t[:2].lower(), **axis}, p))
             return ops
         feat, tf = self.feat.get(ins[0]), self.feat.get(ins[1])
         want = None if feat is None else (feat[:-1] + [1] if t == "SoftmaxCE" else feat)
@@ -596,9 +597,9 @@ class _Importer:
             ops.append(self._op("netc.euclidean_loss", f"{lname}.loss", ins, {}, p))
         elif t == "SigmoidCE":
             ops.append(self._op("netc.sigmoid", pred, ins[:1], {}, p))
-            ops.append(self._op("netc.binomial_ce", f"{lname}.loss", ins, {"logits": True}, p))
+            ops.append(self._op("netc.binomial_ce", f"{lname}.loss", ins, {"logits": True, **axis}, p))
         else:
-            ops.append(self._op("netc.binomial_ce", lname, ins, {"logits": False}, p))
+            ops.append(self._op("netc.binomial_ce", lname, ins, {"logits": False, **axis}, p))
         self.set_feat(pred, feat, ins[0])
         return ops
 

@@ -391,6 +391,13 @@ class EuclideanLossGrad(OpDef):
 # --------------------------------------------------------------------------- Brainstorm's binomial losses
 
 _CLIP = AttrSpec("number", 1e-6, doc="probabilities are clipped to [clip, 1] before the log (Brainstorm: 1e-6)")
+_BATCH_AXIS = AttrSpec("int", 0, doc="the samples' axis: the sum is divided by its size (1: a time-major [T, B, ...] "
+                                     "sequence, as Brainstorm's Loss divides by B)")
+
+
+def _batch_axis(a: dict, x: tuple) -> None:
+    if not 0 <= a["batch_axis"] < len(x):
+        raise ShapeError(f"batch_axis {a['batch_axis']} is not an axis of the input {list(x)}", attr="batch_axis")
 
 
 def _binomial_terms(a: dict, x, t):
@@ -401,12 +408,13 @@ def _binomial_terms(a: dict, x, t):
     return p, torch.log(torch.clamp(p, c, 1.0)), torch.log(torch.clamp(1 - p, c, 1.0))
 
 
-def _binomial_shapes(ins: list) -> None:
+def _binomial_shapes(a: dict, ins: list) -> None:
     x, t = ins[0], ins[1]
     if not x:
         raise ShapeError("BinomialCE needs an input with a batch axis, got a scalar []", operand=0)
     if tuple(t) != tuple(x):
         raise ShapeError(f"BinomialCE targets must have the input's shape {list(x)}, got {list(t)}", operand=1)
+    _batch_axis(a, x)
 
 
 @register
@@ -418,21 +426,22 @@ class BinomialCE(OpDef):
     arity = (2, 2)
     attrs = {"logits": AttrSpec("bool", False, doc="the input is logits: p = sigmoid(x) (Brainstorm's SigmoidCE); "
                                                    "false: x is the probability (BinomialCrossEntropy)"),
-             "clip": _CLIP}
+             "clip": _CLIP, "batch_axis": _BATCH_AXIS}
     doc = ("Binomial cross-entropy against targets t of the input's shape: the sum over every element of "
-           "-(t ln clip(p) + (1 - t) ln clip(1 - p)), divided by the batch (axis 0); p = x, or sigmoid(x) with "
+           "-(t ln clip(p) + (1 - t) ln clip(1 - p)), divided by the batch (the size of batch_axis, 0: [B, ...]; 1: "
+           "a sequence [T, B, ...]); p = x, or sigmoid(x) with "
            "logits: true; clip(v) = min(max(v, clip), 1). Brainstorm's BinomialCrossEntropy (logits false) and "
            "SigmoidCE (logits true) each followed by a Loss. The targets get no gradient. FLOPs: 8 per element.")
 
     def infer(self, a, ins):
-        _binomial_shapes(ins)
+        _binomial_shapes(a, ins)
         return ()
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
         x, t = in_compute_dtype(ins[0]), in_compute_dtype(ins[1])
         _, lp, lq = _binomial_terms(a, x, t)
-        return -(t * lp + (1 - t) * lq).sum() / x.shape[0]
+        return -(t * lp + (1 - t) * lq).sum() / x.shape[a["batch_axis"]]
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
@@ -444,7 +453,7 @@ class BinomialCE(OpDef):
             return [None, None], {}
         ins = list(op.operands) + ([dy] if dy is not None else [])
         a = self.attrs_of(op)
-        return [g.emit("netc.binomial_ce_grad", ins, {"logits": a["logits"], "clip": a["clip"]}), None], {}
+        return [g.emit("netc.binomial_ce_grad", ins, {k: a[k] for k in ("logits", "clip", "batch_axis")}), None], {}
 
 
 @register
@@ -459,7 +468,7 @@ class BinomialCEGrad(OpDef):
            "FLOPs 10 per element.")
 
     def infer(self, a, ins):
-        _binomial_shapes(ins)
+        _binomial_shapes(a, ins)
         _scalar_seed(ins, 2)
         return tuple(ins[0])
 
@@ -473,7 +482,7 @@ class BinomialCEGrad(OpDef):
         c = float(a["clip"])
         q = 1 - p
         on_p, on_q = (p >= c) & (p <= 1), (q >= c) & (q <= 1)     # where the clamps pass a gradient (torch's)
-        dp = -(t * on_p / p.clamp(min=c) - (1 - t) * on_q / q.clamp(min=c)) / x.shape[0]
+        dp = -(t * on_p / p.clamp(min=c) - (1 - t) * on_q / q.clamp(min=c)) / x.shape[a["batch_axis"]]
         d = dp * p * q if a["logits"] else dp
         return d * in_compute_dtype(ins[2]) if len(ins) > 2 else d
 
@@ -487,21 +496,24 @@ class DecayLoss(OpDef):
     types = ("DecayLoss", "L1Decay", "L2Decay")
     f32_result = True
     arity = (1, 1)
-    attrs = {"norm": AttrSpec("enum", "l2", ("l1", "l2"), doc="l1: the sum of |x|; l2: 0.5 * the sum of x^2")}
+    attrs = {"norm": AttrSpec("enum", "l2", ("l1", "l2"), doc="l1: the sum of |x|; l2: 0.5 * the sum of x^2"),
+             "batch_axis": _BATCH_AXIS}
     doc = ("A penalty on a value as a loss: the sum over every element of |x| (norm l1) or 0.5 x^2 (norm l2), "
-           "divided by the batch (axis 0). Brainstorm's L1Decay / L2Decay each followed by a Loss. Its gradient is "
+           "divided by the batch (the size of batch_axis). Brainstorm's L1Decay / L2Decay each followed by a Loss. "
+           "Its gradient is "
            "sign(x) / N or x / N. No kernel yet (reference executor only). FLOPs: 2 per element forward, 2 backward.")
 
     def infer(self, a, ins):
         if not ins[0]:
             raise ShapeError("DecayLoss needs an input with a batch axis, got a scalar []", operand=0)
+        _batch_axis(a, ins[0])
         return ()
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
         x = in_compute_dtype(ins[0])
         s = x.abs().sum() if a["norm"] == "l1" else 0.5 * (x * x).sum()
-        return s / x.shape[0]
+        return s / x.shape[a["batch_axis"]]
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
@@ -511,7 +523,8 @@ class DecayLoss(OpDef):
         if not g.needs(0):
             return [None], {}
         ins = list(op.operands) + ([dy] if dy is not None else [])
-        return [g.emit("netc.decay_loss_grad", ins, {"norm": self.attrs_of(op)["norm"]})], {}
+        a = self.attrs_of(op)
+        return [g.emit("netc.decay_loss_grad", ins, {"norm": a["norm"], "batch_axis": a["batch_axis"]})], {}
 
 
 @register
@@ -535,5 +548,5 @@ class DecayLossGrad(OpDef):
         import torch
         from .reference import in_compute_dtype
         x = in_compute_dtype(ins[0])
-        d = (torch.sign(x) if a["norm"] == "l1" else x) / x.shape[0]
+        d = (torch.sign(x) if a["norm"] == "l1" else x) / x.shape[a["batch_axis"]]
         return d * in_compute_dtype(ins[1]) if len(ins) > 1 else d
