@@ -32,7 +32,7 @@ from netc import pipelines
 from netc.pipelines import Options, Training
 
 DATA = json.loads((Path(__file__).parent / "data" / "brainstorm_layers.json").read_text())["nets"]
-IMPORTED = sorted(set(DATA) - {"spec_regression_masked"})
+IMPORTED = sorted(DATA)
 LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
                 ("BinomialCrossEntropy", "default"), ("L1Decay", "loss"), ("L2Decay", "loss")}
 B = 3
@@ -68,7 +68,11 @@ def test_shapes_and_parameters_are_brainstorms(net):
             continue
         for out, template in facts["out"].items():
             row = rows[_row_name(lname, t, facts["out"], out)]
-            if (t, out) in LOSS_OUTPUTS:
+            oc = arch[lname].get("@outgoing_connections", {})
+            oc = {"default": oc} if isinstance(oc, list) else oc           # the list form: 'default's targets
+            readers = [arch[c.split(".")[0]]["@type"] for c in oc.get(out, [])]
+            per_element = t == "SquaredError" and (len(lead) == 2 or set(readers) - {"Loss"})
+            if (t, out) in LOSS_OUTPUTS and not per_element:
                 assert row["shape"] == [], (lname, out)        # the batch mean, what the Loss layer makes of it
             else:
                 assert row["shape"] == lead + template[2:], (lname, out)
@@ -155,7 +159,8 @@ def test_losses_compute_brainstorms_loss_layers():
     bce = lookup("netc.binomial_ce")
     y, t = torch.tensor([[0.0, 1.0, 1.5]], dtype=torch.float64), torch.tensor([[1.0, 0.0, 0.5]], dtype=torch.float64)
     want = torch.tensor(-2.5 * math.log(1e-6), dtype=torch.float64)    # ln 1e-6 twice, 0.5 ln 1e-6 for 1 - 1.5
-    torch.testing.assert_close(bce.reference({"logits": False, "clip": 1e-6, "batch_axis": 0}, [y, t], {}), want, rtol=1e-12, atol=0)
+    got = bce.reference({"logits": False, "clip": 1e-6, "batch_axis": 0}, [y, t], {})
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=0)
 
 
 def test_time_major_sigmoid_ce_and_decay_divide_by_b():
@@ -260,7 +265,8 @@ def test_binomial_ce_gradient_against_finite_differences(logits):
 
 
 @pytest.mark.parametrize("net", ["xor", "spec_multi-label", "spec_regression", "mask_squared_error", "image", "decay",
-                                 "mask_broadcast", "cfs_multi-label_lstm", "cfs_regression_conv", "cfs_multi-label_conv",
+                                 "mask_broadcast", "spec_regression_masked", "cfs_multi-label_lstm",
+                                 "cfs_regression_conv", "cfs_multi-label_conv",
                                  "softmax_images"])
 def test_new_losses_run_and_train_two_steps(net, tmp_path, capsys):
     path = tmp_path / f"{net}.json"
@@ -283,9 +289,14 @@ def _err(arch, tmp_path, capsys, n_errors=1):
 
 
 def test_what_netc_cannot_express_is_refused_where_it_is(tmp_path, capsys):
-    # a Mask on a loss (tools.get_in_out_layers(..., mask_name=...)): netc's loss is already the batch mean
-    err = _err(DATA["spec_regression_masked"]["architecture"], tmp_path, capsys)
-    assert "'Output.loss' is a loss, which netc computes as the batch mean" in err and "not Mask 'Mask'" in err
+    # a Mask on a classifier's loss: netc's SoftmaxLoss is already the batch mean
+    arch = json.loads(json.dumps(DATA["xor"]["architecture"]))
+    arch["BinomialCrossEntropy"]["@outgoing_connections"] = {"default": ["M"]}
+    arch["M"] = {"@type": "Mask", "@outgoing_connections": {"default": ["Loss"]}}
+    arch["Input"]["@outgoing_connections"]["default"].append("M.mask")
+    err = _err(arch, tmp_path, capsys)
+    assert "'BinomialCrossEntropy.default' is a loss, which netc computes as the batch mean" in err
+    assert "not Mask 'M'" in err
     arch = json.loads(json.dumps(DATA["mask_broadcast"]["architecture"]))
     arch["Input"]["out_shapes"]["mask"] = ["T", "B", 3]
     err = _err(arch, tmp_path, capsys)
@@ -367,8 +378,6 @@ def test_bad_arguments_are_located(tmp_path, capsys):
     assert "\"importance\" of Loss 'L' is 2.0: netc has no loss weight yet" in bad(L={"importance": 2.0})
     err = bad(F={"@outgoing_connections": {"default": ["S", "L.default"]}})
     assert "Loss 'L' reads 2 values; netc's losses are scalars" in err
-    err = bad(F={"@outgoing_connections": {"default": ["S", "L"]}}, S={"@outgoing_connections": {}})
-    assert "Loss 'L' reads 'F.default' (FullyConnected), which is no loss netc computes" in err
     # the list form on a layer without 'default': one error, located at the list, no cascade
     err = bad(S={"@outgoing_connections": ["L"]})
     assert "layer 'S' (SoftmaxCE) has no output 'default'" in err
@@ -391,18 +400,34 @@ def test_defaults_are_brainstorms():
 
 
 def test_time_major_nets_refuse_what_they_cannot_do_yet(tmp_path, capsys):
-    arch = json.loads(json.dumps(DATA["spec_regression"]["architecture"]))
-    arch["H"] = {"@type": "Lstm", "size": 5, "@outgoing_connections": arch["H"]["@outgoing_connections"]}
-    err = _err(arch, tmp_path, capsys)
-    assert "SquaredError 'Output' in a time-major network (one with a recurrent layer) is not supported yet" in err
+    arch = json.loads(json.dumps(DATA["cfs_regression_conv"]["architecture"]))
+    arch["FullyConnected"] = {"@type": "Lstm", "size": 5,
+                              "@outgoing_connections": arch["FullyConnected"]["@outgoing_connections"]}
+    err = _err(arch, tmp_path, capsys, n_errors=2)
+    assert "Pooling2D 'Pooling2D' in a time-major network" in err
+    assert "Convolution2D 'Convolution2D' in a time-major network (one with a recurrent layer) is not supported" in err
     with pytest.raises(NetcError):
         load_text(json.dumps(arch), "x.json")
 
 
-def test_the_image_net_trains_on_the_interpreter_target(interp_mode, tmp_path, capsys):
-    """Convolution2D, both poolings, BatchNorm, Dropout, Elementwise, NoOp and DeltasScaling(1) have kernels:
-    2 training steps under Triton's interpreter."""
-    path = tmp_path / "image.json"
-    path.write_text(json.dumps(DATA["image"]["architecture"], indent=1))
-    assert main(["run", str(path), "--target", "interp", "--train", "--steps", "2"]) == 0
-    assert "trained 2 steps" in capsys.readouterr().out
+def test_squared_error_per_element_masked_and_time_major():
+    """Where SquaredError's loss is read per element (a Mask: tools.get_in_out_layers(..., mask_name=...)) or the net
+    is time-major (an Lstm), it is Brainstorm's 0.5 (x - t)^2 and the Loss sums it / B (DecayLoss { norm: sum });
+    a Loss of any value is that sum."""
+    m = _load(DATA["spec_regression_masked"]["architecture"])
+    feed = _feed(m)
+    o = run_reference(m, feed, module_params(m, seed=2), intermediates=True)
+    x, t, mask = o["Output_projection"], feed["Input.targets"], feed["Input.mask"]
+    torch.testing.assert_close(o["Output.loss"], 0.5 * (x - t) ** 2, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(o["Loss.loss"], (mask * 0.5 * (x - t) ** 2).sum() / B, rtol=1e-12, atol=1e-12)
+    arch = json.loads(json.dumps(DATA["spec_regression"]["architecture"]))
+    arch["H"] = {"@type": "Lstm", "size": 5, "@outgoing_connections": arch["H"]["@outgoing_connections"]}
+    arch["H"]["@outgoing_connections"]["default"].append("LH")
+    arch["LH"] = {"@type": "Loss", "@outgoing_connections": {}}      # Brainstorm's Loss of a plain value
+    m = _load(arch)
+    feed = _feed(m)
+    o = run_reference(m, feed, module_params(m, seed=2), intermediates=True)
+    x, t = o["Output_projection"], feed["Input.targets"]
+    assert tuple(x.shape) == (T, B, 3)
+    torch.testing.assert_close(o["Loss.loss"], 0.5 * ((x - t) ** 2).sum() / B, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(o["LH.loss"], o["H"].sum() / B, rtol=1e-12, atol=1e-12)

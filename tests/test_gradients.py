@@ -356,7 +356,7 @@ def case_binomial_ce(rng, k):
 
 def case_decay_loss(rng, k):
     """Brainstorm's L1Decay and L2Decay on a computed value."""
-    src, xs = around("DecayLoss", [_rank(rng)], {"norm": ("l1", "l2")[k % 2], "batch_axis": k % 3 // 2}, name="loss")
+    src, xs = around("DecayLoss", [_rank(rng)], {"norm": ("l1", "l2", "sum")[k % 3], "batch_axis": k % 2}, name="loss")
     return src + "}\n", xs
 
 
@@ -372,7 +372,7 @@ def case_mask(rng, k):
 
 def case_squared_difference(rng, k):
     x = _rank(rng)
-    src, xs = around("SquaredDifference", [x, x], {})
+    src, xs = around("SquaredDifference", [x, x], {"factor": (1.0, 0.5, -3.0)[k % 3]})
     return with_loss(src, x), xs
 
 

@@ -118,11 +118,11 @@ def _case(op: str, rng: random.Random):
         k = rng.randint(1, len(any_shape))
         return attrs(op), [any_shape, rng.choice([any_shape, tuple(any_shape[:k]) + (1,)])]
     if op == "squared_difference":
-        return attrs(op), [any_shape, rng.choice([any_shape, any_shape[::-1]])]
+        return attrs(op, factor=rng.choice([1.0, 0.5, -2.0])), [any_shape, rng.choice([any_shape, any_shape[::-1]])]
     if op == "deltas_scaling":
         return attrs(op, factor=rng.choice([1.0, -1.0, 2.5])), [any_shape]
     if op == "decay_loss":     # Brainstorm's L1Decay / L2Decay
-        return attrs(op, norm=rng.choice(["l1", "l2"]), batch_axis=rng.choice([0, 1, 4])), [rng.choice([any_shape, ()])]
+        return attrs(op, norm=rng.choice(["l1", "l2", "sum"]), batch_axis=rng.choice([0, 1, 4])), [rng.choice([any_shape, ()])]
     if op == "seq_pool":
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))

@@ -37,12 +37,12 @@ op per output, named `Layer.output`; a layer with only `default` keeps its own n
 | `Mask` (inputs default, mask) | `mask` (broadcast; no gradient for the mask); a data mask of x's shape: `elementwise` product |
 | `SquaredDifference` (inputs inputs_1, inputs_2) | `squared_difference` |
 | `DeltasScaling(factor)` | `deltas_scaling` (the identity; its gradient times factor); factor 1: `identity` |
-| `SquaredError`, `SigmoidCE` (outputs predictions, loss) | `identity` / `sigmoid` predictions; `euclidean_loss` / `binomial_ce {logits: true}` |
+| `SquaredError`, `SigmoidCE` (outputs predictions, loss) | `identity` / `sigmoid` predictions; `euclidean_loss` / `binomial_ce {logits: true}` (SquaredError's loss read per element or time-major: `squared_difference {factor: 0.5}`, a Loss of it `decay_loss {norm: sum}`) |
 | `BinomialCrossEntropy` | `binomial_ce {logits: false}` |
 | `L1Decay`, `L2Decay` (output loss) | `decay_loss {norm: l1 / l2}` |
 
-A loss output may only feed a
-`Loss` (netc's losses are the batch mean a Loss makes of Brainstorm's per-element loss). `@outgoing_connections`
+A scalar loss output may only feed a `Loss` (netc's losses are
+the batch mean a Loss makes of Brainstorm's per-element loss); a Loss of any other value is `decay_loss {norm: sum}`. `@outgoing_connections`
 may be a list: the targets of the output `default` (Brainstorm's tests write it so).
 | `Lstm(size, activation)` | `lstm` (activation default tanh, Brainstorm's; `size` default: the input's feature size, as Brainstorm) |
 | `Recurrent(size, activation)` | `recurrent` (the same defaults) |
@@ -190,6 +190,8 @@ class _Importer:
             raise NetcError(self.diag.diagnostics[:])
         self.types = {n: v[0] for n, v in layers.items()}
         self.time_major = any(t in SEQUENCE for t in self.types.values())
+        # SquaredError layers whose loss is per element (time-major: Brainstorm's Loss divides by B, not T*B)
+        self.per_element = {n for n, t in self.types.items() if t == "SquaredError" and self.time_major}
         # outputs of each layer, and connections
         outputs = {}
         for lname, (t, spec, p) in layers.items():
@@ -239,7 +241,9 @@ class _Importer:
                     if ins is not None and tin not in ins:
                         self.error(f"layer '{tl}' ({tt}) has no input '{tin}' (inputs: {', '.join(ins) or 'none'})", tp)
                         continue
-                    if (t, out) in LOSS_OUTPUTS and tt != "Loss":
+                    if (t, out) == ("SquaredError", "loss") and tt != "Loss":
+                        self.per_element.add(lname)    # read per element (a Mask, ...): 0.5 (x - t)^2
+                    elif (t, out) in LOSS_OUTPUTS and tt != "Loss":
                         self.error(f"'{lname}.{out}' is a loss, which netc computes as the batch mean (what a Loss "
                                    f"layer makes of it); only a Loss layer may read it here, not {tt} '{tl}'", tp)
                         continue
@@ -445,32 +449,32 @@ class _Importer:
         elif t == "NoOp":
             ops.append(self._op("netc.identity", lname, ins, {}, p))
         elif t == "Loss":
-            self.loss(lname, spec, p, sinks, outs)
+            ops.extend(self.loss(lname, spec, p, sinks, outs))
         return ops
 
-    def loss(self, lname, spec, p, sinks, outs):
-        """Loss(importance): Brainstorm sums its input and divides by the batch; netc's losses are already that
-        (for T = 1), so the loss becomes a network output. importance other than 1 and a value that is no loss
-        are refused."""
+    def loss(self, lname, spec, p, sinks, outs) -> list:
+        """Loss(importance): Brainstorm sums its input and divides by the batch. netc's scalar losses are already that,
+        so such a loss becomes a network output; any other value (a per-element SquaredError loss, a Mask of it, a
+        SquaredDifference, ...) is summed by a DecayLoss { norm: sum } (/ B: axis 0, or 1 time-major). importance
+        other than 1 and several values are refused."""
         imp = spec.get("importance", 1.0)
         if isinstance(imp, bool) or not isinstance(imp, (int, float)) or imp != 1:
             self.error(f"\"importance\" of Loss '{lname}' is {imp!r}: netc has no loss weight yet, only Brainstorm's "
                        f"default 1.0 imports", path_join(p, "importance") if "importance" in spec else p)
-            return
+            return []
         srcs = sinks[(lname, "default")]
         if len(srcs) > 1:
             self.error(f"Loss '{lname}' reads {len(srcs)} values; netc's losses are scalars that do not concatenate: "
                        f"give each its own Loss", p)
-            return
+            return []
         src = srcs[0]
         layer, _, out = src[1].partition(".outputs.")
-        if (self.types.get(layer), out) not in LOSS_OUTPUTS:
-            self.error(f"Loss '{lname}' reads '{layer}.{out}' ({self.types.get(layer)}), which is no loss netc "
-                       f"computes: netc has no op that sums a value as a loss (Brainstorm's Loss does); its input "
-                       f"must be the loss of a SoftmaxCE, SigmoidCE, SquaredError, BinomialCrossEntropy, L1Decay or "
-                       f"L2Decay", src[2])
-            return
-        outs.append(src[0])
+        if (self.types.get(layer), out) in LOSS_OUTPUTS and layer not in self.per_element:
+            outs.append(src[0])
+            return []
+        name = f"{lname}.loss"
+        outs.append(name)
+        return [self._op("netc.decay_loss", name, [src[0]], {"norm": "sum", "batch_axis": len(self.lead) - 1}, p)]
 
     def set_feat(self, name, feat, like=None):
         """Record a value's feature shape (per step and sample) where known, and its width."""
@@ -575,10 +579,6 @@ class _Importer:
         """SoftmaxCE (feed-forward: over the last feature axis, at every position), SigmoidCE, SquaredError,
         BinomialCrossEntropy, L1Decay, L2Decay: their predictions, and their loss as the scalar a Loss layer makes
         of it (the sum over steps and features / B: binomial_ce and decay_loss divide by axis 1's B time-major)."""
-        if self.time_major and t == "SquaredError":
-            self.error(f"{t} '{lname}' in a time-major network (one with a recurrent layer) is not supported yet: "
-                       f"netc's EuclideanLoss would divide by the T*B steps where Brainstorm's Loss divides by B", p)
-            return ops
         axis = {"batch_axis": 1} if self.time_major else {}
         if t in ("L1Decay", "L2Decay"):
             ops.append(self._op("netc.decay_loss", f"{lname}.loss", ins, {"norm": t[:2].lower(), **axis}, p))
@@ -592,7 +592,11 @@ class _Importer:
         pred = lname if t == "BinomialCrossEntropy" else f"{lname}.predictions"
         if t == "SoftmaxCE":
             return self.softmax_ce(lname, p, ins, ops, feat)
-        if t == "SquaredError":
+        if t == "SquaredError" and lname in self.per_element:   # Brainstorm's own loss, 0.5 (x - t)^2 per element
+            ops.append(self._op("netc.identity", pred, ins[:1], {}, p))
+            ops.append(self._op("netc.squared_difference", f"{lname}.loss", ins, {"factor": 0.5}, p))
+            self.set_feat(f"{lname}.loss", feat, ins[0])
+        elif t == "SquaredError":
             ops.append(self._op("netc.identity", pred, ins[:1], {}, p))
             ops.append(self._op("netc.euclidean_loss", f"{lname}.loss", ins, {}, p))
         elif t == "SigmoidCE":

@@ -496,12 +496,14 @@ class DecayLoss(OpDef):
     types = ("DecayLoss", "L1Decay", "L2Decay")
     f32_result = True
     arity = (1, 1)
-    attrs = {"norm": AttrSpec("enum", "l2", ("l1", "l2"), doc="l1: the sum of |x|; l2: 0.5 * the sum of x^2"),
+    attrs = {"norm": AttrSpec("enum", "l2", ("l1", "l2", "sum"), doc="l1: the sum of |x|; l2: 0.5 * the sum of x^2; "
+                                                                     "sum: the sum of x (Brainstorm's Loss itself)"),
              "batch_axis": _BATCH_AXIS}
-    doc = ("A penalty on a value as a loss: the sum over every element of |x| (norm l1) or 0.5 x^2 (norm l2), "
+    doc = ("A penalty on a value as a loss: the sum over every element of |x| (norm l1), 0.5 x^2 (norm l2) or x (norm "
+           "sum: Brainstorm's Loss on a value that is no netc loss), "
            "divided by the batch (the size of batch_axis). Brainstorm's L1Decay / L2Decay each followed by a Loss. "
-           "Its gradient is "
-           "sign(x) / N or x / N. No kernel yet (reference executor only). FLOPs: 2 per element forward, 2 backward.")
+           "Its gradient is sign(x) / N, x / N or 1 / N. No kernel yet (reference executor only). FLOPs: 2 per "
+           "element forward, 2 backward.")
 
     def infer(self, a, ins):
         if not ins[0]:
@@ -512,7 +514,7 @@ class DecayLoss(OpDef):
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
         x = in_compute_dtype(ins[0])
-        s = x.abs().sum() if a["norm"] == "l1" else 0.5 * (x * x).sum()
+        s = {"l1": x.abs(), "l2": 0.5 * x * x, "sum": x}[a["norm"]].sum()
         return s / x.shape[a["batch_axis"]]
 
     def cost(self, a, ins, out, needs_input_grad=True):
@@ -534,7 +536,8 @@ class DecayLossGrad(OpDef):
     arity = (1, 2)
     f32_result = True
     attrs = dict(DecayLoss.attrs)
-    doc = "The gradient of DecayLoss, times the seed (operand 1, a scalar) if given: sign(x) / N (l1) or x / N (l2)."
+    doc = ("The gradient of DecayLoss, times the seed (operand 1, a scalar) if given: sign(x) / N (l1), x / N (l2) or "
+           "1 / N (sum).")
 
     def infer(self, a, ins):
         DecayLoss().infer(a, ins[:1])
@@ -548,5 +551,5 @@ class DecayLossGrad(OpDef):
         import torch
         from .reference import in_compute_dtype
         x = in_compute_dtype(ins[0])
-        d = (torch.sign(x) if a["norm"] == "l1" else x) / x.shape[a["batch_axis"]]
+        d = {"l1": torch.sign(x), "l2": x, "sum": torch.ones_like(x)}[a["norm"]] / x.shape[a["batch_axis"]]
         return d * in_compute_dtype(ins[1]) if len(ins) > 1 else d

@@ -640,8 +640,10 @@ class SquaredDifference(OpDef):
     types = ("SquaredDifference",)
     arity = (2, 2)
     elementwise = True
-    attrs = {}
-    doc = ("(a - b)^2 elementwise, of same-shaped a and b (Brainstorm's SquaredDifference). Gradients +-2 (a - b) dy "
+    attrs = {"factor": AttrSpec("number", 1.0, doc="the result is factor * (a - b)^2 (0.5: Brainstorm's SquaredError "
+                                                   "loss per element)")}
+    doc = ("factor * (a - b)^2 elementwise, of same-shaped a and b (Brainstorm's SquaredDifference; with factor 0.5 "
+           "SquaredError's per-element loss). Gradients +-2 factor (a - b) dy "
            "(squared_difference_grad). 2 FLOPs per element forward, 3 per input backward (6 for both).")
 
     def infer(self, a, ins):
@@ -652,7 +654,7 @@ class SquaredDifference(OpDef):
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
-        return (in_compute_dtype(ins[0]) - in_compute_dtype(ins[1])) ** 2
+        return a["factor"] * (in_compute_dtype(ins[0]) - in_compute_dtype(ins[1])) ** 2
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n = prod(ins[0])
@@ -662,7 +664,8 @@ class SquaredDifference(OpDef):
         out = [None, None]
         for i in (0, 1):
             if g.needs(i):
-                out[i] = g.emit("netc.squared_difference_grad", list(op.operands) + [dy], {"wrt": i},
+                out[i] = g.emit("netc.squared_difference_grad", list(op.operands) + [dy],
+                                {"wrt": i, "factor": self.attrs_of(op)["factor"]},
                                 tag=f"grad{i}" if g.needs(1 - i) else "grad")
         return out, {}
 
@@ -672,8 +675,8 @@ class SquaredDifferenceGrad(OpDef):
     name = "squared_difference_grad"
     training_only = True
     arity = (3, 3)
-    attrs = {"wrt": AttrSpec("int", 0, doc="which input: 0 (a) or 1 (b)")}
-    doc = "The gradient of SquaredDifference for input `wrt`: 2 (a - b) dy for a, -2 (a - b) dy for b."
+    attrs = {"wrt": AttrSpec("int", 0, doc="which input: 0 (a) or 1 (b)"), "factor": SquaredDifference.attrs["factor"]}
+    doc = "The gradient of SquaredDifference for input `wrt`: 2 factor (a - b) dy for a, its negative for b."
 
     def infer(self, a, ins):
         SquaredDifference().infer(a, ins[:2])
@@ -688,5 +691,5 @@ class SquaredDifferenceGrad(OpDef):
 
     def reference(self, a, ins, params):
         from .reference import in_compute_dtype
-        d = 2 * (in_compute_dtype(ins[0]) - in_compute_dtype(ins[1])) * in_compute_dtype(ins[2])
+        d = 2 * a["factor"] * (in_compute_dtype(ins[0]) - in_compute_dtype(ins[1])) * in_compute_dtype(ins[2])
         return d if a["wrt"] == 0 else -d
