@@ -108,17 +108,6 @@ def test_rbm_compile_says_not_yet(extra, tmp_path):
     assert not (tmp_path / "rbm.so").exists()
 
 
-def test_char_rnn_compiles(tmp_path):
-    """The GRUs (kernels/gru.py) and the one-hot encodings (kernels/sequence.py) have kernels: SINGA's char-rnn
-    job compiles to a .so without a GPU (tests/test_sequence_targets.py runs and trains a tiny one against the
-    reference)."""
-    pytest.importorskip("triton.backends.nvidia.compiler")
-    conf = os.path.join(CORPUS, "0.3.0_char-rnn_job.conf")
-    r = netc("compile", conf, "-o", str(tmp_path / "rnn.so"))
-    assert r.returncode == 0 and "Traceback" not in r.stderr, r.stderr
-    assert (tmp_path / "rnn.so").exists()
-
-
 @pytest.mark.parametrize("conf", ["0.1.0_cifar10_job.conf", "0.3.0_cifar10_hybrid.conf", "0.1.0_rbm_rbm2.conf",
                                   "0.3.0_alexnet_job.conf"])
 @pytest.mark.parametrize("phase", ["train", "test"])
