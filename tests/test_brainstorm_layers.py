@@ -378,6 +378,8 @@ def test_bad_arguments_are_located(tmp_path, capsys):
     assert "\"importance\" of Loss 'L' is 2.0: netc has no loss weight yet" in bad(L={"importance": 2.0})
     err = bad(F={"@outgoing_connections": {"default": ["S", "L.default"]}})
     assert "Loss 'L' reads 2 values; netc's losses are scalars" in err
+    err = bad(L={"@outgoing_connections": {"loss": ["O"]}})
+    assert "'L.loss', the output of Loss 'L', is read by NoOp 'O'" in err
     # the list form on a layer without 'default': one error, located at the list, no cascade
     err = bad(S={"@outgoing_connections": ["L"]})
     assert "layer 'S' (SoftmaxCE) has no output 'default'" in err

@@ -241,6 +241,10 @@ class _Importer:
                     if ins is not None and tin not in ins:
                         self.error(f"layer '{tl}' ({tt}) has no input '{tin}' (inputs: {', '.join(ins) or 'none'})", tp)
                         continue
+                    if t == "Loss":
+                        self.error(f"'{lname}.{out}', the output of Loss '{lname}', is read by {tt} '{tl}': in netc a "
+                                   f"loss is the training objective, which no layer reads", tp)
+                        continue
                     if (t, out) == ("SquaredError", "loss") and tt != "Loss":
                         self.per_element.add(lname)    # read per element (a Mask, ...): 0.5 (x - t)^2
                     elif (t, out) in LOSS_OUTPUTS and tt != "Loss":
