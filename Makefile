@@ -30,9 +30,10 @@ demo: install
 	    --optimizer adam --lr 0.003 --epochs 10 --plot build/digits_loss.png | tail -n 2
 	@echo "pictures: build/inception_v3_plan.png (Inception v3's memory plan), build/digits_loss.png (the digits network's training loss)"
 
-# every core (pytest-xdist): tests write only under their own tmp_path; kernel caches are atomic
+# every core (pytest-xdist): tests write only under their own tmp_path; kernel caches are atomic. worksteal:
+# an idle worker takes queued tests from a busy one (the suite's 2-25 s tests left one core idle at the end)
 test: install
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto --dist worksteal
 
 # Regenerate golden expectations after a deliberate change (review the diff before committing).
 golden: install

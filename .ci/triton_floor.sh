@@ -33,5 +33,5 @@ fi
     echo "triton_floor: the environment has triton $("$VENV/bin/python" -c 'import triton; print(triton.__version__)'), not $TRITON_FLOOR"; exit 1; }
 export NETC_CACHE_DIR="$D/cache"
 cd "$ROOT"
-"$VENV/bin/python" -m pytest -q -n auto -p no:cacheprovider --basetemp "$D/pytest" -m triton_version
+"$VENV/bin/python" -m pytest -q -n auto --dist worksteal -p no:cacheprovider --basetemp "$D/pytest" -m triton_version
 echo "triton $TRITON_FLOOR: ok"

@@ -33,7 +33,11 @@ from scaling import narrow  # noqa: E402  (tests/scaling.py)
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((ROOT / "examples").glob("*.nd"))
 CORPUS = ROOT.parent / "shared" / "corpus"
-PALEO = sorted(p for d in ("paleo", "paleo-generated") for p in (CORPUS / d).glob("*.json")) if CORPUS.is_dir() else []
+PALEO_ALL = sorted(p for d in ("paleo", "paleo-generated") for p in (CORPUS / d).glob("*.json")) if CORPUS.is_dir() else []
+# alex_v2_{1,4,8}gpu are alex_v2_2gpu with another split count: in one process the same kernels on the same
+# layers (the split copies and their concatenations); their K-rank runs are tests/test_distributed.py's
+SPLIT_VARIANTS = {"alex_v2_1gpu.json", "alex_v2_4gpu.json", "alex_v2_8gpu.json"}
+PALEO = [p for p in PALEO_ALL if p.name not in SPLIT_VARIANTS]
 
 # the smallest valid spatial size of each image network (None: no 4-D input); files not listed
 # (a new example) get theirs from runtime.scale.smallest_spatial, a slower scan
@@ -137,7 +141,7 @@ def test_interp_equals_reference(path, phase):
 
 @pytest.mark.parametrize("name", sorted(n for n, s in SPATIAL.items() if s))
 def test_spatial_sizes_are_the_smallest_valid(name):
-    path = next((p for p in EXAMPLES + PALEO if p.name == name), None)
+    path = next((p for p in EXAMPLES + PALEO_ALL if p.name == name), None)
     if path is None:
         pytest.skip(f"{name} is not here (the shared corpus is not beside the repository)")
     n = SPATIAL[name]
