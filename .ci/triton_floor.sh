@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CI: the tests that depend on Triton's version (marked triton_version in tests/conftest.py: the
-# kernels under the interpreter, every kernel's cubins, 16-bit networks, the interpreter target) again on the oldest
+# kernels under the interpreter, every kernel's cubins, 16-bit networks) again on the oldest
 # Triton netc supports (pyproject: triton>=3.6), the one the lent GPU machines have. Triton 3.6's
 # interpreter and code generator differ from the newest (netc.kernels.common works around one such
 # difference); this keeps `triton>=3.6` true. Any exit other than 0 fails the run.

@@ -21,13 +21,13 @@ def pytest_configure(config):
 
 # What depends on Triton's version, marked `triton_version`: the kernels under Triton's interpreter and
 # compiled to cubins (tests/kernels/: every kernel, its training and 16-bit forms, through kernels/aot.py,
-# the one place netc calls Triton's compiler), 16-bit networks compiled whole, and the interpreter
-# target's programs. CI runs these again on the oldest Triton netc supports (.ci/triton_floor.sh: pytest
-# -m triton_version); the rest of the suite uses Triton only through them. test_codegen.py and
-# test_tuning.py (the lowering cache, parallel compilation, tuning files) test netc's machinery around
-# that compiler call, the same on every Triton: they run once, on the newest (CI is CPU-bound).
+# the one place netc calls Triton's compiler), and 16-bit networks compiled whole. CI runs these again
+# on the oldest Triton netc supports (.ci/triton_floor.sh: pytest -m triton_version); the rest of the suite uses Triton only through them. test_codegen.py,
+# test_tuning.py and test_interp.py (the lowering cache, parallel compilation, tuning files, the
+# interpreter target's programs) test netc's machinery around those kernels, the same on every Triton:
+# they run once, on the newest (CI is CPU-bound).
 TESTS = Path(__file__).resolve().parent
-TRITON_VERSION_TESTS = ("kernels/", "test_interp.py", "test_dtype.py")
+TRITON_VERSION_TESTS = ("kernels/", "test_dtype.py")
 
 
 def pytest_collection_modifyitems(config, items):
