@@ -55,7 +55,8 @@ from typing import Callable
 from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
 from .rnn_lowering import RNN_LOWERINGS
 from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
-from .spec import FIXED_GRID, KernelSpec, pinned, row_factor  # noqa: F401  (the table's vocabulary: spec.py)
+from .spec import (FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between,  # noqa: F401  (the table's
+                   row_factor, single_member)                                            # vocabulary: spec.py)
 
 # constexpr -> the launcher keyword that sets it: codegen pins a specialization with these when it
 # lowers a group again at another batch (and tuning files hold these keywords)
@@ -113,12 +114,6 @@ class LowerContext:
 
 
 # --------------------------------------------------------------------------- shared pieces
-
-def _attrs(op) -> dict:
-    """The op's attributes with its schema's defaults (netc.ops)."""
-    from ..ops import lookup
-    return lookup(op.name).attrs_of(op)
-
 
 def _calls(out) -> list:
     return list(out) if isinstance(out, (list, tuple)) else [out]
@@ -306,21 +301,15 @@ def _chain_elementwise(ctx, op, others):
 
 def _chain_scale(ctx, op, others):
     """x * factor (split-workers' 1/K of a partitioned loss's gradient)."""
-    return [("mul", float(_attrs(op)["factor"]))]
+    return [("mul", float(op_attrs(op)["factor"]))]
 
 
 # --------------------------------------------------------------------------- single-op groups
 
-def _single(members):
-    if len(members) != 1:
-        raise AssertionError(f"group of {members[0].name} has {len(members)} members")
-    return members[0]
-
-
 def _pool(fn_name):
     def lower(ctx, members) -> KernelSpec:
         from . import pool
-        op, out = _single(members), ctx.out
+        op, out = single_member(members), ctx.out
         call = getattr(pool, fn_name)(ctx.value(op.operands[0]), op.attrs["ksize"], op.attrs.get("strides", [1, 1, 1, 1]),
                                       op.attrs.get("padding", "VALID"), out=out, launch=False, **ctx.pin)
         return KernelSpec(call, out.shape[1] * out.shape[2], "BLOCK_P")
@@ -329,7 +318,7 @@ def _pool(fn_name):
 
 def _lower_lrn(ctx, members) -> KernelSpec:
     from .lrn import lrn
-    op = _single(members)
+    op = single_member(members)
     x = ctx.value(op.operands[0])
     call = lrn(x, op.attrs.get("local_size", 5), op.attrs.get("alpha", 1e-4), op.attrs.get("beta", 0.75),
                op.attrs.get("knorm", 1.0), out=ctx.out, launch=False, **ctx.pin)
@@ -338,20 +327,20 @@ def _lower_lrn(ctx, members) -> KernelSpec:
 
 def _lower_softmax(ctx, members) -> KernelSpec:
     from .softmax import softmax
-    op = _single(members)
+    op = single_member(members)
     x = ctx.value(op.operands[0])
     return KernelSpec(softmax(x, out=ctx.out, launch=False, **ctx.pin), row_factor(x, ctx), None)
 
 
 def _lower_copy(ctx, members) -> KernelSpec:
-    op = _single(members)
+    op = single_member(members)
     return copy_spec(ctx, ctx.value(op.operands[0]), ctx.out)
 
 
 def _lower_dropout(ctx, members) -> KernelSpec:
     """One operand: the inference identity (a copy where the plan could not alias it); with its
     mask (the training form): x * mask, an elementwise chain of one product."""
-    op = _single(members)
+    op = single_member(members)
     if len(op.operands) == 1:
         return copy_spec(ctx, ctx.value(op.operands[0]), ctx.out)
     from .elementwise import elementwise_chain
@@ -372,7 +361,7 @@ def _epilogue_activation_grad(ctx, op, prev, kw):
     """An activation gradient whose dy (operand 1) is a data gradient's result: applied before the store."""
     if op.operands[1] is not prev or op.operands[0] is prev:
         raise ValueError(f"{op.attrs.get('name')}: only the gradient it differentiates can come from the anchor")
-    a = _attrs(op)
+    a = op_attrs(op)
     kw.update(grad_activation=a["activation"], grad_slope=float(a["negative_slope"] or 0.0),
               grad_y=ctx.value(op.operands[0]))
 
@@ -390,7 +379,7 @@ def _lower_conv2d_grad_data(ctx, members) -> KernelSpec:
 
 def _lower_conv2d_grad_filter(ctx, members) -> list:
     from .conv_grad import conv2d_grad_filter
-    op = _single(members)
+    op = single_member(members)
     calls = with_workspace(ctx, conv2d_grad_filter, ctx.value(op.operands[0]), ctx.value(op.operands[1]),
                            tuple(op.attrs["filter"][:2]),      # (kh, kw): channels come from x and dz
                            op.attrs.get("strides", [1, 1, 1, 1]), op.attrs.get("padding", "SAME"),
@@ -400,7 +389,7 @@ def _lower_conv2d_grad_filter(ctx, members) -> list:
 
 def _lower_bias_grad(ctx, members) -> list:
     from .conv_grad import bias_grad
-    op = _single(members)
+    op = single_member(members)
     return _fixed(with_workspace(ctx, bias_grad, ctx.value(op.operands[0]), out=ctx.out, **ctx.prologue))
 
 
@@ -421,15 +410,15 @@ def _lower_inner_product_grad_data(ctx, members) -> KernelSpec:
 def _lower_inner_product_grad_filter(ctx, members) -> list:
     """dW = x^T @ dy: x [b, K] read transposed (the batch is the reduction), dy [b, N], dW [K, N]."""
     from .conv_grad import inner_product_grad_filter
-    op = _single(members)
+    op = single_member(members)
     return _fixed(with_workspace(ctx, inner_product_grad_filter, ctx.value(op.operands[0]),
                                  ctx.value(op.operands[1]), out=ctx.out, allow_tf32=ctx.tf32, **ctx.prologue))
 
 
 def _lower_activation_grad(ctx, members) -> KernelSpec:
     from .elementwise import activation_grad
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     dy = ctx.value(op.operands[1])
     call = activation_grad(ctx.value(op.operands[0]), dy, a["activation"], float(a["negative_slope"] or 0.0),
                            out=ctx.out, launch=False, **pinned(activation_grad, ctx))
@@ -439,7 +428,7 @@ def _lower_activation_grad(ctx, members) -> KernelSpec:
 def _prologue_activation_grad(ctx, op):
     """An activation gradient as a gradient GEMM's prologue: the kernel reads dy (operand 1) and y
     (operand 0, the activation's output) and computes dz = activation_grad(y, dy) itself."""
-    a = _attrs(op)
+    a = op_attrs(op)
     return (dict(activation=a["activation"], negative_slope=float(a["negative_slope"] or 0.0),
                  y=ctx.value(op.operands[0])), op.operands[1])
 
@@ -447,8 +436,8 @@ def _prologue_activation_grad(ctx, op):
 def _pool_grad(is_max):
     def lower(ctx, members) -> KernelSpec:
         from . import pool_grad
-        op = _single(members)
-        a = _attrs(op)
+        op = single_member(members)
+        a = op_attrs(op)
         if is_max:
             fn = pool_grad.maxpool_grad
             call = fn(ctx.value(op.operands[0]), ctx.value(op.operands[1]), a["ksize"], a["strides"], a["padding"],
@@ -464,15 +453,15 @@ def _pool_grad(is_max):
 
 def _lower_upsample2d_grad(ctx, members) -> KernelSpec:
     from .pool_grad import upsample2d_grad
-    op = _single(members)
-    call = upsample2d_grad(ctx.value(op.operands[0]), _attrs(op)["ksize"], out=ctx.out, launch=False,
+    op = single_member(members)
+    call = upsample2d_grad(ctx.value(op.operands[0]), op_attrs(op)["ksize"], out=ctx.out, launch=False,
                            **pinned(upsample2d_grad, ctx))
     return KernelSpec(call, ctx.out.shape[1] * ctx.out.shape[2], "BLOCK_P")
 
 
 def _lower_softmax_grad(ctx, members) -> KernelSpec:
     from .loss_grad import softmax_grad
-    op = _single(members)
+    op = single_member(members)
     call = softmax_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), tuple(ctx.out.shape), out=ctx.out,
                         launch=False, **pinned(softmax_grad, ctx))
     return KernelSpec(call, row_factor(ctx.out, ctx), None)          # one program per row
@@ -480,8 +469,8 @@ def _lower_softmax_grad(ctx, members) -> KernelSpec:
 
 def _lower_lrn_grad(ctx, members) -> KernelSpec:
     from .norm_grad import lrn_grad
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     call = lrn_grad(x, ctx.value(op.operands[1]), ctx.value(op.operands[2]), a["local_size"], a["alpha"], a["beta"],
                     a["knorm"], out=ctx.out, launch=False, **pinned(lrn_grad, ctx))
@@ -490,7 +479,7 @@ def _lower_lrn_grad(ctx, members) -> KernelSpec:
 
 def _lower_elementwise_max_grad(ctx, members) -> KernelSpec:
     from .elementwise import elementwise_max_grad
-    op = _single(members)
+    op = single_member(members)
     dy = ctx.value(op.operands[-1])
     call = elementwise_max_grad([ctx.value(v) for v in op.operands[:-1]], dy, int(op.attrs["index"]), out=ctx.out,
                                 launch=False, **pinned(elementwise_max_grad, ctx))
@@ -499,8 +488,8 @@ def _lower_elementwise_max_grad(ctx, members) -> KernelSpec:
 
 def _lower_narrow(ctx, members) -> KernelSpec:
     from .elementwise import narrow
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     call = narrow(ctx.value(op.operands[0]), a["dim"], a["start"], a["length"], out=ctx.out, launch=False,
                   **pinned(narrow, ctx))
     return KernelSpec(call, ctx.out.numel() // ctx.batch, "BLOCK")
@@ -508,8 +497,8 @@ def _lower_narrow(ctx, members) -> KernelSpec:
 
 def _lower_pad_dim(ctx, members) -> KernelSpec:
     from .elementwise import pad_dim
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     call = pad_dim(ctx.value(op.operands[0]), a["dim"], a["before"], a["after"], out=ctx.out, launch=False,
                    **pinned(pad_dim, ctx))
     return KernelSpec(call, ctx.out.numel() // ctx.batch, "BLOCK")
@@ -520,8 +509,8 @@ def _lower_pad_dim(ctx, members) -> KernelSpec:
 def _lower_dropout_mask(ctx, members) -> KernelSpec:
     """The mask from the step's seed (a scalar input) and the op's salt: Philox, as the reference."""
     from .dropout import dropout_mask
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     out = ctx.out
     call = dropout_mask(ctx.value(op.operands[0]), tuple(out.shape), float(a["keep_prob"]), int(a["salt"]), out=out,
                         out_dtype=out.dtype, device=out.device, launch=False, offset=int(a.get("offset", 0)),
@@ -531,7 +520,7 @@ def _lower_dropout_mask(ctx, members) -> KernelSpec:
 
 def _lower_batch_stats(ctx, members) -> list:
     from .norm_grad import batch_stats
-    op = _single(members)
+    op = single_member(members)
     return _fixed(with_workspace(ctx, batch_stats, ctx.value(op.operands[0]), mean=ctx.value(op.results[0]),
                                  var=ctx.value(op.results[1]), out_dtype=ctx.out.dtype))
 
@@ -550,7 +539,7 @@ def _lower_batch_norm(ctx, members):
         act, slope = activation_of(m)
     x = ctx.value(first.operands[0])
     call = batch_norm_train(x, ctx.value(first.operands[1]), ctx.value(first.operands[2]), ctx.param(first, "scale"),
-                            ctx.param(first, "shift"), float(_attrs(first)["epsilon"]), activation=act,
+                            ctx.param(first, "shift"), float(op_attrs(first)["epsilon"]), activation=act,
                             negative_slope=slope, out=ctx.out, launch=False, **pinned(batch_norm_train, ctx))
     return KernelSpec(call, _rows(x, ctx.batch), "BLOCK_R")
 
@@ -563,8 +552,8 @@ def _bn_chain_step(ctx, op, others):
 
 def _lower_batch_norm_grad(ctx, members) -> list:
     from .norm_grad import batch_norm_grad
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x, mean, var, dy = (ctx.value(v) for v in op.operands)
     calls = with_workspace(ctx, batch_norm_grad, x, mean, var, dy, ctx.param(op, "scale"), float(a["epsilon"]),
                            bool(a["batch_stats"]), out=ctx.out)
@@ -583,16 +572,16 @@ def _synchronized_batch_norm_grad(op) -> str | None:
 
 def _lower_batch_norm_grad_scale(ctx, members) -> list:
     from .norm_grad import batch_norm_grad_scale
-    op = _single(members)
+    op = single_member(members)
     x, mean, var, dy = (ctx.value(v) for v in op.operands)
-    return _fixed(with_workspace(ctx, batch_norm_grad_scale, x, mean, var, dy, float(_attrs(op)["epsilon"]),
+    return _fixed(with_workspace(ctx, batch_norm_grad_scale, x, mean, var, dy, float(op_attrs(op)["epsilon"]),
                                  out=ctx.out, out_dtype=ctx.out.dtype))
 
 
 def _lower_running_stats_update(ctx, members) -> list:
     from .norm_grad import running_stats_update
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     calls = running_stats_update(ctx.param(op, "mean"), ctx.param(op, "var"), ctx.value(op.operands[0]),
                                  ctx.value(op.operands[1]), int(a["count"]), float(a["momentum"]), launch=False,
                                  **pinned(running_stats_update, ctx))
@@ -613,7 +602,7 @@ def _bn_trained(op):
 
 def _bn_derive(ctx, op, own, trained) -> list:
     return fold_batch_norm(ctx, own["scale"], own["shift"], trained["gamma"], trained["beta"], trained["mean"],
-                           trained["var"], float(_attrs(op)["epsilon"]))
+                           trained["var"], float(op_attrs(op)["epsilon"]))
 
 
 def fold_batch_norm(ctx, scale_out, shift_out, gamma, beta, mean, var, epsilon: float) -> list:
@@ -653,8 +642,8 @@ def _update(optimizer):
         alone (the plan frees each gradient right after its update), embedded in the library."""
         import torch
         from .optim import DEFAULT_CHUNK, chunk_table, multi_tensor_update
-        op = _single(members)
-        a = _attrs(op)
+        op = single_member(members)
+        a = op_attrs(op)
         bound = op.attrs.get("params") or {}
         s0r, s1r, str_ = _UPDATE_STATE[optimizer]
         p = ctx.param(op, "param")
@@ -681,7 +670,7 @@ def _lower_global_norm(ctx, members) -> list:
     import triton
     from .common import KernelCall
     from .optim import DEFAULT_CHUNK, chunk_table, norm_finish_kernel, sum_squares_kernel
-    op = _single(members)
+    op = single_member(members)
     grads = [ctx.value(v) for v in op.operands]
     tables = [chunk_table([(0, 0, None, None, g.numel(), None, 1.0, 1.0)], DEFAULT_CHUNK) for g in grads]
     total = sum(t.shape[0] for t in tables)
@@ -702,7 +691,7 @@ def _lower_global_norm(ctx, members) -> list:
 def _lower_embedding(ctx, members) -> KernelSpec:
     """Table rows gathered by id (kernels/embedding.py): a grid over the ids, ids per sample rows each."""
     from .embedding import embedding
-    op = _single(members)
+    op = single_member(members)
     ids = ctx.value(op.operands[0])
     call = embedding(ids, ctx.param(op, "table"), out=ctx.out, launch=False, **pinned(embedding, ctx))
     return KernelSpec(call, ids.numel() // ctx.batch, "BLOCK_M")
@@ -711,17 +700,17 @@ def _lower_embedding(ctx, members) -> KernelSpec:
 def _lower_embedding_grad(ctx, members) -> list:
     """The [V, D] gradient cleared, then dy's rows added at their ids (a grid that does not depend on the batch)."""
     from .embedding import embedding_grad
-    op = _single(members)
-    return _fixed(embedding_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), int(_attrs(op)["num_embeddings"]),
+    op = single_member(members)
+    return _fixed(embedding_grad(ctx.value(op.operands[0]), ctx.value(op.operands[1]), int(op_attrs(op)["num_embeddings"]),
                                  out=ctx.out, launch=False, **pinned(embedding_grad, ctx)))
 
 
 def _lower_sparse_sgd_update(ctx, members) -> list:
     """The rows the ids touched, updated in place: table[id] -= lr * lr_scale * row."""
     from .embedding import sparse_sgd_update
-    op = _single(members)
+    op = single_member(members)
     call = sparse_sgd_update(ctx.param(op, "param"), ctx.value(op.operands[0]), ctx.value(op.operands[1]),
-                             ctx.value(op.operands[2]), lr_scale=float(_attrs(op)["lr_scale"]), launch=False,
+                             ctx.value(op.operands[2]), lr_scale=float(op_attrs(op)["lr_scale"]), launch=False,
                              **pinned(sparse_sgd_update, ctx))
     return _fixed([call])
 
@@ -823,100 +812,89 @@ def no_kernel(op) -> str | None:
 
 # --------------------------------------------------------------------------- interpreter tiles
 
-def _p2(n: int, lo: int, hi: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return max(lo, min(hi, p))
-
-
-def _args(call) -> dict:
-    return dict(zip(call.kernel.arg_names, call.args))
-
-
 def _tiles_gemm(call):
-    a = _args(call)
-    return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["N"], 16, 512), block_k=_p2(a["K"], 16, 512))
+    a = call_args(call)
+    return dict(block_m=pow2_between(a["M"], 16, 256), block_n=pow2_between(a["N"], 16, 512), block_k=pow2_between(a["K"], 16, 512))
 
 
 def _tiles_conv2d(call):
-    a, k = _args(call), call.constexprs
+    a, k = call_args(call), call.constexprs
     m = a["NB"] * a["OH"] * a["OW"]
     kk = k["KH"] * k["KW"] * a["CI"] if k["FLAT_K"] else a["CI"]
-    bn = _p2(a["CO"], 16, 512)
-    bk = _p2(kk, 16, 512)
-    return dict(block_m=_p2(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
+    bn = pow2_between(a["CO"], 16, 512)
+    bk = pow2_between(kk, 16, 512)
+    return dict(block_m=pow2_between(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
 
 
 def _tiles_pool_lrn(call):
-    a = _args(call)
+    a = call_args(call)
     c = a["C"]
     p = a["NB"] * a["OH"] * a["OW"] if "OH" in a else a["P"]
-    bc = _p2(c, 1, 1024)
-    return dict(block_c=bc, block_p=_p2(p, 1, max(1, 2 ** 16 // bc)))
+    bc = pow2_between(c, 1, 1024)
+    return dict(block_c=bc, block_p=pow2_between(p, 1, max(1, 2 ** 16 // bc)))
 
 
 def _tiles_elementwise(call):
-    return dict(block=_p2(_args(call)["NUMEL"], 1, 2 ** 18))
+    return dict(block=pow2_between(call_args(call)["NUMEL"], 1, 2 ** 18))
 
 
 def _tiles_conv2d_grad_data(call):
-    a = _args(call)
+    a = call_args(call)
     m = a["NB"] * a["HJ"] * a["WJ"]
-    bn, bk = _p2(a["CI"], 16, 512), _p2(a["CO"], 16, 512)
-    return dict(block_m=_p2(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
+    bn, bk = pow2_between(a["CI"], 16, 512), pow2_between(a["CO"], 16, 512)
+    return dict(block_m=pow2_between(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
 
 
 def _tiles_conv2d_grad_filter(call):
-    a, k = _args(call), call.constexprs
+    a, k = call_args(call), call.constexprs
     rows = k["KH"] * k["KW"] * a["CI"] if k.get("FLAT_K", k.get("FLAT")) else a["CI"]
-    bm, bn = _p2(rows, 16, 512), _p2(a["CO"], 16, 512)
-    return dict(block_m=bm, block_n=bn, block_k=_p2(a["NB"] * a["OH"] * a["OW"], 16, max(16, 2 ** 17 // max(bm, bn))),
+    bm, bn = pow2_between(rows, 16, 512), pow2_between(a["CO"], 16, 512)
+    return dict(block_m=bm, block_n=bn, block_k=pow2_between(a["NB"] * a["OH"] * a["OW"], 16, max(16, 2 ** 17 // max(bm, bn))),
                 split=1)
 
 
 def _tiles_rows(call, split=False):
-    a = _args(call)
-    bc = _p2(a["C"], 1, 1024)
-    out = dict(block_c=bc, block_r=_p2(a["M"], 1, max(1, 2 ** 16 // bc)))
+    a = call_args(call)
+    bc = pow2_between(a["C"], 1, 1024)
+    out = dict(block_c=bc, block_r=pow2_between(a["M"], 1, max(1, 2 ** 16 // bc)))
     if split:
         out["split"] = 1
     return out
 
 
 def _tiles_pool_grad(call):
-    a = _args(call)
-    bc = _p2(a["C"], 1, 1024)
-    return dict(block_c=bc, block_p=_p2(a["NB"] * a["H"] * a["W"], 1, max(1, 2 ** 16 // bc)))
+    a = call_args(call)
+    bc = pow2_between(a["C"], 1, 1024)
+    return dict(block_c=bc, block_p=pow2_between(a["NB"] * a["H"] * a["W"], 1, max(1, 2 ** 16 // bc)))
 
 
 def _tiles_lrn_grad(call):
-    a = _args(call)
-    bc = _p2(a["C"], 1, 1024)
-    return dict(block_c=bc, block_p=_p2(a["P"], 1, max(1, 2 ** 16 // bc)))
+    a = call_args(call)
+    bc = pow2_between(a["C"], 1, 1024)
+    return dict(block_c=bc, block_p=pow2_between(a["P"], 1, max(1, 2 ** 16 // bc)))
 
 
 def _tiles_numel(key):
     def rule(call):
-        a = _args(call)
+        a = call_args(call)
         n = a["NB"] * a["F"] if key == "NB*F" else a[key]
-        return dict(block=_p2(n, 1, 2 ** 18))
+        return dict(block=pow2_between(n, 1, 2 ** 18))
     return rule
 
 
 def _tiles_update(call):
     n = call.out.numel() if call.out is not None else 1024     # the parameter (one per launch)
-    return dict(block=_p2(min(n, 65536), 16, 65536))
+    return dict(block=pow2_between(min(n, 65536), 16, 65536))
 
 
 def _tiles_embedding(call):
-    a = _args(call)
-    bn = _p2(a["D"], 1, 1024)
-    return dict(block_n=bn, block_m=_p2(a["M"], 1, max(1, 2 ** 16 // bn)))
+    a = call_args(call)
+    bn = pow2_between(a["D"], 1, 1024)
+    return dict(block_n=bn, block_m=pow2_between(a["M"], 1, max(1, 2 ** 16 // bn)))
 
 
 def _tiles_channels(call):
-    return dict(block_c=_p2(_args(call)["C"], 1, 1024))
+    return dict(block_c=pow2_between(call_args(call)["C"], 1, 1024))
 
 
 # kernel name -> KernelCall -> launcher keywords of tiles as large as the problem (codegen/lower.py

@@ -20,32 +20,13 @@ gradients read (kernels/lstm.py), so nothing is kept from the forward.
 """
 from __future__ import annotations
 
-from .spec import FIXED_GRID, KernelSpec, pinned
+from .spec import FIXED_GRID, KernelSpec, call_args, grows_with_steps, op_attrs, pinned, pow2_between, single_member
 
 # lstm_grad_gates' and gru_grad_gates' blocks (netc.ops.lstm.BLOCKS, netc.ops.recurrent.BLOCKS; repeated
 # here so that reading the table imports no op)
 _BLOCK = {"z": 0, "i": 1, "f": 2, "o": 3, "dc_prev": 4, "dh_prev": 5, "c_prev": 6, "c": 7, "h_prev": 8}
 _GRU_BLOCK = {"z": 0, "r": 1, "c": 2, "dh_prev": 3, "h_prev": 4, "uc": 5, "hc": 6}
 _ROLES = ("Wz", "Wi", "Wf", "Wo", "pi", "pf", "po", "Rz", "Ri", "Rf", "Ro", "bz", "bi", "bf", "bo")
-
-
-def _attrs(op) -> dict:
-    from ..ops import lookup
-    return lookup(op.name).attrs_of(op)
-
-
-def _single(members):
-    if len(members) != 1:
-        raise AssertionError(f"group of {members[0].name} has {len(members)} members")
-    return members[0]
-
-
-def _grows(ctx, seq, calls_per_step) -> KernelSpec:
-    """The spec of a kernel over the T * B rows of sequence `seq`: its grid grows with T (B rows per
-    step) when T is the program's batch, else it is fixed."""
-    if seq.shape[0] == ctx.batch:
-        return KernelSpec(calls_per_step, seq.shape[1], "BLOCK_M")
-    return KernelSpec(calls_per_step, 1, FIXED_GRID)
 
 
 def _state(ctx, op, first):
@@ -57,41 +38,41 @@ def _state(ctx, op, first):
 def lower_lstm(ctx, members) -> list:
     """The input GEMM over all T * B rows, then the recurrence (kernels/lstm.py lstm)."""
     from .lstm import lstm, lstm_workspace
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     h0, c0 = _state(ctx, op, 1)
     ws = ctx.workspace(lstm_workspace(x.shape[0], x.shape[1], a["size"]))
     first, second = lstm(x, h0, c0, {r: ctx.param(op, r) for r in _ROLES}, a["activation"], out=ctx.out, workspace=ws,
                          allow_tf32=ctx.tf32, launch=False, **pinned(lstm, ctx))
-    return [_grows(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
+    return [grows_with_steps(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
 
 
 def lower_lstm_grad_gates(ctx, members) -> list:
     """The input GEMM, the forward recomputed into the result's blocks, the recurrence backwards."""
     from .lstm import lstm_grad_gates, lstm_workspace
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     h0, c0 = _state(ctx, op, 1) if len(op.operands) == 4 else (None, None)
     ws = ctx.workspace(lstm_workspace(x.shape[0], x.shape[1], a["size"], forward=False))
     calls = lstm_grad_gates(x, h0, c0, ctx.value(op.operands[-1]), {r: ctx.param(op, r) for r in _ROLES},
                             a["activation"], out=ctx.out, workspace=ws, allow_tf32=ctx.tf32, launch=False,
                             **pinned(lstm_grad_gates, ctx))
-    return [_grows(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
+    return [grows_with_steps(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
 
 
 def lower_lstm_grad_data(ctx, members) -> KernelSpec:
     """dx: one GEMM over all T * B rows (the four gates' blocks its K); dh0, dc0: a copy of the block
     step 0 sends back (constant-sized: a fixed grid)."""
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     gates = ctx.value(op.operands[0])
     if a["wrt"] == "x":
         from .lstm import lstm_grad_x
         call = lstm_grad_x(gates, {f"W{g}": ctx.param(op, f"W{g}") for g in "zifo"}, tuple(ctx.out.shape),
                            out=ctx.out, allow_tf32=ctx.tf32, launch=False, **pinned(lstm_grad_x, ctx))
-        return _grows(ctx, gates, call)
+        return grows_with_steps(ctx, gates, call)
     from .elementwise import elementwise_chain
     src = gates[0, :, _BLOCK["dc_prev" if a["wrt"] == "c0" else "dh_prev"]]
     pin = {k: v for k, v in ctx.pin.items() if k in ("block", "num_warps")}
@@ -101,8 +82,8 @@ def lower_lstm_grad_data(ctx, members) -> KernelSpec:
 def lower_lstm_grad_param(ctx, members) -> KernelSpec:
     """W*: dA^T x and R*: dA^T h[t-1] (netc's gemm on transposed views, K = T * B); b*: the column
     sums of dA; p*: of dA times c[t-1] (c[t] for po)."""
-    op = _single(members)
-    role = _attrs(op)["role"]
+    op = single_member(members)
+    role = op_attrs(op)["role"]
     gates = ctx.value(op.operands[0])
     t, b, _, h = gates.shape
     da = gates[:, :, _BLOCK[role[1]]]
@@ -129,7 +110,7 @@ def _gru_specs(ctx, x, calls) -> list:
     """A GRU's input GEMM (rows: T * B) and recurrence kernels (over B): for a sequence the GEMM grows
     with T when T is the batch; for one step x [B, X] both grow with B when B is the batch."""
     if x.dim() >= 3:
-        return [_grows(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
+        return [grows_with_steps(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
     if x.shape[0] == ctx.batch:
         return [KernelSpec(c, 1, "BLOCK_M") for c in calls]
     return [KernelSpec(c, 1, FIXED_GRID) for c in calls]
@@ -142,8 +123,8 @@ def _gru_dims(x, h):
 def lower_gru(ctx, members) -> list:
     """The input GEMM over all T * B rows and three gates, then the recurrence (kernels/gru.py gru)."""
     from .gru import gru, gru_workspace
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     h0 = ctx.value(op.operands[1]) if len(op.operands) == 2 else None
     ws = ctx.workspace(gru_workspace(*_gru_dims(x, a["dim_hidden"])))
@@ -155,8 +136,8 @@ def lower_gru(ctx, members) -> list:
 def lower_gru_grad_gates(ctx, members) -> list:
     """The input GEMM, the forward recomputed into the result's blocks, the recurrence backwards."""
     from .gru import gru_grad_gates, gru_workspace
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     h0 = ctx.value(op.operands[1]) if len(op.operands) == 3 else None
     ws = ctx.workspace(gru_workspace(*_gru_dims(x, a["dim_hidden"]), forward=False))
@@ -177,15 +158,15 @@ def gru_single_step_gradient(op) -> str | None:
 
 def lower_gru_grad_data(ctx, members) -> KernelSpec:
     """dx: one GEMM over all T * B rows (the three gates' blocks its K); dh0: a copy of step 0's block."""
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     gates = ctx.value(op.operands[0])
     if a["wrt"] == "x":
         from .lstm import gates_grad_x
         roles = [f"{g}_hx" for g in "zrc"]
         call = gates_grad_x(gates, {r: ctx.param(op, r) for r in roles}, roles, tuple(ctx.out.shape), out=ctx.out,
                             allow_tf32=ctx.tf32, launch=False, **pinned(gates_grad_x, ctx))
-        return _grows(ctx, gates, call)
+        return grows_with_steps(ctx, gates, call)
     from .elementwise import elementwise_chain
     pin = {k: v for k, v in ctx.pin.items() if k in ("block", "num_warps")}
     return KernelSpec(elementwise_chain(gates[0, :, _GRU_BLOCK["dh_prev"]], [], out=ctx.out, launch=False, **pin), 1,
@@ -195,8 +176,8 @@ def lower_gru_grad_data(ctx, members) -> KernelSpec:
 def lower_gru_grad_param(ctx, members) -> KernelSpec:
     """*_hx: dA^T x; z_hh, r_hh: dA^T h[t-1]; c_hh: uc^T hc (netc's gemm on transposed views, K = T * B);
     *_b: the column sums of dA."""
-    op = _single(members)
-    g, kind = _attrs(op)["role"].split("_")
+    op = single_member(members)
+    g, kind = op_attrs(op)["role"].split("_")
     gates = ctx.value(op.operands[0])
     t, b, _, h = gates.shape
     da = gates[:, :, _GRU_BLOCK["uc" if (g, kind) == ("c", "hh") else g]]
@@ -226,32 +207,23 @@ RECURRENT_LOWERINGS = {
 
 # --------------------------------------------------------------------------- interpreter tiles
 
-def _p2(n: int, lo: int, hi: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return max(lo, min(hi, p))
-
-
-def _args(call) -> dict:
-    return dict(zip(call.kernel.arg_names, call.args))
-
-
 def _tiles_input(call):
     """The input GEMM's tiles, which the group's recurrence shares (its BLOCK_M rows of the batch)."""
-    a = _args(call)
-    return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["H"], 16, 256), block_k=_p2(max(a["X"], a["H"]), 16, 256))
+    a = call_args(call)
+    return dict(block_m=pow2_between(a["M"], 16, 256), block_n=pow2_between(a["H"], 16, 256),
+                block_k=pow2_between(max(a["X"], a["H"]), 16, 256))
 
 
 def _tiles_grad_x(call):
-    a = _args(call)
-    return dict(block_m=_p2(a["M"], 16, 256), block_n=_p2(a["X"], 16, 256), block_k=_p2(a["H"], 16, 256))
+    a = call_args(call)
+    return dict(block_m=pow2_between(a["M"], 16, 256), block_n=pow2_between(a["X"], 16, 256),
+                block_k=pow2_between(a["H"], 16, 256))
 
 
 def _tiles_column_sums(call):
-    a = _args(call)
-    bn = _p2(a["N"], 1, 1024)
-    return dict(block_n=bn, block_m=_p2(a["M"], 1, max(1, 2 ** 16 // bn)))
+    a = call_args(call)
+    bn = pow2_between(a["N"], 1, 1024)
+    return dict(block_n=bn, block_m=pow2_between(a["M"], 1, max(1, 2 ** 16 // bn)))
 
 
 # kernel name -> the large tiles of the interpreter's block policy (kernels/lowering.py INTERPRETER_TILES)

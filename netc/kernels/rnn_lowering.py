@@ -15,29 +15,10 @@ the data and parameter gradients read, so nothing is kept from the forward.
 """
 from __future__ import annotations
 
-from .spec import FIXED_GRID, KernelSpec, pinned
+from .spec import FIXED_GRID, KernelSpec, grows_with_steps, op_attrs, pinned, single_member
 
 # the steps gradient's blocks (netc.ops.rnn.BLOCKS; repeated here so that reading the table imports no op)
 _DH_PREV = 1
-
-
-def _attrs(op) -> dict:
-    from ..ops import lookup
-    return lookup(op.name).attrs_of(op)
-
-
-def _single(members):
-    if len(members) != 1:
-        raise AssertionError(f"group of {members[0].name} has {len(members)} members")
-    return members[0]
-
-
-def _grows(ctx, seq, call) -> KernelSpec:
-    """The spec of a kernel over the T * B rows of sequence `seq`: its grid grows with T (B rows per
-    step) when T is the program's batch, else it is fixed."""
-    if seq.shape[0] == ctx.batch:
-        return KernelSpec(call, seq.shape[1], "BLOCK_M")
-    return KernelSpec(call, 1, FIXED_GRID)
 
 
 def _params(ctx, op) -> dict:
@@ -49,39 +30,39 @@ def _params(ctx, op) -> dict:
 def lower_rnn(ctx, members) -> list:
     """The input GEMM over all T * B rows, then the recurrence (kernels/rnn.py rnn_forward)."""
     from .rnn import rnn_forward, rnn_workspace
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     h0 = ctx.value(op.operands[1]) if len(op.operands) == 2 else None
     ws = ctx.workspace(rnn_workspace(x.shape[0], x.shape[1], a["size"]))
     first, second = rnn_forward(x, h0, _params(ctx, op), a["activation"], out=ctx.out, workspace=ws,
                                 allow_tf32=ctx.tf32, launch=False, **pinned(rnn_forward, ctx))
-    return [_grows(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
+    return [grows_with_steps(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
 
 
 def lower_rnn_grad_steps(ctx, members) -> list:
     """The input GEMM, the forward recomputed into the result's blocks, the recurrence backwards."""
     from .rnn import rnn_backward_steps, rnn_workspace
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     x = ctx.value(op.operands[0])
     h0 = ctx.value(op.operands[1]) if len(op.operands) == 3 else None
     ws = ctx.workspace(rnn_workspace(x.shape[0], x.shape[1], a["size"]))
     calls = rnn_backward_steps(x, h0, ctx.value(op.operands[-1]), _params(ctx, op), a["activation"], out=ctx.out,
                                workspace=ws, allow_tf32=ctx.tf32, launch=False, **pinned(rnn_backward_steps, ctx))
-    return [_grows(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
+    return [grows_with_steps(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
 
 
 def lower_rnn_grad_data(ctx, members) -> KernelSpec:
     """dx: one GEMM over all T * B rows; dh0: a copy of the block step 0 sends back (constant-sized:
     a fixed grid)."""
-    op = _single(members)
+    op = single_member(members)
     steps = ctx.value(op.operands[0])
-    if _attrs(op)["wrt"] == "x":
+    if op_attrs(op)["wrt"] == "x":
         from .rnn import rnn_grad_x
         call = rnn_grad_x(steps, ctx.param(op, "W"), tuple(ctx.out.shape), out=ctx.out, allow_tf32=ctx.tf32,
                           launch=False, **pinned(rnn_grad_x, ctx))
-        return _grows(ctx, steps, call)
+        return grows_with_steps(ctx, steps, call)
     from .elementwise import elementwise_chain
     pin = {k: v for k, v in ctx.pin.items() if k in ("block", "num_warps")}
     return KernelSpec(elementwise_chain(steps[0, :, _DH_PREV], [], out=ctx.out, launch=False, **pin), 1, FIXED_GRID)
@@ -91,9 +72,9 @@ def lower_rnn_grad_param(ctx, members) -> KernelSpec:
     """W: dHa^T x, R: dHa^T h[t-1] (netc's gemm on transposed views, K = T * B); bias: the column sums
     of dHa. Fixed grids: the results are parameter-sized."""
     from .rnn import rnn_grad_param
-    op = _single(members)
+    op = single_member(members)
     x = ctx.value(op.operands[1]) if len(op.operands) == 2 else None
-    call = rnn_grad_param(ctx.value(op.operands[0]), _attrs(op)["role"], x, out=ctx.out, allow_tf32=ctx.tf32,
+    call = rnn_grad_param(ctx.value(op.operands[0]), op_attrs(op)["role"], x, out=ctx.out, allow_tf32=ctx.tf32,
                           launch=False, **pinned(rnn_grad_param, ctx))
     return KernelSpec(call, 1, FIXED_GRID)
 

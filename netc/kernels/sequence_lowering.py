@@ -15,18 +15,7 @@ the one-hot encoding's grid grows with its ids. A pool's result [B, ...] is per 
 """
 from __future__ import annotations
 
-from .spec import FIXED_GRID, KernelSpec, pinned, row_factor
-
-
-def _attrs(op) -> dict:
-    from ..ops import lookup
-    return lookup(op.name).attrs_of(op)
-
-
-def _single(members):
-    if len(members) != 1:
-        raise AssertionError(f"group of {members[0].name} has {len(members)} members")
-    return members[0]
+from .spec import FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between, row_factor, single_member
 
 
 def _per_step(op) -> bool:
@@ -54,8 +43,8 @@ def _over_b(ctx, x, call) -> KernelSpec:
 def lower_one_hot(ctx, members) -> KernelSpec:
     """A fill of the rows: on_value at each id, 0 elsewhere; a grid over the ids."""
     from .sequence import one_hot
-    op = _single(members)
-    a = _attrs(op)
+    op = single_member(members)
+    a = op_attrs(op)
     ids = ctx.value(op.operands[0])
     call = one_hot(ids, int(a["depth"]), float(a["on_value"]), out=ctx.out, launch=False, **pinned(one_hot, ctx))
     return KernelSpec(call, max(1, ids.numel() // ctx.batch), "BLOCK_M")
@@ -63,20 +52,20 @@ def lower_one_hot(ctx, members) -> KernelSpec:
 
 def lower_seq_pool(ctx, members) -> KernelSpec:
     from .sequence import seq_pool
-    op = _single(members)
+    op = single_member(members)
     x = ctx.value(op.operands[0])
     n = ctx.value(op.operands[1]) if len(op.operands) > 1 else None
-    call = seq_pool(x, n, _attrs(op)["mode"], out=ctx.out, launch=False, **pinned(seq_pool, ctx))
+    call = seq_pool(x, n, op_attrs(op)["mode"], out=ctx.out, launch=False, **pinned(seq_pool, ctx))
     return _over_b(ctx, x, call)
 
 
 def lower_seq_pool_grad(ctx, members) -> KernelSpec:
     """dx [T, B, ...]: every step written (padding zeros) by programs over the samples."""
     from .sequence import seq_pool_grad
-    op = _single(members)
+    op = single_member(members)
     x = ctx.value(op.operands[0])
     n = ctx.value(op.operands[1]) if len(op.operands) == 3 else None
-    call = seq_pool_grad(x, n, ctx.value(op.operands[-1]), _attrs(op)["mode"], out=ctx.out, launch=False,
+    call = seq_pool_grad(x, n, ctx.value(op.operands[-1]), op_attrs(op)["mode"], out=ctx.out, launch=False,
                          **pinned(seq_pool_grad, ctx))
     return _over_b(ctx, x, call)
 
@@ -86,7 +75,7 @@ def lower_seq_pool_grad(ctx, members) -> KernelSpec:
 def _loss(fn_name):
     def lower(ctx, members) -> KernelSpec:
         from . import loss
-        op = _single(members)
+        op = single_member(members)
         x, y = ctx.value(op.operands[0]), ctx.value(op.operands[1])
         n = ctx.value(op.operands[2]) if len(op.operands) > 2 else None
         if n is None and _per_step(op):
@@ -106,7 +95,7 @@ def _grad_operands(ctx, op) -> tuple:
 def lower_softmax_loss_grad(ctx, members) -> KernelSpec:
     """One program per row: the T*B steps of a per-step or masked loss, the samples of the per-sample one."""
     from .loss_grad import softmax_loss_grad
-    op = _single(members)
+    op = single_member(members)
     x, y, n, seed = _grad_operands(ctx, op)
     out = ctx.out
     rows = row_factor(x, ctx)       # per sample: 1, or B for [T*B, C] rows (a rolled net's steps flattened)
@@ -122,9 +111,9 @@ def lower_softmax_loss_grad(ctx, members) -> KernelSpec:
 
 def lower_euclidean_loss_grad(ctx, members) -> KernelSpec:
     from .loss_grad import euclidean_loss_grad
-    op = _single(members)
+    op = single_member(members)
     x, y, n, seed = _grad_operands(ctx, op)
-    call = euclidean_loss_grad(x, y, seed, int(_attrs(op)["wrt"]), n, out=ctx.out, out_dtype=ctx.out.dtype,
+    call = euclidean_loss_grad(x, y, seed, int(op_attrs(op)["wrt"]), n, out=ctx.out, out_dtype=ctx.out.dtype,
                                launch=False, **pinned(euclidean_loss_grad, ctx))
     return KernelSpec(call, max(1, ctx.out.numel() // ctx.batch), "BLOCK")
 
@@ -142,27 +131,16 @@ SEQUENCE_LOWERINGS = {
 
 # --------------------------------------------------------------------------- interpreter tiles
 
-def _p2(n: int, lo: int, hi: int) -> int:
-    p = 1
-    while p < n:
-        p *= 2
-    return max(lo, min(hi, p))
-
-
-def _args(call) -> dict:
-    return dict(zip(call.kernel.arg_names, call.args))
-
-
 def _tiles_one_hot(call):
-    a = _args(call)
-    bn = _p2(a["V"], 1, 1024)
-    return dict(block_n=bn, block_m=_p2(a["M"], 1, max(1, 2 ** 16 // bn)))
+    a = call_args(call)
+    bn = pow2_between(a["V"], 1, 1024)
+    return dict(block_n=bn, block_m=pow2_between(a["M"], 1, max(1, 2 ** 16 // bn)))
 
 
 def _tiles_over_b(call):
-    a = _args(call)
-    bn = _p2(a["F"], 1, 1024)
-    return dict(block_n=bn, block_m=_p2(a["B"], 1, max(1, 2 ** 16 // bn)))
+    a = call_args(call)
+    bn = pow2_between(a["F"], 1, 1024)
+    return dict(block_n=bn, block_m=pow2_between(a["B"], 1, max(1, 2 ** 16 // bn)))
 
 
 SEQUENCE_TILES = {"one_hot_kernel": _tiles_one_hot, "seq_pool_kernel": _tiles_over_b,

@@ -1,6 +1,8 @@
-"""What a lowering-table entry returns (KernelSpec, FIXED_GRID) and the pin it passes to its
-launcher (pinned): the table's vocabulary, in a module of its own so that entries kept beside their
-kernels (kernels/recurrent_lowering.py) share it with kernels/lowering.py, which re-exports it."""
+"""What a lowering-table entry returns (KernelSpec, FIXED_GRID), the pin it passes to its launcher
+(pinned) and the helpers every entry uses (op_attrs, single_member, grows_with_steps, and the interpreter
+tiles' call_args, pow2_between): the table's vocabulary, in a module of its own so that entries kept
+beside their kernels (kernels/recurrent_lowering.py, rnn_lowering.py, sequence_lowering.py) share it
+with kernels/lowering.py, which re-exports it."""
 from __future__ import annotations
 
 from typing import NamedTuple
@@ -31,3 +33,37 @@ def row_factor(t, ctx) -> int:
     batch (memory/graph.py), else 1."""
     n = t.shape[0] if t.dim() else 0
     return n // ctx.batch if ctx.batch and n > ctx.batch and n % ctx.batch == 0 else 1
+
+
+def op_attrs(op) -> dict:
+    """An IR op's attributes with its OpDef's defaults."""
+    from ..ops import lookup
+    return lookup(op.name).attrs_of(op)
+
+
+def single_member(members):
+    """The one op of a group whose entry takes no fused members."""
+    if len(members) != 1:
+        raise AssertionError(f"group of {members[0].name} has {len(members)} members")
+    return members[0]
+
+
+def grows_with_steps(ctx, seq, call) -> KernelSpec:
+    """The spec of a kernel over the T * B rows of sequence `seq`: its grid grows with T (B rows per
+    step) when T is the program's batch, else it is fixed."""
+    if seq.shape[0] == ctx.batch:
+        return KernelSpec(call, seq.shape[1], "BLOCK_M")
+    return KernelSpec(call, 1, FIXED_GRID)
+
+
+def pow2_between(n: int, lo: int, hi: int) -> int:
+    """The smallest power of two >= n, clamped to [lo, hi] (an interpreter tile)."""
+    p = 1
+    while p < n:
+        p *= 2
+    return max(lo, min(hi, p))
+
+
+def call_args(call) -> dict:
+    """A KernelCall's runtime arguments by name."""
+    return dict(zip(call.kernel.arg_names, call.args))
