@@ -8,10 +8,7 @@ fallback and its warning otherwise), and the targets: the interpreter target aga
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -28,6 +25,7 @@ from netc import pipelines
 from netc.pipelines import Options, Training
 from netc.runtime.reference import random_input, run_reference
 from netc.runtime.train import Dataset, ReferenceTrainer, check_grads
+from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -247,13 +245,7 @@ def test_a_shared_table_is_updated_densely():
 
 # -- the targets -----------------------------------------------------------------------------------------
 
-def _netc(*args, interp=False):
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if interp:
-        env["TRITON_INTERPRET"] = "1"
-    return subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=900)
+_netc = netc_process   # (tests/cli_process.py)
 
 
 @pytest.mark.parametrize("sparse", [None, True], ids=["dense", "sparse"])

@@ -15,10 +15,7 @@
 """
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -32,6 +29,7 @@ from netc.ops import ShapeError, lookup
 from netc.ops.recurrent import BLOCKS, ROLES, gru_states
 from netc import pipelines
 from netc.pipelines import Options, Training
+from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 GRU = lookup("netc.gru")
@@ -307,13 +305,7 @@ def test_the_gradient_ops_in_a_training_program():
     assert roles == set(ROLES)
 
 
-def _netc(*args, interp=False):
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if interp:
-        env["TRITON_INTERPRET"] = "1"
-    return subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=900)
+_netc = netc_process   # (tests/cli_process.py)
 
 
 @pytest.mark.parametrize("src,first", [(NET, True), (NET_NO_STATE, False)], ids=["state", "no_state"])

@@ -13,10 +13,7 @@
 """
 from __future__ import annotations
 
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +27,7 @@ from netc.ops import ShapeError, lookup
 from netc.ops.lstm import BLOCKS, ROLES, lstm_states
 from netc import pipelines
 from netc.pipelines import Options, Training
+from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 LSTM = lookup("netc.lstm")
@@ -242,13 +240,7 @@ def test_the_gradient_ops_in_a_training_program():
     assert {"netc.lstm_grad_gates", "netc.lstm_grad_param"} <= names
 
 
-def _netc(*args, interp=False):
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if interp:
-        env["TRITON_INTERPRET"] = "1"
-    return subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=900)
+_netc = netc_process   # (tests/cli_process.py)
 
 
 # the initial state declared first, T == B (3): the state is neither the batch's vote nor batch-sized

@@ -31,6 +31,7 @@ from netc.diagnostics import NetcError
 from netc.frontend import load_text
 from netc.ops import ShapeError, lookup
 from netc.pipelines import Options, Training
+from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
 
 ROOT = Path(__file__).resolve().parents[1]
 REC, CLK = lookup("netc.recurrent"), lookup("netc.clockwork")
@@ -283,9 +284,7 @@ def test_the_gradient_ops_in_a_training_program(kind):
 
 
 def _netc(*args):
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    return subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                          env=env, timeout=900)
+    return netc_process(*args, interp=True)   # (tests/cli_process.py)
 
 
 # a Clockwork over a Recurrent: the Recurrent's output needs its gradient (rnn_grad_data's dx kernel)

@@ -27,6 +27,7 @@ from netc import pipelines  # noqa: E402
 from netc.frontend import load, load_text  # noqa: E402
 from netc.diagnostics import DiagnosticEngine  # noqa: E402
 from netc.pipelines import Options, Training  # noqa: E402
+from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQUENCES = os.path.join(ROOT, "examples", "sequences.nd")
@@ -59,12 +60,7 @@ EVERY_FORM = """network tb {
 def _run(*args, interp=True) -> str:
     """netc in a subprocess (TRITON_INTERPRET is read when the kernels are first imported: set for the
     interpreter target, unset to build cubins)."""
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    if interp:
-        env["TRITON_INTERPRET"] = "1"
-    r = subprocess.run([sys.executable, "-m", "netc", *map(str, args)], capture_output=True, text=True, cwd=ROOT,
-                       env=env, timeout=900)
+    r = netc_process(*args, interp=interp)
     assert r.returncode == 0, r.stderr + r.stdout
     return r.stdout + r.stderr
 

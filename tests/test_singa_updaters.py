@@ -138,18 +138,14 @@ def test_singas_adadelta_is_torchs():
 def test_new_updaters_compile_to_a_training_library(tmp_path):
     """kAdaDelta and kAdamMax lower to the multi-tensor update kernel: `netc compile --target cuda
     --train` builds the library (cubins, no GPU needed)."""
-    import os
-    import subprocess
-    import sys
+    from cli_process import netc_process
     pytest.importorskip("triton.backends.nvidia.compiler")
     # in a process of its own: this xdist worker may have imported the kernels for the interpreter (a test
     # module setting TRITON_INTERPRET=1 at collection), and the interpreter's kernels do not compile
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     for updater in ("kAdaDelta", "kAdamMax"):
         conf = tmp_path / f"{updater}.conf"
         conf.write_text(job(updater, UPDATERS[updater][0], batch=4))
-        r = subprocess.run([sys.executable, "-m", "netc", "compile", str(conf), "--target", "cuda", "--train", "-o",
-                            str(tmp_path / f"{updater}.so")], env=env, capture_output=True, text=True, timeout=600)
+        r = netc_process("compile", conf, "--target", "cuda", "--train", "-o", tmp_path / f"{updater}.so")
         assert r.returncode == 0, r.stderr
 
 
