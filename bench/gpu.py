@@ -452,10 +452,52 @@ def main(argv=None) -> int:
     peaks = next((v for k, v in PEAKS.items() if k in gpu), None)
     measured = {p: measured_matmul_peak(PRECISIONS[p][1], PRECISIONS[p][2]) for p in precisions}
     results = []
+    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
+    kind = "gpu-train" if a.train else "gpu"
+    path = a.out or os.path.join(ROOT, "bench", "results", f"{kind}-{slug}-{datetime.datetime.now():%Y%m%d-%H%M}.json")
+
+    def save():
+        # after every network: a run cut off by its time limit keeps what it measured
+        doc = dict(date=results_file.now(),
+                   machine=results_file.machine(gpu=gpu, capability=f"sm_{major}{minor}",
+                                                gpu_memory_gib=round(torch.cuda.get_device_properties(0).total_memory
+                                                                     / 2 ** 30, 1)),
+                   versions=dict(netc=__version__, torch=torch.__version__, triton=triton.__version__,
+                                 cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version()),
+                   settings=dict(iters=a.iters, warmup=a.warmup, seed=a.seed, precisions=precisions, arch=arch,
+                                 train=a.train, optimizer=a.optimizer if a.train else None, lr=a.lr if a.train else None,
+                                 compile_mode=None if a.no_torch_compile else a.compile_mode, tuning=a.tuning,
+                                 cudnn_benchmark=True),
+                   peaks_flops=dict(datasheet=peaks, measured_matmul_8192=measured),
+                   note=("median of CUDA-event times per training step (forward, backward, update; inputs on the GPU; "
+                         "netc does not wait for its loss); eager = netc.runtime.eager.EagerTrainer (autograd, torch.optim), "
+                         "torch_compile = its forward and loss compiled; netc_over_X = netc's median / X's; tflops = "
+                         "Paleo's forward + backward FLOPs / median time; memory: netc = training arena + inputs, "
+                         "eager/torch_compile = peak allocated over a step plus parameters and optimizer state; agree = "
+                         "after one step from the same parameters: loss and parameters, max |diff| / max |eager|")
+                        if a.train else
+                        "median of CUDA-event times per forward (inputs already on the GPU, outputs allocated by "
+                        "each call); netc_graph: the .so's forward captured in a CUDA graph; eager = "
+                        "netc.runtime.eager (the IR as functional torch, channels_last) in the precision's dtype; "
+                        "netc_over_X = netc's best (plain or graph) median / X's median (below 1: netc is faster); "
+                        "tflops = Paleo's forward FLOPs / median time; memory: netc = arena + inputs + outputs, "
+                        "eager/torch_compile = peak allocated over a forward, parameters and inputs included; "
+                        "agree = max |diff| / max |eager output|",
+                   results=results)
+        results_file.write(path, doc, ROOT)
+
     for precision in precisions:
         for name in a.nets:
+            try:
+                row = bench_train(name, a, arch) if a.train else bench_one(name, precision, a, arch)
+            except Exception as e:      # one network's failure leaves the others' figures
+                import traceback
+                traceback.print_exc()
+                print(f"{name} {precision}: FAILED: {type(e).__name__}: {e}", flush=True)
+                results.append(dict(network=name, precision=precision, error=f"{type(e).__name__}: {e}"))
+                save()
+                continue
             if a.train:
-                row = bench_train(name, a, arch)
                 tc = row.get("torch_compile")
                 print(f"{name} train step (batch {row['batch']}, {a.optimizer}): netc {row['netc']['median_ms']:.3f} ms"
                       f", eager {row['eager']['median_ms']:.3f}"
@@ -469,8 +511,8 @@ def main(argv=None) -> int:
                         if "tflops" in row.get(k, {}):
                             row[k]["of_peak"] = round(row[k]["tflops"] * 1e12 / peaks["f32"], 4)
                 results.append(row)
+                save()
                 continue
-            row = bench_one(name, precision, a, arch)
             if peaks:
                 for k in ("netc", "netc_graph", "eager", "torch_compile"):
                     if "tflops" in row.get(k, {}):
@@ -479,6 +521,7 @@ def main(argv=None) -> int:
                 if conv and conv.get("tflops"):
                     conv["of_peak"] = round(conv["tflops"] * 1e12 / peaks[precision], 4)
             results.append(row)
+            save()
             tc = row.get("torch_compile")
             gr = row.get("netc_graph", {})
             conv = (row.get("profile") or {}).get("conv2d") or {}
@@ -491,36 +534,6 @@ def main(argv=None) -> int:
                   + (f"; convs {conv['tflops']} TFLOP/s" if conv.get("tflops") else "")
                   + f"; memory netc/eager {row['memory']['netc_over_eager']:.2f}"
                   + f"; agree {max(row['agree'].values()):.1e}", flush=True)
-    doc = dict(date=results_file.now(),
-               machine=results_file.machine(gpu=gpu, capability=f"sm_{major}{minor}",
-                                            gpu_memory_gib=round(torch.cuda.get_device_properties(0).total_memory
-                                                                 / 2 ** 30, 1)),
-               versions=dict(netc=__version__, torch=torch.__version__, triton=triton.__version__,
-                             cuda=torch.version.cuda, cudnn=torch.backends.cudnn.version()),
-               settings=dict(iters=a.iters, warmup=a.warmup, seed=a.seed, precisions=precisions, arch=arch,
-                             train=a.train, optimizer=a.optimizer if a.train else None, lr=a.lr if a.train else None,
-                             compile_mode=None if a.no_torch_compile else a.compile_mode, tuning=a.tuning,
-                             cudnn_benchmark=True),
-               peaks_flops=dict(datasheet=peaks, measured_matmul_8192=measured),
-               note=("median of CUDA-event times per training step (forward, backward, update; inputs on the GPU; "
-                     "netc does not wait for its loss); eager = netc.runtime.eager.EagerTrainer (autograd, torch.optim), "
-                     "torch_compile = its forward and loss compiled; netc_over_X = netc's median / X's; tflops = "
-                     "Paleo's forward + backward FLOPs / median time; memory: netc = training arena + inputs, "
-                     "eager/torch_compile = peak allocated over a step plus parameters and optimizer state; agree = "
-                     "after one step from the same parameters: loss and parameters, max |diff| / max |eager|")
-                    if a.train else
-                    "median of CUDA-event times per forward (inputs already on the GPU, outputs allocated by "
-                    "each call); netc_graph: the .so's forward captured in a CUDA graph; eager = "
-                    "netc.runtime.eager (the IR as functional torch, channels_last) in the precision's dtype; "
-                    "netc_over_X = netc's best (plain or graph) median / X's median (below 1: netc is faster); "
-                    "tflops = Paleo's forward FLOPs / median time; memory: netc = arena + inputs + outputs, "
-                    "eager/torch_compile = peak allocated over a forward, parameters and inputs included; "
-                    "agree = max |diff| / max |eager output|",
-               results=results)
-    slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
-    kind = "gpu-train" if a.train else "gpu"
-    path = a.out or os.path.join(ROOT, "bench", "results", f"{kind}-{slug}-{datetime.datetime.now():%Y%m%d-%H%M}.json")
-    results_file.write(path, doc, ROOT)
     return 0
 
 

@@ -39,7 +39,8 @@ def cache_key(call, arch: int) -> str:
     from ..kernels.aot import signature_of
     doc = dict(src=call.kernel.cache_key, fn=call.kernel.__name__, sig=signature_of(call),
                constexprs={k: list(v) if isinstance(v, tuple) else v for k, v in sorted(call.constexprs.items())},
-               options=dict(sorted(compile_options(call).items())), arch=arch, triton=triton.__version__)
+               options=dict(sorted(compile_options(call).items())), arch=arch, triton=triton.__version__,
+               aligned=sorted(set(call.aligned)))
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -79,7 +80,7 @@ def compile_cached(call, arch: int) -> Cubin:
         return hit
     from ..kernels.aot import compile_call
     from ..kernels.common import KernelCall
-    c2 = KernelCall(call.kernel, call.grid, call.args, call.constexprs, compile_options(call))
+    c2 = KernelCall(call.kernel, call.grid, call.args, call.constexprs, compile_options(call), aligned=call.aligned)
     k = compile_call(c2, arch)
     if k.global_scratch_size:
         raise RuntimeError(f"{k.name} needs {k.global_scratch_size} bytes of global scratch; the launcher "

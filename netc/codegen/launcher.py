@@ -776,6 +776,12 @@ def generate_c(*, arch: int, batch: int, const_bytes: int, batch_bytes: int, par
     if arena_bytes is None:
         arena_bytes = const_bytes + batch_bytes * batch
     fc, fb = fwd_regions if fwd_regions is not None else (0, const_bytes)
+    ws = arena_bytes if workspace_offset is None else workspace_offset
+    for what, off in (("constant", const_bytes), ("forward constant", fc), ("forward batch", fb),
+                      ("forward data", data[0]), ("training data", data[1]), ("workspace", ws)):
+        if off % 16:
+            # the kernels are compiled taking 16-byte-aligned addresses as such (lower.multiple_of_16)
+            raise AssertionError(f"the {what} region starts at byte {off} of the arena, not a multiple of 16")
     seg = segments or {}
     seg_train = bool(seg.get("train"))
     if seg_train and train is None:

@@ -32,6 +32,7 @@ reused, and lower_network splits the group there.
 """
 from __future__ import annotations
 
+import dataclasses
 
 import torch
 
@@ -417,11 +418,21 @@ def _launch(name, members, step, c0, c1, ps, blk, p0, p1, B) -> Launch:
         if cd(ps * b, q) * r != c.grid[0] or tuple(c.grid[1:]) != tuple(c0.grid[1:]):
             raise AssertionError(f"{name}: grid {c.grid} at batch {b} is not cdiv({ps}*b, {q})*{r}")
     grid = ((ps, q, r),) + tuple(c0.grid[1:]) + (1,) * (3 - len(c0.grid))
+    c0 = dataclasses.replace(c0, aligned=tuple(i for i, a in enumerate(args) if multiple_of_16(a)))
     key = (c0.kernel.__module__, c0.kernel.__name__, tuple((n, a.kind if a.kind != "ptr" else
                                                              _ptr_type(v)) for n, a, v in
                                                             zip(c0.kernel.arg_names, args, c0.args)),
-           tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())))
+           tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())),
+           c0.aligned)
     return Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
+
+
+def multiple_of_16(a: Arg) -> bool:
+    """Whether a lowered argument is a multiple of 16 at every batch b (coeff * b + const): an integer,
+    or a pointer's byte address, every region's base being 16-byte aligned (launcher.generate_c checks
+    the offsets; the arena itself comes from cuMemAlloc). Such arguments are compiled with Triton's
+    divisibility hint (KernelCall.aligned), as its JIT would from the values."""
+    return a.kind in ("ptr", "i32", "i64") and a.coeff % 16 == 0 and a.const % 16 == 0
 
 
 def large_tiles(call) -> dict:

@@ -3,13 +3,15 @@
 Triton's compiler runs on the CPU and ships ptxas inside its wheel (triton/backends/nvidia/bin), so
 
     src = triton.compiler.ASTSource(fn=kernel, signature={name: "*fp32" | "i32" | "fp32" | "constexpr", ...},
-                                    constexprs={name: value, ...})
+                                    constexprs={name: value, ...}, attrs={(i,): [["tt.divisibility", 16]], ...})
     k = triton.compile(src, target=GPUTarget("cuda", 90, 32), options={"num_warps": 8, "num_stages": 3})
     k.asm["cubin"], k.asm["ptx"], k.metadata.name, k.metadata.shared, ...
 
 works unchanged in triton 3.6 and 3.9 (GPUTarget(backend, arch, warp_size): the third field is the
 warp size, 32 on NVIDIA). The signature lists every parameter of the kernel, constexprs included
-(typed "constexpr"); constexprs are keyed by name.
+(typed "constexpr"); constexprs are keyed by name. attrs mark the arguments known to be multiples of 16
+(KernelCall.aligned): without them Triton assumes nothing, and every load is a scalar, synchronous
+one (no 16-byte vectors, no cp.async pipelining: a Hopper convolution ran at ~50 TFLOP/s so).
 
 The cubin's entry point takes the non-constexpr parameters in order, then two pointers Triton
 appends itself (global scratch and profile scratch; both may be NULL when the metadata's
@@ -77,6 +79,29 @@ def signature_of(call: KernelCall) -> dict:
     return sig
 
 
+def divisibility_attrs(call: KernelCall) -> dict:
+    """Triton's argument attributes for call.aligned: {(position,): [["tt.divisibility", 16]]}, the
+    form its JIT passes for an argument it found divisible by 16 (triton 3.6 and 3.9 alike)."""
+    n = len(call.args)
+    for i in call.aligned:
+        if not 0 <= i < n or isinstance(call.args[i], (bool, float)):
+            raise ValueError(f"{call.kernel.__name__}: argument {i} cannot be marked a multiple of 16")
+    return {(i,): [["tt.divisibility", 16]] for i in sorted(set(call.aligned))}
+
+
+def aligned_by_value(call: KernelCall) -> tuple:
+    """The positions of call.args that Triton's JIT would take as multiples of 16 from their values:
+    tensors whose address is (not meta tensors: they have none), integers (not booleans)."""
+    out = []
+    for i, v in enumerate(call.args):
+        if isinstance(v, torch.Tensor):
+            if v.device.type != "meta" and v.data_ptr() % 16 == 0:
+                out.append(i)
+        elif isinstance(v, int) and not isinstance(v, bool) and v % 16 == 0:
+            out.append(i)
+    return tuple(out)
+
+
 def compile_call(call: KernelCall, arch: int = 90) -> AotKernel:
     """Compile the specialization `call` describes for sm_<arch>; see the module docstring."""
     fn = call.kernel
@@ -84,7 +109,8 @@ def compile_call(call: KernelCall, arch: int = 90) -> AotKernel:
         raise RuntimeError(f"{getattr(fn, '__name__', fn)} is not a compilable @triton.jit function "
                            f"(is TRITON_INTERPRET=1 set in this process?)")
     sig = signature_of(call)
-    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=dict(call.constexprs))
+    src = triton.compiler.ASTSource(fn=fn, signature=sig, constexprs=dict(call.constexprs),
+                                    attrs=divisibility_attrs(call))
     k = triton.compile(src, target=GPUTarget("cuda", arch, 32), options=dict(call.options))
     ptx = k.asm["ptx"]
     entry = re.search(r"\.entry\s+[\w$]+\s*\((.*?)\)", ptx, re.S)

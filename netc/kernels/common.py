@@ -303,6 +303,11 @@ class KernelCall:
     constexprs: dict
     options: dict = field(default_factory=dict)
     out: torch.Tensor | None = None
+    # runtime arguments (positions in `args`) that are multiples of 16 wherever the call runs: integers,
+    # and pointers 16-byte aligned. Triton's JIT finds this from the values it is called with and
+    # specializes on it (tt.divisibility: wide loads, cp.async pipelining); an ahead-of-time compile
+    # (aot.compile_call) knows only what it is told here. Empty: nothing is assumed.
+    aligned: tuple = ()
 
     def launch(self):
         self.kernel[self.grid](*self.args, **self.constexprs, **self.options)

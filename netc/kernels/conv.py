@@ -3,8 +3,9 @@ K = KH*KW*C_in in the HWIO filter's own order (kh, kw, c_in), so the filter is r
 matrix in place. Input pixels outside the image (padding) are masked to zero.
 
 Two ways to walk K, picked by the FLAT_K constexpr:
-  FLAT_K=False  loop over the KH*KW taps, and over C_in in BLOCK_K steps inside each tap: channel
-                loads are contiguous and the bounds test is per tap. Best when C_in >= BLOCK_K.
+  FLAT_K=False  one loop over (tap, C_in block) pairs, C_in in BLOCK_K steps inside each of the KH*KW
+                taps: channel loads are contiguous and the bounds test is per tap. Best when
+                C_in >= BLOCK_K. (One loop, not two nested ones: Triton pipelines the innermost loop.)
   FLAT_K=True   walk the flattened K in BLOCK_K steps, decoding (kh, kw, c) per element: no lanes
                 wasted when C_in is small (the 3-channel first layer of an image network).
 
@@ -69,21 +70,24 @@ def conv2d_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr
                         mask=(kk < K)[:, None] & mask_n[None, :], other=0.0)
             acc = mma(a, b, acc, ALLOW_TF32)
     else:
-        for dh in range(KH):
+        # one loop over (tap, channel block): Triton software-pipelines a kernel's innermost loop
+        # only, and C_in is often one or a few BLOCK_K steps, so nested tap/channel loops left the
+        # loads of the next step unprefetched at every tap
+        ncb = tl.cdiv(CI, BLOCK_K)
+        for step in range(0, KH * KW * ncb):
+            tap = step // ncb
+            c = (step - tap * ncb) * BLOCK_K + offs_k
+            dh = tap // KW
+            dw = tap - dh * KW
             ih = ih0 + dh
-            ok_h = mask_m & (ih >= 0) & (ih < H)
-            for dw in range(KW):
-                iw = iw0 + dw
-                ok = ok_h & (iw >= 0) & (iw < W)
-                a_row = x_img + ih * stride_xh + iw * stride_xw
-                w_tap = w_ptr + ((dh * KW + dw) * CI).to(tl.int64) * stride_wk
-                for c0 in range(0, CI, BLOCK_K):
-                    c = c0 + offs_k
-                    ok_c = c < CI
-                    a = tl.load(a_row[:, None] + c[None, :], mask=ok[:, None] & ok_c[None, :], other=0.0)
-                    b = tl.load(w_tap + c[:, None] * stride_wk + offs_n[None, :],
-                                mask=ok_c[:, None] & mask_n[None, :], other=0.0)
-                    acc = mma(a, b, acc, ALLOW_TF32)
+            iw = iw0 + dw
+            ok = mask_m & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W)
+            ok_c = c < CI
+            a = tl.load((x_img + ih * stride_xh + iw * stride_xw)[:, None] + c[None, :],
+                        mask=ok[:, None] & ok_c[None, :], other=0.0)
+            b = tl.load(w_ptr + (tap * CI + c).to(tl.int64)[:, None] * stride_wk + offs_n[None, :],
+                        mask=ok_c[:, None] & mask_n[None, :], other=0.0)
+            acc = mma(a, b, acc, ALLOW_TF32)
 
     rows = offs_m.to(tl.int64)
     acc = epilogue(acc, rows, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,

@@ -81,29 +81,31 @@ def conv2d_grad_data_kernel(dz_ptr, w_ptr, out_ptr, y_ptr, yo_ptr,
     y_img = y_ptr + img.to(tl.int64) * stride_yn
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for th in range(0, (KH - ph + SH - 1) // SH):
+    # one loop over (tap of this phase, C_out block), as conv2d's: Triton pipelines the innermost loop
+    ntw = (KW - pw + SW - 1) // SW
+    ncb = tl.cdiv(CO, BLOCK_K)
+    for step in range(0, ((KH - ph + SH - 1) // SH) * ntw * ncb):
+        tap = step // ncb
+        co = (step - tap * ncb) * BLOCK_K + offs_k
+        th = tap // ntw
+        tw = tap - th * ntw
         kh = ph + th * SH
+        kw = pw + tw * SW
         oh = base_h + jh - th
-        ok_h = mask_m & (oh >= 0) & (oh < OH)
-        for tw in range(0, (KW - pw + SW - 1) // SW):
-            kw = pw + tw * SW
-            ow = base_w + jw - tw
-            ok = ok_h & (ow >= 0) & (ow < OW)
-            z_row = z_img + oh * stride_zh + ow * stride_zw
-            y_row = y_img + oh * stride_yh + ow * stride_yw
-            w_tap = w_ptr + ((kh * KW + kw) * CI).to(tl.int64) * stride_wk
-            for c0 in range(0, CO, BLOCK_K):
-                co = c0 + offs_k
-                ok_c = co < CO
-                m = ok[:, None] & ok_c[None, :]
-                a = tl.load(z_row[:, None] + co[None, :], mask=m, other=0.0)
-                if PROLOGUE != 0:
-                    yv = tl.load(y_row[:, None] + co[None, :], mask=m, other=0.0).to(tl.float32)
-                    a = activation_derivative(a.to(tl.float32), yv, PROLOGUE, slope).to(dz_ptr.dtype.element_ty)
-                # w^T tile: [co, ci] of the HWIO filter read as [K, C_out]
-                b = tl.load(w_tap + offs_n[None, :] * stride_wk + co[:, None],
-                            mask=ok_c[:, None] & mask_n[None, :], other=0.0)
-                acc = mma(a, b, acc, ALLOW_TF32)
+        ow = base_w + jw - tw
+        ok = mask_m & (oh >= 0) & (oh < OH) & (ow >= 0) & (ow < OW)
+        ok_c = co < CO
+        m = ok[:, None] & ok_c[None, :]
+        a = tl.load((z_img + oh * stride_zh + ow * stride_zw)[:, None] + co[None, :], mask=m, other=0.0)
+        if PROLOGUE != 0:
+            yv = tl.load((y_img + oh * stride_yh + ow * stride_yw)[:, None] + co[None, :], mask=m,
+                         other=0.0).to(tl.float32)
+            a = activation_derivative(a.to(tl.float32), yv, PROLOGUE, slope).to(dz_ptr.dtype.element_ty)
+        # w^T tile: [co, ci] of the HWIO filter read as [K, C_out]
+        w_tap = w_ptr + ((kh * KW + kw) * CI).to(tl.int64) * stride_wk
+        b = tl.load(w_tap + offs_n[None, :] * stride_wk + co[:, None],
+                    mask=ok_c[:, None] & mask_n[None, :], other=0.0)
+        acc = mma(a, b, acc, ALLOW_TF32)
 
     acc = activate(acc, ACTIVATION, out_slope)
     if EPILOGUE_GRAD != 0:
