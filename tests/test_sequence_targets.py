@@ -249,3 +249,29 @@ def test_char_rnn_library_replayed_runs_fewer_steps():
     assert tuple(got["loss"].shape) == (210, 6) and relative_error(got["loss"], want["loss"]) <= 1e-4
     short = lib.forward({k: v[:2].to(torch.int32) for k, v in ins.items()})
     assert tuple(short["loss"].shape) == (6, 6) and relative_error(short["loss"], want["loss"][:6]) <= 1e-4
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="needs a C compiler")
+def test_a_library_draws_lengths_and_per_sequence_labels_as_the_reference_does(tmp_path):
+    """examples/sequences.nd's .so: its manifest says what the integer inputs mean (lengths: steps T = 8;
+    per-sequence labels: 3 classes; per-step tags: 4), so Net.random_inputs (`netc run NET.so`, its
+    --compare) draws them as the reference executor does, whole where they have no batch axis; on the
+    first GPU run with lengths the library refused them ('random integer inputs need the network's
+    source')."""
+    pytest.importorskip("triton.backends.nvidia.compiler")
+    from netc.runtime import native as N
+    from netc.runtime.reference import random_labels, random_lengths
+    _run("compile", SEQUENCES, "-o", tmp_path / "s.so", "--target", "cuda", interp=False)
+    m = N.read_manifest(tmp_path / "s.so")
+    ins = {d["name"]: d for d in m["inputs"]}
+    assert (ins["lengths"]["steps"], ins["lengths"]["batched"]) == (8, False)
+    assert (ins["label"]["classes"], ins["label"]["batched"]) == (3, False)
+    assert ins["tags"]["classes"] == 4 and "steps" not in ins["x"]
+    net = object.__new__(N.Net)
+    net.batch, net.device, net.network = m["batch"], None, m["network"]
+    net.inputs = [N.spec_of(d) for d in m["inputs"]]
+    xs = net.random_inputs(0, 2)
+    assert torch.equal(xs["lengths"], random_lengths("lengths", (6,), 8, 0, torch.int32))
+    assert torch.equal(xs["label"], random_labels("label", (6,), 3, 0, torch.int32))
+    assert 1 <= int(xs["lengths"].min()) and int(xs["lengths"].max()) <= 8 and len(set(xs["lengths"].tolist())) > 1
+    assert tuple(xs["x"].shape) == (2, 6, 5) and tuple(xs["tags"].shape) == (2, 6)

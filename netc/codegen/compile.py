@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..diagnostics import NetcError
 from .manifest import (const_region, constexprs_of, index_bounds, io_copy, io_entry, kernel_name, label_classes,
-                       network_io, parameters_manifest, rank_io, rank_manifest, schedule_manifest, segment_manifest, segments_of,
+                       lengths_bounds, network_io, parameters_manifest, rank_io, rank_manifest, schedule_manifest, segment_manifest, segments_of,
                        training_io, training_manifest)
 from .recipes import is_comm, is_rank_program
 
@@ -152,7 +152,7 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     from . import lowering_cache
     from ..version import __version__
     from ..passes.set_dtype import precision_of
-    classes, rows = label_classes(net), index_bounds(net)
+    classes, rows, steps = label_classes(net), index_bounds(net), lengths_bounds(net)
     fwd_const_off = layout.const_shift if train is not None else 0
     fc, fb = regions.get("forward_constant", 0), regions.get("forward_batch", 0)
     data_offs, blob, ws_off = lib.data_offsets, lib.data, lib.workspace_offset
@@ -163,7 +163,8 @@ def compile_module(module, plans: dict, out_path: str, *, arch="sm_90", emit_tri
     manifest = dict(
         abi_version=ABI_VERSION, netc=__version__, triton=lowering_cache._version("triton"), target="cuda", arch=f"sm_{arch_n}",
         network=plan.network, batch=plan.batch,
-        inputs=[io_entry(plan, t, classes.get(t.name), rnames, fwd_const_off, rows.get(t.name)) for t in ins],
+        inputs=[io_entry(plan, t, classes.get(t.name), rnames, fwd_const_off, rows.get(t.name), steps.get(t.name))
+                for t in ins],
         outputs=[io_entry(plan, t, None, rnames, fwd_const_off) for t in outs],
         parameters=params, param_bytes=param_bytes,
         # the compute dtype (set-dtype's --dtype, or as declared), f32 accumulation, TF32 or not;

@@ -5,6 +5,7 @@ training and rank sections and the segments between communication ops. The inter
 from __future__ import annotations
 
 from ..diagnostics import NetcError
+from ..ops.readings import index_bound_of, label_classes_of, lengths_bound_of
 
 
 def segment_manifest(low, batch: int, program: str = "forward") -> dict:
@@ -152,14 +153,14 @@ def training_manifest(module, net, plan, ins, roles, classes, low) -> dict:
             raise NetcError(f"loss '{name}' is {t.dtype}{shape_text(t.shape)}: a training library returns f32 scalar losses")
         losses.append(dict(name=name, offset=plan.buffers[t.buffer].offset + t.offset, dtype=t.dtype))
     grads = dict(net.attrs.get("gradients") or {})
-    rows = index_bounds(net)
+    rows, steps = index_bounds(net), lengths_bounds(net)
     trained = set(grads) | {ref.name for op in net.regions[0].ops for role, ref in (op.attrs.get("params") or {}).items()
                             if role == "param" and getattr(lookup(op.name), "side_effects", False)}   # sparse updates
     decl = {p.attrs["sym_name"]: p for p in module.params()}
     used = {t.name[1:] for t in plan.tensors if t.kind == "param"}
     return dict(
         network=plan.network, batch=plan.batch,
-        inputs=[io_entry(plan, t, classes.get(t.name), rows=rows.get(t.name)) for t in ins],
+        inputs=[io_entry(plan, t, classes.get(t.name), rows=rows.get(t.name), steps=steps.get(t.name)) for t in ins],
         learning_rate=roles.get("learning_rate"), seed=roles.get("seed"), losses=losses,
         optimizer=net.attrs.get("optimizer"), gradients=grads,
         frozen=sorted(n for n in used if n in decl and "state" not in decl[n].attrs and n not in trained
@@ -233,7 +234,7 @@ def network_io(net, plan, any_class: bool = False) -> tuple[list, list]:
 
 
 def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"), const_shift: int = 0,
-             rows: int | None = None) -> dict:
+             rows: int | None = None, steps: int | None = None) -> dict:
     """The manifest's entry of a network input or output. Batch-sized ones ("batched": true) are
     [b, ...] at a call's batch b, sample s at arena_offset_per_sample * b + s * pitch +
     offset_in_sample in their region (memory/plan.py's address; `region` names it, the manifest's
@@ -242,7 +243,8 @@ def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"),
     at every batch and lives at `offset` bytes from its region's start (the constant region, like the
     parameters). `classes`: the class count of an input read as a SoftmaxLoss's labels (netc run
     NET.so draws random labels from it, as the reference executor does); `rows`: the row count of
-    the table an input's ids index (an embedding's: random ids are drawn below it)."""
+    the table an input's ids index (an embedding's: random ids are drawn below it); `steps`: the step
+    count T of the sequences an input gives the lengths of (random lengths are drawn in [1, T])."""
     from ..memory.model import BATCH
     buf = plan.buffers[t.buffer]
     d = dict(name=t.name, shape=list(t.shape), dtype=t.dtype, batched=t.cls == BATCH)
@@ -257,6 +259,8 @@ def io_entry(plan, t, classes: int | None = None, regions=("constant", "batch"),
         d["classes"] = classes
     if rows is not None:
         d["rows"] = rows
+    if steps is not None:
+        d["steps"] = steps
     return d
 
 
@@ -274,36 +278,31 @@ def io_copy(plan, t, layout=None) -> tuple:
 
 
 def label_classes(net) -> dict:
-    """{input name: C} for the inputs an op reads as class labels (the operand its lowering-table
-    entry names: a softmax loss's second): C is the class count, the features of the op's first
-    operand, the logits (the rule of runtime/reference.py's random inputs)."""
-    from ..ir.query import layer_name, network_inputs
-    from ..kernels.lowering import lowering_of
-    owner = {id(op.results[0]): layer_name(op) for op in network_inputs(net) if op.results}
-    out = {}
-    for op in net.regions[0].ops:
-        k = getattr(lowering_of(op.name), "labels", None)
-        if k is not None and len(op.operands) > k and id(op.operands[k]) in owner:
-            c = 1
-            for d in op.operands[0].type.shape[1:]:
-                c *= d
-            out[owner[id(op.operands[k])]] = c
-    return out
+    """{input name: C} for the inputs a classifier loss reads as class labels (ops/readings.py: C is
+    the loss's class count, the rule of the reference executor's random inputs)."""
+    return _input_readings(net, label_classes_of)
 
 
 def index_bounds(net) -> dict:
-    """{input name: V} for the inputs an op reads as row ids (OpDef.index_operand: an embedding's ids in
-    [0, V); the smallest V when several read one), the rule of runtime/reference.py's random inputs."""
+    """{input name: V} for the inputs an op reads as row ids (an embedding's ids in [0, V); the smallest V
+    when several read one: ops/readings.py)."""
+    return _input_readings(net, index_bound_of)
+
+
+def lengths_bounds(net) -> dict:
+    """{input name: T} for the inputs an op reads as per-sample sequence lengths (in [1, T] of its
+    time-major operand [T, B, ...]; the smallest T when several read one: ops/readings.py)."""
+    return _input_readings(net, lengths_bound_of)
+
+
+def _input_readings(net, reading) -> dict:
     from ..ir.query import layer_name, network_inputs
-    from ..ops import lookup
-    owner = {id(op.results[0]): layer_name(op) for op in network_inputs(net) if op.results}
-    out: dict = {}
-    for op in net.regions[0].ops:
-        d = lookup(op.name)
-        k = d.index_operand if d is not None else None
-        if k is not None and len(op.operands) > k and id(op.operands[k]) in owner:
-            name, v = owner[id(op.operands[k])], int(d.attrs_of(op)[d.index_bound])
-            out[name] = min(out.get(name, v), v)
+    out = {}
+    for op in network_inputs(net):
+        if op.results:
+            v = reading(net, op.results[0])
+            if v is not None:
+                out[layer_name(op)] = v
     return out
 
 

@@ -81,11 +81,14 @@ class TensorSpec:
     classes: int | None = None   # an input read as a SoftmaxLoss's labels: its class count
     rows: int | None = None      # an input read as an embedding's ids: its table's row count
     per_sample: int = 1          # rows of axis 0 a sample: B for an output [T*B, ...] (a sequence's steps flattened)
+    steps: int | None = None     # an input read as sequence lengths: the step count T (lengths in [1, T])
 
 
-def _spec(d: dict) -> TensorSpec:
+def spec_of(d: dict) -> TensorSpec:
+    """The TensorSpec of a manifest entry (an input, output or parameter)."""
     return TensorSpec(d["name"], tuple(d["shape"]), P.torch_dtype(d["dtype"]), d["dtype"],
-                      bool(d.get("batched", True)), d.get("classes"), d.get("rows"), int(d.get("rows_per_sample", 1)))
+                      bool(d.get("batched", True)), d.get("classes"), d.get("rows"), int(d.get("rows_per_sample", 1)),
+                      d.get("steps"))
 
 
 def _shape(s) -> str:
@@ -226,13 +229,13 @@ class Net:
         m = self.manifest
         self.network: str = m.get("network", "network")
         self.batch: int = int(m["batch"])
-        self.inputs = [_spec(d) for d in m["inputs"]]
-        self.outputs = [_spec(d) for d in m["outputs"]]
-        self.parameters = [_spec(d) for d in m.get("parameters", [])]
+        self.inputs = [spec_of(d) for d in m["inputs"]]
+        self.outputs = [spec_of(d) for d in m["outputs"]]
+        self.parameters = [spec_of(d) for d in m.get("parameters", [])]
         self.params_embedded: bool = bool(m.get("params_embedded"))
         # a training library's training step: its data inputs (labels too), at the compiled batch
         self.training: dict | None = m.get("training")
-        self.train_inputs = [_spec(d) for d in self.training["inputs"]] if self.training else []
+        self.train_inputs = [spec_of(d) for d in self.training["inputs"]] if self.training else []
         # a rank library (one rank's program of a partitioned network): it runs in segments only
         self.rank: dict | None = m.get("rank")
         self.segmented: dict = m.get("segmented") or {}
@@ -486,23 +489,26 @@ class Net:
     # --------------------------------------------------------------------------- inputs
     def random_inputs(self, seed: int = 0, batch: int | None = None) -> dict:
         """The reference executor's random inputs (drawn at the compiled batch, cut to `batch`), on the
-        network's device, in the inputs' dtypes: class labels for a SoftmaxLoss's labels input (the
-        manifest records its class count)."""
-        from .reference import random_float_input, random_ids, random_labels
+        network's device, in the inputs' dtypes: class labels for a SoftmaxLoss's labels input, ids below
+        an embedding's row count, lengths in [1, T] for a sequence's lengths (the manifest records each
+        bound). An input without a batch axis (an initial state, a sequence's lengths, per-sequence
+        labels) is drawn whole."""
+        from .reference import random_float_input, random_ids, random_labels, random_lengths
         b = self.batch if batch is None else self._batch_ok(batch, "batch")
         out = {}
         for s in self.inputs:
             if s.classes is not None:
-                x = random_labels(s.name, s.shape, s.classes, seed, s.dtype)[:b]
+                x = random_labels(s.name, s.shape, s.classes, seed, s.dtype)
             elif s.rows is not None:
-                x = random_ids(s.name, s.shape, s.rows, seed, s.dtype)[:b]
+                x = random_ids(s.name, s.shape, s.rows, seed, s.dtype)
+            elif s.steps is not None:
+                x = random_lengths(s.name, s.shape, s.steps, seed, s.dtype)
             elif not s.dtype.is_floating_point:
                 raise NetcInputError(f"input '{s.name}' is {s.dtype_name}: random integer inputs need the network's "
                                      f"source (what the integers mean); give it a value")
             else:
-                x = random_float_input(s.name, s.shape, seed, torch.float64)[:b].to(s.dtype)
-            if not s.batched:     # an initial state: whole (drawn as the reference draws it)
                 x = random_float_input(s.name, s.shape, seed, torch.float64).to(s.dtype)
+            x = x[:b] if s.batched else x
             out[s.name] = x.to(self.device) if self.device is not None else x
         return out
 
