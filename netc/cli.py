@@ -303,7 +303,8 @@ def _parser_export(sub):
     """`netc export`'s arguments."""
     p = sub.add_parser("export", help="write the network as Paleo JSON, a SINGA v0.3 job.conf or a Brainstorm layout")
     _common(p)
-    p.add_argument("--format", required=True, choices=("paleo", "singa", "layout"), help="the format to write")
+    p.add_argument("--format", required=True, choices=("paleo", "singa", "layout", "hub-layout"),
+                   help="the format to write (hub-layout: a Brainstorm architecture's layout as Brainstorm writes it)")
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="where to write (default: stdout)")
 
 

@@ -7,6 +7,10 @@
   original type (Paleo's Generic layer). Importing the result gives the same IR.
 * `layout` -- the memory plan in Brainstorm's March-2015 layout format (netc/export/layout.py), planned
   with contiguous concatenations, as `netc explain --layout` writes it.
+* `hub-layout` -- a Brainstorm architecture's layout as Brainstorm's own `create_layout` writes it (its
+  `@`-key hub format: every layer's inputs, outputs, parameters, internals and their deltas, in hubs;
+  netc/frontend/brainstorm_structure.py), with the architecture and the hub table beside it, the form
+  `netc check` reads and checks against the architecture.
 * `singa`  -- a SINGA job.conf (NetProto text) for one phase (netc/export/singa.py). A net SINGA
   built (imported from a job.conf) is written back, in its own SINGA version, as the config that
   builds it again: unrolling, partitioning, parameter names and share_from recovered, so importing
@@ -43,6 +47,33 @@ def export_layout(module, ctx) -> str:
     return json.dumps(doc, indent=1) + "\n"
 
 
+def export_hub_layout(path: str, diag) -> str:
+    """Brainstorm's create_layout of the Brainstorm architecture in `path` (bare or wrapped as
+    {"architecture": ...}); a structure Brainstorm cannot lay out is a located error."""
+    from ..diagnostics import Loc
+    from ..frontend.brainstorm import is_brainstorm
+    from ..frontend.brainstorm_structure import StructureError, hub_layout
+    from ..frontend.jsonloc import load_json, nearest_loc
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    SOURCES.add(path, text)
+    data, locs, _ = load_json(text, path) if path.endswith(".json") else (None, {}, ())
+    if not is_brainstorm(data):
+        raise NetcError("a hub layout is Brainstorm's layout of a Brainstorm architecture; this file is not one "
+                        "(for netc's own memory plan, use --format layout)", Loc(path, 1, 1, "$"))
+    wrapped = isinstance(data.get("architecture"), dict)
+    arch, root = (data["architecture"], "$.architecture") if wrapped else (data, "$")
+    try:
+        doc = hub_layout(arch, root)
+    except StructureError as e:
+        loc = locs.get(e.path) or nearest_loc(locs, e.path) or Loc(path, 1, 1)
+        raise NetcError(e.msg, Loc(loc.file, loc.line, loc.col, e.path))
+    from ..version import __version__
+    out = {"generated_by": f"netc {__version__} export --format hub-layout (Brainstorm's create_layout, 8f1fc88)",
+           "layer_order": doc["layer_order"], "architecture": arch, "hubs": doc["hubs"], "layout": doc["layout"]}
+    return json.dumps(out, indent=1) + "\n"
+
+
 # ------------------------------------------------------------------------------------------ singa
 
 def export_singa(module, ctx, name: str = "net") -> str:
@@ -52,13 +83,15 @@ def export_singa(module, ctx, name: str = "net") -> str:
     return write(module, ctx, name)
 
 
-FORMATS = ("paleo", "singa", "layout")
+FORMATS = ("paleo", "singa", "layout", "hub-layout")
 
 
 def export(path: str, fmt: str, diag, batch: int = 1, phase: str = "train", options: dict | None = None) -> str:
     from ..frontend import load
     from ..frontend.paleo import network_name
     from ..passes.manager import PassContext
+    if fmt == "hub-layout":
+        return export_hub_layout(path, diag)
     module = load(path, diag, batch, options=options)
     if diag.has_errors():
         raise NetcError(diag.diagnostics[:])

@@ -49,8 +49,9 @@ may be a list: the targets of the output `default` (Brainstorm's tests write it 
 | `Clockwork(size, activation)` | `clockwork` (the same defaults; its `timing` is a parameter, as in Brainstorm) |
 
 Several connections into one input are Brainstorm's zero-copy fan-in: the sources are concatenated
-along the first feature axis (a `concat` op named `Layer.input.concat`), in alphabetical order of
-their output paths (Brainstorm's first contiguous permutation for a single sink).
+along the first feature axis (a `concat` op named `Layer.input.concat`), in the order Brainstorm's hub lays
+them out (brainstorm_structure.fan_in_orders: alphabetical for an input that reads them alone, the first
+contiguous permutation where several inputs share sources); an architecture no order can lay out is refused.
 
 Every output that no layer consumes, and every Loss input, is listed in one `output` statement, so
 that nothing Brainstorm computes is dead code in netc. Numbers: a Brainstorm loss is `(T, B, 1)`
@@ -62,6 +63,7 @@ import math
 
 from ..diagnostics import SOURCES, DiagnosticEngine, Loc, NetcError, did_you_mean
 from ..ir.core import UNRANKED, Module, Operation, Region
+from .brainstorm_structure import LayoutFailure, StructureError, fan_in_orders
 from .jsonloc import load_json, path_join
 from .paleo import network_name
 
@@ -139,6 +141,7 @@ class _Importer:
         self.width: dict = {}    # op name -> its feature width (elements per step and sample), where known
         self.list_form: set = set()   # layers whose @outgoing_connections is a list
         self.feat: dict = {}     # op name -> its feature shape (per step and sample), where known
+        self.fan_in: dict = {}   # input path -> its sources' output paths in Brainstorm's order (several only)
 
     @property
     def lead(self) -> list:
@@ -255,6 +258,12 @@ class _Importer:
                     consumed.add((lname, out))
         if diag_errors(self.diag):     # a bad connection: the inputs it leaves unconnected would only repeat it
             raise NetcError(self.diag.diagnostics[:])
+        try:    # the feature order of each fan-in: Brainstorm's hub order (brainstorm_structure.py)
+            self.fan_in = fan_in_orders(arch, root)
+        except LayoutFailure as e:
+            self.error(e.msg, e.path)
+        except StructureError:
+            self.fan_in = {}     # what is wrong is reported below, layer by layer
         ops, outs = [], []
         for lname in self.order(layers, sinks):
             t, spec, p = layers[lname]
@@ -312,7 +321,8 @@ class _Importer:
             if len(srcs) == 1:
                 res.append(srcs[0][0])
                 continue
-            srcs = sorted(srcs, key=lambda s: s[1])
+            order = self.fan_in.get(f"{lname}.inputs.{inp}", [])
+            srcs = sorted(srcs, key=lambda s: (order.index(s[1]) if s[1] in order else len(order), s[1]))
             cname = f"{lname}.{inp}.concat"
             self.set_feat(cname, self.joined([s[0] for s in srcs], 0))
             self.width[cname] = self.sum_width(s[0] for s in srcs)

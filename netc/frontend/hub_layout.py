@@ -14,7 +14,8 @@ Checks (each problem is reported with the JSON path of the node at fault):
 * `@hub` a non-negative int, `@slice` two ints `0 <= start <= stop`, `@shape` a template whose
   feature part is positive ints with `prod == stop - start`; `@context_size` a non-negative int;
 * hubs: with a hub table (`hubs`), every `@hub` exists, every slice lies within the hub's `size`,
-  and the array's buffer type, context size and backward-only flag agree with the table;
+  and the array's buffer type and backward-only flag agree with the table, its context size is at most the
+  hub's (an input reading a recurrent output has none of its own) and some array's is the hub's;
   without one, all arrays of a hub must agree on buffer type (sizes are the high-water marks);
 * overlap: inside a hub, two arrays either have the same range (views of the same buffer: a
   source and the sinks it feeds), or one range is exactly tiled by the smallest ranges (a
@@ -122,18 +123,23 @@ def read_hub_layout(doc) -> HubLayout:
             ent, hp = table[h]
             size = ent["size"]
             for a in arrs:
+                if a.path in ("parameters", "gradients") and a.start == a.stop == 0:
+                    continue      # a net without parameters: Brainstorm puts the empty vectors in hub 0
                 if a.stop > size:
                     P.append((path_join(a.jpath, "@slice"), f"'{a.path}': @slice [{a.start}, {a.stop}] exceeds "
                                                             f"hub {h}'s size {size}"))
                 if a.btype != ent["btype"]:
                     P.append((path_join(a.jpath, "@shape"), f"'{a.path}' has buffer type {a.btype} (from its "
                                                             f"@shape) but hub {h} has btype {ent['btype']}"))
-                if a.context != ent.get("context_size", 0):
-                    P.append((a.jpath, f"'{a.path}': @context_size {a.context} differs from hub {h}'s "
+                if a.context > ent.get("context_size", 0):     # a sink of a recurrent output has none of its own
+                    P.append((a.jpath, f"'{a.path}': @context_size {a.context} exceeds hub {h}'s "
                                        f"context_size {ent.get('context_size', 0)}"))
                 if "is_backward_only" in ent and a.backward_only != bool(ent["is_backward_only"]):
                     P.append((a.jpath, f"'{a.path}' is{'' if a.backward_only else ' not'} backward-only but "
                                        f"hub {h} is{'' if ent['is_backward_only'] else ' not'}"))
+            if ent.get("context_size", 0) > max(a.context for a in arrs):
+                P.append((path_join(hp, "context_size"), f"hub {h}'s context_size {ent['context_size']} is no array's "
+                                                         f"@context_size (the hub's is its sources' largest)"))
             lay.hub_sizes[h] = size
         else:
             types = {a.btype for a in arrs}

@@ -60,9 +60,19 @@ def _check_hub_document(path, diag, doc, locs) -> tuple[str, bool]:
     try:
         lay = read_hub_layout(doc)
     except LayoutError as e:
-        for p, msg in e.problems:
-            loc = locs.get(p) or nearest_loc(locs, p) or Loc(path, 1, 1)
-            diag.error(msg, Loc(loc.file, loc.line, loc.col, p))
-        raise NetcError(diag.diagnostics[:])
+        _located(path, diag, locs, e.problems)
+    if isinstance(doc.get("architecture"), dict) and isinstance(doc.get("layout"), dict):
+        from .brainstorm_structure import contradictions     # the layout against its own architecture
+        _located(path, diag, locs, contradictions(doc))
     return (f"{path}: a valid Brainstorm hub layout: {len(lay.hub_sizes)} hubs, {len(lay.arrays)} arrays\n",
             isinstance(doc.get("architecture"), dict))
+
+
+def _located(path, diag, locs, problems):
+    """Each (JSON path, message) as a located error; NetcError if there was one."""
+    from .hub_layout import nearest_loc
+    for p, msg in problems:
+        loc = locs.get(p) or nearest_loc(locs, p) or Loc(path, 1, 1)
+        diag.error(msg, Loc(loc.file, loc.line, loc.col, p))
+    if problems:
+        raise NetcError(diag.diagnostics[:])
