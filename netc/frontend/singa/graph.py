@@ -47,6 +47,7 @@ class SingaNode:
     generated: bool = False   # split/slice/concate/bridge layers SINGA adds
     batchsize: int | None = None       # kShardData / kLMDBData: per-partition batch
     record_shape: list[int] | None = None  # kShardData / kLMDBData: shape of one record
+    batch_loc: Loc | None = None       # data layers: where batchsize is written (partitioning warns there)
 
     def to_reference(self) -> dict:
         """This node in the format of /work/shared/reference/singa/*.jsonl."""

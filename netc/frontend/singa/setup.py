@@ -467,6 +467,15 @@ def _layer_conf(L: Msg | None, cache: dict) -> dict:
     return d
 
 
+def batch_loc(proto: Msg | None):
+    """Where a data layer's (first) batchsize value is written: store_conf (kRecordInput, kCSVInput),
+    sharddata_conf / lmdbdata_conf (kShardData, kLMDBData); None for other layers."""
+    for f in ("store_conf", "sharddata_conf", "lmdbdata_conf"):
+        if proto is not None and proto.has(f) and proto.get(f).has("batchsize"):
+            return proto.get(f).vat("batchsize")
+    return None
+
+
 def finish_nodes(ctx: BuildContext, order: list[GraphNode]) -> list[SingaNode]:
     out, cache = [], {}
     pshapes: dict[str, tuple[list, ParamSlot]] = {}
@@ -485,7 +494,7 @@ def finish_nodes(ctx: BuildContext, order: list[GraphNode]) -> list[SingaNode]:
             dsts=[d.name for d in n.dsts], pid=n.pid, partition_dim=lay.pdim, num_partitions=n.K,
             shape=list(n.shape), params=ps, conf=dict(n.conf), layer_conf=_layer_conf(lay.proto, cache),
             loc=lay.loc, unroll_index=lay.unroll_index, generated=lay.proto is None,
-            batchsize=n.batchsize, record_shape=n.record_shape))
+            batchsize=n.batchsize, record_shape=n.record_shape, batch_loc=batch_loc(lay.proto)))
     # share_from needs matching shapes: identical in v0.1, equal element counts in v0.2+
     for node in out:
         for p in node.params:

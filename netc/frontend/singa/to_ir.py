@@ -195,8 +195,22 @@ class _Net:
                 a["partition_sizes"] = list(n.conf["partition_sizes"])
         op = Operation("netc.input", result_types=[UNRANKED], attrs=a, loc=loc)
         op.attr_locs = {"name": loc, "shape": loc}
+        at = self.batch_loc(n)
+        if at is not None:   # the partition pass's batch rule points at the batchsize field
+            op.attr_locs["batch"] = at
         self.ops.append(op)
         return op
+
+    def batch_loc(self, n):
+        """Where the batchsize of input node n is written: its own data conf, else its source's (a
+        parser reading a kShardData, a kImagePreprocess reading a kRecordInput)."""
+        seen = set()
+        while n is not None and n.name not in seen:
+            if n.batch_loc is not None:
+                return n.batch_loc
+            seen.add(n.name)
+            n = self.nodes.get(n.srcs[0]) if n.srcs else None
+        return None
 
     def pname(self, n, p) -> str:
         name = nname(p.name)

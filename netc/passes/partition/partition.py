@@ -28,7 +28,7 @@ common.py. Which ops split by features, follow a split, or run row-parallel is e
 declaration (OpDef's partitioning facts, netc/ops/).
 
 Errors (the user's): a size that does not divide by K (SINGA's B9: batchsize, num_filters,
-num_output), a location outside 0..K-1, a layer that cannot be split by features, SINGA's B2 (two
+num_output; a job.conf's batchsize is rounded down as SINGA does, with a warning), a location outside 0..K-1, a layer that cannot be split by features, SINGA's B2 (two
 connection layers of one name), B3 (v0.1 never bridges), B6 (partition_dim -1 beside 0/1), B16
 (share_from on a partition_dim 1 layer).
 """

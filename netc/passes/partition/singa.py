@@ -7,7 +7,9 @@ SINGA's nodes and shapes come out of this pass (the frontend builds the logical 
 deliberate difference: a kSlice's blob j goes to the consumer on worker j (SINGA hands blobs out
 in first-request order, which feeds a worker another worker's samples). Errors: SINGA's B2 (two
 connection layers of one name), B3 (v0.1 never bridges), B6 (partition_dim -1 beside 0/1), B9
-(a size that does not divide by K), B16 (share_from on a partition_dim 1 layer)."""
+(a size that does not divide by K; a job.conf's batchsize instead follows SINGA's rule, each
+partition takes batchsize / K rounded down, with a warning), B16 (share_from on a partition_dim 1
+layer)."""
 from __future__ import annotations
 
 import re
@@ -64,6 +66,8 @@ def _edge(a, b):
 class SingaLowering:
     def __init__(self, em: Emitter, version: str):
         self.em, self.K, self.v1 = em, em.K, version == "v0.1"
+        self.singa_conf = "singa_graph" in em.module.attrs   # built from a job.conf: SINGA's batch rule
+        self.warned: set = set()
 
     def error(self, msg, loc, notes=()):
         d = self.em.diag.error(msg, loc)
@@ -246,6 +250,31 @@ class SingaLowering:
                             f"to {value // self.K} per partition)", loc)
         return value // self.K
 
+    def batch_share(self, lay, op, batch):
+        """A partition's share of a data layer's batch. SINGA's data layers on partition_dim 0 take
+        batchsize / num_partitions in C++ integer division (v0.1.0 src/neuralnet/input_layer.cc:66,169;
+        v0.2.0 src/neuralnet/input_layer/store.cc:38-39 and deprecated.cc:53,106; v0.3.0-rc3
+        input_layer/store.cc:44-46 with one batchsize), so batchsize % K samples of every batch are never
+        read. A job SINGA built (the module has `singa_graph`) follows that rule with a warning at the
+        batchsize field; netc's own files (.nd, IR text without it) keep B9's error."""
+        K = self.K
+        if batch % K == 0:
+            return batch // K
+        at = op.attr_loc("batch")
+        if not self.singa_conf:
+            return self.divided(op, batch, "batchsize", op.attr_loc("shape"))
+        if batch < K:
+            raise NetcError(f"batchsize {batch} leaves the {K} partitions without a sample (SINGA gives each "
+                            f"{batch} / {K} = 0 and runs on empty blobs): use a batchsize of at least {K}", at)
+        if str(at) not in self.warned:     # once per batchsize field (a shard's parsers share one)
+            self.warned.add(str(at))
+            drop = batch % K
+            self.em.diag.warning(f"batchsize {batch} does not divide among the {K} partitions: as SINGA does, each "
+                                 f"takes {batch} / {K} = {batch // K} (rounded down), so {drop} sample"
+                                 f"{'s' if drop > 1 else ''} of every batch {'are' if drop > 1 else 'is'} dropped "
+                                 f"({K * (batch // K)} of {batch} used per step)", at, width=len(str(batch)))
+        return batch // K
+
     def sizes_of(self, op):
         """The uneven batch partition sizes an op inherits from its inputs (v0.3's repeated batchsize)."""
         seen, stack = set(), [op]
@@ -272,7 +301,7 @@ class SingaLowering:
                                     f"of a batch of {shape[0]}", op.attr_loc("shape"))
                 shape[0] = sizes[i]
             else:
-                shape[0] = self.divided(op, shape[0], "batchsize", op.attr_loc("shape"))
+                shape[0] = self.batch_share(lay, op, shape[0])
             a["shape"] = shape
         d = lookup(op.name)
         if lay.pd == 1 and d is not None and d.feature_params:
