@@ -196,3 +196,34 @@ def test_softmax_ce_loss_is_per_step_in_the_layout_and_scalar_in_netc():
     inference(m)
     op = next(o for o in m.walk() if o.attrs.get("name") == "S.loss")
     assert list(op.results[0].type.shape) == []
+
+
+BAD = [   # (net, mutation, the JSON path and words of the located error)
+    ("xor", lambda a: a["Input"]["out_shapes"].__setitem__("default", ["T", "B", 0]), "$.Input.out_shapes.default",
+     "must be a shape template"),
+    ("xor", lambda a: a["FullyConnected"].__setitem__("size", "two"), "$.FullyConnected.size",
+     "size must be a positive integer or a list of them"),
+    ("xor", lambda a: a["FullyConnected"].__setitem__("@outgoing_connections", {"default": [3]}),
+     '$.FullyConnected["@outgoing_connections"].default', "must be a list of 'Layer' or 'Layer.input'"),
+    ("xor", lambda a: a["FullyConnected"].__setitem__("@outgoing_connections", {"nope": ["OutLayer"]}),
+     '$.FullyConnected["@outgoing_connections"]', "'FullyConnected' has no output 'nope'"),
+    ("xor", lambda a: a.__setitem__("a.b", a.pop("OutLayer")), '$["a.b"]', "no Brainstorm layer name"),
+    ("cifar10_cnn", lambda a: a["Conv1"].__setitem__("kernel_size", 3), "$.Conv1.kernel_size",
+     "kernel_size must be a list of 2"),
+    ("cifar10_cnn", lambda a: a["Input"]["out_shapes"].__setitem__("default", ["T", "B", 32, 3]), "$.Conv1",
+     "needs an (H, W, C) input per step, got [32, 3]"),
+    ("lstm_classifier", lambda a: a["L"].__setitem__("size", 0), "$.L.size", "size must be a positive integer"),
+    ("merge_highway", lambda a: a["H"].__setitem__("size", 4), "$.Hw", "its inputs H, T and x must have one shape"),
+]
+
+
+@pytest.mark.parametrize("case", range(len(BAD)))
+def test_bad_architectures_are_located(case, tmp_path, capsys):
+    net, mutate, path, words = BAD[case]
+    arch = json.loads(json.dumps(NETS[net]["architecture"]))
+    mutate(arch)
+    src = tmp_path / "bad.json"
+    src.write_text(json.dumps(arch, indent=1))
+    assert main(["export", str(src), "--format", "hub-layout"]) == 1
+    err = capsys.readouterr().err
+    assert f"({path}): error:" in err and words in err and "bad.json:" in err and "Traceback" not in err

@@ -31,7 +31,13 @@ from __future__ import annotations
 import math
 from typing import NamedTuple
 
-from .jsonloc import path_join
+from .jsonloc import path_join as _join
+
+
+def path_join(path: str, *keys) -> str:
+    for k in keys:
+        path = _join(path, k)
+    return path
 
 CATEGORIES = ("inputs", "outputs", "parameters", "internals", "input_deltas", "output_deltas", "gradients")
 BACKWARD = {"parameters": "gradients", "inputs": "input_deltas", "outputs": "output_deltas"}
@@ -78,6 +84,28 @@ class Struct(NamedTuple):
         if self.backward:
             d["@is_backward_only"] = True
         return d
+
+
+def _positive(v) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool) and v > 0
+
+
+def _template(v, what, where) -> Struct:
+    """An Input's shape template: 'T', 'B' (optional) then positive integers."""
+    if isinstance(v, list):
+        lead = 2 if v[:2] == ["T", "B"] else 1 if v[:1] == ["B"] else 0
+        if v[lead:] and all(_positive(d) for d in v[lead:]):
+            return Struct(tuple(v))
+    raise StructureError(where, f"{what} must be a shape template: 'T', 'B' then positive integers, e.g. "
+                                f"['T', 'B', 784]; got {v!r}")
+
+
+def _size(v, what, where) -> tuple:
+    """A layer's size: a positive integer or a list of them."""
+    dims = [v] if not isinstance(v, (list, tuple)) else list(v)
+    if not dims or not all(_positive(d) for d in dims):
+        raise StructureError(where, f"{what} must be a positive integer or a list of them, got {v!r}")
+    return tuple(dims)
 
 
 def seq(*feature, context=0, backward=False) -> Struct:
@@ -133,9 +161,12 @@ def _same(name, t, ins, a, b, where):
     return fa
 
 
-def _recurrent(name, t, kw, ins):
+def _recurrent(name, t, kw, ins, where):
     n_in = ins["default"].size
-    h = kw.get("size", n_in)
+    h = _size(kw.get("size", n_in), f"{t} '{name}': size", where)
+    if len(h) != 1:
+        raise StructureError(where, f"{t} '{name}': size must be one positive integer, got {list(h)}")
+    h = h[0]
     d = {k: seq(h, context=1) for k in RECURRENT_INTERNALS[t]}
     internals = {**d, **{"d" + k: seq(h, context=1, backward=True) for k in d}}
     if t in ("Recurrent", "Clockwork"):
@@ -172,14 +203,14 @@ def setup(name: str, t: str, kw: dict, ins: dict, where: str):
         shapes = kw.get("out_shapes")
         if not isinstance(shapes, dict) or not shapes:
             raise StructureError(where, f"Input layer '{name}' needs \"out_shapes\": {{name: ['T', 'B', ...]}}")
-        return {k: Struct(tuple(v)) for k, v in shapes.items()}, {}, {}
+        return {k: _template(v, f"'{name}.{k}'", path_join(where, "out_shapes", k)) for k, v in shapes.items()}, {}, {}
     if t in ("NoOp", "Elementwise", "DeltasScaling"):
         return {"default": x}, {}, {}
     if t == "Dropout":
         return {"default": x}, {}, {"mask": x}
     if t == "FullyConnected":
-        size = kw.get("size", x.feature)
-        size = (size,) if isinstance(size, int) else tuple(size)
+        size = _size(kw.get("size", list(x.feature)), f"FullyConnected '{name}': size",
+                     path_join(where, "size") if "size" in kw else where)
         n = math.prod(size)
         return {"default": seq(*size)}, {"W": Struct((n, x.size)), "bias": Struct((n,))}, {}
     if t in ("Convolution2D", "Pooling2D"):
@@ -188,7 +219,7 @@ def setup(name: str, t: str, kw: dict, ins: dict, where: str):
         c = Struct(x.feature[-1:])
         return {"default": x}, {"gamma": c, "beta": c, "mu": c, "sigma": c}, {"sigma_b": c, "centered": x, "x_hat": x}
     if t in RECURRENT_INTERNALS:
-        return _recurrent(name, t, kw, ins)
+        return _recurrent(name, t, kw, ins, path_join(where, "size") if "size" in kw else where)
     if t in ("SoftmaxCE", "SigmoidCE", "SquaredError", "BinomialCrossEntropy"):
         return _losses(name, t, ins, where)
     if t == "Loss":
@@ -236,8 +267,11 @@ def connections(arch: dict, root: str = "$") -> list:
             raise StructureError(path_join(root, name, "@outgoing_connections"),
                                  f"\"@outgoing_connections\" of '{name}' must be an object or a list")
         for o, targets in oc.items():
-            for i, tgt in enumerate(targets if isinstance(targets, list) else []):
-                end, _, inp = str(tgt).partition(".")
+            if not isinstance(targets, list) or not all(isinstance(x, str) for x in targets):
+                raise StructureError(path_join(root, name, "@outgoing_connections", o),
+                                     f"the connections of '{name}.{o}' must be a list of 'Layer' or 'Layer.input'")
+            for i, tgt in enumerate(targets):
+                end, _, inp = tgt.partition(".")
                 if end not in arch:
                     raise StructureError(path_join(root, name, "@outgoing_connections", o, i),
                                          f"'{name}.{o}' connects to unknown layer '{end}'")
@@ -264,6 +298,9 @@ def build_layers(arch: dict, root: str = "$") -> dict:
     if not isinstance(arch, dict) or not all(isinstance(v, dict) and isinstance(v.get("@type"), str)
                                              for v in arch.values()):
         raise StructureError(root, "an architecture maps layer names to objects with an \"@type\" string")
+    for name in arch:
+        if not (name.isascii() and name.isidentifier()):
+            raise StructureError(path_join(root, name), f"'{name}' is no Brainstorm layer name (a Python identifier)")
     if arch.get("Input", {}).get("@type") != "Input":
         raise StructureError(root, "a Brainstorm architecture needs exactly one Input layer, named 'Input'")
     cons = connections(arch, root)
