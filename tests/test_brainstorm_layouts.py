@@ -227,3 +227,27 @@ def test_bad_architectures_are_located(case, tmp_path, capsys):
     assert main(["export", str(src), "--format", "hub-layout"]) == 1
     err = capsys.readouterr().err
     assert f"({path}): error:" in err and words in err and "bad.json:" in err and "Traceback" not in err
+
+
+def test_hub_checker_context_rules():
+    """An input reading a recurrent output has no context of its own inside a hub with context 1 (Brainstorm
+    writes it so, and it checks); an array with more context than its hub, or a hub whose context no array has,
+    does not."""
+    from netc.frontend.hub_layout import read_hub_layout
+    from netc.frontend.layout import LayoutError
+    net = NETS["lstm_classifier"]
+    doc = {"hubs": net["hubs"], "layout": json.loads(json.dumps(net["layout"]))}
+    sink = doc["layout"]["F"]["inputs"]["default"]
+    hub = net["hubs"][sink["@hub"]]
+    assert hub["context_size"] == 1 and "@context_size" not in sink
+    read_hub_layout(doc)
+    sink["@context_size"] = 2
+    with pytest.raises(LayoutError) as e:
+        read_hub_layout(doc)
+    assert "'F.inputs.default': @context_size 2 exceeds hub" in str(e.value.problems)
+    del sink["@context_size"]
+    doc["hubs"] = json.loads(json.dumps(net["hubs"]))
+    doc["hubs"][sink["@hub"]]["context_size"] = 3
+    with pytest.raises(LayoutError) as e:
+        read_hub_layout(doc)
+    assert f"hub {sink['@hub']}'s context_size 3 is no array's @context_size" in str(e.value.problems)
