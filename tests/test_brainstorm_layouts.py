@@ -251,3 +251,16 @@ def test_hub_checker_context_rules():
     with pytest.raises(LayoutError) as e:
         read_hub_layout(doc)
     assert f"hub {sink['@hub']}'s context_size 3 is no array's @context_size" in str(e.value.problems)
+
+
+@pytest.mark.parametrize("name", ["simple_softmax_net", "docs_internals_architecture", "mnist_pi"])
+def test_elements_equal_brainstorms_buffer_sizes(name):
+    """The hubs netc lays out take, at each (T, B), the elements Brainstorm's buffer manager allocated for the
+    corpus file's architecture (its buffer_sizes, written by Brainstorm): the numbers docs/brainstorm.md sets
+    beside netc's plan."""
+    from netc.frontend.hub_layout import HubLayout
+    corpus = json.loads((CORPUS / f"{name}.layout.json").read_text())
+    hubs = hub_layout(corpus["architecture"])["hubs"]
+    for key, sizes in corpus["buffer_sizes"].items():
+        t, b = (int(v.split("=")[1]) for v in key.split(","))
+        assert HubLayout().total(t, b, hubs) == sizes["total"], key
