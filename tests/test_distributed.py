@@ -153,7 +153,12 @@ def test_torchrun(tmp_path):
     r = netc(cmd=[torchrun, "--nproc-per-node", "2", "-m", "netc", "run", str(EX / "partition_hybrid.nd"),
                   "--workers", "2", "--timeout", "20"], env={"NETC_FAULT": "0:1:exit"})
     assert r.returncode != 0 and r.seconds < 40
-    assert "netc: rank 1: reduce_scatter 'fc2:1' over ranks [0, 1] failed" in r.stderr
+    assert "netc: rank 0: NETC_FAULT: exiting before 'fc2:0'" in r.stderr
+    # rank 1 either finds the collective failed and says so, or torchrun's agent stops it first once rank 0
+    # has exited (a race: under load the agent won, CI 2026-11-27); netc's own message for the surviving
+    # rank is pinned by the --workers test above
+    assert ("netc: rank 1: reduce_scatter 'fc2:1' over ranks [0, 1] failed" in r.stderr
+            or "ChildFailedError" in r.stderr or "elastic/errors.html" in r.stderr), r.stderr
 
 
 def test_workers_flags():
