@@ -10,7 +10,8 @@ architecture Brainstorm refuses ("Failed to lay out buffers"). For each: netc wr
 seven categories, each array's index, shape template, hub, slice, context size, backward-only flag), the same
 hubs in the same order (buffer type, context, size, sources in order, sinks) and the same layer order; the file
 passes `netc check`; a layout that contradicts its architecture is a located error; netc's importer reads a
-fan-in in the feature order of Brainstorm's hub.
+fan-in in the feature order of Brainstorm's hub, and computes what Brainstorm's own forward pass computed (the
+data's "forward": two nets with fan-ins, run by Brainstorm's NumpyHandler at given parameters and inputs).
 """
 from __future__ import annotations
 
@@ -264,3 +265,39 @@ def test_elements_equal_brainstorms_buffer_sizes(name):
     for key, sizes in corpus["buffer_sizes"].items():
         t, b = (int(v.split("=")[1]) for v in key.split(","))
         assert HubLayout().total(t, b, hubs) == sizes["total"], key
+
+
+@pytest.mark.parametrize("net", sorted(DOC["forward"]))
+def test_fan_in_computes_brainstorms_forward_pass(net):
+    """Brainstorm's own forward pass (its NumpyHandler, float64, written into the data) at given parameters: netc's
+    reference run of the imported net, with the parameters read from Brainstorm's flat vector through the layout,
+    gives every layer's output. In permuted_hub, Y reads M ‖ A: with the alphabetical A ‖ M of before, Y and the
+    softmax after it differ."""
+    import torch
+    from netc.pipelines import inference
+    from netc.runtime.reference import run_reference
+    fw, arch, lay = DOC["forward"][net], NETS[net]["architecture"], NETS[net]["layout"]
+    flat = torch.tensor(fw["parameters"], dtype=torch.float64)
+    params = {}
+    for lname, spec in arch.items():
+        if spec["@type"] != "FullyConnected":
+            continue
+        for bs, mine in (("W", "weight"), ("bias", "bias")):
+            node = lay[lname]["parameters"][bs]
+            assert node["@hub"] == lay["parameters"]["@hub"]
+            v = flat[node["@slice"][0]:node["@slice"][1]].reshape(node["@shape"])
+            params[f"{lname}.{mine}"] = v.T.contiguous() if bs == "W" else v    # W (out, in) is netc's [in, out]
+    m = load_text(json.dumps(arch), f"{net}.json", batch=fw["B"])
+    inference(m)
+    feed = {f"Input.{k}": torch.tensor(v, dtype=torch.float64)[0] for k, v in fw["inputs"].items()}
+    got = run_reference(m, feed, params, intermediates=True)
+    checked = 0
+    for path, want in fw["outputs"].items():
+        lname, out = path.split(".")
+        if arch[lname]["@type"] in ("Input", "Loss") or out == "loss":
+            continue           # losses: netc's is the batch mean (tests/test_brainstorm_layers.py)
+        name = lname if out == "default" else path
+        torch.testing.assert_close(got[name], torch.tensor(want, dtype=torch.float64)[0], rtol=1e-9, atol=1e-12,
+                                   msg=lambda m, p=path: f"{net} {p}: {m}")
+        checked += 1
+    assert checked >= 4
