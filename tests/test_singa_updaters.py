@@ -86,7 +86,7 @@ def _error(text: str) -> str:
         pipelines.training(m, Options(training=Training()), diag)
         if diag.has_errors():
             raise NetcError(diag.diagnostics)
-    return "".join(render(d) for d in e.value.diagnostics)
+    return "".join(render(d) for d in e.value.diagnostics if d.severity == "error")   # not the job's warnings
 
 
 @needs_corpus

@@ -352,8 +352,8 @@ def _check_types(ctx: BuildContext, kept):
         t = _ltype(L)
         if t.startswith("user:"):
             if t[5:] not in ctx.plugins:
-                d = ctx.error(f"layer '{L.get('name')}' is a user layer (user_type \"{t[5:]}\") and netc has no "
-                              f"shape rule for it", L.at("user_type"))
+                d = ctx.error(f"layer '{L.get('name')}' is a user layer (user_type \"{t[5:]}\") of type kUserLayer, "
+                              f"and netc has no shape rule for it", L.at("user_type"))
                 known = ", ".join(sorted(RNNLM_PLUGIN))
                 d.note(f"pass plugins={{'{t[5:]}': UserLayerRule(...)}}; netc.frontend.singa.RNNLM_PLUGIN has the "
                        f"rules of SINGA's rnnlm example ({known})")
@@ -361,7 +361,11 @@ def _check_types(ctx: BuildContext, kept):
             ctx.error(f"layer '{L.get('name')}' has no type: kUserLayer (the default) needs a 'user_type'",
                       L.at("type") if L.has("type") else L.at("name"))
         elif t == "kPrefetch":
-            ctx.error("kPrefetch layers (with sublayers) are not supported by netc", L.at("type"))
+            # SINGA's own PrefetchLayer::ComputeFeature is LOG(FATAL) << "Not implemented" (v0.1.0
+            # src/neuralnet/input_layer.cc:369-371, v0.2.0 src/neuralnet/input_layer/prefetch.cc:33-35)
+            ctx.error(f"layer '{L.get('name')}' is a kPrefetch layer, which {ctx.label} "
+                      f"registers but never implemented (PrefetchLayer::ComputeFeature aborts with \"Not implemented\"); "
+                      f"write its sublayers as layers of the net", L.at("type"))
         elif t not in reg:
             ctx.error(f"layer type {t} has no layer class in {ctx.label} (SINGA's factory aborts)", L.at("type"))
         elif t in ("kActivation", "kBM", "kCudnnBM") and ctx.version == "0.2":
