@@ -236,3 +236,29 @@ def test_the_docs_list_every_type_with_its_status():
     for v, ts in REFUSED.items():
         for t in ts:
             assert "refused" in rows[t], t
+
+
+def test_embedding_in_a_rolled_net_is_a_table_lookup(tmp_path):
+    """kEmbedding in a char-rnn net: netc.embedding over the [T, B] ids, its table SINGA's param 0
+    [vocab_size, feature_dim] (0.2.0 neuron_layer/embedding.cc: row word_idx[i] of the table), trained."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load
+    from netc import pipelines
+    from netc.pipelines import Options
+    from netc.runtime.reference import run_reference
+    import torch
+    conf = tmp_path / "emb.conf"
+    conf.write_text(job("0.3", "kEmbedding"))
+    diag = DiagnosticEngine()
+    m = load(str(conf), diag, 1)
+    pipelines.inference(m, Options(phase="train"), diag)
+    ops = {op.attrs.get("name"): op for op in m.networks()[0].regions[0].ops}
+    x = ops["x"]
+    assert x.name == "netc.embedding" and x.operands[0].owner is ops["data"]
+    assert list(x.results[0].type.shape) == [3, 4, 4]
+    table = {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in m.params()}
+    assert table["emb"] == [5, 4]
+    ids = torch.tensor([[0, 4, 2, 1], [3, 3, 0, 4], [1, 2, 3, 0]], dtype=torch.int32)
+    emb = torch.arange(20, dtype=torch.float64).reshape(5, 4)
+    out = run_reference(m, inputs={"data": ids, "label": ids}, params={"emb": emb}, intermediates=True)
+    assert torch.equal(out["x"], emb[ids.long()])

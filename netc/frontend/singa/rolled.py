@@ -16,6 +16,9 @@ unrolled, one op per step, as before (to_ir.py).
                    RNNLabelLayer reads the data layer's blob unroll_index + 1)
   kOneHot          netc.one_hot {depth: vocab_size} of the ids: [T, B, vocab_size] f32 (an op, not an
                    input and not an embedding: no parameters, as SINGA's OneHotLayer)
+  kEmbedding       netc.embedding {num_embeddings: vocab_size, dim: feature_dim} of the ids: [T, B, feature_dim],
+                   its table SINGA's param 0 [vocab_size, feature_dim] (EmbeddingLayer copies row word_idx[i],
+                   0.2.0 src/neuralnet/neuron_layer/embedding.cc:40-52)
   kGRU             netc.gru {dim_hidden, bias}: [T, B, dim_hidden], the zero initial state (SINGA's
                    zero context on step 0)
   kInnerProduct    time-distributed: `<layer>.in` reshape [T*B, F], `<layer>` inner_product [T*B, M],
@@ -46,7 +49,7 @@ def nname(singa_name: str) -> str:
     return singa_name.replace("@", ":")
 
 
-ROLLABLE = {"kCharRNN", "kRNNLabel", "kOneHot", "kGRU", "kInnerProduct", "kSoftmax", "kCudnnSoftmax",
+ROLLABLE = {"kCharRNN", "kRNNLabel", "kOneHot", "kEmbedding", "kGRU", "kInnerProduct", "kSoftmax", "kCudnnSoftmax",
             "kSoftmaxLoss", "kCudnnSoftmaxLoss", "kReLU", "kSigmoid", "kSTanh", "kActivation",
             "kCudnnActivation", "kDropout"}
 _SOURCES = {"kCharRNN"}          # not unrolled: one node, read by every step
@@ -131,6 +134,10 @@ def _node(conv, n, t, b, shapes):
     if tp == "kOneHot":
         conv.add("netc.one_hot", name, srcs, loc, depth=c["vocab_size"])
         shapes[name] = ins[0] + [c["vocab_size"]]
+    elif tp == "kEmbedding":
+        conv.add("netc.embedding", name, srcs, loc, num_embeddings=c["vocab_size"], dim=c["feature_dim"],
+                 params=_bind(conv, n, ("table",)))
+        shapes[name] = ins[0] + [c["feature_dim"]]
     elif tp == "kGRU":
         conv.add("netc.gru", name, srcs, loc, dim_hidden=c["dim_hidden"],
                  **({"bias": False} if not c.get("bias", True) else {}), params=_bind(conv, n, _GRU_ROLES))

@@ -40,7 +40,8 @@ Mapping (SINGA type -> netc op):
   kMnist, kRGBImage, kRecordInput,     netc.input f32 with the built shape (NHWC); kLabel, kRNNLabel:
   kCSVInput, kLabel, kOneHot,          netc.input i32 [batch]; kOneHot: f32 [batch, vocab];
   kRNNLabel, kEmbedding, kDummy/       kEmbedding: f32 [batch, feature_dim] (its lookup table is
-  kRNNDummy without source             not represented). A v0.2+ record input read as a label by a
+  kRNNDummy without source             not represented; a rolled net has the lookup, rolled.py).
+                                       A v0.2+ record input read as a label by a
                                        loss also gets `<node>.label`: i32 [batch]. A kDummy input is
                                        `whole`: every partition has all of dummy_conf.shape
   kDummy with a source                 dummy {output}: the identity (SINGA's DummyLayer)
