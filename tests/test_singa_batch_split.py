@@ -161,8 +161,21 @@ def test_batch_smaller_than_k_is_a_located_error(tmp_path, capsys):
     assert main(["check", str(conf)]) == 1
     err = capsys.readouterr().err
     line, col = where(conf.read_text(), "batchsize: ")
-    assert f"{conf}:{line}:{col}: error: batchsize 2 leaves the 3 partitions without a sample" in err
+    assert f"{conf}:{line}:{col}: error: the batch 2 leaves the 3 partitions without a sample" in err
     assert "Traceback" not in err
+
+
+def test_a_batch_from_the_command_line_is_not_blamed_on_the_field(tmp_path, capsys):
+    """`--batch 10` on the 3-worker job: the warning names the batch and points at the data layer, not at
+    `batchsize: 64` (which no longer says what runs); 3 per worker."""
+    conf = tmp_path / "mlp.conf"
+    conf.write_text(MLP % (64, 3))
+    assert main(["explain", str(conf), "--batch", "10", "--brief"]) == 0
+    out, err = capsys.readouterr()
+    line = next(i for i, x in enumerate(conf.read_text().splitlines(), 1) if 'name: "data"' in x)
+    assert f"{conf}:{line}:5: warning: the batch 10 does not divide among the 3 partitions" in err
+    assert "each takes 10 / 3 = 3 (rounded down), so 1 sample of every batch is dropped (9 of 10" in err
+    assert "batchsize: 64" not in err and "0#data:2        Input         3x8" in out
 
 
 def test_three_workers_equal_one_process_on_the_63_samples(tmp_path, capsys):

@@ -64,6 +64,8 @@ def scale_inputs(module: Module, batch: int | None = None, spatial=None) -> list
             if new != shape:
                 op.attrs["shape"] = new
                 op.results[0].type = UNRANKED   # shape inference gives it the new type
+                if new[:1] != shape[:1] and op.attr_locs:
+                    op.attr_locs.pop("batch", None)   # the batch is --batch's, not the file's field
                 changed.append((net.attrs.get("sym_name"), op.attrs.get("name"), shape, new))
     if hw is not None and not four_d:
         raise NetcError("--spatial sets the H and W of 4-D (NHWC) inputs, and this file has none")

@@ -264,15 +264,18 @@ class SingaLowering:
         if not self.singa_conf:
             return self.divided(op, batch, "batchsize", op.attr_loc("shape"))
         if batch < K:
-            raise NetcError(f"batchsize {batch} leaves the {K} partitions without a sample (SINGA gives each "
+            raise NetcError(f"the batch {batch} leaves the {K} partitions without a sample (SINGA gives each "
                             f"{batch} / {K} = 0 and runs on empty blobs): use a batchsize of at least {K}", at)
+        written = bool(op.attr_locs) and "batch" in op.attr_locs   # else --batch set it
         if str(at) not in self.warned:     # once per batchsize field (a shard's parsers share one)
             self.warned.add(str(at))
             drop = batch % K
-            self.em.diag.warning(f"batchsize {batch} does not divide among the {K} partitions: as SINGA does, each "
+            self.em.diag.warning(f"{'batchsize' if written else 'the batch'} {batch} does not divide among the {K} "
+                                 f"partitions: as SINGA does, each "
                                  f"takes {batch} / {K} = {batch // K} (rounded down), so {drop} sample"
                                  f"{'s' if drop > 1 else ''} of every batch {'are' if drop > 1 else 'is'} dropped "
-                                 f"({K * (batch // K)} of {batch} used per step)", at, width=len(str(batch)))
+                                 f"({K * (batch // K)} of {batch} used per step)", at,
+                                 width=len(str(batch)) if written else 1)
         return batch // K
 
     def sizes_of(self, op):
