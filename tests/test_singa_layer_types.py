@@ -262,3 +262,21 @@ def test_embedding_in_a_rolled_net_is_a_table_lookup(tmp_path):
     emb = torch.arange(20, dtype=torch.float64).reshape(5, 4)
     out = run_reference(m, inputs={"data": ids, "label": ids}, params={"emb": emb}, intermediates=True)
     assert torch.equal(out["x"], emb[ids.long()])
+
+
+@pytest.mark.parametrize("version,t", CASES, ids=[f"{v}-{t}" for v, t in CASES])
+def test_a_bare_layer_of_every_type_is_checked_or_located(version, t, tmp_path, capsys):
+    """The type with nothing it needs (no *_conf, no params, one source): every error netc reports is
+    located in the file, none is internal."""
+    base = "0.1" if version == "0.1" else "0.2+"
+    src = NAMES[base]["img"]
+    conf = tmp_path / f"bare_{t}.conf"
+    conf.write_text(HEAD.format(alg="kBP", unroll="") + BASE[base]
+                    + f'  layer {{\n    name: "x"\n    type: {t}\n    srclayers: "{src}"\n  }}\n' + TAIL)
+    rc = main(["check", "--singa-version", version, str(conf)])
+    err = capsys.readouterr().err
+    assert rc in (0, 1) and "Traceback" not in err and "internal error" not in err.lower(), err
+    errors = [x for x in err.splitlines() if "error:" in x and "errors generated" not in x]
+    assert (rc == 1) == bool(errors), err
+    for x in errors:
+        assert re.match(rf"^{re.escape(str(conf))}:\d+:\d+: error: ", x), x
