@@ -10,8 +10,9 @@
 #              library against the reference; the recurrent, embedding and sequence kernels; every optimizer
 #   tests-all  both, in one pytest run
 #   sanitize   compute-sanitizer memcheck over one inference of AlexNet (f32 and bf16) and two training steps
+#   ncu        Nsight Compute on VGG-16's convolutions, bf16 and TF32 (one log)
 #   lease      what a 15-minute lease holds (~9.5 min): tests-all with sanitize beside it, then bench and
-#              bench-train on three and two networks, torch.compile in its default mode
+#              bench-train on three and two networks (torch.compile in its default mode), then ncu
 #   carried    run .so files built on a CPU-only machine (carried/*.so) with --compare
 #   tune       netc compile --autotune for the benchmark nets (bf16 and TF32): the tuning file
 #   bench      bench/gpu.py: .so vs eager vs torch.compile (max-autotune), bf16 and TF32
@@ -77,6 +78,21 @@ for stage in "$@"; do
       timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
         python3 -m netc run /tmp/san_train.so --train --steps 2 >>"$LOG/sanitize.log" 2>&1
       echo "memcheck alexnet training step: exit $?"; grep -E "^==|ERROR SUMMARY|LEAK SUMMARY" "$LOG/sanitize.log" ;;
+    ncu)
+      # Nsight Compute on VGG-16's convolutions in bf16 and TF32 (the TF32 lead of docs/performance.md:
+      # B's transposed shared layout): speed of light, memory workload, the pipeline stalls; clocks as found
+      : >"$LOG/ncu.log"
+      for p in bf16 tf32; do
+        flags=$([ $p = bf16 ] && echo "--dtype bf16" || echo "--tf32")
+        src=$(python3 -c "import sys; sys.path.insert(0, 'bench'); import gpu; print(gpu.source_of('vgg16'))")
+        python3 -m netc compile "$src" -o /tmp/ncu_$p.so $flags 2>&1 | tail -1
+        echo "== ncu vgg16 $p" >>"$LOG/ncu.log"
+        timeout ${NCU_TIMEOUT:-60} ncu --clock-control none --kernel-name regex:conv2d --launch-skip 2 --launch-count 2 \
+          --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+          python3 -m netc run /tmp/ncu_$p.so >>"$LOG/ncu.log" 2>&1
+        echo "ncu vgg16 $p: exit $?"
+      done
+      grep -E "^== |Duration|Compute \(SM\) Throughput|Memory Throughput|Registers Per|Shared Memory Config" "$LOG/ncu.log" | head -30 ;;
     lease)
       # A 15-minute lease in one call (about 9.5 minutes of commands): every GPU test with memcheck
       # beside it (2 of the 16 cores), then the inference benchmark and the training-step benchmark
@@ -88,7 +104,8 @@ for stage in "$@"; do
       BENCH_NETS=${BENCH_NETS:-alex_v2 vgg16 resnet50} BENCH_TIMEOUT=${BENCH_TIMEOUT:-170} \
         BENCH_ARGS="--compile-mode default ${BENCH_ARGS:-}" bash "$0" bench
       BENCH_NETS=${TRAIN_NETS:-alex_v2 resnet50} BENCH_TIMEOUT=${TRAIN_TIMEOUT:-140} \
-        BENCH_ARGS="--compile-mode default ${BENCH_ARGS:-}" bash "$0" bench-train ;;
+        BENCH_ARGS="--compile-mode default ${BENCH_ARGS:-}" bash "$0" bench-train
+      NCU_TIMEOUT=50 bash "$0" ncu ;;
     carried)
       for so in carried/*.so; do
         [ -e "$so" ] || continue
