@@ -303,9 +303,13 @@ def _parser_export(sub):
     """`netc export`'s arguments."""
     p = sub.add_parser("export", help="write the network as Paleo JSON, a SINGA v0.3 job.conf or a Brainstorm layout")
     _common(p)
-    p.add_argument("--format", required=True, choices=("paleo", "singa", "layout", "hub-layout"),
-                   help="the format to write (hub-layout: a Brainstorm architecture's layout as Brainstorm writes it)")
+    p.add_argument("--format", required=True, choices=("paleo", "singa", "layout", "hub-layout", "onnx"),
+                   help="the format to write (hub-layout: a Brainstorm architecture's layout as Brainstorm writes it; "
+                        "onnx: an inference model with its parameters, needs the onnx package)")
     p.add_argument("-o", "--output", default="-", metavar="OUT", help="where to write (default: stdout)")
+    p.add_argument("--params", metavar="P.npz|P.safetensors",
+                   help="onnx: the parameters to write (default: the random ones `netc run` draws for --seed)")
+    p.add_argument("--seed", type=int, default=0, help="onnx: the seed of the random parameters (default 0)")
 
 
 def _parser_compile(sub):
@@ -678,8 +682,37 @@ def cmd_sample(args, diag):
 def cmd_export(args, diag):
     from .export import export
     from .runtime.flags import load_options
+    if args.format == "onnx":
+        return _export_onnx(args, diag)
+    if args.params:
+        raise NetcError("--params goes with --format onnx (the other formats carry no parameter values)")
     text = export(args.file, args.format, diag, getattr(args, "batch", 1), args.phase, options=load_options(args))
     return _emit(text, args.output)
+
+
+def _export_onnx(args, diag):
+    """`netc export --format onnx`: the network at phase test (its inference form), parameters included."""
+    from .export.onnx import export_onnx, need_onnx
+    from .pipelines import Options, inference
+    from .runtime import flags as F
+    need_onnx()                                   # before any work: say how to install it
+    if args.output == "-" and sys.stdout.isatty():
+        raise NetcError("an ONNX model is binary: write it to a file with -o MODEL.onnx")
+    module = F.load_source(args, diag)
+    inference(module, Options(phase="test"), diag)
+    if diag.has_errors():
+        raise NetcError(diag.diagnostics[:])
+    params = None
+    if args.params:
+        from .runtime.params import read_params
+        params = read_params(args.params, "--params")
+    data = export_onnx(module, params=params, seed=args.seed, warn=lambda m: diag.warning(m))
+    if args.output == "-":
+        sys.stdout.buffer.write(data)
+    else:
+        with open(args.output, "wb") as f:
+            f.write(data)
+    return 0
 
 
 def cmd_compile(args, diag):

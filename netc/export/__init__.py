@@ -21,6 +21,9 @@
   kConcate, kSlice, kSoftmax, kBM, kArgSort, kAccuracy, kGRU (one step), kSoftmaxLoss (its label
   source is the data layer: SINGA's labels travel with the records), kEuclideanLoss.
 
+* `onnx`   -- an ONNX model of the network's inference form with its parameters (netc/export/onnx.py;
+  each op's OpDef.onnx rule; `netc export` writes it in cli._export_onnx, bytes rather than text).
+
 Anything a format cannot say is an error naming the layer, never a silent approximation.
 """
 from __future__ import annotations

@@ -16,6 +16,18 @@ class _Unary(OpDef):
     elementwise = True
     attrs = {}
     flops_per_element = 1
+    onnx_type = ""     # the ONNX op of the same name and meaning, if any
+
+    def onnx(self, a, w, op):
+        """The same elementwise op, on the operand's layout as it stands."""
+        if not self.onnx_type:
+            raise NotImplementedError(f"netc.{self.name} has no ONNX form")
+        extra = {"alpha": float(a["negative_slope"])} if a.get("negative_slope") else {}
+        y = w.node("LeakyRelu" if extra else self.onnx_type, [w.x(op, 0)], hint=a.get("name") or self.name, **extra)
+        w.result(op, y, w.layout(op))
+
+    def writes_onnx(self) -> bool:
+        return bool(self.onnx_type)
 
     def infer(self, a, ins):
         return tuple(ins[0])
@@ -36,6 +48,7 @@ class _Unary(OpDef):
 @register
 class ReLU(_Unary):
     name = "relu"
+    onnx_type = "Relu"
     pointwise = "activation"
     channelwise = True
     types = ("ReLU",)
@@ -61,6 +74,7 @@ class ReLU(_Unary):
 @register
 class Sigmoid(_Unary):
     name = "sigmoid"
+    onnx_type = "Sigmoid"
     pointwise = "activation"
     channelwise = True
     types = ("Sigmoid",)
@@ -81,6 +95,7 @@ class Sigmoid(_Unary):
 @register
 class Tanh(_Unary):
     name = "tanh"
+    onnx_type = "Tanh"
     pointwise = "activation"
     channelwise = True
     types = ("Tanh",)
@@ -104,6 +119,7 @@ class Tanh(_Unary):
 @register
 class Dropout(_Unary):
     name = "dropout"
+    onnx_type = "Identity"   # inference: the identity
     channelwise = True
     types = ("Dropout",)
     arity = (1, 2)

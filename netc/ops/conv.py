@@ -113,6 +113,20 @@ class Conv2D(OpDef):
             raise No(f"convolution '{nm}' has no bias; SINGA v0.1 convolutions always have one")
         return ("kConvolution" if v1 else "kCConvolution"), [conf], (["weight", "bias"] if bias else ["weight"])
 
+    def onnx(self, a, w, op):
+        """Conv on NCHW with the HWIO filter as OIHW, Paleo's padding as explicit pads (a crop first
+        where netc drops overhanging rows), the fused activation after it."""
+        if a.get("splits"):
+            raise NotImplementedError(f"'{a.get('name')}' splits its filters (model parallelism)")
+        kh, kw = a["filter"][0], a["filter"][1]
+        nm = a.get("name") or "conv"
+        x, pads = w.window_pads(op, w.x(op, 0, "nchw"), kh, kw, a["strides"], a["padding"], nm)
+        ins = [x, w.param(op, "weight", lambda f: f.transpose(3, 2, 0, 1), ".oihw")]
+        if a.get("bias", True):
+            ins.append(w.param(op, "bias"))
+        y = w.node("Conv", ins, hint=nm, kernel_shape=[kh, kw], strides=list(a["strides"][1:3]), pads=pads)
+        w.result(op, w.activation(y, a.get("activation"), nm + "." + str(a.get("activation"))), "nchw")
+
     def eager(self, a, params, x_shape, out_shape, training):
         """cuDNN's convolution (NCHW views of channels_last storage); an asymmetric SAME padding pads
         (or crops) first, as Paleo does. Training rearranges the weight inside the step, where

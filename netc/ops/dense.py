@@ -35,6 +35,25 @@ class InnerProduct(OpDef):
             raise No(f"'{nm}' has a fused {a['normalizer']}, which SINGA cannot express")
         return "kInnerProduct", [f"innerproduct_conf {{ num_output: {a['num_outputs'] * scale} }}"], ["weight", "bias"]
 
+    def onnx(self, a, w, op):
+        """Flatten then Gemm. An NCHW image is flattened as it stands, (c, h, w), with the weight's rows
+        permuted to that order, rather than transposed back to netc's (h, w, c)."""
+        shape = op.operands[0].type.shape
+        nm = a.get("name") or "fc"
+        if len(shape) == 4 and w.layout(op) == "nchw":
+            _, h, wd, c = shape
+            x = w.x(op, 0, "nchw")
+            weight = w.param(op, "weight", lambda f: f.reshape(h, wd, c, -1).transpose(2, 0, 1, 3).reshape(h * wd * c, -1),
+                             ".chw")
+        else:
+            x = w.x(op, 0, "nhwc")
+            weight = w.param(op, "weight")
+        if len(shape) != 2:
+            x = w.node("Flatten", [x], hint=nm + ".flat", axis=1)
+        ins = [x, weight] + ([w.param(op, "bias")] if a.get("bias", True) else [])
+        y = w.node("Gemm", ins, hint=nm)
+        w.result(op, w.activation(y, a.get("activation"), nm + "." + str(a.get("activation"))))
+
     def eager(self, a, params, x_shape, out_shape, training):
         """F.linear on the flattened input (the weight transposed once, or in the step when training)."""
         import torch.nn.functional as F

@@ -177,6 +177,16 @@ class LRN(OpDef):
     doc = ("Local response normalization across channels: x / (knorm + alpha/n * sum x^2)^beta. "
            "FLOPs: (2*local_size + 3) per element forward, twice that backward.")
 
+    def onnx(self, a, w, op):
+        """ONNX's LRN (the same formula) on NCHW; an even window is centred differently there, so only odd
+        ones are written."""
+        n = a["local_size"]
+        if n % 2 == 0 or len(op.operands[0].type.shape) != 4:
+            raise NotImplementedError(f"'{a.get('name')}': ONNX's LRN centres an even window ({n}) differently")
+        y = w.node("LRN", [w.x(op, 0, "nchw")], hint=a.get("name") or "lrn", size=n, alpha=float(a["alpha"]),
+                   beta=float(a["beta"]), bias=float(a["knorm"]))
+        w.result(op, y, "nchw")
+
     def singa_layer(self, a, ins, v1, scale, plain):
         from .singa import fmt
         return "kLRN", [f"lrn_conf {{ local_size: {a.get('local_size', 5)} alpha: {fmt(a.get('alpha', 1e-4))} "

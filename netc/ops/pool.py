@@ -26,6 +26,17 @@ class _Pool(OpDef):
         geo = geometry(nm, "pooling", ins[0], (kh, kw), a.get("strides", [1, 1, 1, 1])[1:3], pad, v1)
         return ("kPooling" if v1 else "kCPooling"), [f"pooling_conf {{ pool: {self.singa_pool} {geo} }}"], []
 
+    def onnx(self, a, w, op):
+        """MaxPool / AveragePool (in-bounds elements counted, as netc's) on NCHW, Paleo's padding as
+        explicit pads (a crop first where netc drops overhanging rows)."""
+        kh, kw = a["ksize"][1], a["ksize"][2]
+        nm = a.get("name") or "pool"
+        x, pads = w.window_pads(op, w.x(op, 0, "nchw"), kh, kw, a["strides"], a["padding"], nm)
+        extra = {} if self.singa_pool == "MAX" else {"count_include_pad": 0}
+        y = w.node("MaxPool" if self.singa_pool == "MAX" else "AveragePool", [x], hint=nm, kernel_shape=[kh, kw],
+                   strides=list(a["strides"][1:3]), pads=pads, **extra)
+        w.result(op, y, "nchw")
+
     def _eager_window(self, a, x_shape):
         """(kernel, stride, padding) of torch's pooling for netc's windows, or None where torch's
         symmetric padding (at most half the kernel) cannot give them."""

@@ -351,6 +351,16 @@ class OpDef:
         its reference() instead and says so."""
         return None
 
+    def onnx(self, a: dict, w, op) -> None:
+        """The op written into an ONNX graph (export/onnx.py): read operands with w.x(op, i, layout),
+        parameters with w.param(op, role, transform), add nodes with w.node(type, inputs, **attrs), bind
+        the result with w.result(op, name, layout). Ops without a rule of their own have no ONNX form
+        (writes_onnx)."""
+        raise NotImplementedError(f"netc.{self.name} has no ONNX form")
+
+    def writes_onnx(self) -> bool:
+        return type(self).onnx is not OpDef.onnx
+
     def inference_params(self, a: dict, params: dict, state: dict) -> dict:
         """Its parameters for an inference program, from a training run's (runtime/train.py
         inference_params): {role: tensor} to replace, given its `params` and `state` tensors by role

@@ -55,6 +55,16 @@ class Concat(OpDef):
     attrs = {"dim": AttrSpec("int", -1, doc="axis; negative counts from the end")}
     doc = "Concatenation along `dim` (channels = 3 in NHWC). Zero-copy in the memory plan; 0 FLOPs."
 
+    def onnx(self, a, w, op):
+        """Concat of the operands in the first one's layout (an NCHW image's axes mapped)."""
+        r = len(op.operands[0].type.shape)
+        d = a["dim"] % r
+        layout = w.layout(op) if r == 4 else "nhwc"
+        axis = [0, 2, 3, 1][d] if layout == "nchw" else d
+        y = w.node("Concat", [w.x(op, i, layout) for i in range(len(op.operands))], hint=a.get("name") or "concat",
+                   axis=axis)
+        w.result(op, y, layout)
+
     def singa_layer(self, a, ins, v1, scale, plain):
         from .singa import singa_dim
         r = len(ins[0])
@@ -162,6 +172,19 @@ class Elementwise(OpDef):
     attrs = {"operation": AttrSpec("enum", "sum", ("sum", "product", "max"))}
     doc = "Elementwise sum/product/max of same-shaped inputs (a residual add). Paleo: 0 FLOPs."
 
+    def onnx(self, a, w, op):
+        """Sum / Mul / Max of the operands in the first one's layout."""
+        layout = w.layout(op)
+        t = {"sum": "Sum", "product": "Mul", "max": "Max"}[a["operation"]]
+        xs = [w.x(op, i, layout) for i in range(len(op.operands))]
+        y = xs[0]
+        if t == "Mul":
+            for z in xs[1:]:
+                y = w.node("Mul", [y, z], hint=a.get("name") or "mul")
+        else:
+            y = w.node(t, xs, hint=a.get("name") or t.lower())
+        w.result(op, y, layout)
+
     def eager(self, a, params, x_shape, out_shape, training):
         import torch
         f = {"sum": torch.add, "product": torch.mul, "max": torch.maximum}[a["operation"]]
@@ -227,6 +250,13 @@ class Reshape(OpDef):
     attrs = {"output_shape": AttrSpec("shape", [-1, -1], doc="one -1 is inferred; default flattens to [N, -1]"),
              "paleo_unchecked": _PALEO_UNCHECKED}
     doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
+
+    def onnx(self, a, w, op):
+        """Reshape (of netc's element order: an NCHW image is transposed back first), the batch kept."""
+        out = list(op.results[0].type.shape)
+        y = w.node("Reshape", [w.x(op, 0, "nhwc"), w.const([0] + out[1:], (a.get("name") or "reshape") + ".shape")],
+                   hint=a.get("name") or "reshape")
+        w.result(op, y)
 
     def eager(self, a, params, x_shape, out_shape, training):
         shape = tuple(out_shape[1:])
@@ -328,6 +358,14 @@ class Softmax(OpDef):
     def eager(self, a, params, x_shape, out_shape, training):
         import torch
         return lambda x: torch.softmax(x.reshape(x.shape[0], -1), dim=1)
+
+    def onnx(self, a, w, op):
+        """Softmax over the flattened features (in netc's element order)."""
+        nm = a.get("name") or "softmax"
+        x = w.x(op, 0, "nhwc")
+        if len(op.operands[0].type.shape) != 2:
+            x = w.node("Flatten", [x], hint=nm + ".flat", axis=1)
+        w.result(op, w.node("Softmax", [x], hint=nm, axis=1))
 
     def infer(self, a, ins):
         (x,) = ins

@@ -1,0 +1,119 @@
+"""`netc export --format onnx` (issue 27): the model onnx.checker accepts, run in onnxruntime (an oracle that
+shares no code with netc) on the reference executor's random inputs, equals the reference executor's
+outputs (float64) with the same parameters, within f32. The layout bookkeeping (netc's NHWC, ONNX's NCHW
+image ops) is checked by networks that mix the two: a concatenation of NCHW images, an inner product
+reading one (its weight rows permuted), a 4-d output, Paleo's asymmetric SAME padding and a crop."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+from netc.diagnostics import DiagnosticEngine, NetcError  # noqa: E402
+from netc.export.onnx import export_onnx  # noqa: E402
+from netc.frontend import load, load_text  # noqa: E402
+from netc.pipelines import Options, inference  # noqa: E402
+from netc.runtime.reference import random_float_input, run_reference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# every rule at once: stride-2 SAME convolutions (Paleo pads the bottom/right more), a VALID pool that drops
+# an overhanging row (a crop), an average pool with padding (in-bounds elements counted), LRN, a channel
+# concatenation of NCHW images, a residual sum, a fused sigmoid and tanh, dropout, a 4-d output, an inner
+# product on an NCHW image and a softmax
+MIXED = """network mixed {
+  input x: f32[3, 13, 13, 5]
+  a = Convolution(x) { filter: [3, 3, 5, 8], strides: [1, 2, 2, 1], padding: SAME, activation: relu }
+  b = Convolution(x) { filter: [1, 1, 5, 4], strides: [1, 2, 2, 1], padding: SAME, activation: sigmoid }
+  c = Concatenate(a, b) { dim: 3 }
+  n = LRN(c) { local_size: 3, alpha: 0.001, beta: 0.75, knorm: 2.0 }
+  p = Pooling(n) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1], padding: VALID }
+  q = AvgPool(n) { ksize: [1, 3, 3, 1], strides: [1, 3, 3, 1], padding: SAME }
+  s = Elementwise(p, q) { operation: sum }
+  d = Dropout(s) { dropout_keep_prob: 0.5 }
+  t = Convolution(d) { filter: [2, 2, 12, 6], strides: [1, 1, 1, 1], padding: VALID, activation: tanh, bias: false }
+  f = InnerProduct(t) { num_outputs: 7 }
+  prob = Softmax(f)
+  output prob, s
+}
+"""
+
+
+def compare(module, seed=0, params=None):
+    data = export_onnx(module, params=params, seed=seed)
+    model = onnx.load_from_string(data)
+    onnx.checker.check_model(model, full_check=True)
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    feeds = {i.name: random_float_input(i.name, tuple(i.shape), seed).numpy().astype(np.float32)
+             for i in sess.get_inputs()}
+    ref = run_reference(module, None, params, seed=seed)
+    errs = {}
+    for o, v in zip(sess.get_outputs(), sess.run(None, feeds)):
+        r = ref[o.name].numpy()
+        assert v.shape == r.shape, o.name
+        errs[o.name] = float(np.abs(v - r).max() / max(np.abs(r).max(), 1e-30))
+    return errs, model
+
+
+def inferred(text=None, path=None):
+    d = DiagnosticEngine()
+    m = load_text(text, "net.nd") if text is not None else load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    assert not d.has_errors(), d.diagnostics
+    return m
+
+
+def test_every_rule_against_the_reference():
+    errs, model = compare(inferred(MIXED))
+    assert set(errs) == {"prob", "s"} and max(errs.values()) < 1e-5, errs
+    ops = [n.op_type for n in model.graph.node]
+    # one transpose after the input; the concat, LRN, pools and sum stay NCHW; the 4-d output 's' and the
+    # tanh convolution's input need none (the inner product reads NCHW): one more for 's' alone
+    assert ops.count("Transpose") == 2, ops
+    assert {"Conv", "Concat", "LRN", "MaxPool", "AveragePool", "Sum", "Gemm", "Softmax", "Slice"} <= set(ops), ops
+    assert [i.name for i in model.graph.input] == ["x"] and [o.name for o in model.graph.output] == ["prob", "s"]
+    assert [d.dim_value for d in model.graph.output[1].type.tensor_type.shape.dim] == [3, 3, 3, 12]   # NHWC
+
+
+@pytest.mark.parametrize("name", ["lenet", "digits", "nin", "cifar10_phases"])
+def test_examples_run_in_onnxruntime_as_on_the_reference(name):
+    errs, model = compare(inferred(path=ROOT / "examples" / f"{name}.nd"), seed=3)
+    assert errs and max(errs.values()) < 1e-5, errs
+    names = {i.name for i in model.graph.initializer}
+    assert any(n.startswith("conv") or n.startswith("fc") or "." in n for n in names)
+
+
+def test_given_parameters_are_the_ones_written():
+    m = inferred(MIXED)
+    from netc.runtime.reference import module_params
+    params = {k: v * 0.5 for k, v in module_params(m, None, seed=9).items()}
+    errs, _ = compare(m, seed=1, params=params)
+    assert max(errs.values()) < 1e-5, errs
+
+
+def test_a_layer_without_an_onnx_form_is_named(tmp_path):
+    m = inferred("network r {\n  input x: f32[4, 3, 6]\n  y = Lstm(x) { size: 5 }\n  z = Lstm(y) { size: 2 }\n}\n")
+    with pytest.raises(NetcError, match=r"no ONNX form for 2 layers: 'y' \(netc.lstm\), 'z' \(netc.lstm\)"):
+        export_onnx(m)
+
+
+def test_cli_writes_the_model_and_says_what_it_left_out(tmp_path):
+    out = tmp_path / "lenet.onnx"
+    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/lenet.nd"), "--format", "onnx",
+                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "left out of the ONNX model (losses are not inference): loss; input 'label'" in r.stderr
+    onnx.checker.check_model(onnx.load(str(out)))
+    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/sequences.nd"), "--format", "onnx",
+                        "-o", str(tmp_path / "s.onnx")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "netc.lstm" in r.stderr, r.stderr
+    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/lenet.nd"), "--format", "paleo",
+                        "--params", "p.npz"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "--params goes with --format onnx" in r.stderr
