@@ -39,9 +39,10 @@ MIXED = """network mixed {
   s = Elementwise(p, q) { operation: sum }
   d = Dropout(s) { dropout_keep_prob: 0.5 }
   t = Convolution(d) { filter: [2, 2, 12, 6], strides: [1, 1, 1, 1], padding: VALID, activation: tanh, bias: false }
+  r = Reshape(t) { output_shape: [-1, 12] }
   f = InnerProduct(t) { num_outputs: 7 }
   prob = Softmax(f)
-  output prob, s
+  output prob, s, r
 }
 """
 
@@ -72,13 +73,13 @@ def inferred(text=None, path=None):
 
 def test_every_rule_against_the_reference():
     errs, model = compare(inferred(MIXED))
-    assert set(errs) == {"prob", "s"} and max(errs.values()) < 1e-5, errs
+    assert set(errs) == {"prob", "s", "r"} and max(errs.values()) < 1e-5, errs
     ops = [n.op_type for n in model.graph.node]
     # one transpose after the input; the concat, LRN, pools and sum stay NCHW; the 4-d output 's' and the
     # tanh convolution's input need none (the inner product reads NCHW): one more for 's' alone
-    assert ops.count("Transpose") == 2, ops
+    assert ops.count("Transpose") == 3, ops      # and one for the reshape of t (netc's element order)
     assert {"Conv", "Concat", "LRN", "MaxPool", "AveragePool", "Sum", "Gemm", "Softmax", "Slice"} <= set(ops), ops
-    assert [i.name for i in model.graph.input] == ["x"] and [o.name for o in model.graph.output] == ["prob", "s"]
+    assert [i.name for i in model.graph.input] == ["x"] and [o.name for o in model.graph.output] == ["prob", "s", "r"]
     assert [d.dim_value for d in model.graph.output[1].type.tensor_type.shape.dim] == [3, 3, 3, 12]   # NHWC
 
 

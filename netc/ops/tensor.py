@@ -252,9 +252,9 @@ class Reshape(OpDef):
     doc = "A view with a new shape; the element count must not change. Default: flatten to [N, rest]."
 
     def onnx(self, a, w, op):
-        """Reshape (of netc's element order: an NCHW image is transposed back first), the batch kept."""
+        """Reshape to the inferred shape (of netc's element order: an NCHW image is transposed back first)."""
         out = list(op.results[0].type.shape)
-        y = w.node("Reshape", [w.x(op, 0, "nhwc"), w.const([0] + out[1:], (a.get("name") or "reshape") + ".shape")],
+        y = w.node("Reshape", [w.x(op, 0, "nhwc"), w.const(out, (a.get("name") or "reshape") + ".shape")],
                    hint=a.get("name") or "reshape")
         w.result(op, y)
 
