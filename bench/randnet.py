@@ -575,6 +575,10 @@ SKIPPED = {
     "netc.mask": "no kernel yet (Brainstorm's Mask, reference only: tests/test_brainstorm_layers.py)",
     "netc.squared_difference": "no kernel yet (Brainstorm's SquaredDifference, reference only: "
                                "tests/test_brainstorm_layers.py)",
+    "netc.highway": "no kernel yet (Brainstorm's Highway, reference only: tests/test_brainstorm_ops.py checks it "
+                    "against Brainstorm's forward pass and finite differences)",
+    "netc.clockwork_lstm": "no kernel yet (Brainstorm's ClockworkLstm, reference only: tests/test_brainstorm_ops.py "
+                           "checks it against Brainstorm's forward pass and finite differences)",
     "netc.seq_pool": "it has kernels (tests/kernels/test_sequence_kernels.py, tests/test_sequence_targets.py) but "
                      "reads a time-major [T, B, ...] sequence with lengths [B] and gives [B, ...]: not drawn yet "
                      "(tests/test_sequence.py checks its reference and gradient; tests/test_gradients.py draws it)",

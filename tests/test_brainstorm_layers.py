@@ -376,8 +376,12 @@ def test_bad_arguments_are_located(tmp_path, capsys):
     assert "\"decay\" of BatchNorm 'N' must be a number in [0, 1]" in bad(N={"decay": 1.5})
     assert "activation 'el' of 'C' is not one netc knows" in bad(C={"activation": "el"})
     assert "\"importance\" of Loss 'L' is 2.0: netc has no loss weight yet" in bad(L={"importance": 2.0})
-    err = bad(F={"@outgoing_connections": {"default": ["S", "L.default"]}})
-    assert "Loss 'L' reads 2 values; netc's losses are scalars" in err
+    # a Loss of two values (Brainstorm sums their concatenation): each a loss of the network, no error
+    arch = json.loads(json.dumps(base))
+    arch["F"]["@outgoing_connections"] = {"default": ["S", "L.default"]}
+    m = load_text(json.dumps(arch), "two.json")
+    decay = [op for op in m.walk() if op.name == "netc.decay_loss"]
+    assert len(decay) == 1 and decay[0].attrs["name"].startswith("L.loss") and decay[0].attrs["parents"] == ["F"]
     err = bad(L={"@outgoing_connections": {"loss": ["O"]}})
     assert "'L.loss', the output of Loss 'L', is read by NoOp 'O'" in err
     # the list form on a layer without 'default': one error, located at the list, no cascade

@@ -158,14 +158,17 @@ def _err(arch, tmp_path, capsys):
     return err
 
 
-def test_highway_is_refused_for_what_it_is(tmp_path, capsys):
-    arch = {"Input": {"@type": "Input", "out_shapes": {"default": ["T", "B", 3]},
-                      "@outgoing_connections": {"default": ["H.x", "H.H", "H.T"]}},
+def test_highway_imports_and_a_bad_one_is_located(tmp_path, capsys):
+    """Highway is netc's highway op of H, T, x (tests/test_brainstorm_ops.py); inputs of different feature shapes
+    are a located error (Brainstorm's check)."""
+    arch = {"Input": {"@type": "Input", "out_shapes": {"default": ["T", "B", 3], "other": ["T", "B", 2]},
+                      "@outgoing_connections": {"default": ["H.x", "H.H"], "other": ["H.T"]}},
             "H": {"@type": "Highway", "@outgoing_connections": {}}}
     err = _err(arch, tmp_path, capsys)
-    assert ("bad.json:20:12 ($.H[\"@type\"]): error: Highway layer 'H' is not recurrent: it is Brainstorm's "
-            "highway gate, y = T * H + (1 - T) * x") in err
-    assert "netc has no such op yet" in err
+    assert "bad.json:" in err and "($.H): error: the inputs H, T and x of Highway 'H' must have one feature shape" in err
+    arch["Input"]["@outgoing_connections"] = {"default": ["H.x", "H.H", "H.T"], "other": []}
+    m = load_text(json.dumps(arch), "hw.json")
+    assert [op.attrs["parents"] for op in m.walk() if op.name == "netc.highway"] == [["Input.default"] * 3]
 
 
 def test_bad_recurrent_layers_are_located(tmp_path, capsys):
@@ -173,9 +176,9 @@ def test_bad_recurrent_layers_are_located(tmp_path, capsys):
     arch["L"]["activation"] = "el"
     err = _err(arch, tmp_path, capsys)
     assert "bad.json:" in err and "activation 'el' of 'L' is not one netc knows" in err
-    arch["L"] = {"@type": "ClockworkLstm", "size": 2, "@outgoing_connections": {}}
+    arch["L"] = {"@type": "LstmOpt", "size": 2, "@outgoing_connections": {}}   # (ClockworkLstm imports now)
     err = _err(arch, tmp_path, capsys)
-    assert "'L' of type ClockworkLstm is recurrent: this recurrent layer type is not yet supported" in err
+    assert "'L' of type LstmOpt is recurrent: this recurrent layer type is not yet supported" in err
     arch["L"] = {"@type": "Lstm", "size": 0, "@outgoing_connections": {}}
     err = _err(arch, tmp_path, capsys)
     assert "\"size\" of Lstm 'L' must be a positive int" in err

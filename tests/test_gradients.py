@@ -417,6 +417,29 @@ def case_lstm(rng, k):
     return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h)), xs
 
 
+def case_highway(rng, k):
+    """Brainstorm's Highway of three same-shaped inputs (each from its own pre-layer: all three get gradients)."""
+    x = _rank(rng)
+    src, xs = around("Highway", [x, x, x], {})
+    return with_loss(src, x), xs
+
+
+def case_clockwork_lstm(rng, k):
+    """Brainstorm's ClockworkLstm: case_lstm's sequences (T up to 4, so units with periods 1, 2, 4 keep their state
+    at some steps), with and without h0, c0, every activation."""
+    t, b, h = (2, 3, 4)[k % 3], rng.randint(1, 3), rng.randint(2, 4)
+    x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
+    act = ("tanh", "sigmoid", "relu", "none")[k % 4]
+    shapes = [x, (b, h), (b, h)] if k % 2 else [x]
+    lines, xs = [], []
+    for i, s in enumerate(shapes):
+        lines += [f"  input d{i}: f32[{s[0]}, 3]", f"  p{i} = InnerProduct(d{i}) {{ num_outputs: {prod(s[1:])} }}",
+                  f"  x{i} = Reshape(p{i}) {{ output_shape: {_nd(list(s))} }}"]
+        xs.append(f"x{i}")
+    lines.append(f"  y = ClockworkLstm({', '.join(xs)}) {{ size: {h}, activation: {act} }}")
+    return with_loss("network t {\n" + "\n".join(lines) + "\n", (t, b, h)), xs
+
+
 def case_seq_pool(rng, k):
     """Every mode over a time-major [T, B, ...] (T = 1 among them), with lengths [B] and without."""
     t, b = (1, 2, 4)[k % 3], rng.randint(1, 3)
@@ -476,6 +499,8 @@ CASES = {
     "squared_difference": case_squared_difference,
     "embedding": case_embedding,
     "lstm": case_lstm,
+    "clockwork_lstm": case_clockwork_lstm,
+    "highway": case_highway,
     "seq_pool": case_seq_pool,
     "recurrent": case_rnn("Recurrent"),
     "clockwork": case_rnn("Clockwork"),

@@ -133,7 +133,9 @@ def _case(op: str, rng: random.Random):
         state = rng.choice([[], [(b, h)]])   # the zero context, or an initial h0
         return attrs(op, dim_hidden=h, bias=rng.choice([True, False]),
                      linear_before_reset=rng.choice([True, False])), [x] + state
-    if op == "lstm":
+    if op == "highway":        # Brainstorm's Highway: H, T and x of one shape
+        return attrs(op), [any_shape] * 3
+    if op in ("lstm", "clockwork_lstm"):
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
         h = rng.randint(1, 4)

@@ -14,9 +14,8 @@ time-sized input `('T', 'B', ...)` becomes a sequence `[T, B, ...]` (T = the `ti
 1), the recurrent layers read and write whole sequences, and the feed-forward layers apply at every
 step (a FullyConnected or SoftmaxCE reshapes [T, B, F] to [T*B, F] and back, Brainstorm's
 flatten_time); fan-in concatenates along the first feature axis (axis 2). The recurrent layers start
-from a zero state (Brainstorm's context before the first call). Other recurrent types (ClockworkLstm,
-...) are refused with a "not yet supported" diagnostic; `Highway` is no recurrent layer but netc has
-no op for it either, and says so.
+from a zero state (Brainstorm's context before the first call). Other recurrent types (LstmOpt, ...)
+are refused with a "not yet supported" diagnostic.
 
 Mapping (one Brainstorm layer may become several netc ops; a layer with several outputs gets one
 op per output, named `Layer.output`; a layer with only `default` keeps its own name):
@@ -47,6 +46,8 @@ may be a list: the targets of the output `default` (Brainstorm's tests write it 
 | `Lstm(size, activation)` | `lstm` (activation default tanh, Brainstorm's; `size` default: the input's feature size, as Brainstorm) |
 | `Recurrent(size, activation)` | `recurrent` (the same defaults) |
 | `Clockwork(size, activation)` | `clockwork` (the same defaults; its `timing` is a parameter, as in Brainstorm) |
+| `ClockworkLstm(size, activation)` | `clockwork_lstm` (the same defaults; Lstm's parameters and `timing`) |
+| `Highway` (inputs H, T, x) | `highway` (operands H, T, x: y = T * (H - x) + x) |
 
 Several connections into one input are Brainstorm's zero-copy fan-in: the sources are concatenated
 along the first feature axis (a `concat` op named `Layer.input.concat`), in the order Brainstorm's hub lays
@@ -68,10 +69,10 @@ from .jsonloc import load_json, path_join
 from .paleo import network_name
 
 ACTIVATIONS = {"rel": "relu", "linear": "none", "tanh": "tanh", "sigmoid": "sigmoid"}
-RECURRENT = {"LSTM", "LstmOpt", "RNN", "Rnn", "ClockworkLstm", "ClockworkRnn", "GRU", "Gru"}
-SEQUENCE = {"Lstm": "netc.lstm", "Recurrent": "netc.recurrent", "Clockwork": "netc.clockwork"}   # time-major
-NOT_AN_OP = {"Highway": ("Highway layer '{name}' is not recurrent: it is Brainstorm's highway gate, y = T * H + "
-                         "(1 - T) * x of three same-shaped inputs H, T and x at every step; netc has no such op yet")}
+RECURRENT = {"LSTM", "LstmOpt", "RNN", "Rnn", "ClockworkRnn", "GRU", "Gru"}
+SEQUENCE = {"Lstm": "netc.lstm", "Recurrent": "netc.recurrent", "Clockwork": "netc.clockwork",   # time-major
+            "ClockworkLstm": "netc.clockwork_lstm"}
+NOT_AN_OP: dict = {}     # @type -> why netc has no op for it (a located error); none left
 # @type -> (input names, output names); None = any / given by kwargs
 LAYER_IO = {
     "Input": ((), None),
@@ -93,6 +94,7 @@ LAYER_IO = {
     "L1Decay": (("default",), ("loss",)),
     "L2Decay": (("default",), ("loss",)),
     "SquaredDifference": (("inputs_1", "inputs_2"), ("default",)),
+    "Highway": (("H", "T", "x"), ("default",)),
     **{t: (("default",), ("default",)) for t in SEQUENCE},
 }
 KWARGS = {"Input": {"out_shapes"}, "FullyConnected": {"size", "activation"}, "Dropout": {"drop_prob"},
@@ -101,7 +103,7 @@ KWARGS = {"Input": {"out_shapes"}, "FullyConnected": {"size", "activation"}, "Dr
           "Convolution2D": {"num_filters", "kernel_size", "stride", "padding", "activation"},
           "Pooling2D": {"kernel_size", "type", "stride", "padding", "activation_function"},
           "BatchNorm": {"decay", "epsilon"}, "Mask": set(), "DeltasScaling": {"factor"}, "L1Decay": set(),
-          "L2Decay": set(), "SquaredDifference": set(), **{t: {"size", "activation"} for t in SEQUENCE}}
+          "L2Decay": set(), "SquaredDifference": set(), "Highway": set(), **{t: {"size", "activation"} for t in SEQUENCE}}
 # outputs netc computes as a scalar loss (the batch mean, what a Loss layer makes of them): only a Loss may read them
 LOSS_OUTPUTS = {("SoftmaxCE", "loss"), ("SigmoidCE", "loss"), ("SquaredError", "loss"),
                 ("BinomialCrossEntropy", "default"), ("L1Decay", "loss"), ("L2Decay", "loss")}
@@ -391,6 +393,8 @@ class _Importer:
             self.set_feat(lname, self.joined(ins, -1))
             self.width[lname] = self.sum_width(ins)
             return ops
+        if t == "Loss" and len(sinks.get((lname, "default"), ())) > 1:   # several losses: no concatenation
+            return self.loss(lname, spec, p, sinks, outs)
         ins = self._inputs(lname, t, p, sinks, LAYER_IO[t][0], ops)
         if any(i is None for i in ins):
             return ops
@@ -402,6 +406,8 @@ class _Importer:
             return ops
         if t in ("Convolution2D", "Pooling2D", "BatchNorm", "Mask", "DeltasScaling"):
             return self.image_layer(lname, t, spec, p, ins, ops)
+        if t == "Highway":
+            return self.highway(lname, p, ins, ops)
         if t == "SquaredDifference":
             f1, f2 = self.feat.get(ins[0]), self.feat.get(ins[1])
             if f1 is not None and f2 is not None and f1 != f2:
@@ -469,26 +475,26 @@ class _Importer:
     def loss(self, lname, spec, p, sinks, outs) -> list:
         """Loss(importance): Brainstorm sums its input and divides by the batch. netc's scalar losses are already that,
         so such a loss becomes a network output; any other value (a per-element SquaredError loss, a Mask of it, a
-        SquaredDifference, ...) is summed by a DecayLoss { norm: sum } (/ B: axis 0, or 1 time-major). importance
-        other than 1 and several values are refused."""
+        SquaredDifference, ...) is summed by a DecayLoss { norm: sum } (/ B: axis 0, or 1 time-major). Several values
+        (Brainstorm concatenates them and sums the whole) are each made so: netc's training objective is the sum of a
+        network's losses, which is that sum. importance other than 1 is refused."""
         imp = spec.get("importance", 1.0)
         if isinstance(imp, bool) or not isinstance(imp, (int, float)) or imp != 1:
             self.error(f"\"importance\" of Loss '{lname}' is {imp!r}: netc has no loss weight yet, only Brainstorm's "
                        f"default 1.0 imports", path_join(p, "importance") if "importance" in spec else p)
             return []
         srcs = sinks[(lname, "default")]
-        if len(srcs) > 1:
-            self.error(f"Loss '{lname}' reads {len(srcs)} values; netc's losses are scalars that do not concatenate: "
-                       f"give each its own Loss", p)
-            return []
-        src = srcs[0]
-        layer, _, out = src[1].partition(".outputs.")
-        if (self.types.get(layer), out) in LOSS_OUTPUTS and layer not in self.per_element:
-            outs.append(src[0])
-            return []
-        name = f"{lname}.loss"
-        outs.append(name)
-        return [self._op("netc.decay_loss", name, [src[0]], {"norm": "sum", "batch_axis": len(self.lead) - 1}, p)]
+        ops = []
+        for i, src in enumerate(srcs):
+            layer, _, out = src[1].partition(".outputs.")
+            if (self.types.get(layer), out) in LOSS_OUTPUTS and layer not in self.per_element:
+                outs.append(src[0])
+                continue
+            name = f"{lname}.loss" + (f"{i}" if len(srcs) > 1 else "")
+            outs.append(name)
+            ops.append(self._op("netc.decay_loss", name, [src[0]], {"norm": "sum", "batch_axis": len(self.lead) - 1},
+                                p))
+        return ops
 
     def set_feat(self, name, feat, like=None):
         """Record a value's feature shape (per step and sample) where known, and its width."""
@@ -644,8 +650,21 @@ class _Importer:
         return ops
 
 
+    def highway(self, lname, p, ins, ops):
+        """Highway: netc's highway op of the inputs H, T, x (in this order), which must have one feature shape
+        (Brainstorm's check)."""
+        fs = [self.feat.get(i) for i in ins]
+        known = [f for f in fs if f is not None]
+        if any(f != known[0] for f in known):
+            self.error(f"the inputs H, T and x of Highway '{lname}' must have one feature shape (Brainstorm's check), "
+                       f"got {', '.join(str(tuple(f)) if f is not None else '?' for f in fs)}", p)
+            return ops
+        self.set_feat(lname, known[0] if known else None, ins[2])
+        ops.append(self._op("netc.highway", lname, ins, {}, p))
+        return ops
+
     def sequence_layer(self, lname, t, spec, p, ins, ops):
-        """Lstm, Recurrent, Clockwork: one op over the whole sequence, Brainstorm's defaults (size: the
+        """Lstm, Recurrent, Clockwork, ClockworkLstm: one op over the whole sequence, Brainstorm's defaults (size: the
         input's feature size; activation: tanh)."""
         size = spec.get("size", self.width.get(ins[0]))
         if not (isinstance(size, int) and not isinstance(size, bool) and size > 0):
