@@ -168,7 +168,12 @@ def _parser_explain(sub):
                    help="with --train: recompute cheap forward ops (pointwise, pooling, normalization) in the "
                         "backward pass until the memory plan fits BYTES (the rematerialize pass)")
     p.add_argument("--layout", metavar="OUT.json",
-                   help="write the memory plan in Brainstorm's layout format (read back by `netc check`)")
+                   help="write a layout (read back by `netc check`): for a Brainstorm architecture, the layout "
+                        "Brainstorm's create_layout writes (its hubs; as `export --format hub-layout`); for any other "
+                        "network, netc's memory plan in Brainstorm's March-2015 layout format (--layout-kind)")
+    p.add_argument("--layout-kind", choices=("hub", "plan"), default=None,
+                   help="what --layout writes: hub (Brainstorm's own layout of a Brainstorm architecture; the default "
+                        "for one) or plan (netc's memory plan as a layout; the default for every other file)")
     p.add_argument("--plot", metavar="PLAN.png|svg|pdf",
                    help="draw the memory plan (matplotlib, the `plot` extra): offset against schedule step, one "
                         "colour per buffer class, the lower bound as a line")
@@ -485,6 +490,9 @@ def cmd_explain(args, diag):
         get_network(args.comm_network)
     module = module or F.load_source(args, diag)
     _rescale(module, args)
+    if _layout_kind(args) == "hub":      # Brainstorm's own layout; netc's plan is --layout-kind plan
+        _write_hub_layout(args.file, args.layout, diag)
+        args.layout = None
     show_ir = args.format == "text" and not args.brief and args.dot is None
     want_plan = args.memory or args.layout or (args.plot and not args.workers) or args.verify \
         or args.memory_budget is not None
@@ -505,6 +513,47 @@ def cmd_explain(args, diag):
         write_dot(module, args.dot, workers=bool(args.partition_workers))
         return 0
     return write_report(args, module, timing, plans, lambda b: _module_at_batch(args, b))
+
+
+def _layout_kind(args):
+    """What `explain --layout` writes: 'hub' (Brainstorm's create_layout of a Brainstorm architecture: the default
+    for one), 'plan' (netc's memory plan in the March-2015 format: the default for any other file); None without
+    --layout."""
+    if args.layout is None:
+        if args.layout_kind is not None:
+            raise NetcError("--layout-kind says what --layout writes: give --layout OUT.json too")
+        return None
+    if args.layout_kind is not None:
+        return args.layout_kind
+    import json
+    from .frontend import detect_format, read_source
+    from .frontend.brainstorm import is_brainstorm
+    text = read_source(args.file)
+    if detect_format(args.file, text) != "json":
+        return "plan"
+    try:
+        return "hub" if is_brainstorm(json.loads(text)) else "plan"
+    except ValueError:
+        return "plan"
+
+
+def _write_hub_layout(path, out, diag):
+    """Brainstorm's layout of the architecture in `path` (netc/export: export_hub_layout) into `out`."""
+    import json
+    from .diagnostics import Loc
+    from .export import export_hub_layout
+    from .frontend import detect_format, read_source
+    from .frontend.brainstorm import is_brainstorm
+    text = read_source(path)
+    if detect_format(path, text) != "json" or not is_brainstorm(json.loads(text)):
+        raise NetcError("--layout-kind hub writes Brainstorm's layout of a Brainstorm architecture; this file is not "
+                        "one (--layout-kind plan writes netc's memory plan as a layout)", Loc(path, 1, 1))
+    doc = json.loads(export_hub_layout(path, diag))
+    doc["generated_by"] = doc["generated_by"].replace("export --format hub-layout", "explain --layout")
+    with open(out, "w") as f:
+        json.dump(doc, f, indent=1)
+        f.write("\n")
+    sys.stderr.write(f"wrote {out} (Brainstorm's layout of the architecture; --layout-kind plan: netc's plan)\n")
 
 
 def _module_at_batch(args, batch: int):

@@ -9,7 +9,9 @@ the Brainstorm architectures that use them, with Merge (issue 25).
   reference executor, with Brainstorm's parameter shapes;
 * their forward pass equals Brainstorm's own (tests/data/brainstorm_ops_forward.json: its NumpyHandler in float64
   at given parameters and inputs), parameters read from Brainstorm's flat vector through its layout;
-* a compiled target refuses the ops with a located error (they have no kernel).
+* a compiled target refuses the ops with a located error (they have no kernel);
+* `netc explain --layout` on any Brainstorm architecture of tests/data/brainstorm_layouts.json writes the layout
+  Brainstorm's create_layout wrote for it; `--layout-kind plan` writes netc's memory plan as before.
 """
 from __future__ import annotations
 
@@ -313,3 +315,54 @@ def test_bad_highway_in_an_architecture_is_located(tmp_path, capsys):
     assert main(["check", str(src)]) == 1
     err = capsys.readouterr().err
     assert "bad.json:" in err and "($.Hw)" in err and "H, T and x" in err and "Traceback" not in err
+
+
+# -- netc explain --layout on a Brainstorm architecture ------------------------------------------------
+
+@pytest.mark.parametrize("net", sorted(NETS))
+def test_explain_layout_writes_brainstorms_layout(net, tmp_path, capsys):
+    """`netc explain --layout` on a Brainstorm architecture writes what Brainstorm's create_layout wrote for it
+    (tests/data/brainstorm_layouts.json: layer order, hubs, the @-key tree), which `netc check` accepts."""
+    src, out = _write(tmp_path, net), tmp_path / "out.json"
+    assert main(["explain", str(src), "--brief", "--layout", str(out)]) == 0
+    assert f"wrote {out} (Brainstorm's layout" in capsys.readouterr().err
+    got, want = json.loads(out.read_text()), NETS[net]
+    for key in ("architecture", "layer_order", "hubs", "layout"):
+        assert got[key] == want[key], (net, key)
+    assert "explain --layout" in got["generated_by"]
+    assert main(["check", str(out)]) == 0
+    assert "a valid Brainstorm hub layout" in capsys.readouterr().out
+
+
+def test_explain_layout_of_a_corpus_file_is_its_own(tmp_path, capsys):
+    """A corpus file (architecture and the layout Brainstorm wrote beside it): explain --layout gives that layout."""
+    corpus = Path(__file__).resolve().parents[1] / "shared" / "corpus" / "brainstorm" / "mnist_pi.layout.json"
+    out = tmp_path / "bs.json"
+    assert main(["explain", str(corpus), "--brief", "--layout", str(out)]) == 0
+    got, want = json.loads(out.read_text()), json.loads(corpus.read_text())
+    assert got["layout"] == want["layout"] and got["architecture"] == want["architecture"]
+
+
+def test_layout_kind_plan_keeps_netcs_plan(tmp_path, capsys):
+    """--layout-kind plan: netc's memory plan of the imported net (March-2015 format, time-sized at T), as before."""
+    src, out = _write(tmp_path, "clockwork_lstm"), tmp_path / "plan.json"
+    assert main(["explain", str(src), "--brief", "--layout", str(out), "--layout-kind", "plan", "--size", "T=3"]) == 0
+    doc = json.loads(out.read_text())
+    assert "netc" in doc and "hubs" not in doc and doc["sizes"][2] > 0      # the time-sized class
+    capsys.readouterr()
+    assert main(["check", str(out)]) == 0
+    assert "a valid layout" in capsys.readouterr().out
+
+
+def test_layout_kind_errors(tmp_path, capsys):
+    nd = tmp_path / "cw.nd"
+    nd.write_text(ND)
+    out = tmp_path / "x.json"
+    assert main(["explain", str(nd), "--brief", "--layout", str(out), "--layout-kind", "hub"]) == 1
+    err = capsys.readouterr().err
+    assert "cw.nd:1:1: error: --layout-kind hub writes Brainstorm's layout of a Brainstorm architecture" in err
+    assert not out.exists()
+    assert main(["explain", str(nd), "--brief", "--layout-kind", "plan"]) == 1
+    assert "give --layout OUT.json too" in capsys.readouterr().err
+    assert main(["explain", str(nd), "--brief", "--layout", str(out)]) == 0     # a .nd: netc's plan
+    assert "netc" in json.loads(out.read_text())
