@@ -7,8 +7,9 @@ the Brainstorm architectures that use them, with Merge (issue 25).
 * ClockworkLstm with every period 1 is the Lstm; a unit keeps c and y between its clock's ticks;
 * tests/data/brainstorm_layouts.json's merge_highway and clockwork_lstm import, check, run and train on the
   reference executor, with Brainstorm's parameter shapes;
-* their forward pass equals Brainstorm's own (tests/data/brainstorm_ops_forward.json: its NumpyHandler in float64
-  at given parameters and inputs), parameters read from Brainstorm's flat vector through its layout;
+* their forward pass equals Brainstorm's own (tests/data/brainstorm_ops_runs.json: its NumpyHandler in float64
+  at given parameters and inputs), parameters read from Brainstorm's flat vector through its layout; the
+  ClockworkLstm's gradient equals Brainstorm's backward_pass (no context);
 * a compiled target refuses the ops with a located error (they have no kernel);
 * `netc explain --layout` on any Brainstorm architecture of tests/data/brainstorm_layouts.json writes the layout
   Brainstorm's create_layout wrote for it; `--layout-kind plan` writes netc's memory plan as before.
@@ -30,7 +31,7 @@ from netc.ops.lstm import ROLES
 
 DATA = Path(__file__).parent / "data"
 NETS = json.loads((DATA / "brainstorm_layouts.json").read_text())["nets"]
-FORWARD = json.loads((DATA / "brainstorm_ops_forward.json").read_text())
+FORWARD = json.loads((DATA / "brainstorm_ops_runs.json").read_text())
 HW, CWL, LSTM = lookup("netc.highway"), lookup("netc.clockwork_lstm"), lookup("netc.lstm")
 ACTS = ("tanh", "sigmoid", "relu", "none")
 
@@ -176,6 +177,27 @@ def test_clockwork_lstm_gradient_against_autograd(act):
         got = _cw_grads(a, x.detach(), [s.detach() for s in state], dy, {k: v.detach() for k, v in p.items()})
     for n, ref in zip(leaves, refs):
         torch.testing.assert_close(got[n], ref, rtol=1e-10, atol=1e-12, msg=lambda m: f"{n}: {m}")
+
+
+def test_clockwork_lstm_gradient_equals_brainstorms_backward_pass():
+    """Brainstorm's own backward_pass of a ClockworkLstm (NumpyHandler, float64, periods 1, 2, 3, 4 over 6 steps, no
+    context; tests/data/brainstorm_ops_runs.json): at the deltas that reached its output, netc's gradient ops give
+    its input deltas and every parameter's gradient (timing: none, as Brainstorm's computes_no_gradients_for)."""
+    d = FORWARD["backward"]["clockwork_lstm_alone"]
+    t = d["T"]
+
+    def f64(v):
+        return torch.tensor(v, dtype=torch.float64)
+    p = {k: f64(v) for k, v in d["parameters"].items()}
+    x, dy = f64(d["x"]), f64(d["output_deltas"])
+    assert float(dy[t].abs().max()) == 0         # the context row gets no delta: dy is its first T rows
+    a = {"size": d["architecture"]["CL"]["size"], "activation": d["architecture"]["CL"]["activation"]}
+    torch.testing.assert_close(CWL.reference(a, [x], p), f64(d["output"])[:t], rtol=1e-12, atol=1e-14)
+    got = _cw_grads(a, x, [], dy[:t], p)
+    torch.testing.assert_close(got["x"], f64(d["input_deltas"]), rtol=1e-10, atol=1e-14)
+    for r in ROLES:
+        torch.testing.assert_close(got[r], f64(d["gradients"][r]), rtol=1e-10, atol=1e-14, msg=lambda m, r=r: f"{r}: {m}")
+    assert float(f64(d["gradients"]["timing"]).abs().max()) == 0
 
 
 def test_final_state_carries_h_and_c():

@@ -24,11 +24,11 @@ The gradient is the derivative of these equations, split as the Lstm's: clockwor
 the recurrence backwards by hand (a unit that keeps its state at step t passes the gradients of y[t] and
 c[t] on to y[t-1] and c[t-1] and gets zero gate gradients there) into the Lstm's [T, B, 9, H] blocks
 (netc/ops/lstm.py BLOCKS; its 'c' block holds the candidate c'[t] the peephole po reads), and the Lstm's
-own lstm_grad_data and lstm_grad_param read them. It differs from Brainstorm's backward_pass where that
-one is not the derivative: there dpf adds dCa[-1] * dIa[0] (the input gate's delta, where the forget
-gate's belongs), the t = 0 terms of dR* and dpi, dpf read the context's deltas rather than its values,
-no dh0, dc0 are produced, and the output gate's delta of a kept unit is zeroed only after its peephole
-sent it on to dCa; finite differences in float64 check netc's (tests/test_brainstorm_ops.py).
+own lstm_grad_data and lstm_grad_param read them. Finite differences in float64 check it, and without a
+context it equals Brainstorm's backward_pass (tests/test_brainstorm_ops.py, Brainstorm's gradients recorded).
+With a nonzero context it differs from Brainstorm's on purpose, where that one is not the derivative: there
+the t = 0 terms of dR* and dpi, dpf read the context's deltas (dy[-1], dCa[-1]) where the derivative reads
+its values (h0, c0), dpf's reads dIa[0] where dFa[0] belongs, and no dh0, dc0 are produced.
 
 The batch is axis 1 (OpDef.batch_axis), as the Lstm's. No kernel (kernels/lowering.py has no row): the
 reference and Python targets run it; a compiled target refuses it with a located error.
