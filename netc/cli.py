@@ -600,7 +600,20 @@ def cmd_import(args, diag):
     if titles:
         header += "\n" + "\n".join(titles)
     text = write_nd(module, header=header)
-    return _emit(text, args.output)
+    rc = _emit(text, args.output)
+    if module.attrs.get("onnx_source"):       # an ONNX model's values: beside the .nd, as netc run takes them
+        from .frontend.onnx import params_of
+        values = params_of(module.attrs["onnx_source"])
+        if args.output == "-":
+            diag.warning(f"the model's {len(values)} parameter tensors are not written with -o -: give -o MODEL.nd to "
+                         f"get MODEL.npz beside it")
+        else:
+            import numpy as np
+            npz = os.path.splitext(args.output)[0] + ".npz"
+            np.savez(npz, **values)
+            sys.stderr.write(f"netc: wrote {args.output} and its {len(values)} parameter tensors {npz} "
+                             f"(netc run {args.output} --params {npz})\n")
+    return rc
 
 
 def _emit(text: str, output: str) -> int:

@@ -24,6 +24,9 @@ def detect_format(path: str, text: str) -> str:
 
 def load(path: str, diag: DiagnosticEngine | None = None, batch: int = 1, options: dict | None = None):
     """Read `path` and return its IR module. Raises NetcError for the user's problems."""
+    from .onnx import import_onnx, is_onnx
+    if is_onnx(path):       # binary: read by the onnx package (frontend/onnx.py)
+        return import_onnx(path, diag)
     text = read_source(path)
     return load_text(text, path, diag, batch, options)
 

@@ -147,6 +147,11 @@ def module_params(module: Module, params: dict | None = None, seed: int = 0, dty
 def _module_params(module, params, seed, dtype, device, names) -> dict[str, torch.Tensor]:
     decl = {p.attrs["sym_name"]: p for p in module.params() if "type" in p.attrs}
     params = dict(params or {})
+    if module.attrs.get("onnx_source"):     # an ONNX model's own values, where none are given
+        from ..frontend.onnx import params_of
+        for k, v in params_of(module.attrs["onnx_source"]).items():
+            if k in decl:
+                params.setdefault(k, torch.tensor(v))
     for k in params:
         if k not in decl:
             hint = did_you_mean(k, decl)

@@ -1,0 +1,195 @@
+"""ONNX models in (issue 27, frontend/onnx.py): models exported from torch (torch.onnx, the TorchScript
+exporter) import, and netc's reference executor and its kernels on the interpreter give torch's outputs on
+the same inputs, the NCHW model read as netc's NHWC; parameter counts equal torch's. Constant shape
+subgraphs fold, older opsets convert, unsupported ops are listed at once, `netc import` writes the .nd and
+its parameters, and a model netc exported (export/onnx.py) imports back to the same outputs."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn as nn
+
+onnx = pytest.importorskip("onnx")
+
+from netc.diagnostics import DiagnosticEngine, NetcError  # noqa: E402
+from netc.frontend import load  # noqa: E402
+from netc.pipelines import Options, inference  # noqa: E402
+from netc.runtime.reference import run_reference  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class Small(nn.Module):
+    """Every op the importer reads from a torch CNN (torch writes LRN as a decomposition: netc's own
+    export's LRN is read below): a strided padded convolution, an unfolded batch norm, max and average
+    pooling, a channel concatenation, leaky ReLU, sigmoid, a residual sum, a flatten written as
+    x.view(x.size(0), -1) (a Shape -> Gather -> Concat -> Reshape subgraph), dropout, a ReLU between the
+    flatten and the linear layer that reads it, a global average pool, two linear layers and a softmax."""
+
+    def __init__(self):
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.bn = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 6, 3, padding=1)
+        self.c3 = nn.Conv2d(8, 4, 1, bias=False)
+        self.c4 = nn.Conv2d(10, 10, 3, padding=1)
+        self.fc1 = nn.Linear(10 * 4 * 4, 12)
+        self.fc2 = nn.Linear(12, 5)
+        self.drop = nn.Dropout(0.3)
+
+    def forward(self, x):
+        y = torch.relu(self.bn(self.c1(x)))
+        y = nn.functional.max_pool2d(y, 2)
+        y = torch.cat([nn.functional.leaky_relu(self.c2(y), 0.1), torch.sigmoid(self.c3(y))], 1)
+        y = nn.functional.avg_pool2d(self.c4(y), 3, 1, 1, count_include_pad=False) + y
+        y = torch.relu(self.drop(y.view(y.size(0), -1)))
+        return torch.softmax(self.fc2(torch.tanh(self.fc1(y))), 1)
+
+
+class Gap(nn.Module):
+    """A global average pool, then a flatten of its [N, C, 1, 1] (no reordering needed) into a product."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 7, 3)
+        self.fc = nn.Linear(7, 4)
+
+    def forward(self, x):
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(torch.relu(self.c(x)), 1), 1))
+
+
+def exported(tmp_path, model, x, opset=17, name="m.onnx", fold=False):
+    path = tmp_path / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=opset, input_names=["x"],
+                          output_names=["prob"], do_constant_folding=fold)
+    return path
+
+
+def small(seed=0):
+    torch.manual_seed(seed)
+    m = Small().eval()
+    with torch.no_grad():
+        m.bn.running_mean.uniform_(-1, 1)
+        m.bn.running_var.uniform_(0.5, 2)
+        m.bn.weight.uniform_(0.5, 1.5)
+    return m, torch.randn(2, 3, 16, 16)
+
+
+def reference(path, x):
+    d = DiagnosticEngine()
+    m = load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    assert not d.has_errors(), d.diagnostics
+    return m, run_reference(m, {"x": x.permute(0, 2, 3, 1).double()}, None)
+
+
+def rel(a, b) -> float:
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
+
+
+@pytest.mark.parametrize("opset", [17, 11])
+def test_a_torch_model_gives_torchs_outputs(tmp_path, opset):
+    model, x = small()
+    path = exported(tmp_path, model, x, opset=opset)
+    mod, out = reference(path, x)
+    with torch.no_grad():
+        want = model(x).numpy()
+    assert rel(out["prob"], want) < 1e-5
+    # parameters: torch's trainable ones (the batch norm's scale and shift become netc's folded affine)
+    from netc.explain import layer_rows
+    assert sum(r["params"] for r in layer_rows(mod)) == sum(p.numel() for p in model.parameters())
+    ops = {op.name for n in mod.networks() for op in n.regions[0].ops}
+    assert {"netc.conv2d", "netc.batch_norm", "netc.concat", "netc.avgpool", "netc.elementwise", "netc.inner_product"} <= ops
+
+
+def test_a_global_pool_into_a_product(tmp_path):
+    torch.manual_seed(3)
+    model, x = Gap().eval(), torch.randn(3, 3, 9, 9)
+    path = tmp_path / "gap.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["x"], output_names=["y"])
+    d = DiagnosticEngine()
+    m = load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    out = run_reference(m, {"x": x.permute(0, 2, 3, 1).double()}, None)
+    with torch.no_grad():
+        assert rel(out["y"], model(x).numpy()) < 1e-5
+
+
+def test_the_kernels_on_the_interpreter_agree(tmp_path):
+    model, x = small(1)
+    path = exported(tmp_path, model, x)
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
+
+
+def test_netc_import_writes_the_nd_and_its_parameters(tmp_path):
+    model, x = small(2)
+    path = exported(tmp_path, model, x, fold=True)
+    nd = tmp_path / "m.nd"
+    r = subprocess.run([sys.executable, "-m", "netc", "import", str(path), "-o", str(nd)], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert f"wrote {nd} and its" in r.stderr and (tmp_path / "m.npz").exists()
+    assert "input x: f32[2, 16, 16, 3]" in nd.read_text()          # NCHW read as NHWC
+    from netc.runtime.params import read_params
+    d = DiagnosticEngine()
+    m = load(str(nd), d)
+    inference(m, Options(phase="test"), d)
+    out = run_reference(m, {"x": x.permute(0, 2, 3, 1).double()}, read_params(str(tmp_path / "m.npz")))
+    with torch.no_grad():
+        assert rel(out["prob"], model(x).numpy()) < 1e-5
+
+
+def test_unsupported_ops_are_listed_at_once(tmp_path):
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 4])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 4])
+    g = helper.make_graph([helper.make_node("Erf", ["x"], ["a"], name="first"),
+                           helper.make_node("Relu", ["a"], ["b"], name="ok"),
+                           helper.make_node("Softsign", ["b"], ["y"], name="second")], "g", [x], [y])
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(NetcError, match=r"2 nodes of op types netc does not read yet: 'first' \(Erf\), 'second' \(Softsign\)"):
+        load(str(path), DiagnosticEngine())
+    r = subprocess.run([sys.executable, "-m", "netc", "check", str(path)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and str(path) in r.stderr, r.stderr
+    (tmp_path / "junk.onnx").write_bytes(b"not a model")
+    r = subprocess.run([sys.executable, "-m", "netc", "check", str(tmp_path / "junk.onnx")], capture_output=True,
+                       text=True, cwd=ROOT)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and "not an ONNX model" in r.stderr, r.stderr
+
+
+def test_netcs_own_export_imports_back(tmp_path):
+    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/cifar10_phases.nd"), "--format",
+                        "onnx", "-o", str(tmp_path / "c.onnx"), "--seed", "4"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    d = DiagnosticEngine()
+    orig = load(str(ROOT / "examples/cifar10_phases.nd"), d)
+    inference(orig, Options(phase="test"), d)
+    want = run_reference(orig, None, None, seed=4)
+    # the exported model takes netc's NHWC input as it is, transposed once into NCHW: read back in netc's layout
+    back = load(str(tmp_path / "c.onnx"), DiagnosticEngine())
+    inference(back, Options(phase="test"), DiagnosticEngine())
+    ops = [op.name for n in back.networks() for op in n.regions[0].ops]
+    assert "netc.transpose" not in ops and ops.count("netc.conv2d") == 3
+    got = run_reference(back, {"data": want_inputs(orig)}, None)
+    assert rel(got["prob"], want["prob"]) < 1e-5
+
+
+def want_inputs(module):
+    from netc.runtime.reference import random_float_input
+    (x,) = [op for n in module.networks() for op in n.regions[0].ops if op.name == "netc.input" and
+            op.results[0].type.dtype == "f32"]
+    return random_float_input("data", x.results[0].type.shape, 4)
