@@ -540,3 +540,19 @@ def test_plot_without_matplotlib_says_how(monkeypatch):
     with pytest.raises(netc.api.Error) as e:
         netc.plot.CostPlot("cost.png")
     assert "pip install 'netc[plot]'" in str(e.value) and f"test_api.py:{line}:" in str(e.value)
+
+
+@pytest.mark.parametrize("opt,state", [(lambda: netc.optimizer.AdaDelta(), ("square_avg", "acc_delta")),
+                                       (lambda: netc.optimizer.by_name("adamax", 0.01), ("adamax_m", "adamax_u"))])
+def test_adadelta_and_adamax_train_through_the_api(opt, state):
+    """The two updaters SINGA added last (kAdaDelta, kAdamMax) from the API: their update ops (checked
+    against torch.optim in test_singa_updaters.py) run in netc.train, keep their state in the ParameterSet,
+    and the loss falls."""
+    x, y = L.data("x", [3]), L.data("y", [], "i32")
+    cost = L.softmax_loss(L.fc(L.fc(x, 6, act="relu"), 2), y)
+    params = netc.parameters.create(cost)
+    costs = []
+    netc.train(cost, params, lambda: iter(_samples(64)), opt(), batch_size=16, num_passes=6,
+               event_handler=lambda e: costs.append(e.cost) if isinstance(e, netc.event.EndIteration) else None)
+    assert costs[-1] < costs[0], costs
+    assert any(k.endswith("." + state[0]) for k in params.state) and any(k.endswith("." + state[1]) for k in params.state)

@@ -6,6 +6,8 @@ ops/optim.py) and the learning-rate schedule (netc.ops.optim.learning_rate).
     netc.optimizer.Adam(lr=0.001, beta1=0.9, beta2=0.999, eps=1e-8)
     netc.optimizer.RMSProp(lr=0.01, alpha=0.99, eps=1e-8)     # alpha is SINGA's / Paddle's rho
     netc.optimizer.AdaGrad(lr=0.01, eps=1e-10)
+    netc.optimizer.AdaDelta(lr=1.0, rho=0.9, eps=1e-6)       # torch.optim.Adadelta, SINGA's kAdaDelta
+    netc.optimizer.AdaMax(lr=0.002, beta1=0.9, beta2=0.999, eps=1e-8)   # torch.optim.Adamax
 
 Every one also takes weight_decay (L2, torch's form), clip_norm (clip the gradients to this global
 norm), clip_low/clip_high (SINGA's value clipping), convention ("torch" or "singa") and, instead of
@@ -108,6 +110,24 @@ class AdaGrad(Optimizer):
         super().__init__(lr, eps=eps, **kw)
 
 
+class AdaDelta(Optimizer):
+    name = "adadelta"
+    _own = ("rho", "eps")
+    _default_lr = 1.0          # torch.optim.Adadelta's (the step is scaled by the running update size)
+
+    def __init__(self, lr=None, rho: float = 0.9, eps: float = 1e-6, **kw):
+        super().__init__(lr, rho=rho, eps=eps, **kw)
+
+
+class AdaMax(Optimizer):
+    name = "adamax"
+    _own = ("beta1", "beta2", "eps")
+    _default_lr = 0.002        # torch.optim.Adamax's
+
+    def __init__(self, lr=None, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8, **kw):
+        super().__init__(lr, beta1=beta1, beta2=beta2, eps=eps, **kw)
+
+
 class Recorded(Optimizer):
     """The optimizer a file records (a SINGA job's updater and schedule, on the module): the optimizer
     pass takes it as it is. netc.train uses it when given no optimizer for a loaded topology."""
@@ -124,16 +144,18 @@ class Recorded(Optimizer):
 
 
 def by_name(name: str, lr=None, **kw) -> Optimizer:
-    """An optimizer from its name as the CLI spells it: sgd, momentum, nesterov, adam, rmsprop, adagrad."""
-    table = {"sgd": SGD, "momentum": Momentum, "adam": Adam, "rmsprop": RMSProp, "adagrad": AdaGrad}
+    """An optimizer from its name as the CLI spells it: sgd, momentum, nesterov, adam, rmsprop, adagrad,
+    adadelta, adamax."""
+    table = {"sgd": SGD, "momentum": Momentum, "adam": Adam, "rmsprop": RMSProp, "adagrad": AdaGrad,
+             "adadelta": AdaDelta, "adamax": AdaMax}
     if name == "nesterov":
         return SGD(lr, momentum=kw.pop("momentum", 0.9), nesterov=True, **kw)
     if name not in table:
         from ..diagnostics import did_you_mean
         hint = did_you_mean(str(name), list(table) + ["nesterov"])
         raise error(f"unknown optimizer '{name}'" + (f"; did you mean '{hint}'?" if hint else "")
-                    + " (optimizers: sgd, momentum, nesterov, adam, rmsprop, adagrad)", user_loc())
+                    + " (optimizers: sgd, momentum, nesterov, adam, rmsprop, adagrad, adadelta, adamax)", user_loc())
     return table[name](lr, **kw)
 
 
-__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "RMSProp", "AdaGrad", "Recorded", "by_name"]
+__all__ = ["Optimizer", "SGD", "Momentum", "Adam", "RMSProp", "AdaGrad", "AdaDelta", "AdaMax", "Recorded", "by_name"]
