@@ -9,7 +9,8 @@ CIFAR-like archives for `netc run ARCH.json --train --data ... --eval ...`:
     PREFIX/mnist_pi_init.npz, cifar10_cnn_init.npz        the initial parameters, by netc's parameter names
     PREFIX/mnist_pi_train.npz, mnist_pi_test.npz          Input.default f32 [S, 28, 28, 1], Input.targets f32 [S, 1]
     PREFIX/cifar10_cnn_train.npz, cifar10_cnn_test.npz    Input.default f32 [S, 32, 32, 3], Input.targets f32 [S, 1]
-    PREFIX/xor.npz                                        the four XOR points and their targets
+    PREFIX/xor.npz, xor_init.npz                          the four XOR points and their targets; the parameters
+                                                          Brainstorm's XOR test starts from (Gaussian(1.0), seed 42)
 
 The digits: each 8x8 image (0..16 scaled to 0..1) is enlarged 3x (nearest) to 24x24 and placed in a 28x28 frame
 (mnist_pi: Brainstorm's Input is (28, 28, 1); its first layer flattens it), or enlarged 4x to 32x32 with three
@@ -95,6 +96,22 @@ def xor() -> dict:
 
 XOR_X = np.array([[0, 0], [0, 1], [1, 0], [1, 1]], dtype=np.float32)
 XOR_T = np.array([[0], [1], [1], [0]], dtype=np.float32)
+# The parameters Brainstorm's XOR test draws (net.initialize(Gaussian(1.0), seed=42), Brainstorm's own code at
+# 8f1fc88 run in float32; tests/data/brainstorm_xor.json has the whole run), in Brainstorm's shapes: W (size, in).
+XOR_INIT_BRAINSTORM = {
+    "FullyConnected": {"W": [[1.2561421394348145, -0.5379302501678467], [-0.10434044897556305, 0.669921875]],
+                       "bias": [-0.44221779704093933, -1.185210108757019]},
+    "OutLayer": {"W": [[-1.9983912706375122, -0.6890639662742615]], "bias": [0.8146527409553528]},
+}
+
+
+def xor_init() -> dict:
+    """XOR_INIT_BRAINSTORM by netc's names and shapes (a FullyConnected's weight is [in, size])."""
+    out = {}
+    for layer, ps in XOR_INIT_BRAINSTORM.items():
+        out[f"{layer}.weight"] = np.array(ps["W"], dtype=np.float32).T.copy()
+        out[f"{layer}.bias"] = np.array(ps["bias"], dtype=np.float32)
+    return out
 
 
 def initial_params(net: str, seed: int = 0) -> dict:
@@ -205,6 +222,7 @@ def main(argv=None) -> int:
             json.dump(arch, f, indent=1)
         print(f"wrote {path}")
     np.savez(os.path.join(a.output, "xor.npz"), **{"Input.default": XOR_X, "Input.targets": XOR_T})
+    np.savez(os.path.join(a.output, "xor_init.npz"), **xor_init())
     for net in ("mnist_pi", "cifar10_cnn"):
         path = os.path.join(a.output, f"{net}_init.npz")
         np.savez(path, **initial_params(net, a.seed))

@@ -114,6 +114,12 @@ def test_xor_trains_as_brainstorm_does_from_the_cli(tmp_path, capsys):
     _brainstorms_check(_xor_outputs(final), losses)
 
 
+def test_the_examples_xor_start_is_brainstorms():
+    assert BD.XOR_INIT_BRAINSTORM == XOR_RUN["init"]
+    for n, v in BD.xor_init().items():
+        np.testing.assert_allclose(v, _xor_init()[n], rtol=1e-7)
+
+
 def test_xor_without_brainstorms_start_fails_the_check_where_it_should():
     """The check can fail: from all-zero parameters the two hidden units stay equal (a symmetric start) and the
     net cannot represent XOR: every rounded output is the same."""
@@ -194,3 +200,17 @@ def test_mnist_pi_and_cifar10_cnn_train_from_the_api(tiny_mnist):
                num_passes=1, batch_size=8, event_handler=on_event, threads=1)
     assert len(costs) == -(-len(tr["Input.targets"]) // 8), costs            # every batch of 8, the last partial
     assert all(np.isfinite(costs)) and abs(costs[0] - np.log(10)) < 0.05, costs
+
+
+def test_the_plot_script_draws_the_curves(tmp_path):
+    """examples/brainstorm_plot.py (the picture in docs/brainstorm.md) draws netc's histories beside Brainstorm's."""
+    pytest.importorskip("matplotlib")
+    spec = importlib.util.spec_from_file_location("brainstorm_plot", ROOT / "examples" / "brainstorm_plot.py")
+    plot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(plot)
+    hist = tmp_path / "h.json"
+    rows = [{"step": i + 1, "epoch": i // 2 + 1, "loss": v} for i, v in enumerate(XOR_RUN["loss"])]
+    hist.write_text(json.dumps(rows))
+    out = tmp_path / "loss.png"
+    assert plot.main(["--xor", str(hist), "--mnist-pi", str(hist), "--cifar10-cnn", str(hist), "-o", str(out)]) == 0
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
