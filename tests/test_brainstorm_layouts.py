@@ -26,7 +26,7 @@ from netc.frontend.brainstorm_structure import StructureError, hub_layout
 
 DOC = json.loads((Path(__file__).parent / "data" / "brainstorm_layouts.json").read_text())
 NETS = DOC["nets"]
-CORPUS = Path(__file__).resolve().parents[1] / "shared" / "corpus" / "brainstorm"
+CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "brainstorm"   # ../shared beside the checkout
 NOT_IMPORTED: dict = {}   # architectures netc cannot import (Highway and ClockworkLstm now do: tests/test_brainstorm_ops.py)
 
 

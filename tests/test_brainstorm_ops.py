@@ -358,7 +358,7 @@ def test_explain_layout_writes_brainstorms_layout(net, tmp_path, capsys):
 
 def test_explain_layout_of_a_corpus_file_is_its_own(tmp_path, capsys):
     """A corpus file (architecture and the layout Brainstorm wrote beside it): explain --layout gives that layout."""
-    corpus = Path(__file__).resolve().parents[1] / "shared" / "corpus" / "brainstorm" / "mnist_pi.layout.json"
+    corpus = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "brainstorm" / "mnist_pi.layout.json"
     out = tmp_path / "bs.json"
     assert main(["explain", str(corpus), "--brief", "--layout", str(out)]) == 0
     got, want = json.loads(out.read_text()), json.loads(corpus.read_text())
