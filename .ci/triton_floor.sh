@@ -3,7 +3,9 @@
 # kernels under the interpreter, every kernel's cubins, 16-bit networks) again on the oldest
 # Triton netc supports (pyproject: triton>=3.6), the one the lent GPU machines have. Triton 3.6's
 # interpreter and code generator differ from the newest (netc.kernels.common works around one such
-# difference); this keeps `triton>=3.6` true. Any exit other than 0 fails the run.
+# difference); this keeps `triton>=3.6` true. The sm_80 compiles (marked sm80) stay with the newest
+# Triton only: 3.6 is what the H100/H200 machines run, and CI's time is short. Any exit other than 0
+# fails the run.
 #
 #   bash .ci/triton_floor.sh [prepare|run]     # both when not given
 #
@@ -33,5 +35,5 @@ fi
     echo "triton_floor: the environment has triton $("$VENV/bin/python" -c 'import triton; print(triton.__version__)'), not $TRITON_FLOOR"; exit 1; }
 export NETC_CACHE_DIR="$D/cache"
 cd "$ROOT"
-"$VENV/bin/python" -m pytest -q -n auto --dist worksteal -p no:cacheprovider --basetemp "$D/pytest" -m triton_version
+"$VENV/bin/python" -m pytest -q -n auto --dist worksteal -p no:cacheprovider --basetemp "$D/pytest" -m "triton_version and not sm80"
 echo "triton $TRITON_FLOOR: ok"

@@ -38,6 +38,8 @@ def pytest_collection_modifyitems(config, items):
             continue
         if rel.startswith(TRITON_VERSION_TESTS):
             item.add_marker(pytest.mark.triton_version)
+        if "sm80" in item.name or "sm_80" in item.name or "[80]" in item.name:
+            item.add_marker(pytest.mark.sm80)
 
 
 def pytest_addoption(parser):
