@@ -537,13 +537,14 @@ def g_rbm_visible(g):
     return g.commit(s)
 
 
-_OPNAME = {"ReLU": "netc.relu", "Sigmoid": "netc.sigmoid", "Tanh": "netc.tanh", "Dropout": "netc.dropout",
+_OPNAME = {"ReLU": "netc.relu", "Sigmoid": "netc.sigmoid", "Tanh": "netc.tanh", "STanh": "netc.stanh", "Dropout": "netc.dropout",
            "Identity": "netc.identity", "Dummy": "netc.dummy", "Pooling": "netc.maxpool", "MaxPool": "netc.maxpool", "AvgPool": "netc.avgpool"}
 
 # IR op -> (generator, weight, is a terminal: a loss or an integer result nothing reads)
 OPS = {
     "netc.relu": (g_unary("ReLU"), 3, False), "netc.sigmoid": (g_unary("Sigmoid"), 1, False),
-    "netc.tanh": (g_unary("Tanh"), 1, False), "netc.dropout": (g_unary("Dropout"), 1, False),
+    "netc.tanh": (g_unary("Tanh"), 1, False), "netc.stanh": (g_unary("STanh"), 1, False),
+    "netc.dropout": (g_unary("Dropout"), 1, False),
     "netc.identity": (g_unary("Identity"), 1, False), "netc.dummy": (g_unary("Dummy"), 1, False),
     "netc.rbm_visible": (g_rbm_visible, 1, False),
     "netc.conv2d": (g_conv, 5, False), "netc.deconv2d": (g_deconv, 2, False),

@@ -473,6 +473,7 @@ CASES = {
     "relu": case_unary("ReLU", lambda rng: {"negative_slope": rng.choice([0.0, 0.1])}),
     "sigmoid": case_unary("Sigmoid"),
     "tanh": case_unary("Tanh"),
+    "stanh": case_unary("STanh"),
     "identity": case_unary("Identity"),
     "deltas_scaling": case_unary("DeltasScaling", lambda rng: {"factor": rng.choice([-1.0, 0.5, 3.0])}),
     "dummy": case_unary("Dummy", lambda rng: {"output": rng.choice([False, True])}),

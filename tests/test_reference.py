@@ -77,7 +77,7 @@ def _case(op: str, rng: random.Random):
         return attrs(op, num_outputs=rng.randint(1, 6), activation=act), [any_shape]
     if op == "relu":
         return attrs(op, negative_slope=rng.choice([0.0, 0.1])), [any_shape]
-    if op in ("sigmoid", "tanh", "dropout", "batch_norm", "softmax", "opaque", "identity", "dummy", "rbm_visible"):
+    if op in ("sigmoid", "tanh", "stanh", "dropout", "batch_norm", "softmax", "opaque", "identity", "dummy", "rbm_visible"):
         return attrs(op, **({"type": "Mystery"} if op == "opaque" else {})), [any_shape]
     if op == "lrn":
         return attrs(op, local_size=rng.choice([1, 3, 5])), [img]

@@ -21,9 +21,9 @@ import triton.language as tl
 from ..ops.geometry import pair, window_geometry  # noqa: F401  (re-exported for the launchers)
 
 # ACTIVATION constexpr codes (shared by every kernel with a fused activation).
-ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_LEAKY_RELU = 0, 1, 2, 3, 4
+ACT_NONE, ACT_RELU, ACT_SIGMOID, ACT_TANH, ACT_LEAKY_RELU, ACT_STANH = 0, 1, 2, 3, 4, 5
 ACTIVATIONS = {"none": ACT_NONE, "relu": ACT_RELU, "sigmoid": ACT_SIGMOID, "tanh": ACT_TANH,
-               "leaky_relu": ACT_LEAKY_RELU}
+               "leaky_relu": ACT_LEAKY_RELU, "stanh": ACT_STANH}
 
 # torch dtype -> the Triton signature type of a pointer to it (used by the AOT compiler).
 POINTER_TYPES = {torch.float32: "*fp32", torch.float16: "*fp16", torch.bfloat16: "*bf16"}
@@ -155,6 +155,11 @@ def activate(x, ACTIVATION: tl.constexpr, slope):
         x = tl.where(x < 0.0, -y, y)
     elif ACTIVATION == 4:
         x = tl.where(x < 0.0, x * slope, x)
+    elif ACTIVATION == 5:
+        # SINGA's scaled tanh, A tanh(B x) (ops/activation.py STANH_A, STANH_B), tanh as above
+        t = tl.exp(-2.0 * tl.abs(0.66666667 * x))
+        y = 1.7159047 * (1.0 - t) / (1.0 + t)
+        x = tl.where(x < 0.0, -y, y)
     return x
 
 

@@ -18,6 +18,8 @@ per-channel vectors are [C]. Everything is computed in fp32 and stored in out's 
     14/15/16 relu / sigmoid / tanh gradient: v = activation_grad(y, v), y = the activation's output
                                       tensor slot of y
     20+s  leaky relu gradient, y in tensor slot s   the negative slope (float)
+    24    SINGA's scaled tanh, A tanh(B x)          -
+    25    its gradient from its output y            tensor slot of y
 
 The gradient ops take the running value as dy, so a chain can start from a gradient and apply the
 activation gradients of several fused layers in a row (netc.activation_grad: activation_grad()).
@@ -39,6 +41,7 @@ _BINARY = {"add": 0, "mul": 1, "max": 2}
 TENSOR_OP, VECTOR_OP, CONST_OP = 5, 8, 11  # + _BINARY[name]
 GRAD_OP = 13               # + the activation's code (relu 1, sigmoid 2, tanh 3): ARGS = y's tensor slot
 LEAKY_GRAD_OP = 20         # + y's tensor slot: ARGS = the negative slope
+STANH_OP, STANH_GRAD_OP = 24, 25   # SINGA's scaled tanh (activation code 5); its gradient: ARGS = y's tensor slot
 _GRADS = {"relu_grad": 1, "sigmoid_grad": 2, "tanh_grad": 3}
 MAX_TENSORS = 4
 MAX_VECTORS = 4
@@ -104,16 +107,21 @@ def elementwise_kernel(x_ptr, out_ptr, t0, t1, t2, t3, v0, v1, v2, v3,
         elif OPS[i] < 20:
             v = activation_derivative(v, _tensor(ARGS[i], t0, t1, t2, t3, s0, s1, s2, s3, row, col, mask),
                                       OPS[i] - 13, 0.0)
-        else:
+        elif OPS[i] < 24:
             v = activation_derivative(v, _tensor(OPS[i] - 20, t0, t1, t2, t3, s0, s1, s2, s3, row, col, mask),
                                       4, ARGS[i])
+        elif OPS[i] == 24:
+            v = activate(v, 5, 0.0)
+        else:
+            v = activation_derivative(v, _tensor(ARGS[i], t0, t1, t2, t3, s0, s1, s2, s3, row, col, mask),
+                                      5, 0.0)
     tl.store(out_ptr + row * stride_o + col, v.to(out_ptr.dtype.element_ty), mask=mask)
 
 
 def encode_chain(x: torch.Tensor, ops):
     """Turn a readable op list into (OPS, ARGS, tensors, vectors) for elementwise_kernel.
 
-    Each item is a name ("relu", "sigmoid", "tanh") or a tuple:
+    Each item is a name ("relu", "sigmoid", "tanh", "stanh": SINGA's scaled tanh) or a tuple:
       ("leaky_relu", slope)
       ("add" | "mul" | "max", operand)  operand: a tensor shaped like x, a [C] per-channel vector,
                                         or a number
@@ -122,6 +130,7 @@ def encode_chain(x: torch.Tensor, ops):
       ("relu_grad" | "sigmoid_grad" | "tanh_grad", y)   the gradient through that activation, of
                                         the running value as dy, from its output y (x's shape)
       ("relu_grad", y, slope), ("leaky_relu_grad", y, slope)   leaky ReLU's
+      ("stanh_grad", y)                 SINGA's scaled tanh's
     """
     c = x.shape[-1] if x.dim() else 1
     codes, args, tensors, vectors = [], [], [], []
@@ -158,6 +167,12 @@ def encode_chain(x: torch.Tensor, ops):
         elif name == "leaky_relu" and len(a) == 1:
             codes.append(LEAKY_RELU)
             args.append(float(a[0]))
+        elif name == "stanh" and not a:
+            codes.append(STANH_OP)
+            args.append(0)
+        elif name == "stanh_grad" and len(a) == 1 and torch.is_tensor(a[0]) and tuple(a[0].shape) == tuple(x.shape):
+            codes.append(STANH_GRAD_OP)
+            args.append(slot(tensors, a[0], MAX_TENSORS, "tensors"))
         elif name in _BINARY and len(a) == 1:
             binary(name, a[0])
         elif name == "scale_shift" and len(a) == 2:

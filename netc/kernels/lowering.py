@@ -717,7 +717,7 @@ def _lower_sparse_sgd_update(ctx, members) -> list:
 
 # --------------------------------------------------------------------------- the table
 
-ACTIVATION_OPS = {"netc.relu": "relu", "netc.sigmoid": "sigmoid", "netc.tanh": "tanh"}
+ACTIVATION_OPS = {"netc.relu": "relu", "netc.sigmoid": "sigmoid", "netc.tanh": "tanh", "netc.stanh": "stanh"}
 
 _ACTIVATION = Lowering(lower=_lower_chain, epilogue=_epilogue_activation, chain=_chain_activation)
 

@@ -38,6 +38,8 @@ def activation_derivative(dy, y, ACTIVATION: tl.constexpr, slope):
         dy = dy * (1.0 - y * y)
     elif ACTIVATION == 4:
         dy = tl.where(y > 0.0, dy, dy * slope)
+    elif ACTIVATION == 5:      # SINGA's scaled tanh: B (A - y^2 / A)
+        dy = dy * 0.66666667 * (1.7159047 - y * y / 1.7159047)
     return dy
 
 

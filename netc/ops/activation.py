@@ -1,4 +1,4 @@
-"""Elementwise unary ops: ReLU, Sigmoid, Tanh, Dropout.
+"""Elementwise unary ops: ReLU, Sigmoid, Tanh, SINGA's scaled tanh (STanh), Dropout.
 
 Paleo has no ReLU/Tanh type (they are fused as `activation` on convolutions); netc costs them
 at 1 FLOP per element forward and backward (Sigmoid and Tanh at 4, counting the exponential as
@@ -103,9 +103,10 @@ class Tanh(_Unary):
     doc = "tanh(x), elementwise."
 
     def singa_layer(self, a, ins, v1, scale, plain):
-        # v0.1 has no plain tanh layer: its kSTanh (SINGA's scaled tanh) is what netc imports as tanh
-        if v1:
-            return "kSTanh", [], []
+        if v1:     # v0.1's only tanh layer is kSTanh, SINGA's scaled tanh (netc.stanh): another function
+            from .singa import SingaInexpressible
+            raise SingaInexpressible(f"'{a.get('name')}': SINGA v0.1 has no plain tanh (its kSTanh is "
+                                     f"1.7159047 tanh(0.66666667 x)); write v0.2+")
         return "kActivation", ["activation_conf { type: TANH }"], []
 
     def eager(self, a, params, x_shape, out_shape, training):
@@ -114,6 +115,29 @@ class Tanh(_Unary):
 
     def reference(self, a, ins, params):
         return ins[0].tanh()
+
+
+@register
+class STanh(_Unary):
+    name = "stanh"
+    types = ("STanh",)
+    flops_per_element = 4
+    doc = "SINGA's scaled tanh (kSTanh): 1.7159047 * tanh(0.66666667 x), elementwise."
+
+    def singa_layer(self, a, ins, v1, scale, plain):
+        if v1:
+            return "kSTanh", [], []
+        return "kActivation", ["activation_conf { type: STANH }"], []
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        from .reference import STANH_A, STANH_B
+        return lambda x: STANH_A * torch.tanh(STANH_B * x)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.STANH_A * R.tanh(R.STANH_B * ins[0])
+
 
 
 @register
@@ -256,11 +280,12 @@ class ActivationGrad(OpDef):
     training_only = True
     arity = (2, 2)
     elementwise = True
-    attrs = {"activation": AttrSpec("enum", choices=("relu", "sigmoid", "tanh")),
+    attrs = {"activation": AttrSpec("enum", choices=("relu", "sigmoid", "tanh", "stanh")),
              "negative_slope": AttrSpec("number", 0.0),
              "fused": AttrSpec("bool", False, doc="the forward op fused the activation (Paleo counts it free)")}
     doc = ("The gradient through an activation, from its output y and the output's gradient dy: "
-           "relu dy*(y>0) (leaky: negative_slope where y<=0), sigmoid dy*y*(1-y), tanh dy*(1-y^2).")
+           "relu dy*(y>0) (leaky: negative_slope where y<=0), sigmoid dy*y*(1-y), tanh dy*(1-y^2), SINGA's scaled tanh "
+           "dy*B*(A-y^2/A).")
 
     def infer(self, a, ins):
         y, dy = ins

@@ -272,6 +272,11 @@ def check(actual, expected, dtype=None, rtol=None, atol=None, what="output"):
 # over the forward functions is the independent oracle they are checked against
 # (tests/test_gradients.py, `netc run --train --check-grads`).
 
+# SINGA's scaled tanh (kSTanh, activation STANH): A tanh(B x), mshadow's stanh (include/mshadow/cxxnet_op.h:79 in
+# SINGA 0.1-0.3, LeCun's constants); netc.stanh (ops/activation.py); the kernels' activation code 5 spells them out
+STANH_A, STANH_B = 1.7159047, 0.66666667
+
+
 def activation_grad(y, dy, act="none", negative_slope=0.0):
     """d act(z) / dz * dy, from the activation's output y (every netc activation's derivative is a
     function of its output)."""
@@ -284,6 +289,8 @@ def activation_grad(y, dy, act="none", negative_slope=0.0):
         return dy * y * (1 - y)
     if act == "tanh":
         return dy * (1 - y * y)
+    if act == "stanh":      # SINGA's scaled tanh A tanh(B z): B (A - y^2 / A)
+        return dy * STANH_B * (STANH_A - y * y / STANH_A)
     raise ValueError(f"unknown activation {act!r}")
 
 

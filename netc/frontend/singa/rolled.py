@@ -161,7 +161,7 @@ def _node(conv, n, t, b, shapes):
         shapes[name] = ins[0]
     else:   # the activations
         act = c.get("activation") or "RELU"
-        op = {"RELU": "netc.relu", "SIGMOID": "netc.sigmoid", "TANH": "netc.tanh", "STANH": "netc.tanh"}.get(act)
+        op = {"RELU": "netc.relu", "SIGMOID": "netc.sigmoid", "TANH": "netc.tanh", "STANH": "netc.stanh"}.get(act)
         if op is None:
             conv.add("netc.opaque", name, srcs, loc, type=f"{tp}:{act}")
         elif op == "netc.relu" and c.get("negative_slope"):

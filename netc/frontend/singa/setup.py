@@ -426,15 +426,6 @@ def _setup(ctx: BuildContext, n: GraphNode):
         raise SetupError(f"netc has no shape rule for layer type {t}")
 
 
-def _warn_stanh(ctx: BuildContext, lay):
-    """netc imports SINGA's scaled tanh (kSTanh, activation STANH) as tanh: say so, once a net."""
-    L, t = lay.proto, lay.type
-    at = L.vat("type") if t == "kSTanh" else L.get("activation_conf").vat("type")
-    ctx.warn(f"{t} (STANH) runs as netc's tanh(x), but SINGA's scaled tanh is 1.7159047 * tanh(0.66666667 x) "
-             f"(include/mshadow/cxxnet_op.h:79 in 0.1-0.3): shapes, parameters and FLOPs are SINGA's, values "
-             f"and gradients are not", at, key=("stanh",))
-
-
 def setup_all(ctx: BuildContext, order: list[GraphNode]):
     seen = set()
     for n in order:
@@ -450,8 +441,6 @@ def setup_all(ctx: BuildContext, order: list[GraphNode]):
                 ctx.error(f"layer '{n.lay.origin}' (node {n.name}, {n.lay.type}): {e}", e.loc or n.lay.loc)
             n.failed = True
             continue
-        if n.conf.get("activation") == "STANH":
-            _warn_stanh(ctx, n.lay)
         zero = [s for s in [n.shape] + [sh for _, sh in n.params] if 0 in s]
         if zero:  # B14
             ctx.warn(f"layer '{n.lay.origin}' gets a zero-sized tensor {zero[0]} (a size left at its default 0?); "

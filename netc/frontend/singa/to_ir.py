@@ -114,7 +114,7 @@ _NO_OP = {"kShardData", "kLMDBData", "kCharRNN"}
 _INPUTS = {"kMnist", "kRGBImage", "kRecordInput", "kCSVInput", "kLabel", "kOneHot", "kRNNLabel", "kEmbedding"}
 _CONV = {"kConvolution", "kCConvolution", "kCudnnConv"}
 _POOL = {"kPooling", "kCPooling", "kCudnnPool"}
-_ACT = {"RELU": "netc.relu", "SIGMOID": "netc.sigmoid", "TANH": "netc.tanh", "STANH": "netc.tanh"}
+_ACT = {"RELU": "netc.relu", "SIGMOID": "netc.sigmoid", "TANH": "netc.tanh", "STANH": "netc.stanh"}
 
 
 def nname(singa_name: str) -> str:
