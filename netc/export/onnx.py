@@ -51,13 +51,8 @@ class OnnxWriter:
 
     # -- names ------------------------------------------------------------------------------------
     def fresh(self, hint: str) -> str:
-        base = "".join(c if c.isalnum() or c in "._-" else "_" for c in hint) or "v"
-        name, k = base, 1
-        while name in self._names:
-            k += 1
-            name = f"{base}_{k}"
-        self._names.add(name)
-        return name
+        from ..ir.query import unique_name
+        return unique_name("".join(c if c.isalnum() or c in "._-" else "_" for c in hint) or "v", self._names)
 
     # -- values -----------------------------------------------------------------------------------
     def bind(self, value, name: str, layout: str = "nhwc"):

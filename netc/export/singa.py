@@ -219,12 +219,8 @@ class _Names:
         self.taken = set(taken)
 
     def fresh(self, base: str) -> str:
-        n, k = base, 1
-        while n in self.taken:
-            k += 1
-            n = f"{base}_{k}"
-        self.taken.add(n)
-        return n
+        from ..ir.query import unique_name
+        return unique_name(base, self.taken)
 
 
 def _body(op, L: _Layer, ins: list, v1: bool, K: int, plain: bool = False):

@@ -67,12 +67,8 @@ class _Import:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "v"
         if not (base[0].isalpha() or base[0] == "_"):
             base = "v_" + base
-        name, k = base, 1
-        while name in self.names:
-            k += 1
-            name = f"{base}_{k}"
-        self.names.add(name)
-        return name
+        from ..ir.query import unique_name
+        return unique_name(base, self.names)
 
     def err(self, node, message: str) -> NetcError:
         return NetcError(f"{self.path}: node '{node.name or node.output[0]}' ({node.op_type}): {message}", Loc(self.path))

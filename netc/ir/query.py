@@ -9,6 +9,17 @@ from ..diagnostics import NetcError
 from .core import STRUCTURAL_OPS, Module, Operation, SymbolRef
 
 
+def unique_name(base: str, taken: set) -> str:
+    """`base`, or base_2, base_3, ... : the first not in `taken` (which then holds it). The writers' and
+    importers' names for what they create (ONNX values, SINGA layers)."""
+    name, k = base, 1
+    while name in taken:
+        k += 1
+        name = f"{base}_{k}"
+    taken.add(name)
+    return name
+
+
 def layers(net: Operation) -> list[Operation]:
     ops = []
     for op in net.regions[0].ops:

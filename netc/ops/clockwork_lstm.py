@@ -35,7 +35,7 @@ reference and Python targets run it; a compiled target refuses it with a located
 """
 from __future__ import annotations
 
-from .lstm import BLOCKS, GATES, ROLES, Lstm
+from .lstm import BLOCKS, ROLES, Lstm, lstm_block_gradients
 from .registry import Cost, OpDef, ShapeError, prod, register
 
 CLOCK_ROLES = ROLES + ("timing",)
@@ -103,23 +103,7 @@ class ClockworkLstm(Lstm):
     def gradient(self, g, op, dy):
         """clockwork_lstm_grad_gates runs the recurrence backwards; then the Lstm's lstm_grad_data (x, h0, c0)
         and lstm_grad_param (each parameter but timing, which has no gradient), each only where needed."""
-        a = self.attrs_of(op)
-        x = op.operands[0]
-        params = {r: g.param(r) for r in CLOCK_ROLES}
-        gates = g.emit("netc.clockwork_lstm_grad_gates", list(op.operands) + [dy],
-                       {"size": a["size"], "activation": a["activation"]}, params=params, tag="grad_gates")
-        data = []
-        for k, wrt in enumerate(("x", "h0", "c0")[:len(op.operands)]):
-            if not g.needs(k):
-                data.append(None)
-                continue
-            data.append(g.emit("netc.lstm_grad_data", [gates],
-                               {"wrt": wrt, "input_shape": list(op.operands[k].type.shape)},
-                               params={f"W{gt}": params[f"W{gt}"] for gt in GATES} if wrt == "x" else None,
-                               tag="grad_data" if wrt == "x" else f"grad_{wrt}"))
-        grads = {r: g.emit("netc.lstm_grad_param", [gates] + ([x] if r[0] == "W" else []), {"role": r},
-                           tag=f"grad_{r}") for r in ROLES if g.needs_param(r)}
-        return data, grads
+        return lstm_block_gradients(g, op, dy, "netc.clockwork_lstm_grad_gates", CLOCK_ROLES)
 
 
 @register

@@ -54,7 +54,7 @@ inputs but are fed whole at every call (memory/graph.py initial_state_values, ke
 """
 from __future__ import annotations
 
-from .registry import AttrSpec, Cost, OpDef, ShapeError, prod, register
+from .registry import AttrSpec, Cost, OpDef, ShapeError, lookup, prod, register
 
 GATES = ("z", "i", "f", "o")
 ROLES = ("Wz", "Wi", "Wf", "Wo", "pi", "pf", "po", "Rz", "Ri", "Rf", "Ro", "bz", "bi", "bf", "bo")
@@ -141,23 +141,30 @@ class Lstm(OpDef):
         """lstm_grad_gates runs the recurrence backwards (the gates' pre-activation gradients at every
         step); then plain products and sums of its blocks: lstm_grad_data for x, h0 and c0,
         lstm_grad_param for each parameter; each only where needed."""
-        a = self.attrs_of(op)
-        x = op.operands[0]
-        params = {r: g.param(r) for r in ROLES}
-        gates = g.emit("netc.lstm_grad_gates", list(op.operands) + [dy],
-                       {"size": a["size"], "activation": a["activation"]}, params=params, tag="grad_gates")
-        data = []
-        for k, wrt in enumerate(("x", "h0", "c0")[:len(op.operands)]):
-            if not g.needs(k):
-                data.append(None)
-                continue
-            data.append(g.emit("netc.lstm_grad_data", [gates],
-                               {"wrt": wrt, "input_shape": list(op.operands[k].type.shape)},
-                               params={f"W{gt}": params[f"W{gt}"] for gt in GATES} if wrt == "x" else None,
-                               tag="grad_data" if wrt == "x" else f"grad_{wrt}"))
-        grads = {r: g.emit("netc.lstm_grad_param", [gates] + ([x] if r[0] == "W" else []), {"role": r},
-                           tag=f"grad_{r}") for r in ROLES if g.needs_param(r)}
-        return data, grads
+        return lstm_block_gradients(g, op, dy, "netc.lstm_grad_gates", ROLES)
+
+
+def lstm_block_gradients(g, op, dy, gates_op: str, param_roles) -> tuple:
+    """The gradient ops of an Lstm-like op (Lstm, Brainstorm's ClockworkLstm): `gates_op` runs the recurrence
+    backwards into the gates' pre-activation gradients (reading every parameter of `param_roles`); then
+    lstm_grad_data for x, h0 and c0 and lstm_grad_param for each of ROLES, each only where needed."""
+    a = lookup(op.name).attrs_of(op)
+    x = op.operands[0]
+    params = {r: g.param(r) for r in param_roles}
+    gates = g.emit(gates_op, list(op.operands) + [dy],
+                   {"size": a["size"], "activation": a["activation"]}, params=params, tag="grad_gates")
+    data = []
+    for k, wrt in enumerate(("x", "h0", "c0")[:len(op.operands)]):
+        if not g.needs(k):
+            data.append(None)
+            continue
+        data.append(g.emit("netc.lstm_grad_data", [gates],
+                           {"wrt": wrt, "input_shape": list(op.operands[k].type.shape)},
+                           params={f"W{gt}": params[f"W{gt}"] for gt in GATES} if wrt == "x" else None,
+                           tag="grad_data" if wrt == "x" else f"grad_{wrt}"))
+    grads = {r: g.emit("netc.lstm_grad_param", [gates] + ([x] if r[0] == "W" else []), {"role": r},
+                       tag=f"grad_{r}") for r in ROLES if g.needs_param(r)}
+    return data, grads
 
 
 # --------------------------------------------------------------------------- gradients
