@@ -169,6 +169,11 @@ def test_unsupported_ops_are_listed_at_once(tmp_path):
     r = subprocess.run([sys.executable, "-m", "netc", "check", str(tmp_path / "junk.onnx")], capture_output=True,
                        text=True, cwd=ROOT)
     assert r.returncode == 1 and "Traceback" not in r.stderr and "not an ONNX model" in r.stderr, r.stderr
+    (tmp_path / "cut.onnx").write_bytes(path.read_bytes()[:40])          # a truncated model
+    for f, why in ((tmp_path / "cut.onnx", "not an ONNX model"), (tmp_path / "none.onnx", "no such file")):
+        r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--reference"], capture_output=True,
+                           text=True, cwd=ROOT)
+        assert r.returncode == 1 and "Traceback" not in r.stderr and why in r.stderr, r.stderr
 
 
 def test_netcs_own_export_imports_back(tmp_path):

@@ -71,7 +71,7 @@ class _Import:
         return unique_name(base, self.names)
 
     def err(self, node, message: str) -> NetcError:
-        return NetcError(f"{self.path}: node '{node.name or node.output[0]}' ({node.op_type}): {message}", Loc(self.path))
+        return NetcError(f"node '{node.name or node.output[0]}' ({node.op_type}): {message}", Loc(self.path))
 
     def param(self, hint: str, array) -> str:
         name = self.fresh(hint)
@@ -96,20 +96,20 @@ def load_model(path: str):
     try:
         model = onnx.load(path)
     except Exception as e:     # noqa: BLE001 - the package's own message, located at the file
-        raise NetcError(f"{path}: not an ONNX model that the onnx package can read: {e}", Loc(path)) from None
+        raise NetcError(f"not an ONNX model that the onnx package can read: {e}", Loc(path)) from None
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as e:
-        raise NetcError(f"{path}: the onnx checker refuses the model: {str(e).splitlines()[0]}", Loc(path)) from None
+        raise NetcError(f"the onnx checker refuses the model: {str(e).splitlines()[0]}", Loc(path)) from None
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
     if opset is None or opset < 7:
-        raise NetcError(f"{path}: opset {opset} of the default domain; netc reads opsets 7 and later", Loc(path))
+        raise NetcError(f"opset {opset} of the default domain; netc reads opsets 7 and later", Loc(path))
     if opset != OPSET:
         from onnx import version_converter
         try:
             model = version_converter.convert_version(model, OPSET)
         except Exception as e:     # noqa: BLE001
-            raise NetcError(f"{path}: converting opset {opset} to {OPSET} failed: {e}", Loc(path)) from None
+            raise NetcError(f"converting opset {opset} to {OPSET} failed: {e}", Loc(path)) from None
     return onnx.shape_inference.infer_shapes(model, strict_mode=True)
 
 
@@ -171,7 +171,7 @@ def translate(path: str):
         nodes = left
     bad = [f"'{n.name or n.output[0]}' ({n.op_type})" for n in nodes if n.op_type not in SUPPORTED]
     if bad:
-        raise NetcError(f"{path}: {len(bad)} node{'s' if len(bad) > 1 else ''} of op types netc does not read yet: "
+        raise NetcError(f"{len(bad)} node{'s' if len(bad) > 1 else ''} of op types netc does not read yet: "
                         f"{', '.join(bad[:20])}{' ...' if len(bad) > 20 else ''}", Loc(path))
     inits = set(imp.consts)
     title = os.path.splitext(os.path.basename(path))[0]
@@ -186,11 +186,11 @@ def translate(path: str):
             continue
         dims = imp.shape.get(vi.name)
         if not dims or any(d is None for d in dims):
-            raise NetcError(f"{path}: input '{vi.name}' has a dynamic shape {dims}; give it a fixed one "
+            raise NetcError(f"input '{vi.name}' has a dynamic shape {dims}; give it a fixed one "
                             f"(onnx.tools.update_model_dims)", Loc(path))
         elem = vi.type.tensor_type.elem_type
         if elem != 1:
-            raise NetcError(f"{path}: input '{vi.name}' is not float32 (ONNX type {elem}); netc reads float inputs",
+            raise NetcError(f"input '{vi.name}' is not float32 (ONNX type {elem}); netc reads float inputs",
                             Loc(path))
         name = imp.fresh(vi.name)
         imp.netc[vi.name] = name
@@ -209,21 +209,27 @@ def translate(path: str):
     for o in imp.graph.output:
         c_h_w = imp.flat_of.get(o.name)
         if c_h_w and c_h_w[1] * c_h_w[2] > 1:
-            raise NetcError(f"{path}: output '{o.name}' is an image flattened in ONNX's (c, h, w) order, which netc "
+            raise NetcError(f"output '{o.name}' is an image flattened in ONNX's (c, h, w) order, which netc "
                             f"holds as (h, w, c)", Loc(path))
     outs = [imp.netc[o.name] for o in imp.graph.output if o.name in imp.netc]
     missing = [o.name for o in imp.graph.output if o.name not in imp.netc]
     if missing:
-        raise NetcError(f"{path}: output{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
+        raise NetcError(f"output{'s' if len(missing) > 1 else ''} {', '.join(missing)} "
                         f"{'are' if len(missing) > 1 else 'is'} constant: nothing to compute", Loc(path))
     imp.lines.append(f"  output {', '.join(outs)}")
     imp.lines.append("}")
     return "\n".join(imp.lines) + "\n", imp.values
 
 
+def _key(path: str) -> tuple:
+    if not os.path.isfile(path):
+        raise NetcError(f"no such file: '{path}'")
+    return os.path.abspath(path), os.path.getmtime(path)
+
+
 def params_of(path: str) -> dict:
     """The model's parameters in netc's layouts, by the names the import gives them (cached per file)."""
-    key = (os.path.abspath(path), os.path.getmtime(path))
+    key = _key(path)
     if key not in _CACHE:
         _CACHE[key] = translate(path)
     return _CACHE[key][1]
@@ -231,7 +237,7 @@ def params_of(path: str) -> dict:
 
 def import_onnx(path: str, diag=None):
     """The IR module of the ONNX model at `path` (its .nd translation parsed; its values: params_of)."""
-    key = (os.path.abspath(path), os.path.getmtime(path))
+    key = _key(path)
     if key not in _CACHE:
         _CACHE[key] = translate(path)
     text, _ = _CACHE[key]
