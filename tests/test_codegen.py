@@ -332,6 +332,33 @@ def test_lowered_arguments_carry_their_alignment_and_the_convolutions_pipeline()
     assert pipelined == "True True", r.stdout
 
 
+KMAJOR_CHECK = """
+import collections, dataclasses, re, torch
+from netc.kernels.aot import compile_call
+from netc.kernels.conv import conv2d, kmajor_row
+x, w = torch.empty((64, 56, 56, 256), device="meta"), torch.empty((3, 3, 256, 256), device="meta")
+for km in (None, torch.empty((256, kmajor_row(9 * 256)), device="meta")):
+    c = conv2d(x, w, allow_tf32=True, w_kmajor=km, launch=False)
+    c = dataclasses.replace(c, aligned=tuple(i for i, a in enumerate(c.args) if torch.is_tensor(a)
+                                             or (type(a) is int and a % 16 == 0)))
+    ptx = compile_call(c, 90).ptx
+    sizes = re.findall(r"cp\\.async\\.c[ag]\\.shared\\.global(?:\\.L2::\\w+)?\\s*\\[[^\\]]*\\],\\s*\\[[^\\]]*\\],\\s*(\\w+)", ptx)
+    print(sorted(collections.Counter(int(v, 0) for v in sizes)), "tf32" in " ".join(re.findall(r"wgmma[\\w.]*", ptx)))
+"""
+
+
+def test_tf32_convolutions_fill_shared_memory_with_16_byte_copies():
+    """Hopper's TF32 wgmma reads B K-major only: from the HWIO filter (C_out contiguous) Triton copies
+    B into shared memory transposed, 4 bytes at a time; from the K-major copy (filter_kmajor) every
+    asynchronous copy is 16 bytes, as in bf16 (a process of its own, as above)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", KMAJOR_CHECK], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    hwio, kmajor = r.stdout.strip().splitlines()
+    assert hwio.startswith("[4, 16]") and hwio.endswith("True"), hwio
+    assert kmajor == "[16] True", kmajor
+
+
 def test_op_without_kernel_is_a_clear_error(tmp_path):
     f = tmp_path / "up.nd"
     f.write_text("network up {\n  input data: f32[2, 4, 4, 8]\n"

@@ -154,6 +154,19 @@ def test_interp_tf32_network():
     anchors = [L for L in prog.launches if "ALLOW_TF32" in L.call.constexprs]
     assert anchors and all(L.call.constexprs["ALLOW_TF32"] for L in anchors)
     assert errs["s"] > 1e-5, errs           # TF32 products: ~1e-3, not f32's ~1e-7
+    # every TF32 convolution reads a K-major copy of its filter, made just before it in the workspace
+    names = [L.call.kernel.__name__ for L in prog.launches]
+    convs = [i for i, n in enumerate(names) if n == "conv2d_kernel"]
+    assert convs and all(prog.launches[i].call.constexprs["W_KMAJOR"] for i in convs)
+    assert all(names[i - 1] == "filter_kmajor_kernel" and prog.launches[i - 1].call.setup for i in convs)
+    assert all(prog.launches[i].part == 0 and prog.launches[i - 1].part == 1 for i in convs)
+
+
+def test_interp_f32_convolutions_read_the_filter_in_place():
+    prog, _, _ = _interp_vs_reference("f32")
+    convs = [L for L in prog.launches if L.call.kernel.__name__ == "conv2d_kernel"]
+    assert convs and not any(L.call.constexprs["W_KMAJOR"] for L in convs)
+    assert not any(L.call.kernel.__name__ == "filter_kmajor_kernel" for L in prog.launches)
 
 
 # --------------------------------------------------------------------------- the CLI

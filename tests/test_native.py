@@ -1065,3 +1065,17 @@ def test_cli_train_library_checks_its_inputs(trained, fakegpu, capsys, tmp_path)
     np.savez(tmp_path / "i.npz", x=np.random.rand(4, 6, 6, 3).astype(np.float32), label=np.arange(4.0))
     assert run_main("run", trained / "trainy.so", "--train", "--inputs", tmp_path / "i.npz", "--steps", "2") == 0
     assert "trained 2 steps" in capsys.readouterr().out
+
+
+def test_a_time_major_library_is_compared_at_its_compiled_batch_only():
+    """A time-major library's batch is its sequences' T (its leading axis): a call of b < T runs b steps,
+    which the source scaled to batch b (its batch axis 1) is not, so --compare's reference refuses it
+    clearly instead of reporting a difference (the GPU run of examples/sequences.nd at batch 2 did)."""
+    from types import SimpleNamespace
+
+    from netc.runtime.native import NetcInputError, TensorSpec, reference_outputs
+    spec = lambda name, shape, batched: TensorSpec(name, shape, torch.float32, "f32", batched, None, None, 1, None)  # noqa: E731
+    net = SimpleNamespace(batch=8, path="sequences.so", network="sequences",
+                          inputs=[spec("x", (8, 6, 5), True)], outputs=[spec("loss", (), False)])
+    with pytest.raises(NetcInputError, match=r"time-major: its batch is the 8 steps.*at its compiled batch \(8\)"):
+        reference_outputs(net, str(ROOT / "examples" / "sequences.nd"), {"x": torch.zeros(2, 6, 5)})

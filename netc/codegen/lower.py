@@ -273,10 +273,10 @@ def lower_calls(members, plan, tensors, pl, pin: dict, tf32: bool = False, copy=
     return _lower_group(members, plan, tensors, pl, pin, tf32)
 
 
-def lower_once(members, plan, tensors, pl, pin: dict, tf32: bool = False, copy=None):
-    """(KernelCall, rows_per_sample, block) of the first kernel of one group (lower_calls). The tuner
-    (tune.py) calls it with placements on a real arena (it tunes groups of one kernel)."""
-    return lower_calls(members, plan, tensors, pl, pin, tf32, copy)[0]
+def main_call(specs) -> object:
+    """The KernelCall of a group's kernels (KernelSpecs) whose tiles, tuning key and pin are the
+    group's: the first that is not a setup kernel (KernelCall.setup: a filter's K-major copy)."""
+    return next((s[0] for s in specs if not getattr(s[0], "setup", False)), specs[0][0])
 
 
 def fold_context(derive, op, mine: dict, need: dict, trained: dict):
@@ -344,12 +344,13 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
         used = pin
         specs, pl = lower_at(b, pin)
         results.append((specs, pl))
-        pin = pin_of(*[c for c, _, _ in specs])
+        main = main_call(specs)
+        pin = pin_of(main, *[c for c, _, _ in specs if c is not main])
         if first_decides and i == 0:
             if blocks == "large":
-                pin.update(large_tiles(specs[0][0]))
+                pin.update(large_tiles(main))
             else:
-                cfg = tuning.get(tuning_key(specs[0][0]))
+                cfg = tuning.get(tuning_key(main))
                 if cfg:
                     pin = dict(cfg)
                     tuned = True
@@ -374,7 +375,10 @@ def lower_launch(name, members, plan, tensors, step, copy=None, tf32: bool = Fal
         written = [copy[1]]
     unbatched = bool(written) and all(t is not None and t.cls == CONSTANT for t in written)
     out = []
-    for part, ((c0, ps, blk), (c1, _, _)) in enumerate(zip(s0, s1)):
+    # the main kernel is part 0 (it carries the group's cost and name); the others count on from 1
+    main = [c for c, _, _ in s0].index(main_call(s0))
+    for i, ((c0, ps, blk), (c1, _, _)) in enumerate(zip(s0, s1)):
+        part = 0 if i == main else i + (i < main)
         if fixed or unbatched:     # the grid as it is at the compiled batch: cdiv(1 * B, FIXED_GRID) * grid[0]
             ps, blk = 1, FIXED_GRID
         out.append(_launch(name if part == 0 else f"{name}+{part}", members, step, c0, c1, ps, blk, p0, p1, B))

@@ -313,6 +313,9 @@ class KernelCall:
     # specializes on it (tt.divisibility: wide loads, cp.async pipelining); an ahead-of-time compile
     # (aot.compile_call) knows only what it is told here. Empty: nothing is assumed.
     aligned: tuple = ()
+    # a preparatory kernel of its group (a filter's K-major copy before the convolution that reads it):
+    # the group's tiles, tuning key and pin are those of its main kernel, the first that is not setup
+    setup: bool = False
 
     def launch(self):
         self.kernel[self.grid](*self.args, **self.constexprs, **self.options)

@@ -31,7 +31,7 @@ def conv2d_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr
                   KH: tl.constexpr, KW: tl.constexpr, SH: tl.constexpr, SW: tl.constexpr,
                   HAS_BIAS: tl.constexpr, HAS_AFFINE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
                   RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr,
-                  FLAT_K: tl.constexpr,
+                  FLAT_K: tl.constexpr, W_KMAJOR: tl.constexpr,
                   BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
     M = NB * OH * OW
     pid = tl.program_id(0)
@@ -66,8 +66,12 @@ def conv2d_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr
             iw = iw0[:, None] + dw[None, :]
             ok = (mask_m[:, None] & (kk < K)[None, :] & (ih >= 0) & (ih < H) & (iw >= 0) & (iw < W))
             a = tl.load(x_img[:, None] + ih * stride_xh + iw * stride_xw + c[None, :], mask=ok, other=0.0)
-            b = tl.load(w_ptr + kk[:, None] * stride_wk + offs_n[None, :],
-                        mask=(kk < K)[:, None] & mask_n[None, :], other=0.0)
+            if W_KMAJOR:
+                b = tl.load(w_ptr + offs_n.to(tl.int64)[None, :] * stride_wk + kk[:, None],
+                            mask=(kk < K)[:, None] & mask_n[None, :], other=0.0)
+            else:
+                b = tl.load(w_ptr + kk[:, None] * stride_wk + offs_n[None, :],
+                            mask=(kk < K)[:, None] & mask_n[None, :], other=0.0)
             acc = mma(a, b, acc, ALLOW_TF32)
     else:
         # one loop over (tap, channel block): Triton software-pipelines a kernel's innermost loop
@@ -85,8 +89,12 @@ def conv2d_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr
             ok_c = c < CI
             a = tl.load((x_img + ih * stride_xh + iw * stride_xw)[:, None] + c[None, :],
                         mask=ok[:, None] & ok_c[None, :], other=0.0)
-            b = tl.load(w_ptr + (tap * CI + c).to(tl.int64)[:, None] * stride_wk + offs_n[None, :],
-                        mask=ok_c[:, None] & mask_n[None, :], other=0.0)
+            if W_KMAJOR:
+                b = tl.load(w_ptr + offs_n.to(tl.int64)[None, :] * stride_wk + (tap * CI + c)[:, None],
+                            mask=ok_c[:, None] & mask_n[None, :], other=0.0)
+            else:
+                b = tl.load(w_ptr + (tap * CI + c).to(tl.int64)[:, None] * stride_wk + offs_n[None, :],
+                            mask=ok_c[:, None] & mask_n[None, :], other=0.0)
             acc = mma(a, b, acc, ALLOW_TF32)
 
     rows = offs_m.to(tl.int64)
@@ -95,6 +103,44 @@ def conv2d_kernel(x_ptr, w_ptr, out_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr
                    HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
     o_ptrs = out_ptr + rows[:, None] * stride_om + offs_n[None, :]
     tl.store(o_ptrs, acc.to(out_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+
+
+@triton.jit
+def filter_kmajor_kernel(w_ptr, out_ptr, K, CO, stride_ok,
+                         BLOCK_K: tl.constexpr, BLOCK_N: tl.constexpr):
+    """out[n, k] = w[k, n]: the [K, C_out] filter matrix as rows of K (row stride stride_ok)."""
+    offs_k = tl.program_id(0) * BLOCK_K + tl.arange(0, BLOCK_K)
+    offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    mask = (offs_k < K)[:, None] & (offs_n < CO)[None, :]
+    v = tl.load(w_ptr + offs_k.to(tl.int64)[:, None] * CO + offs_n[None, :], mask=mask)
+    tl.store(out_ptr + offs_n.to(tl.int64)[None, :] * stride_ok + offs_k[:, None], v, mask=mask)
+
+
+def kmajor_row(k: int) -> int:
+    """The row stride (elements) of a K-major filter copy: K rounded up to 16 elements, so that every
+    row starts 64-byte aligned and the conv kernel's loads of it are wide and asynchronous."""
+    return -(-k // 16) * 16
+
+
+def filter_kmajor(w: torch.Tensor, *, out: torch.Tensor | None = None, block_k=64, block_n=64, num_warps=4,
+                  launch=True):
+    """The HWIO filter w [KH, KW, C_in, C_out] as a K-major matrix [C_out, kmajor_row(K)] (K = KH*KW*C_in;
+    the padding columns are not written): what conv2d reads as `w_kmajor`. Hopper's TF32 tensor-core
+    instruction takes its B operand K-major only; the HWIO filter is C_out-contiguous."""
+    kh, kw, ci, co = w.shape
+    k = kh * kw * ci
+    w2 = w.reshape(k, co)
+    if w2.stride(1) != 1 or w2.stride(0) != co:
+        w2 = w2.contiguous()
+    kp = kmajor_row(k)
+    if out is None:
+        out = torch.empty((co, kp), dtype=w.dtype, device=w.device)
+    elif tuple(out.shape) != (co, kp) or out.stride(1) != 1 or out.dtype != w.dtype:
+        raise ValueError(f"a K-major filter copy is [{co}, {kp}] {w.dtype} with unit stride, got "
+                         f"{list(out.shape)} {out.dtype} strides {out.stride()}")
+    grid = (triton.cdiv(k, block_k), triton.cdiv(co, block_n))
+    return finish(KernelCall(filter_kmajor_kernel, grid, (w2, out, k, co, out.stride(0)),
+                             dict(BLOCK_K=block_k, BLOCK_N=block_n), dict(num_warps=num_warps), out), launch)
 
 
 def default_conv_blocks(dtype) -> dict:
@@ -114,7 +160,7 @@ def conv2d_geometry(x_shape, w_shape, strides, padding):
 def conv2d(x: torch.Tensor, w: torch.Tensor, bias=None, *, strides=(1, 1, 1, 1), padding="SAME",
            activation="none", scale=None, shift=None, residual=None, residual_after_act=False,
            negative_slope=0.0, out=None, out_channel_offset=0, out_dtype=None, allow_tf32=False,
-           flat_k=None, block_m=None, block_n=None, block_k=None, group_m=None, num_warps=None,
+           flat_k=None, w_kmajor=None, block_m=None, block_n=None, block_k=None, group_m=None, num_warps=None,
            num_stages=None, launch=True):
     """netc's conv2d: x [N, H, W, C_in] (NHWC), w [KH, KW, C_in, C_out] (HWIO), strides [1, sh, sw, 1]
     (or (sh, sw)), padding "VALID" | "SAME" | [ph, pw]; bias/scale/shift [C_out]; residual
@@ -122,7 +168,9 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias=None, *, strides=(1, 1, 1, 1),
 
     Writes channels [out_channel_offset, +C_out) of `out` [N, OH, OW, C_total] when given (zero-copy
     concatenation), else a new tensor of `out_dtype` (default x's dtype). Returns the written view.
-    flat_k=None picks FLAT_K when C_in < BLOCK_K. launch=False returns the resolved KernelCall."""
+    flat_k=None picks FLAT_K when C_in < BLOCK_K. w_kmajor: the same filter as filter_kmajor made it
+    ([C_out, >= K], unit stride along K), read instead of w (TF32 on Hopper: see filter_kmajor).
+    launch=False returns the resolved KernelCall."""
     if x.dim() != 4 or w.dim() != 4:
         raise ValueError(f"conv2d needs NHWC input and HWIO filter, got {list(x.shape)} and {list(w.shape)}")
     check_float(x, "x")
@@ -151,6 +199,11 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias=None, *, strides=(1, 1, 1, 1),
     w2 = w.reshape(kh * kw * ci, co)
     if co > 1 and w2.stride(1) != 1:
         w2 = w2.contiguous()
+    if w_kmajor is not None:
+        if w_kmajor.dim() != 2 or w_kmajor.shape[0] != co or w_kmajor.shape[1] < kh * kw * ci or w_kmajor.stride(1) != 1:
+            raise ValueError(f"w_kmajor must be [{co}, >={kh * kw * ci}] with unit stride along K, got "
+                             f"{list(w_kmajor.shape)} strides {w_kmajor.stride()}")
+        w2 = w_kmajor
 
     d = default_conv_blocks(x.dtype)
     block_m = block_m or min(d["block_m"], pow2_at_least(nb * oh * ow))
@@ -170,6 +223,6 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias=None, *, strides=(1, 1, 1, 1),
         KH=kh, KW=kw, SH=sh, SW=sw,
         HAS_BIAS=bias is not None, HAS_AFFINE=scale is not None, HAS_RESIDUAL=residual is not None,
         RESIDUAL_AFTER_ACT=bool(residual_after_act), ACTIVATION=activation_code(activation),
-        ALLOW_TF32=bool(allow_tf32), FLAT_K=bool(flat_k),
+        ALLOW_TF32=bool(allow_tf32), FLAT_K=bool(flat_k), W_KMAJOR=w_kmajor is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
         dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), o), launch)

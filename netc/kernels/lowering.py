@@ -224,14 +224,27 @@ def _bias(ctx, op):
     return ctx.param(op, "bias") if "bias" in (op.attrs.get("params") or {}) else None
 
 
-def _lower_conv2d(ctx, members) -> KernelSpec:
-    from .conv import conv2d
+def _lower_conv2d(ctx, members) -> list:
+    import torch
+
+    from .conv import conv2d, filter_kmajor, kmajor_row
     first, out = members[0], ctx.out
     kw = _gemm_epilogue(ctx, members)
-    call = conv2d(ctx.value(first.operands[0]), ctx.param(first, "weight"), _bias(ctx, first),
+    x, w = ctx.value(first.operands[0]), ctx.param(first, "weight")
+    setup = []
+    if ctx.tf32 and x.dtype == w.dtype == torch.float32:
+        # Hopper's TF32 tensor-core instruction reads B K-major only: a copy of the HWIO filter with
+        # K contiguous (made in the workspace before each run of the layer) is filled by 16-byte
+        # asynchronous copies, where the filter itself took 4-byte ones (docs/performance.md)
+        kh, kw_, ci, co = w.shape
+        ws = ctx.workspace(co * kmajor_row(kh * kw_ * ci)).view(co, kmajor_row(kh * kw_ * ci))
+        prep = filter_kmajor(w, out=ws, launch=False)
+        prep.setup = True
+        setup, kw["w_kmajor"] = [KernelSpec(prep, 1, FIXED_GRID)], ws
+    call = conv2d(x, w, _bias(ctx, first),
                   strides=first.attrs.get("strides", [1, 1, 1, 1]), padding=first.attrs.get("padding", "SAME"),
                   out=out, launch=False, **kw, **ctx.pin)
-    return KernelSpec(call, out.shape[1] * out.shape[2], "BLOCK_M")
+    return setup + [KernelSpec(call, out.shape[1] * out.shape[2], "BLOCK_M")]
 
 
 def _lower_inner_product(ctx, members) -> KernelSpec:

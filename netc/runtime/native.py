@@ -864,6 +864,13 @@ def reference_outputs(net: Net, path: str, inputs: dict, *, seed: int = 0, phase
     scaled = bool(whole) and b < net.batch
     diag = DiagnosticEngine()
     module = load_source(path, diag, load_batch or 1, options=options)
+    if scaled and any(op.attrs.get("batch_axis", 0) == 1 for n in module.networks() for op in n.regions[0].ops
+                      if op.name == "netc.input"):
+        # the library's batch is the sequences' T (its leading axis), the source's batch axis is B (axis 1):
+        # at b < T the call runs fewer steps, which the source scaled to batch b would not
+        raise NetcInputError(f"'{os.path.basename(net.path)}' is time-major: its batch is the {net.batch} steps of "
+                             f"its sequences, so a call of {b} runs {b} steps, and the reference (whose batch is "
+                             f"the sequences' axis 1) cannot follow; compare it at its compiled batch ({net.batch})")
     try:
         if scaled or rescaled_batch:   # the call's b samples, or the batch `netc compile --batch B` compiled at
             from .scale import scale_inputs

@@ -8,7 +8,7 @@ pytest.importorskip("triton", reason="Triton is not importable; kernel tests nee
 import torch  # noqa: E402
 
 from netc.ops import reference as R  # noqa: E402
-from netc.kernels.conv import conv2d, conv2d_geometry  # noqa: E402
+from netc.kernels.conv import conv2d, conv2d_geometry, filter_kmajor, kmajor_row  # noqa: E402
 
 BLOCKS = dict(block_m=32, block_n=16, block_k=16)
 NAN = float("nan")
@@ -116,6 +116,35 @@ def test_conv2d_tf32_switch(device, rng):
     out = poisoned((1, 6, 5, 5), torch.float32, device)
     y = conv2d(x, wt, padding="SAME", out=out, allow_tf32=True, **BLOCKS)
     R.check(y, R.conv2d(x, wt, None, [1, 1, 1, 1], "SAME"), rtol=5e-3)
+
+
+@pytest.mark.parametrize("case", CASES[:6], ids=lambda c: "n{}_{}x{}x{}_co{}_k{}x{}_s{}_{}".format(*c[:9]).replace(
+    " ", "").replace(",", "-"))
+@pytest.mark.parametrize("tf32", [False, True])
+def test_conv2d_reads_a_k_major_filter_copy(device, rng, case, tf32):
+    """filter_kmajor's [C_out, K rounded up to 16] copy is the HWIO filter transposed (its padding
+    columns untouched), and conv2d reading it (w_kmajor, as TF32 convolutions do) computes the same."""
+    n, h, w, ci, co, kh, kw, s, pad, flat = case
+    x = randn(rng, n, h, w, ci, device=device)
+    wt = randn(rng, kh, kw, ci, co, device=device)
+    k = kh * kw * ci
+    km = poisoned((co, kmajor_row(k)), torch.float32, device)
+    filter_kmajor(wt, out=km, block_k=16, block_n=16)
+    assert torch.equal(km[:, :k], wt.reshape(k, co).t())
+    assert torch.isnan(km[:, k:]).all() and km.shape[1] % 16 == 0
+    oh, ow, *_ = conv2d_geometry(x.shape, wt.shape, [1, s, s, 1], pad)
+    out = poisoned((n, oh, ow, co), torch.float32, device)
+    y = conv2d(x, wt, strides=[1, s, s, 1], padding=pad, out=out, flat_k=flat, w_kmajor=km, allow_tf32=tf32, **BLOCKS)
+    R.check(y, R.conv2d(x, wt, None, [1, s, s, 1], pad), **(dict(rtol=5e-3) if tf32 else {}))
+
+
+def test_conv2d_refuses_a_misshapen_k_major_filter(device, rng):
+    x = randn(rng, 1, 5, 5, 4, device=device)
+    wt = randn(rng, 3, 3, 4, 6, device=device)
+    with pytest.raises(ValueError, match=r"w_kmajor must be \[6, >=36\]"):
+        conv2d(x, wt, w_kmajor=torch.zeros(6, 20, device=device))
+    with pytest.raises(ValueError, match="K-major filter copy is"):
+        filter_kmajor(wt, out=torch.zeros(6, 36, device=device))
 
 
 def test_conv2d_concat_slices(device, rng):
