@@ -126,6 +126,63 @@ def test_a_global_pool_into_a_product(tmp_path):
         assert rel(out["y"], model(x).numpy()) < 1e-5
 
 
+class Arithmetic(nn.Module):
+    """Arithmetic with constant operands, as models write normalization and scaling: a per-channel
+    parameter added to an image ([1, C, 1, 1]), a scalar product, a subtraction and a division by a
+    per-channel constant on both sides of an image, c - x on features ([F]), a scalar on a flattened
+    image; they import as netc's folded affine (BatchNorm: x * scale + shift on the channel axis)."""
+
+    def __init__(self):
+        super().__init__()
+        self.c = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Parameter(torch.randn(1, 8, 1, 1))
+        self.register_buffer("d", torch.rand(8, 1, 1) + 0.5)
+        self.register_buffer("f", torch.randn(5))
+        self.fc = nn.Linear(8 * 6 * 6, 5)
+
+    def forward(self, x):
+        y = (torch.relu(self.c(x) + self.b) * 0.5 - 1.0) / self.d
+        y = torch.flatten(y, 1) * 2.0
+        return self.f - self.fc(y)
+
+
+def test_arithmetic_with_constants_reads_as_an_affine(tmp_path):
+    torch.manual_seed(4)
+    model, x = Arithmetic().eval(), torch.randn(2, 3, 6, 6)
+    path = tmp_path / "arith.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")     # the input is named 'input', a keyword of the .nd language
+        torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["input"], output_names=["y"])
+    d = DiagnosticEngine()
+    m = load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    assert not d.has_errors(), d.diagnostics
+    out = run_reference(m, {"input_": x.permute(0, 2, 3, 1).double()}, None)
+    with torch.no_grad():
+        assert rel(out["y"], model(x).numpy()) < 1e-5
+    ops = [op.name for n in m.networks() for op in n.regions[0].ops]
+    assert ops.count("netc.batch_norm") == 6, ops
+
+
+@pytest.mark.parametrize("body,why", [
+    ("self.c(x) / torch.sigmoid(self.c(x))", "Div of two computed values"),
+    ("torch.full((8, 1, 1), 2.0) / self.c(x)", "a constant divided by a value"),
+    ("self.c(x) + torch.ones(1, 8, 6, 1)", r"a constant of shape \[1, 8, 6, 1\] against \[1, 8, 6, 6\]"),
+    ("self.c(x) - self.c(x)", "Sub of two computed values"),
+])
+def test_arithmetic_that_is_no_affine_is_a_located_error(tmp_path, body, why):
+    ns = {}
+    exec(f"def forward(self, x):\n    return {body}\n", {"torch": torch}, ns)
+    model = type("M", (nn.Module,), {"forward": ns["forward"]})()
+    model.c = nn.Conv2d(3, 8, 1)
+    path = tmp_path / "bad.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model.eval(), (torch.randn(1, 3, 6, 6),), str(path), dynamo=False, input_names=["x"])
+    with pytest.raises(NetcError, match=why):
+        load(str(path), DiagnosticEngine())
+
+
 def test_the_kernels_on_the_interpreter_agree(tmp_path):
     model, x = small(1)
     path = exported(tmp_path, model, x)

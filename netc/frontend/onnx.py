@@ -67,6 +67,9 @@ class _Import:
         base = "".join(c if c.isalnum() or c == "_" else "_" for c in hint).strip("_") or "v"
         if not (base[0].isalpha() or base[0] == "_"):
             base = "v_" + base
+        from .nd_writer import name as nd_name
+        if nd_name(base) != base:          # a keyword of the language ('input', 'output', ...)
+            base += "_"
         from ..ir.query import unique_name
         return unique_name(base, self.names)
 
@@ -84,7 +87,7 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-SUPPORTED = ("Transpose", "Conv", "Gemm", "MatMul", "Add", "Sum", "Mul", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "MaxPool",
+SUPPORTED = ("Transpose", "Conv", "Gemm", "MatMul", "Add", "Sum", "Mul", "Sub", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "MaxPool",
              "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LRN", "Concat", "Flatten", "Reshape", "Dropout",
              "Identity", "Softmax", "BatchNormalization")
 FOLDABLE = ("Constant", "ConstantOfShape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice",
@@ -346,7 +349,8 @@ def _translate_node(imp, node):
     # product (its weight rows reordered) or an op that does not care about order may read it
     for i in node.input:
         c_h_w = imp.flat_of.get(i)
-        if c_h_w and c_h_w[1] * c_h_w[2] > 1 and op not in ORDER_FREE + ("Gemm", "MatMul"):
+        if c_h_w and c_h_w[1] * c_h_w[2] > 1 and op not in ORDER_FREE + ("Gemm", "MatMul") \
+                and not (op in ARITHMETIC and _scalar_operand(imp, node)):
             raise imp.err(node, f"reads '{i}', an image flattened in ONNX's (c, h, w) order, which netc holds as "
                                 f"(h, w, c): only a Gemm/MatMul (its weight rows reordered) or an elementwise "
                                 f"activation may read it")
@@ -375,11 +379,11 @@ def _translate_node(imp, node):
         return _image_node(imp, node, a, op)
     if op in ("Gemm", "MatMul"):
         return _product_node(imp, node, a, op)
+    if op in ARITHMETIC and any(i in imp.consts for i in node.input):
+        return _constant_affine(imp, node, op)
+    if op in ("Sub", "Div"):
+        raise imp.err(node, f"{op} of two computed values is not read yet (with a constant operand it is an affine)")
     if op in ("Add", "Sum", "Mul"):
-        consts = [i for i in node.input if i in imp.consts]
-        if consts:
-            raise imp.err(node, "an elementwise op with a constant operand (a bias add after a product is folded "
-                                "only where the product has no bias)")
         if len({tuple(imp.shape.get(i) or []) for i in node.input}) != 1:
             raise imp.err(node, "operands of different shapes (broadcasting) are not read yet")
         _emit(imp, node, "Elementwise", [_in(imp, node, i) for i in range(len(node.input))],
@@ -433,6 +437,53 @@ def _translate_node(imp, node):
               image=imp.image.get(node.input[0], False))
         return
     raise imp.err(node, "not read yet")
+
+
+ARITHMETIC = ("Add", "Sub", "Mul", "Div")
+
+
+def _scalar_operand(imp, node) -> bool:
+    """Whether a binary node has a constant operand of one value."""
+    return len(node.input) == 2 and any(i in imp.consts and imp.consts[i].size == 1 for i in node.input)
+
+
+def _constant_affine(imp, node, op):
+    """x + c, x - c, c - x, x * c, x / c with c a constant of one value or one per channel (an NCHW image's
+    axis 1, another value's last axis; broadcast over the rest): netc's folded BatchNorm, x * scale + shift
+    over the channel axis, with the constant in its scale or shift."""
+    if len(node.input) != 2 or all(i in imp.consts for i in node.input):
+        raise imp.err(node, f"{op} of constants only (not folded), or of more than two operands")
+    xi = 0 if node.input[1] in imp.consts else 1
+    x, c = node.input[xi], np.asarray(imp.consts[node.input[1 - xi]], dtype=np.float64)
+    shape = list(imp.shape.get(x) or [])
+    if list(imp.shape.get(node.output[0]) or []) != shape or not shape:
+        raise imp.err(node, f"{op} that broadcasts '{x}' {shape} to a larger shape")
+    image = bool(imp.image.get(x))
+    axis = 1 if image else len(shape) - 1
+    ch = shape[axis]
+    if c.size == 1:
+        v = np.full(ch, float(c.reshape(-1)[0]))
+    else:
+        full = [1] * (len(shape) - c.ndim) + list(c.shape)
+        if len(full) != len(shape) or any(d != 1 for k, d in enumerate(full) if k != axis) or full[axis] != ch \
+                or x in imp.flat_of:
+            where = "axis 1 of the NCHW image" if image else "the last axis"
+            raise imp.err(node, f"a constant of shape {list(c.shape)} against {shape}: netc reads one value, or one "
+                                f"per channel ({where})")
+        v = c.reshape(-1)
+    if op == "Div" and xi == 1:
+        raise imp.err(node, "a constant divided by a value (not an affine of it)")
+    if op == "Div" and (v == 0).any():
+        raise imp.err(node, "a division by a constant holding zeros")
+    one, zero = np.ones(ch), np.zeros(ch)
+    scale, shift = {"Add": (one, v), "Mul": (v, zero), "Div": (1.0 / v, zero),
+                    "Sub": (one, -v) if xi == 0 else (-one, v)}[op]
+    base = node.name or node.output[0]
+    _emit(imp, node, "BatchNorm", [_in(imp, node, xi)],
+          {"params": {"scale": imp.param(base + "_scale", scale.astype(np.float32)),
+                      "shift": imp.param(base + "_shift", shift.astype(np.float32))}}, image=image)
+    if x in imp.flat_of:
+        imp.flat_of[node.output[0]] = imp.flat_of[x]
 
 
 def _image_node(imp, node, a, op):
