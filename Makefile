@@ -34,10 +34,11 @@ demo: install
 # an idle worker takes queued tests from a busy one (the suite's 2-25 s tests left one core idle at the end)
 # compileall first: where PYTHONDONTWRITEBYTECODE is set (as on the CI machines) every process the suite
 # starts (xdist workers, `netc` subprocesses, ranks) would compile netc's sources again; up-to-date files
-# are skipped, and a stale .pyc is never used (Python checks the source's mtime)
+# are skipped, and a stale .pyc is never used (Python checks the source's mtime); --durations: the slowest
+# tests in every log (issue 22: the suite keeps within 6 minutes on 2 cores)
 test: install
 	@$(PY) -m compileall -q netc >/dev/null
-	$(PY) -m pytest -q -n auto --dist worksteal
+	$(PY) -m pytest -q -n auto --dist worksteal --durations=15
 
 # Regenerate golden expectations after a deliberate change (review the diff before committing).
 golden: install
