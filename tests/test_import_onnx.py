@@ -183,6 +183,56 @@ def test_arithmetic_that_is_no_affine_is_a_located_error(tmp_path, body, why):
         load(str(path), DiagnosticEngine())
 
 
+class NGram(nn.Module):
+    """PaddlePaddle book's word2vec shape: the embeddings of 4 words (int64 ids, one table), concatenated by
+    a view, a hidden layer, a softmax over the vocabulary."""
+
+    def __init__(self):
+        super().__init__()
+        self.e = nn.Embedding(50, 8)
+        self.fc = nn.Linear(32, 16)
+        self.out = nn.Linear(16, 50)
+
+    def forward(self, w):
+        return torch.softmax(self.out(torch.sigmoid(self.fc(self.e(w).view(w.shape[0], -1)))), 1)
+
+
+def test_a_gather_from_a_table_is_an_embedding_of_integer_ids(tmp_path):
+    torch.manual_seed(5)
+    model, w = NGram().eval(), torch.randint(0, 50, (3, 4))
+    path = tmp_path / "ngram.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (w,), str(path), dynamo=False, input_names=["words"], output_names=["prob"])
+    d = DiagnosticEngine()
+    m = load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    assert not d.has_errors(), d.diagnostics
+    out = run_reference(m, {"words": w}, None)
+    with torch.no_grad():
+        assert rel(out["prob"], model(w).numpy()) < 1e-6
+    from netc.explain import layer_rows
+    assert sum(r["params"] for r in layer_rows(m)) == sum(p.numel() for p in model.parameters())
+    ops = {op.name for n in m.networks() for op in n.regions[0].ops}
+    assert "netc.embedding" in ops
+    # the kernels on the interpreter, on random ids below the table's rows
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
+
+
+def test_integer_inputs_are_read_only_as_ids(tmp_path):
+    class Bad(nn.Module):
+        def forward(self, w):
+            return w + w
+    path = tmp_path / "bad.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Bad(), (torch.randint(0, 5, (2, 3)),), str(path), dynamo=False, input_names=["w"])
+    with pytest.raises(NetcError, match=r"input 'w' is not float32 .*only as the ids of a Gather"):
+        load(str(path), DiagnosticEngine())
+
+
 def test_the_kernels_on_the_interpreter_agree(tmp_path):
     model, x = small(1)
     path = exported(tmp_path, model, x)

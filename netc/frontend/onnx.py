@@ -89,7 +89,7 @@ def _attrs(node) -> dict:
 
 SUPPORTED = ("Transpose", "Conv", "Gemm", "MatMul", "Add", "Sum", "Mul", "Sub", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "MaxPool",
              "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LRN", "Concat", "Flatten", "Reshape", "Dropout",
-             "Identity", "Softmax", "BatchNormalization")
+             "Identity", "Softmax", "BatchNormalization", "Gather")
 FOLDABLE = ("Constant", "ConstantOfShape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice",
             "Range", "Add", "Mul", "Sub", "Div", "Reshape", "Identity", "ReduceProd", "Equal", "Where")
 
@@ -192,12 +192,17 @@ def translate(path: str):
             raise NetcError(f"input '{vi.name}' has a dynamic shape {dims}; give it a fixed one "
                             f"(onnx.tools.update_model_dims)", Loc(path))
         elem = vi.type.tensor_type.elem_type
-        if elem != 1:
-            raise NetcError(f"input '{vi.name}' is not float32 (ONNX type {elem}); netc reads float inputs",
-                            Loc(path))
+        users = consumers.get(vi.name, [])
+        ids = elem in (6, 7) and users and all(u.op_type == "Gather" and len(u.input) > 1 and u.input[1] == vi.name
+                                                 for u in users)
+        if elem != 1 and not ids:
+            raise NetcError(f"input '{vi.name}' is not float32 (ONNX type {elem}); netc reads float inputs, and "
+                            f"integer ones (int32, int64) only as the ids of a Gather from a table", Loc(path))
         name = imp.fresh(vi.name)
         imp.netc[vi.name] = name
-        users = consumers.get(vi.name, [])
+        if ids:
+            lines.append(f"  input {name}: {'i64' if elem == 7 else 'i32'}[{', '.join(map(str, dims))}]")
+            continue
         if len(dims) == 4 and users and all(u.op_type == "Transpose" and list(_attrs(u).get("perm", [])) == [0, 3, 1, 2]
                                             for u in users):
             # an NHWC input transposed into NCHW (what netc's export writes): netc's layout as it is
@@ -425,6 +430,17 @@ def _translate_node(imp, node):
             raise imp.err(node, f"softmax over axis {a.get('axis', -1)} of a rank-{r} value: netc's is over the "
                                 f"features of [N, K]")
         _emit(imp, node, "Softmax", [_in(imp, node)], {}, image=False)
+        return
+    if op == "Gather":
+        table, a_ = imp.consts.get(node.input[0]), a.get("axis", 0)
+        if table is None or table.ndim != 2 or a_ != 0 or node.input[1] in imp.consts:
+            raise imp.err(node, "a Gather of rows (axis 0) of a constant 2-d table by computed ids is what netc reads "
+                                "(an embedding)")
+        v, d = table.shape
+        _emit(imp, node, "Embedding", [_in(imp, node, 1)],
+              {"num_embeddings": int(v), "dim": int(d),
+               "params": {"table": imp.param(f"{node.name or node.output[0]}_table", table.astype(np.float32))}},
+              image=False)
         return
     if op == "BatchNormalization":
         scale, shift, mean, var = (imp.consts.get(i) for i in node.input[1:5])
