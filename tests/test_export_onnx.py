@@ -129,3 +129,23 @@ def test_cli_writes_the_model_and_says_what_it_left_out(tmp_path):
     r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/lenet.nd"), "--format", "paleo",
                         "--params", "p.npz"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "--params goes with --format onnx" in r.stderr
+
+
+def test_an_embedding_of_integer_ids_is_a_gather_and_reads_back(tmp_path):
+    """Embedding -> ONNX Gather of the table's rows, its i64 ids an INT64 model input; onnxruntime on the same
+    ids gives the reference's outputs, and the model imports back to an Embedding (frontend/onnx.py)."""
+    m = inferred("network ng {\n  input w: i64[3, 4]\n  e = Embedding(w) { num_embeddings: 20, dim: 6 }\n"
+                 "  f = InnerProduct(e) { num_outputs: 5 }\n  prob = Softmax(f)\n}\n")
+    data = export_onnx(m, seed=2)
+    model = onnx.load_from_string(data)
+    assert model.graph.input[0].type.tensor_type.elem_type == onnx.TensorProto.INT64
+    assert "Gather" in [n.op_type for n in model.graph.node]
+    ids = torch.randint(0, 20, (3, 4), generator=torch.Generator().manual_seed(1))
+    got = ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(None, {"w": ids.numpy()})[0]
+    ref = run_reference(m, {"w": ids}, None, seed=2)["prob"].numpy()
+    assert np.abs(got - ref).max() / np.abs(ref).max() < 1e-6
+    (tmp_path / "ng.onnx").write_bytes(data)
+    back = inferred(path=tmp_path / "ng.onnx")
+    assert "netc.embedding" in {op.name for n in back.networks() for op in n.regions[0].ops}
+    again = run_reference(back, {"w": ids}, None)["prob"].numpy()
+    assert np.abs(again - ref).max() / np.abs(ref).max() < 1e-6

@@ -176,11 +176,12 @@ def export_onnx(module, network=None, params: dict | None = None, seed: int = 0,
         if id(op) in dropped:
             continue
         v = op.results[0]
-        if v.type.dtype not in ("f32", "f16", "bf16", "f64"):
-            raise NetcError(f"input '{layer_name(op)}' is {v.type.dtype}: the ONNX export takes float inputs "
-                            f"(integer ids and labels are not written yet)")
+        ints = {"i32": onnx.TensorProto.INT32, "i64": onnx.TensorProto.INT64}
+        if v.type.dtype not in ("f32", "f16", "bf16", "f64") and v.type.dtype not in ints:
+            raise NetcError(f"input '{layer_name(op)}' is {v.type.dtype}: the ONNX export takes float inputs and "
+                            f"integer (i32, i64) ids")
         name = w.fresh(layer_name(op))
-        graph_inputs.append(onnx.helper.make_tensor_value_info(name, elem, list(v.type.shape)))
+        graph_inputs.append(onnx.helper.make_tensor_value_info(name, ints.get(v.type.dtype, elem), list(v.type.shape)))
         w.bind(v, name)
     for op in ops:
         if op.name == "netc.input" or id(op) in dropped:

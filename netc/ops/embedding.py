@@ -90,6 +90,11 @@ class Embedding(OpDef):
         table = params["table"]
         return lambda ids: F.embedding(ids.long(), table)
 
+    def onnx(self, a, w, op):
+        """ONNX's Gather of the table's rows (axis 0) by the ids, as torch's nn.Embedding exports."""
+        y = w.node("Gather", [w.param(op, "table"), w.x(op, 0)], hint=a.get("name") or "embedding", axis=0)
+        w.result(op, y)
+
     def gradient(self, g, op, dy):
         """The table's gradient: dy's rows added into [V, D] at their ids (duplicates summed); the ids,
         integers, get none."""
