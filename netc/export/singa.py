@@ -182,6 +182,9 @@ def _write(name: str, layers: list[_Layer], K: int, version: str, phase: str = "
     rbm = any(L.type in ("kRBMVis", "kRBMHid") for L in layers)
     unrolled = any(L.unroll > 1 for L in layers)
     alg = "kCD" if rbm else ("kBPTT" if unrolled and version != "0.1" else "kBP")
+    cd_k = max((L.op.attrs.get("cd_k", 1) for L in layers if L.type == "kRBMVis"), default=1)
+    if cd_k != 1:
+        alg += f" cd_conf {{ cd_k: {cd_k} }}"
     out = [f"# written by `netc export --format singa`: the {phase} net, as a SINGA "
            f"{'v0.1' if version == '0.1' else 'v0.3'} job",
            f"name: {_q(name)}", "train_steps: 1000", "disp_freq: 100", f"train_one_batch {{ alg: {alg} }}",
@@ -514,7 +517,8 @@ class _Built:
             ins = [v.type.shape for v in self.operands(lay, op0)]
             if lay in energy_hid:
                 L.type = "kRBMHid"
-                L.confs.append(f"rbm_conf {{ hdim: {op0.attrs['num_outputs']} }}")
+                gauss = self.copies[energy_hid[lay]][(0, 0)].attrs.get("hidden_gaussian")
+                L.confs.append(f"rbm_conf {{ hdim: {op0.attrs['num_outputs']}{' gaussian: true' if gauss else ''} }}")
                 roles = ["weight", "bias"]
             elif op0.name == "netc.rbm_visible":
                 hid = [h for h, v in energy_hid.items() if v == lay]

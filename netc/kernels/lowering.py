@@ -800,6 +800,11 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.accuracy": Lowering(missing="SINGA's Accuracy"),
     "netc.opaque": Lowering(missing="an opaque (unknown) layer", opaque=True),
     "netc.rbm_visible": Lowering(missing="an RBM's visible layer (an energy model)", opaque=True),
+    # contrastive divergence's ops (ops/energy.py): a kernel would draw as the dropout mask does
+    "netc.rbm_sample": Lowering(missing="an RBM's hidden-unit sampling (contrastive divergence)"),
+    "netc.rbm_reconstruct": Lowering(missing="an RBM's reconstruction of its visible units (contrastive divergence)"),
+    "netc.rbm_statistics": Lowering(missing="an RBM's update statistics (contrastive divergence)"),
+    "netc.rbm_error": Lowering(missing="an RBM's reconstruction error"),
 }
 
 

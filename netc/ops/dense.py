@@ -113,38 +113,6 @@ class InnerProduct(OpDef):
         return {"fwd": t, "bwd_data": t, "bwd_filter": t}
 
 
-@register
-class RBMVisible(OpDef):
-    name = "rbm_visible"
-    types = ("RBMVisible",)
-    arity = (1, 1)
-    moves_data = False
-    param_roles = ("bias",)
-    attrs = {
-        "hidden": AttrSpec("any", [], doc="the hidden layer(s) of the energy model (the edge back, kept as names)"),
-        "energy_model": AttrSpec("bool", True, doc="an energy model's layer: learns by contrastive divergence"),
-        "gaussian": AttrSpec("bool", False, doc="SINGA's rbm_conf.gaussian (Gaussian visible units)"),
-        "params_singa": AttrSpec("any", [], doc="SINGA's names of the layer's weight and visible bias"),
-    }
-    doc = ("The visible layer of a restricted Boltzmann machine (SINGA's kRBMVis): in the positive phase its "
-           "data is its input (out = in), and it owns the visible bias [vdim] (vdim = the input's count per "
-           "sample; SINGA's RBMVisLayer::Setup). The weight [hdim, vdim] is bound by the hidden layer's inner "
-           "product (SINGA's RBMHid shares it). The negative phase (contrastive divergence) is not compiled "
-           "yet. 0 FLOPs.")
-
-    def infer(self, a, ins):
-        (x,) = ins
-        if len(x) < 2:
-            raise ShapeError(f"an RBM's visible layer needs an input with a batch, got {list(x)}", operand=0)
-        return tuple(x)
-
-    def param_shapes(self, a, ins, out):
-        return {"bias": (prod(ins[0][1:]),)}
-
-    def reference(self, a, ins, params):
-        return ins[0]   # the positive phase: the visible data is the input
-
-
 # --------------------------------------------------------------------------- gradients
 
 @register

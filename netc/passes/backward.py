@@ -25,7 +25,9 @@ documented in ops/registry.py). What it decides, and how:
   records it in `grad_of`. Parameter gradients and losses become network outputs (the optimizer
   pass consumes the gradients).
 * Learning rules that are no derivative (OpDef.learning_rule: RBMs' contrastive divergence) give
-  their parameters' update directions the same way.
+  their parameters' update directions the same way. An op with such a rule is a root like a loss (a
+  network of energy models trains without one); the metrics its rule reports (g.metric: an RBM's
+  reconstruction error) become outputs and are listed with the losses, which the runtime reports.
 
 Options (ctx.options["backward"]): freeze (list of names/patterns; freeze_name: what the caller
 calls it in messages, default "--freeze"; no_loss_hint: the advice for a network without a loss), outputs (names of outputs to
@@ -81,6 +83,11 @@ class GradBuilder:
         layer = layer or self.op.attrs.get("name") or self.op.name
         return self._p.state_param(f"{layer}.{role}", role, list(shape), value, dtype, self.op.loc)
 
+    def metric(self, value) -> None:
+        """Report a scalar a learning rule computes (an RBM's reconstruction error): an output of the
+        training program, listed with its losses (the runtime reports it as the loss)."""
+        self._p.metrics.append(value)
+
     def emit(self, ir_name: str, operands, attrs=None, params=None, tag: str = "grad", results: int = 1):
         layer = self.op.attrs.get("name") or self.op.name
         op = self._p.make_op(ir_name, list(operands), attrs, params, f"{layer}.{tag}", self.op.loc,
@@ -94,6 +101,7 @@ class _Program:
 
     def __init__(self, module, net: Operation, names: set, new_inputs: list):
         self.module, self.net, self.names, self.new_inputs = module, net, names, new_inputs
+        self.metrics: list = []      # scalars learning rules report (GradBuilder.metric)
 
     def state_param(self, name, role, shape, value, dtype, loc) -> SymbolRef:
         return state_param(self.module, name, role, shape, value, dtype, loc)
@@ -167,7 +175,7 @@ class Backward(Pass):
             losses = _losses(net, opts.get("outputs"), ctx.diag)
             if losses is None:
                 continue
-            if not losses:
+            if not losses and not _has_learning_rule(net):
                 if wanted or len(module.networks()) == 1:
                     ctx.diag.error(f"network '{net.attrs['sym_name']}' has no loss to train: "
                                    + opts.get("no_loss_hint", "add a loss layer (SoftmaxLoss, EuclideanLoss) or run "
@@ -199,7 +207,9 @@ class Backward(Pass):
             return {role for role, ref in (op.attrs.get("params") or {}).items()
                     if isinstance(ref, SymbolRef) and ref.name in trainable}
 
-        # what depends on a trainable parameter, and what the losses depend on
+        rules = [op for op in fwd if lookup(op.name) is not None and lookup(op.name).learning_rule is not None
+                 and trainable_roles(op)]
+        # what depends on a trainable parameter, and what the losses (and the learning rules) depend on
         dep: set = set()
         for op in fwd:
             opdef = lookup(op.name)
@@ -208,7 +218,7 @@ class Backward(Pass):
             if trainable_roles(op) or any(id(v) in dep for v in op.operands):
                 dep.update(id(r) for r in op.results)
         reach: set = set()
-        stack = [op for op, _ in losses]
+        stack = [op for op, _ in losses] + rules
         while stack:
             op = stack.pop()
             if id(op) in reach:
@@ -216,8 +226,6 @@ class Backward(Pass):
             reach.add(id(op))
             stack.extend(v.owner for v in op.operands)
         todo = [op for op in fwd if id(op) in reach and (id(op.results[0]) in dep if op.results else False)]
-        rules = [op for op in fwd if lookup(op.name) is not None and lookup(op.name).learning_rule is not None
-                 and trainable_roles(op)]
 
         # every op on a gradient path needs a rule: report all that lack one
         missing = [op for op in todo if lookup(op.name).gradient is None and op not in rules]
@@ -342,14 +350,14 @@ class Backward(Pass):
         for op, _ in losses:
             if op.results and op.results[0] not in results:
                 results.append(op.results[0])
-        results += grads
+        results += [m for m in prog.metrics if m not in results] + grads
         loc = outs[0].loc if outs else net.loc
         new_body.append(Operation("netc.output", results, attrs={}, loc=loc))
         new_body += others
         net.regions[0].block.set_ops(new_body)
         # which value holds each trainable parameter's gradient (the optimizer and executors read it)
         net.attrs["gradients"] = names
-        net.attrs["losses"] = [op.attrs.get("name") for op, _ in losses]
+        net.attrs["losses"] = [op.attrs.get("name") for op, _ in losses] + [m.owner.attrs["name"] for m in prog.metrics]
         return True
 
     @staticmethod
@@ -399,6 +407,12 @@ def program_input(net, name: str, shape: list, dtype: str, loc, role: str, new_i
                    attrs={"name": unique(name), "shape": list(shape), "dtype": dtype, "role": role}, loc=loc)
     new_inputs.append(op)
     return op.results[0]
+
+
+def _has_learning_rule(net) -> bool:
+    """Whether a network has an op that learns by a rule that is no derivative (it trains without a loss)."""
+    return any(lookup(op.name) is not None and lookup(op.name).learning_rule is not None
+               for op in net.regions[0].ops)
 
 
 def _current_outputs(net, fwd, outs) -> list:

@@ -356,17 +356,27 @@ class _Net:
         elif t == "kRBMVis":
             hid = [s for s in n.srcs if self.nodes[s].type == "kRBMHid"]
             ins = [self.ref(s) for s in n.srcs if self.nodes[s].type != "kRBMHid"]
-            # SINGA's RBMVisLayer owns param(0), the weight [hdim, vdim] (bound by the hidden layer's
-            # inner product here, which shares it in SINGA), and param(1), the visible bias [vdim]
-            params = self.bind(n, None, {"bias": ps[1] if len(ps) > 1 else None})
+            # SINGA's RBMVisLayer owns param(0), the weight [hdim, vdim], and param(1), the visible bias
+            # [vdim]; it learns them by CD-k with the hidden layer's bias (its param(1)), so the visible op
+            # binds all three (the hidden layer's inner product binds the weight and hidden bias too)
+            hn = self.nodes[hid[0]] if len(hid) == 1 else None
+            hps = hn.params if hn is not None else []
+            params = self.bind(n, None, {"bias": ps[1] if len(ps) > 1 else None, "weight": ps[0] if ps else None,
+                                         "hidden_bias": hps[1] if len(hps) > 1 else None})
+            hconf = hn.conf if hn is not None else {}
             self.add("netc.rbm_visible", name, ins, loc, type=t, energy_model=True, hidden=[nname(h) for h in hid],
                      params_singa=[nname(p.name) for p in ps], **({"gaussian": True} if c.get("gaussian") else {}),
+                     **({"hdim": c["hdim"]} if c.get("hdim") else {}),
+                     **({"hidden_gaussian": True} if hconf.get("gaussian") else {}),
                      **({"params": params} if params else {}))
             self.energy.append((n, hid))
         elif t == "kRBMHid":
             params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
+            if "share_from" in params.get("weight", {}):   # the visible layer's weight: bind it by its name
+                params["weight"]["name"] = params["weight"].pop("share_from")
+            # SINGA's RBMHidLayer: sigmoid(v W^T + b), linear for Gaussian hidden units (rbm_conf.gaussian)
             self.add("netc.inner_product", name, srcs, loc, num_outputs=c["hdim"],
-                     **({"params": params} if params else {}))
+                     **({} if c.get("gaussian") else {"activation": "sigmoid"}), **({"params": params} if params else {}))
         elif t == "kGRU":
             roles = ("z_hx", "r_hx", "c_hx", "z_hh", "r_hh", "c_hh", "z_b", "r_b", "c_b")
             params = self.bind(n, None, dict(zip(roles, ps)))
@@ -456,10 +466,15 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
         m.attrs["optimizer"] = opt
         m.attr_locs = {"optimizer": job.job.get("updater").loc}
     if energy:
+        cd_k = cd_steps(job)
+        for op in body:
+            if op.name == "netc.rbm_visible" and cd_k != 1:
+                op.attrs["cd_k"] = cd_k
         n, hid = energy[0]
         diag.extend([Diagnostic("note", f"this is an energy model (RBM): '{nname(n.name)}' (kRBMVis) and "
                                 f"'{', '.join(nname(h) for h in hid)}' (kRBMHid) form a cycle; netc shows the "
-                                f"visible -> hidden direction (shapes, parameters, costs); compiling energy "
+                                f"visible -> hidden direction (shapes, parameters, costs); training learns it by "
+                                f"contrastive divergence (CD-{cd_k}) on the reference executor; compiling energy "
                                 f"models to kernels is not supported yet", n.loc)])
     if own and diag.has_errors():
         raise NetcError(diag.diagnostics)
@@ -535,6 +550,13 @@ _SCHEDULES = {"kFixed": ("fixed", None, {}),
               "kInverse": ("inverse", "inverse_conf", {"gamma": "gamma", "pow": "pow"}),
               "kInverseT": ("inverse_t", "inverset_conf", {"final_lr": "final_lr"}),
               "kFixedStep": ("fixed_step", "fixedstep_conf", {"steps": "step", "lrs": "step_lr"})}
+
+
+def cd_steps(job) -> int:
+    """The Gibbs steps of a kCD job: train_one_batch.cd_conf.cd_k (SINGA's default 1)."""
+    tob = job.job.get("train_one_batch") if job.job.has("train_one_batch") else None
+    cd = tob.get("cd_conf") if tob is not None and tob.has("cd_conf") else None
+    return int(cd.get("cd_k")) if cd is not None and cd.has("cd_k") else 1
 
 
 def singa_optimizer(job, diag: DiagnosticEngine) -> dict | None:
