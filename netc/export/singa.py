@@ -718,8 +718,10 @@ class _Built:
                     continue
                 if ir in owners:
                     # bound by an earlier layer (an RBM's visible layer): a new name that shares the
-                    # owner's storage, as the original config had it
-                    L.params.append(_Param(taken.fresh(f"{self.pname(ir, L)}_"), owners[ir], role))
+                    # owner's storage, as the original config had it (v0.2+: the owner's unrolled '0#' name,
+                    # which SINGA's share_from must give)
+                    L.params.append(_Param(taken.fresh(f"{self.pname(ir, L)}_"),
+                                           owners[ir] if self.v1 else "0#" + owners[ir], role))
                     continue
                 n = self.pname(ir, L)
                 if n in taken.taken:

@@ -1,0 +1,264 @@
+"""SINGA's energy models trained with CD-k (netc/ops/energy.py): the update directions and the
+reconstruction error against SINGA's formulas (src/neuralnet/neuron_layer/rbm.cc, src/worker.cc
+CDWorker::TrainOneBatch, v0.2) computed here in numpy from the same data, parameters and random
+numbers -- a Philox4x32-10 written in this file (Salmon et al. 2011, Random123's constants; Triton's
+tl.rand / tl.randn turn its words into floats) -- k from cd_conf, Gaussian hidden units, the optimizer
+applying the directions as SINGA's kSGD applies gradients, the error falling on scikit-learn's digits,
+and the located refusals."""
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+import torch
+
+from netc import pipelines
+from netc.diagnostics import DiagnosticEngine, NetcError
+from netc.frontend.singa.to_ir import import_singa
+from netc.pipelines import Options, Training
+from netc.runtime.train import ReferenceTrainer
+
+B, V, H = 8, 12, 5
+
+
+def conf(cd_k=None, gaussian=False, batch=B, vdim=V, hdim=H, lr=0.1, momentum=0.5, wd=0.01):
+    """An RBM job of the corpus' form (v0.2+ names: the hidden weight shares '0#w')."""
+    cd = f" cd_conf {{ cd_k: {cd_k} }}" if cd_k is not None else ""
+    g = " gaussian: true" if gaussian else ""
+    return f"""name: "rbm"
+train_one_batch {{ alg: kCD{cd} }}
+updater {{ type: kSGD momentum: {momentum} weight_decay: {wd} learning_rate {{ base_lr: {lr} type: kFixed }} }}
+neuralnet {{
+  layer {{ name: "data" type: kRecordInput store_conf {{ batchsize: {batch} shape: {vdim} }} }}
+  layer {{ name: "vis" type: kRBMVis srclayers: "data" srclayers: "hid" rbm_conf {{ hdim: {hdim} }}
+          param {{ name: "w" init {{ type: kGaussian std: 0.5 }} }}
+          param {{ name: "bv" wd_scale: 0 init {{ type: kUniform low: -0.5 high: 0.5 }} }} }}
+  layer {{ name: "hid" type: kRBMHid srclayers: "vis" rbm_conf {{ hdim: {hdim}{g} }}
+          param {{ name: "w_" share_from: "0#w" }}
+          param {{ name: "bh" wd_scale: 0 init {{ type: kUniform low: -0.5 high: 0.5 }} }} }}
+}}
+"""
+
+
+def program(text, updates=False):
+    diag = DiagnosticEngine()
+    m = import_singa(text, "t.conf", diag)
+    pipelines.training(m, Options(training=Training(gradients_only=not updates)), diag)
+    return m
+
+
+# -- an independent Philox4x32-10 and Triton's floats --------------------------------------------
+
+M32 = 0xFFFFFFFF
+
+
+def philox(seed: int, counters):
+    """Words 0 and 1 of Philox4x32-10 for counters (lo, hi, 0, 0) of int64 `counters`, key = the seed's
+    two 32-bit words."""
+    out0, out1 = [], []
+    for c in counters:
+        c = int(c) % 2 ** 64
+        x = [c & M32, c >> 32, 0, 0]
+        k = [seed & M32, (seed >> 32) & M32]
+        for _ in range(10):
+            p0, p1 = 0xD2511F53 * x[0], 0xCD9E8D57 * x[2]
+            x = [(p1 >> 32) ^ x[1] ^ k[0], p1 & M32, (p0 >> 32) ^ x[3] ^ k[1], p0 & M32]
+            k = [(k[0] + 0x9E3779B9) & M32, (k[1] + 0xBB67AE85) & M32]
+        out0.append(x[0])
+        out1.append(x[1])
+    return np.array(out0, dtype=np.uint64), np.array(out1, dtype=np.uint64)
+
+
+def uniform(words):
+    """Triton's uint_to_uniform_float: the word as int32, negatives mirrored (-x - 1), times 2**-31 in float32."""
+    x = words.astype(np.int64)
+    x = np.where(x >= 2 ** 31, x - 2 ** 32, x)
+    x = np.where(x < 0, -x - 1, x)
+    return x.astype(np.float32) * np.float32(4.6566127342e-10)
+
+
+def counters(name: str, n: int, offset: int):
+    return [(zlib.crc32(name.encode()) << 32) + offset + j for j in range(n)]
+
+
+def draw(seed, name, shape, offset, gaussian):
+    n = int(np.prod(shape))
+    w0, w1 = philox(seed, counters(name, n, offset))
+    if not gaussian:
+        return uniform(w0).astype(np.float64).reshape(shape)
+    u1 = np.maximum(uniform(w0), np.float32(1e-7)).astype(np.float64)
+    return (np.sqrt(-2 * np.log(u1)) * np.cos(2 * np.pi * uniform(w1).astype(np.float64))).reshape(shape)
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def singa_cd(x, W, bv, bh, k, seed, gaussian, name="0#vis:0"):
+    """SINGA's CD-k on one batch, its weight in SINGA's layout W [hdim, vdim]: the gradients it hands
+    its updater (RBMVisLayer / RBMHidLayer::ComputeGradient) and the squared error of the first Gibbs step."""
+    b, h = x.shape[0], W.shape[0]
+
+    def hidden(v):
+        a = v @ W.T + bh
+        return a if gaussian else sigmoid(a)
+
+    h0 = hidden(x)
+    hk, vk, err = h0, None, None
+    for i in range(max(1, k)):
+        r = draw(seed, name, (b, h), i * b * h, gaussian)
+        hs = hk + r if gaussian else (r < hk).astype(np.float64)
+        vk = sigmoid(hs @ W + bv)
+        if i == 0:
+            err = ((x - vk) ** 2).sum() / b
+        hk = hidden(vk)
+    gW = (hk.T @ vk - h0.T @ x) / b
+    return {"w": gW, "bv": (vk.sum(0) - x.sum(0)) / b, "bh": (hk.sum(0) - h0.sum(0)) / b, "error": err}
+
+
+def one_step(m, seed=7, data_seed=0):
+    tr = ReferenceTrainer(m, seed=3)
+    x = torch.rand(B, V, dtype=torch.float64, generator=torch.Generator().manual_seed(data_seed))
+    before = {n: t.clone() for n, t in tr.params.items()}
+    named = tr.step({"0#data:0": x}, lr=0.1, step_seed=seed)
+    return tr, x.numpy(), {n: t.numpy() for n, t in before.items()}, named
+
+
+# -- the update against SINGA's formulas ---------------------------------------------------------
+
+@pytest.mark.parametrize("k", [None, 1, 3])
+def test_cd_k_directions_and_error_are_singas(k):
+    m = program(conf(cd_k=k))
+    vis = next(op for op in m.networks()[0].regions[0].ops if op.name == "netc.rbm_visible")
+    assert vis.attrs.get("cd_k", 1) == (k or 1)
+    samples = [op for op in m.networks()[0].regions[0].ops if op.name == "netc.rbm_sample"]
+    assert [op.attrs["offset"] for op in samples] == [i * B * H for i in range(k or 1)]
+    tr, x, p, named = one_step(m, seed=11)
+    want = singa_cd(x, p["0#w"].T, p["0#bv"], p["0#bh"], k or 1, 11, False)
+    got = tr.gradients(named)
+    assert np.allclose(got["0#w"].numpy(), want["w"].T, atol=1e-12)      # netc stores W [vdim, hdim]
+    assert np.allclose(got["0#bv"].numpy(), want["bv"], atol=1e-12)
+    assert np.allclose(got["0#bh"].numpy(), want["bh"], atol=1e-12)
+    assert tr.losses(named) == {"0#vis:0.error": pytest.approx(want["error"], rel=1e-12)}
+    assert float(np.abs(want["w"]).max()) > 1e-3     # not a vacuous comparison
+
+
+def test_binary_samples_are_bernoulli_of_the_probabilities():
+    tr, x, p, named = one_step(program(conf()), seed=5)
+    h0, hs = named["0#vis:0.cd.h0"].numpy(), named["0#vis:0.cd.h0_sample"].numpy()
+    assert set(np.unique(hs)) <= {0.0, 1.0}
+    assert np.array_equal(hs, (draw(5, "0#vis:0", (B, H), 0, False) < h0).astype(np.float64))
+    # over many seeds the mean sample is the probability (SINGA's SampleBinary)
+    from netc.ops.energy import rbm_sample
+    probs = torch.full((200, 50), 0.3, dtype=torch.float64)
+    assert abs(float(rbm_sample(probs, 99, 1234).mean()) - 0.3) < 0.01
+
+
+def test_gaussian_hidden_units():
+    """rbm4's last RBM: hidden units are linear (no sigmoid) and sampled as h + N(0, 1)."""
+    m = program(conf(gaussian=True))
+    ops = m.networks()[0].regions[0].ops
+    vis = next(op for op in ops if op.name == "netc.rbm_visible")
+    assert vis.attrs["hidden_gaussian"] is True
+    assert all(op.attrs.get("activation", "none") == "none" for op in ops if op.name == "netc.inner_product")
+    tr, x, p, named = one_step(m, seed=21)
+    want = singa_cd(x, p["0#w"].T, p["0#bv"], p["0#bh"], 1, 21, True)
+    got = tr.gradients(named)
+    assert np.allclose(got["0#w"].numpy(), want["w"].T, atol=1e-5)
+    assert np.allclose(got["0#bh"].numpy(), want["bh"], atol=1e-5)
+    assert np.allclose(got["0#bv"].numpy(), want["bv"], atol=1e-5)
+    noise = named["0#vis:0.cd.h0_sample"].numpy() - named["0#vis:0.cd.h0"].numpy()
+    assert not np.array_equal(noise, np.round(noise))
+    from netc.ops.energy import rbm_sample
+    n = rbm_sample(torch.zeros(100, 100, dtype=torch.float64), 3, 77, gaussian=True)
+    assert abs(float(n.mean())) < 0.03 and abs(float(n.std()) - 1) < 0.03
+
+
+def test_the_optimizer_descends_on_the_directions_as_singas_sgd():
+    """kSGD, first step (no history yet): W -= lr * (dW + weight_decay * W); the biases have wd_scale 0."""
+    m = program(conf(), updates=True)
+    tr, x, p, named = one_step(m, seed=13)
+    want = singa_cd(x, p["0#w"].T, p["0#bv"], p["0#bh"], 1, 13, False)
+    assert np.allclose(tr.params["0#w"].numpy(), p["0#w"] - 0.1 * (want["w"].T + 0.01 * p["0#w"]), atol=1e-12)
+    assert np.allclose(tr.params["0#bv"].numpy(), p["0#bv"] - 0.1 * want["bv"], atol=1e-12)
+    assert np.allclose(tr.params["0#bh"].numpy(), p["0#bh"] - 0.1 * want["bh"], atol=1e-12)
+
+
+def test_each_step_draws_new_samples():
+    m = program(conf())
+    tr = ReferenceTrainer(m, seed=0)
+    x = torch.rand(B, V, dtype=torch.float64)
+    a = tr.step({"0#data:0": x}, lr=0.0)["0#vis:0.cd.h0_sample"].clone()
+    b = tr.step({"0#data:0": x}, lr=0.0)["0#vis:0.cd.h0_sample"]
+    assert not torch.equal(a, b)
+
+
+# -- training on digits -------------------------------------------------------------------------
+
+def digits():
+    sk = pytest.importorskip("sklearn.datasets")
+    d = sk.load_digits()
+    return torch.from_numpy((d.images.reshape(len(d.images), 64) / 16.0).astype(np.float64))
+
+
+def test_reconstruction_error_falls_on_digits():
+    x = digits()
+    m = program(conf(batch=50, vdim=64, hdim=32, lr=0.1, momentum=0.8, wd=0.0002), updates=True)
+    tr = ReferenceTrainer(m, seed=0)
+    order = torch.randperm(len(x), generator=torch.Generator().manual_seed(0))
+    errs = []
+    for s in range(60):
+        idx = order[(s * 50) % 1750:(s * 50) % 1750 + 50]
+        errs.append(float(tr.step({"0#data:0": x[idx]}, lr=0.1)["0#vis:0.error"]))
+    first, last = np.mean(errs[:5]), np.mean(errs[-5:])
+    assert last < 0.5 * first, (first, last)
+
+
+def test_cli_trains_a_conf_on_digits(tmp_path, capsys):
+    from netc.cli import main
+    x = digits().numpy().astype(np.float32)
+    np.savez(tmp_path / "d.npz", **{"0#data:0": x})
+    (tmp_path / "rbm.conf").write_text(conf(batch=100, vdim=64, hdim=32, momentum=0.8, wd=0.0002))
+    rc = main(["run", str(tmp_path / "rbm.conf"), "--train", "--reference", "--epochs", "2",
+               "--data", str(tmp_path / "d.npz")])
+    out = capsys.readouterr().out
+    assert rc == 0, out
+    line = next(ln for ln in out.splitlines() if ln.startswith("trained"))
+    a, b = (float(t) for t in line.rsplit("loss ", 1)[1].split(" -> "))
+    assert b < a
+
+
+# -- what is refused, located -------------------------------------------------------------------
+
+def test_a_visible_layer_without_its_hidden_weight_is_refused_located(tmp_path):
+    from netc.frontend import load
+    src = tmp_path / "v.nd"
+    src.write_text("network v {\n  input data: f32[4, 6]\n  vis = RBMVisible(data)\n  output vis\n}\n")
+    m = load(str(src))
+    with pytest.raises(NetcError) as e:
+        pipelines.training(m, Options(training=Training()))
+    d = e.value.diagnostics[0]
+    assert "cannot train RBM 'vis' by contrastive divergence" in d.message
+    assert d.loc.file == str(src) and d.loc.line == 3
+
+
+def test_kernels_refuse_energy_models_located(tmp_path, capsys):
+    from netc.cli import main
+    (tmp_path / "rbm.conf").write_text(conf())
+    rc = main(["run", str(tmp_path / "rbm.conf"), "--train", "--target", "interp", "--steps", "1"])
+    err = capsys.readouterr().err
+    assert rc != 0
+    assert "rbm.conf:6:11: error:" in err and "compiling energy models to kernels is not supported yet" in err
+    assert "Traceback" not in err
+
+
+def test_export_writes_cd_k_and_gaussian_back(tmp_path):
+    from netc.cli import main
+    (tmp_path / "rbm.conf").write_text(conf(cd_k=3, gaussian=True))
+    assert main(["export", str(tmp_path / "rbm.conf"), "--format", "singa", "-o", str(tmp_path / "out.conf")]) == 0
+    text = (tmp_path / "out.conf").read_text()
+    assert "cd_conf { cd_k: 3 }" in text and "gaussian: true" in text
+    again = import_singa(text, "u.conf", DiagnosticEngine())
+    vis = next(op for op in again.networks()[0].regions[0].ops if op.name == "netc.rbm_visible")
+    assert vis.attrs["cd_k"] == 3 and vis.attrs["hidden_gaussian"] is True
