@@ -41,6 +41,11 @@ def load_text(text: str, path: str = "<input>", diag: DiagnosticEngine | None = 
     fmt = detect_format(path, text)
     sizes = dict((options or {}).get("sizes") or {})
     if fmt == "nd":
+        from .brainstorm_nd import import_nd, is_brainstorm_form
+        if is_brainstorm_form(text):        # Brainstorm's construction syntax (X = Input(...)): its importer
+            if set(sizes) - {"T"}:
+                _no_such_sizes(sizes, path, "a network in Brainstorm's form has T (the sequence length) alone")
+            return import_nd(text, path, diag, batch=batch, time=sizes.get("T", (options or {}).get("time", 1)))
         from .dsl import parse_nd
         return parse_nd(text, path, diag, sizes=sizes)
     if sizes and fmt != "json":
