@@ -17,6 +17,7 @@ matplotlib load slowly):
     runtime                            the reference executor, the .so from Python, the interpreter target
     costmodel, explain, export, profile   reports, Paleo's model, writers, profiles
     api                                the Python API: layers as expressions, parameters, train/test/infer
+    v2                                 PaddlePaddle v2's API on netc.api (`import netc.v2 as paddle`)
     cli                                the `netc` command
 
 The Python API is reached from here lazily (PEP 562): `import netc` stays light (the CLI imports it,

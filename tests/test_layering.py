@@ -24,6 +24,7 @@ LAYERS = [
     ("runtime",),
     ("costmodel", "explain", "export", "profile"),
     ("api",),
+    ("v2",),
     ("cli", "__main__"),
 ]
 LEVEL = {name: i for i, names in enumerate(LAYERS) for name in names}

@@ -64,6 +64,17 @@ class Optimizer:
         """The learning rate of step `step` (default: the next one)."""
         return _learning_rate(self.schedule, self.steps if step is None else step)
 
+    def batch_options(self, batch: int) -> dict:
+        """The optimizer pass's options for the training program of a batch of `batch` samples (netc.train
+        compiles one per batch size): netc's optimizers take the same for every batch; netc.v2's
+        PaddlePaddle optimizers scale the weight decay by the batch (docs/v2.md)."""
+        return self.options
+
+    def batch_learning_rate(self, batch: int) -> float:
+        """The learning rate netc.train feeds the next step on a batch of `batch` samples (netc's: the
+        schedule's; netc.v2's: scaled by the batch, PaddlePaddle's gradient summed over the batch)."""
+        return self.learning_rate()
+
     def __repr__(self):
         own = ", ".join(f"{k}={self.spec[k]!r}" for k in self._own if k in self.spec)
         return f"{type(self).__name__}(schedule={self.schedule}{', ' + own if own else ''})"

@@ -360,7 +360,7 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                 module = top.module(n, steps=t, training=Training(
                     freeze=tuple(freeze), freeze_name="immutable_parameters",
                     no_loss_hint="train a cost (netc.layer.softmax_loss, euclidean, rank_cost), not its outputs",
-                    optimizer=optimizer.options))
+                    optimizer=optimizer.batch_options(n)))
             with user_errors(loc):
                 net = next(x for x in module.networks() if "gradients" in x.attrs)
                 given = _given(module, parameters, top, loc)
@@ -409,7 +409,7 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                 n = len(samples)
                 send(ev.BeginIteration(pass_id, batch_id))
                 tr, given = program(n, feeder.steps)
-                lr = optimizer.learning_rate()
+                lr = optimizer.batch_learning_rate(n)
                 with user_errors(loc):
                     named = step(tr, given, feed, lr, seed * 1_000_003 + optimizer.steps)
                 optimizer.steps += 1

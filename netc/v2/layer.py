@@ -1,0 +1,300 @@
+"""paddle.layer: PaddlePaddle v2's layers with its argument names and semantics, built from netc.api's
+layers (the same Layer objects, topologies, passes and executors).
+
+    data(name, type)                    netc.api.layer.data with a netc.data_type type
+    fc(input, size, act, param_attr, bias_attr, name, layer_attr)
+                                        input one layer or a list (one weight each, summed, one bias);
+                                        act defaults to Tanh (PaddlePaddle's default)
+    img_conv(input, filter_size, num_filters, num_channels, act, stride, padding, ...)
+                                        act defaults to Relu; a dense_vector input of width C*H*W with
+                                        H = W is read as the image (C = 1 only, see docs/v2.md)
+    img_pool(input, pool_size, pool_type, stride, padding, ...)   Max by default, stride 1
+    classification_cost(input, label)   input a Softmax fc: cross-entropy per sample
+    cross_entropy_cost(input, label)    the same, without the classification error metric
+    square_error_cost(input, label)     (alias mse_cost): sum over the features of (input - label)^2
+
+PaddlePaddle's names and initial values: a layer is named `__<kind>_<n>__` (fc: __fc_layer_0__), its
+parameters `_<layer>.w<i>` (the i-th input's weight) and `_<layer>.wbias`; weights start N(0, std^2)
+with std = 1/sqrt(dims[0]) (fc: 1/sqrt(input width)), a convolution's filter sqrt(2 / (filter_size^2 *
+channels)), biases 0 -- PaddlePaddle's initial_smart and default bias attribute
+(python/paddle/trainer/config_parser.py Parameter, trainer_config_helpers img_conv_layer,
+default_decorators). PARAM_DIMS keeps each parameter's PaddlePaddle dims (its tar files' shapes).
+
+Costs: netc's losses are means over the batch; PaddlePaddle's cost layers give one cost per sample
+and train on their sum. COST_SCALE[cost layer] is the factor from netc's loss to PaddlePaddle's mean
+per-sample cost (1 for cross-entropy, 2 for the square error, times coeff); netc.v2.trainer
+multiplies the reported cost by it and scales the optimizer by it times the batch size, so the
+updates are PaddlePaddle's (netc.v2.optimizer)."""
+from __future__ import annotations
+
+import itertools
+import math
+
+from ..api import layer as L
+from ..api.core import Layer, ParamAttr
+from ..api.data_type import InputType
+from ..api.errors import error, user_loc
+from . import activation as A
+from . import pooling as P
+from .attr import Extra, Param
+from .names import missing_names
+
+PARAM_DIMS: dict = {}        # parameter name -> PaddlePaddle's dims (ParameterConfig.dims)
+COST_SCALE: dict = {}        # cost Layer -> netc loss to PaddlePaddle's mean per-sample cost
+CLASSIFIERS: set = set()     # cost Layers with PaddlePaddle's classification_error_evaluator
+_COUNTERS: dict = {}
+
+
+def default_name(kind: str, name):
+    if name is not None:
+        return name
+    n = next(_COUNTERS.setdefault(kind, itertools.count()))
+    return f"__{kind}_{n}__"
+
+
+def _layer(x, what, loc) -> Layer:
+    if not isinstance(x, Layer):
+        raise error(f"{what}: input is a paddle.layer (a Layer), got {type(x).__name__}", loc)
+    return x
+
+
+def _act(act, default, what, loc):
+    act = default if act is None else act
+    if isinstance(act, type) and issubclass(act, A.BaseActivation):
+        act = act()
+    if not isinstance(act, A.BaseActivation):
+        raise error(f"{what}: act is a paddle.activation object (Linear(), Relu(), Sigmoid(), Tanh(), Softmax()), "
+                    f"got {act!r}", loc)
+    return act.netc
+
+
+def _init(attr, dims, loc, smart_std=None) -> dict:
+    """netc ParamAttr fields for a PaddlePaddle parameter attribute (None: the default, initial_smart)."""
+    if attr is not None and not isinstance(attr, Param):
+        raise error(f"a parameter attribute is a paddle.attr.Param, got {attr!r}", loc)
+    out = {}
+    if attr is not None:
+        if attr.learning_rate is not None:
+            out["lr_scale"] = float(attr.learning_rate)
+        if attr.is_static:
+            out["immutable"] = True
+        if attr.name is not None:
+            out["name"] = attr.name
+    if attr is None or attr.smart:
+        std = smart_std if smart_std is not None else 1.0 / math.sqrt(dims[0])
+        return {**out, "init": "gaussian", "mean": 0.0, "std": std}
+    if attr.initial_max is not None:
+        return {**out, "init": "uniform", "low": float(attr.initial_min), "high": float(attr.initial_max)}
+    mean = 0.0 if attr.initial_mean is None else float(attr.initial_mean)
+    std = 0.01 if attr.initial_std is None else float(attr.initial_std)   # config_parser's defaults
+    if std == 0:
+        return {**out, "init": "constant", "value": mean}
+    return {**out, "init": "gaussian", "mean": mean, "std": std}
+
+
+def _bias(bias_attr, dims, loc):
+    """(has a bias, its netc ParamAttr fields): PaddlePaddle's default bias starts at 0."""
+    if bias_attr is False:
+        return False, None
+    if bias_attr is None or bias_attr is True:
+        return True, {"init": "constant", "value": 0.0}
+    return True, _init(bias_attr, dims, loc)
+
+
+def _bind(layer_name, roles: dict) -> tuple:
+    """(param_name, param_attr) for netc.api's builders from {role: (PaddlePaddle name suffix, fields, dims)}."""
+    names, attrs = {}, {}
+    for role, (suffix, fields, dims) in roles.items():
+        pname = fields.pop("name", None) or f"_{layer_name}.{suffix}"
+        names[role] = pname
+        attrs[role] = ParamAttr(**fields)
+        PARAM_DIMS[pname] = tuple(dims)
+    return names, attrs
+
+
+def _extra(x, layer_attr, name, loc):
+    if layer_attr is None:
+        return x
+    if not isinstance(layer_attr, Extra):
+        raise error(f"layer_attr is a paddle.attr.Extra, got {layer_attr!r}", loc)
+    if layer_attr.drop_rate:
+        return L.dropout(x, dropout_rate=layer_attr.drop_rate, name=f"{name}.dropout")
+    return x
+
+
+def data(name, type, height=None, width=None, layer_attr=None):  # noqa: A002 (PaddlePaddle's argument name)
+    """A data layer of a netc.v2.data_type type (dense_vector(13), integer_value(10), ...)."""
+    loc = user_loc()
+    if not isinstance(type, InputType):
+        raise error(f"paddle.layer.data('{name}'): type is a paddle.data_type (dense_vector, integer_value, ...), "
+                    f"got {type!r}", loc)
+    if height is not None or width is not None:
+        raise error(f"paddle.layer.data('{name}'): height and width are not in netc.v2 yet (img_conv reads a "
+                    f"square image from the vector's width)", loc)
+    return L.data(name, type=type)
+
+
+def fc(input, size, act=None, name=None, param_attr=None, bias_attr=None, layer_attr=None):  # noqa: A002
+    """A fully connected layer: act(sum_i input_i W_i + b); one weight per input `_<name>.w<i>`
+    [width_i, size], one bias `_<name>.wbias` [1, size]. act defaults to Tanh."""
+    loc = user_loc()
+    xs = list(input) if isinstance(input, (list, tuple)) else [input]
+    if not xs:
+        raise error("paddle.layer.fc: input is a layer or a non-empty list of layers", loc)
+    xs = [_layer(x, "paddle.layer.fc", loc) for x in xs]
+    attrs = list(param_attr) if isinstance(param_attr, (list, tuple)) else [param_attr] * len(xs)
+    if len(attrs) != len(xs):
+        raise error(f"paddle.layer.fc: {len(attrs)} param_attr for {len(xs)} inputs", loc)
+    a = _act(act, A.Tanh(), "paddle.layer.fc", loc)
+    name = default_name("fc_layer", name)
+    has_bias, bfields = _bias(bias_attr, [1, size], loc)
+    parts = []
+    for i, (x, pa) in enumerate(zip(xs, attrs)):
+        width = math.prod(x.shape[1:])
+        roles = {"weight": (f"w{i}", _init(pa, [width, size], loc), [width, size])}
+        if has_bias and i == 0:
+            roles["bias"] = ("wbias", dict(bfields), [1, size])
+        pn, pa2 = _bind(name, roles)
+        one = len(xs) == 1
+        parts.append(L.fc(x, size, act=a if one else None, bias=has_bias and i == 0,
+                          name=name if one else f"{name}.in{i}", param_name=pn, param_attr=pa2))
+    if len(parts) == 1:
+        return _extra(parts[0], layer_attr, name, loc)
+    total = L.add(*parts, name=name if a is None else f"{name}.sum")
+    out = {None: lambda t: t, "relu": L.relu, "sigmoid": L.sigmoid, "tanh": L.tanh,
+           "softmax": L.softmax}[a]
+    return _extra(out(total) if a is None else out(total, name=name if a != "softmax" else f"{name}.prob"),
+                  layer_attr, name, loc)
+
+
+def _image(x, num_channels, what, loc) -> tuple:
+    """(the NHWC layer, channels) of an image input: a conv/pool layer [N, H, W, C], or a dense vector of
+    width C*H*W, H = W, read as PaddlePaddle reads it (netc.v2 takes C = 1 there: a CHW vector of more
+    channels needs a transpose netc.api has no layer for)."""
+    if len(x.shape) == 4:
+        if num_channels is not None and num_channels != x.shape[-1]:
+            raise error(f"{what}: num_channels {num_channels} but '{x.name}' has {x.shape[-1]} channels", loc,
+                        [("defined here", x.loc)])
+        return x, x.shape[-1]
+    if len(x.shape) != 2:
+        raise error(f"{what}: input is an image (a conv or pool layer) or a dense vector, '{x.name}' has shape "
+                    f"{x.shape_str()}", loc)
+    if num_channels is None:
+        raise error(f"{what}: '{x.name}' is a vector; give num_channels (PaddlePaddle's rule: the image is "
+                    f"num_channels x H x H)", loc)
+    side = math.isqrt(x.shape[1] // num_channels) if x.shape[1] % num_channels == 0 else 0
+    if side * side * num_channels != x.shape[1]:
+        raise error(f"{what}: a vector of width {x.shape[1]} is no square image of {num_channels} channels", loc)
+    if num_channels != 1:
+        raise error(f"{what}: a dense vector of {num_channels} channels (PaddlePaddle's CHW order) is not in netc.v2 "
+                    f"yet: netc's images are HWC; give one channel or an image layer", loc)
+    return L.reshape(x, [-1, side, side, 1], name=f"{x.name}.image"), 1
+
+
+def img_conv(input, filter_size, num_filters, name=None, num_channels=None, act=None, groups=1, stride=1,  # noqa: A002
+             padding=0, bias_attr=None, param_attr=None, shared_biases=True, layer_attr=None, filter_size_y=None,
+             stride_y=None, padding_y=None, trans=False, layer_type=None):
+    """A 2-D convolution (PaddlePaddle's img_conv_layer): padding 0 and stride 1 by default, act Relu;
+    parameters `_<name>.w0` (num_filters * channels * filter_size^2 values) and `_<name>.wbias`
+    [num_filters, 1] (shared biases)."""
+    loc = user_loc()
+    what = "paddle.layer.img_conv"
+    x = _layer(input, what, loc)
+    if groups != 1 or trans or not shared_biases or layer_type is not None:
+        raise error(f"{what}: groups, trans, shared_biases=False and layer_type are not in netc.v2 yet", loc)
+    fy = filter_size if filter_size_y is None else filter_size_y
+    sy = stride if stride_y is None else stride_y
+    py = padding if padding_y is None else padding_y
+    a = _act(act, A.Relu(), what, loc)
+    if a == "softmax":
+        raise error(f"{what}: act is Relu, Sigmoid, Tanh or Linear", loc)
+    name = default_name("conv", name)
+    img, c = _image(x, num_channels, what, loc)
+    size = num_filters * c * filter_size * fy
+    std = math.sqrt(2.0 / (filter_size ** 2 * c))        # PaddlePaddle's conv initial_smart
+    roles = {"weight": ("w0", _init(param_attr, [1, size], loc, smart_std=std), [1, size])}
+    has_bias, bfields = _bias(bias_attr, [num_filters, 1], loc)
+    if has_bias:
+        roles["bias"] = ("wbias", bfields, [num_filters, 1])
+    pn, pa = _bind(name, roles)
+    out = L.conv2d(img, (fy, filter_size), num_filters, stride=(sy, stride), padding=(py, padding), act=a,
+                   bias=has_bias, name=name, param_name=pn, param_attr=pa)
+    return _extra(out, layer_attr, name, loc)
+
+
+def img_pool(input, pool_size, name=None, num_channels=None, pool_type=None, stride=1, padding=0,  # noqa: A002
+             layer_attr=None, pool_size_y=None, stride_y=None, padding_y=None, ceil_mode=True, exclude_mode=None):
+    """Max (default) or average pooling of an image (PaddlePaddle's img_pool_layer): stride 1, padding 0 by
+    default. PaddlePaddle rounds the output size up (ceil_mode); netc's windows round down, so a size where
+    the two differ is refused."""
+    loc = user_loc()
+    what = "paddle.layer.img_pool"
+    x = _layer(input, what, loc)
+    pool_type = P.Max() if pool_type is None else pool_type
+    if isinstance(pool_type, type) and issubclass(pool_type, P.BasePoolingType):
+        pool_type = pool_type()
+    if not isinstance(pool_type, P.BasePoolingType):
+        raise error(f"{what}: pool_type is paddle.pooling.Max() or Avg(), got {pool_type!r}", loc)
+    ky = pool_size if pool_size_y is None else pool_size_y
+    sy = stride if stride_y is None else stride_y
+    py = padding if padding_y is None else padding_y
+    img, _ = _image(x, num_channels, what, loc)
+    if pool_type.name == "avg" and (padding or py):
+        raise error(f"{what}: average pooling with padding is not in netc.v2 yet", loc)
+    for side, k, s, p in ((img.shape[1], ky, sy, py), (img.shape[2], pool_size, stride, padding)):
+        if ceil_mode and (side + 2 * p - k) % s:
+            raise error(f"{what}: PaddlePaddle's ceil_mode gives {side} -> {1 + -(-(side + 2 * p - k) // s)}, netc's "
+                        f"pooling {1 + (side + 2 * p - k) // s}; choose sizes that divide (or ceil_mode=False)", loc)
+    name = default_name("pool", name)
+    out = L.pool(img, (ky, pool_size), stride=(sy, stride), padding=(py, padding), pool_type=pool_type.name,
+                 name=name)
+    return _extra(out, layer_attr, name, loc)
+
+
+def _cost(kind, netc_loss, input, label, name, coeff, weight, loc, scale):  # noqa: A002
+    x = _layer(input, f"paddle.layer.{kind}", loc)
+    _layer(label, f"paddle.layer.{kind}", loc)
+    if weight is not None:
+        raise error(f"paddle.layer.{kind}: weight= is not in netc.v2 yet", loc)
+    if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or coeff <= 0:
+        raise error(f"paddle.layer.{kind}: coeff is a positive number, got {coeff!r}", loc)
+    c = netc_loss(x, label, name=default_name(kind if kind != "classification_cost" else "cost", name))
+    COST_SCALE[c] = scale * float(coeff)
+    return c
+
+
+def _softmax_input(x, kind, loc):
+    if not (isinstance(x, Layer) and x.opdef is not None and x.opdef.name == "softmax"):
+        raise error(f"paddle.layer.{kind} reads probabilities: give it a layer made with act=paddle.activation."
+                    f"Softmax() ('{getattr(x, 'name', x)}' is not a softmax)", loc,
+                    [("defined here", x.loc)] if isinstance(x, Layer) else ())
+
+
+def classification_cost(input, label, weight=None, name=None, evaluator=None, layer_attr=None, coeff=1.0):  # noqa: A002
+    """-log p[label] per sample of a Softmax layer's probabilities (netc trains on its logits), with
+    PaddlePaddle's classification_error_evaluator metric."""
+    loc = user_loc()
+    _softmax_input(input, "classification_cost", loc)
+    c = _cost("classification_cost", L.softmax_loss, input, label, name, coeff, weight, loc, 1.0)
+    CLASSIFIERS.add(c)
+    return c
+
+
+def cross_entropy_cost(input, label, name=None, coeff=1.0, weight=None, layer_attr=None):  # noqa: A002
+    """-log p[label] per sample of a Softmax layer's probabilities."""
+    loc = user_loc()
+    _softmax_input(input, "cross_entropy_cost", loc)
+    return _cost("cross_entropy_cost", L.softmax_loss, input, label, name, coeff, weight, loc, 1.0)
+
+
+def square_error_cost(input, label, weight=None, name=None, coeff=1.0, layer_attr=None):  # noqa: A002
+    """sum over the features of (input - label)^2 per sample (netc's EuclideanLoss is half its batch mean)."""
+    loc = user_loc()
+    return _cost("square_error_cost", L.euclidean, input, label, name, coeff, weight, loc, 2.0)
+
+
+mse_cost = regression_cost = square_error_cost
+
+__all__ = ["data", "fc", "img_conv", "img_pool", "classification_cost", "cross_entropy_cost", "square_error_cost",
+           "mse_cost", "regression_cost", "default_name", "PARAM_DIMS", "COST_SCALE", "CLASSIFIERS"]
+__getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper() and n != "default_name"])

@@ -1,0 +1,219 @@
+"""paddle.parameters: PaddlePaddle v2's Parameters over a netc ParameterSet, and its tar files.
+
+`create(layers)` makes the netc ParameterSet of the topology the layers reach (netc.api.parameters:
+shared by name, initialized as netc.v2.layer's attributes say: PaddlePaddle's defaults). A Parameters
+object shows it as PaddlePaddle does: names(), get_shape(name) (PaddlePaddle's dims: fc weights
+[input width, size], biases [1, size], a convolution's filter [1, values] and shared bias
+[num_filters, 1]), `params[name]` / get(name) a numpy copy in that shape, set(name, value) /
+`params[name] = value` into the tensor training updates.
+
+Tar files (PaddlePaddle's format, python/paddle/v2/parameters.py): for each parameter a member
+`<name>` -- the header struct "IIQ" (0, 4, count) and the float32 values -- and a member
+`<name>.protobuf`, its ParameterConfig (netc.v2.paramconf). `to_tar(f)` writes one, `from_tar(f)` reads
+one into a Parameters whose values a topology takes by name when trained or inferred with (`bind`),
+`init_from_tar(f)` copies a file's values into the parameters of equal name. Fully connected weights
+are PaddlePaddle's layout ([input, size], row-major); a convolution's filter is netc's HWIO order and an
+fc after an image reads netc's HWC flattening, so such values differ in order from PaddlePaddle's
+(docs/v2.md)."""
+from __future__ import annotations
+
+import io
+import math
+import tarfile
+
+import numpy as np
+import torch
+
+from ..api import parameters as api_params
+from ..api.errors import error, user_loc
+from ..api.topology import as_topology
+from . import paramconf
+from .layer import PARAM_DIMS
+from .names import missing_names
+
+
+def _outputs(layers):
+    return list(layers) if isinstance(layers, (list, tuple)) else [layers]
+
+
+class Parameters:
+    """PaddlePaddle's parameter pool: names, shapes (PaddlePaddle's dims), numpy values, tar files."""
+
+    def __init__(self, pset=None, loose=None):
+        self.pset = pset                 # netc ParameterSet (None: values read from a tar file only)
+        self.loose = dict(loose or {})   # name -> (numpy values, dims) not yet in a ParameterSet
+
+    # -- the mapping --------------------------------------------------------------------------------
+    def names(self) -> list:
+        return list(self.pset or []) + [n for n in self.loose if self.pset is None or n not in self.pset]
+
+    keys = names
+
+    def has_key(self, key) -> bool:
+        return key in self.names()
+
+    def __contains__(self, key):
+        return self.has_key(key)
+
+    def __iter__(self):
+        return iter(self.names())
+
+    def __len__(self):
+        return len(self.names())
+
+    def _check(self, key, loc):
+        if not isinstance(key, str) or key not in self.names():
+            from ..diagnostics import did_you_mean
+            hint = did_you_mean(str(key), self.names())
+            raise error(f"no parameter {key!r}" + (f"; did you mean '{hint}'?" if hint else "")
+                        + f" (parameters: {', '.join(self.names()[:8])}{' ...' if len(self) > 8 else ''})", loc)
+
+    def get_shape(self, key) -> tuple:
+        """PaddlePaddle's dims of a parameter (its ParameterConfig.dims, else (1, size))."""
+        self._check(key, user_loc())
+        if key in self.loose and (self.pset is None or key not in self.pset):
+            return tuple(self.loose[key][1])
+        size = self.pset[key].numel()
+        dims = PARAM_DIMS.get(key)
+        return tuple(dims) if dims and math.prod(dims) == size else (1, size) if len(self.pset[key].shape) < 2 \
+            else tuple(self.pset[key].shape)
+
+    def __getitem__(self, key) -> np.ndarray:
+        self._check(key, user_loc())
+        if self.pset is not None and key in self.pset:
+            return self.pset.numpy(key).reshape(self.get_shape(key)).astype(np.float32)
+        return self.loose[key][0].copy()
+
+    get = __getitem__
+
+    def __setitem__(self, key, value):
+        loc = user_loc()
+        self._check(key, loc)
+        arr = np.asarray(value, dtype=np.float32)
+        if arr.shape != self.get_shape(key):
+            raise error(f"parameter '{key}' has shape {self.get_shape(key)}, the value {arr.shape}", loc)
+        if self.pset is not None and key in self.pset:
+            with torch.no_grad():
+                t = self.pset[key]
+                t.copy_(torch.as_tensor(arr.reshape(tuple(t.shape))).to(t.dtype))
+        else:
+            self.loose[key] = (arr.copy(), arr.shape)
+
+    def set(self, parameter_name, value):
+        self[parameter_name] = value
+
+    def bind(self, layers):
+        """The netc ParameterSet for the topology of `layers`: this set when it has every parameter;
+        else one made for the topology (create) holding these values by name (tar files' values)."""
+        top = as_topology(_outputs(layers) if len(_outputs(layers)) > 1 else _outputs(layers)[0])
+        need = api_params.collect([top])
+        if self.pset is not None and all(n in self.pset for n, i in need.items() if not i.share_from):
+            return self.pset
+        fresh = api_params.create(top)
+        values = {n: fresh[n] for n in fresh}
+        infos = dict(fresh.infos)
+        if self.pset is not None:
+            values.update({n: self.pset[n] for n in self.pset if n not in values})
+            infos.update({n: i for n, i in self.pset.infos.items() if n not in infos})
+        for n, (arr, _) in list(self.loose.items()):
+            if n in values:
+                if arr.size != values[n].numel():
+                    raise error(f"parameter '{n}' has {arr.size} values in the tar file and {values[n].numel()} "
+                                f"in the topology", user_loc())
+                with torch.no_grad():
+                    values[n].copy_(torch.as_tensor(arr.reshape(tuple(values[n].shape))))
+                del self.loose[n]
+        self.pset = api_params.ParameterSet(values, infos, self.pset.state if self.pset is not None else {},
+                                            [top])
+        return self.pset
+
+    # -- tar files ----------------------------------------------------------------------------------
+    def _config(self, name) -> bytes:
+        dims = self.get_shape(name)
+        info = self.pset.infos.get(name) if self.pset is not None else None
+        a = info.attrs if info is not None else {}
+        mean, std, strategy = 0.0, 0.01, 0
+        if a.get("init") in ("gaussian", "normal"):
+            mean, std = float(a.get("mean", 0.0)), float(a.get("std", 1.0))
+        elif a.get("init") == "constant":
+            mean, std = float(a.get("value", 1.0)), 0.0
+        elif a.get("init") == "uniform":
+            lo, hi = float(a.get("low", -1.0)), float(a.get("high", 1.0))
+            mean, std, strategy = (lo + hi) / 2, (hi - lo) / 2, 1
+        return paramconf.encode(name, math.prod(dims), dims, mean, std, strategy)
+
+    def serialize(self, name, f):
+        arr = self[name].astype(np.float32)
+        f.write(paramconf.HEADER.pack(0, 4, arr.size))
+        f.write(arr.tobytes())
+
+    def to_tar(self, f):
+        """Write PaddlePaddle's parameter tar file to the binary file object f."""
+        tar = tarfile.TarFile(fileobj=f, mode="w")
+        for name in self.names():
+            for member, data in ((name, None), (f"{name}.protobuf", self._config(name))):
+                if data is None:
+                    buf = io.BytesIO()
+                    self.serialize(name, buf)
+                    data = buf.getvalue()
+                info = tarfile.TarInfo(name=member)
+                info.size = len(data)
+                tar.addfile(info, io.BytesIO(data))
+        tar.close()
+
+    @staticmethod
+    def from_tar(f) -> "Parameters":
+        """A Parameters of every parameter in PaddlePaddle's tar file (binary file object f)."""
+        return Parameters(None, _read_tar(f, user_loc()))
+
+    def init_from_tar(self, f, exclude_params=()):
+        """Copy the tar file's values into the parameters of equal name (others are left as they are)."""
+        loc = user_loc()
+        for name, (arr, dims) in _read_tar(f, loc).items():
+            if name in self.names() and name not in exclude_params:
+                if arr.size != math.prod(self.get_shape(name)):
+                    raise error(f"parameter '{name}': {arr.size} values in the tar file, {self.get_shape(name)} here",
+                                loc)
+                self[name] = arr.reshape(self.get_shape(name))
+
+    def __repr__(self):
+        return f"<paddle Parameters: {len(self)} parameters>"
+
+
+def _read_tar(f, loc) -> dict:
+    try:
+        tar = tarfile.TarFile(fileobj=f, mode="r")
+        members = {m.name: m for m in tar.getmembers()}
+    except tarfile.TarError as e:
+        raise error(f"not a PaddlePaddle parameter tar file: {e}", loc) from None
+    out = {}
+    for mname in members:
+        if not mname.endswith(".protobuf"):
+            continue
+        try:
+            conf = paramconf.decode(tar.extractfile(members[mname]).read())
+        except ValueError as e:
+            raise error(f"member '{mname}' of the tar file is no ParameterConfig ({e})", loc) from None
+        name = conf["name"]
+        if name not in members:
+            raise error(f"the tar file has '{mname}' but no member '{name}' with its values", loc)
+        raw = tar.extractfile(members[name]).read()
+        arr = np.frombuffer(raw[paramconf.HEADER.size:], dtype=np.float32)
+        dims = tuple(conf["dims"]) or (1, conf["size"])
+        if arr.size != math.prod(dims):
+            raise error(f"parameter '{name}' in the tar file: {arr.size} values for dims {list(dims)}", loc)
+        out[name] = (arr.reshape(dims).copy(), dims)
+    return out
+
+
+def create(layers) -> Parameters:
+    """The parameters of the topology `layers` (a cost, an output layer, or a list) reach."""
+    outs = _outputs(layers)
+    with_loc = user_loc()
+    if not outs:
+        raise error("paddle.parameters.create needs a layer", with_loc)
+    return Parameters(api_params.create(as_topology(outs if len(outs) > 1 else outs[0])))
+
+
+__all__ = ["Parameters", "create"]
+__getattr__ = missing_names(__name__, __all__)
