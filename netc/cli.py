@@ -219,7 +219,8 @@ def _parser_run(sub):
                    help="feed input NAME from a .npy file (repeatable); without inputs, random ones")
     p.add_argument("--inputs", metavar="IN.npz", help="feed inputs from an .npz archive, by input name")
     p.add_argument("--params", metavar="P.npz|P.safetensors",
-                   help="parameters by name (missing ones are random); with NET.so they replace embedded ones")
+                   help="parameters by name (missing ones are random; a Brainstorm net.h5 works too); with NET.so "
+                        "they replace embedded ones")
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.add_argument("--network", metavar="NAME", help="run this network only (default: every network)")
     p.add_argument("--dtype", default=None, metavar="DTYPE",

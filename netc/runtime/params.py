@@ -41,12 +41,17 @@ def _dt(t) -> str:
 # ------------------------------------------------------------------------------------- files
 
 def read_params(path: str, what: str = "--params") -> dict[str, torch.Tensor]:
-    """Named tensors from an .npz or .safetensors file (chosen by the extension, else by content)."""
+    """Named tensors from an .npz or .safetensors file (chosen by the extension, else by content), or from a
+    Brainstorm parameter file (HDF5: frontend/brainstorm_params.py, its views as netc's parameters)."""
     path = os.fspath(path)
     from .io import Arrays, load_npz
     kind = _file_kind(path, what)
     if kind == "safetensors":
         return Arrays(read_safetensors(path, what)[0], source=path)
+    if kind == "hdf5":
+        from ..frontend.brainstorm_params import netc_params, read_hdf5
+        arch, flat = read_hdf5(path, what)
+        return Arrays({k: torch.from_numpy(v) for k, v in netc_params(arch, flat, path, what).items()}, source=path)
     return load_npz(path, what)
 
 
@@ -86,7 +91,10 @@ def _file_kind(path: str, what: str) -> str:
         return "npz"
     if len(head) == 9 and head[8:9] == b"{":
         return "safetensors"
-    raise NetcError(f"{what}: '{path}' is neither an .npz archive nor a .safetensors file")
+    if head[:8] == b"\x89HDF\r\n\x1a\n":
+        return "hdf5"
+    raise NetcError(f"{what}: '{path}' is neither an .npz archive, a .safetensors file nor a Brainstorm parameter "
+                    f"file (HDF5)")
 
 
 def read_safetensors(path: str, what: str = "--params") -> tuple[dict[str, torch.Tensor], dict]:
