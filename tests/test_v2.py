@@ -446,3 +446,22 @@ def test_recognize_digits_example(tmp_path, net, passes):
     digits = out.split("digits:")[1].split("\n")[0].split()
     inferred = out.split("inferred:")[1].split("\n")[0].split()
     assert sum(a == b for a, b in zip(digits, inferred)) >= 5
+
+
+def test_topology_serialize_for_inference(tmp_path):
+    """Topology(layers).serialize_for_inference pickles netc's .nd text of the network and its data types;
+    netc.load reads the text back into the same layers."""
+    import pickle
+
+    import netc
+    x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(13))
+    pred = paddle.layer.fc(input=x, size=1, act=paddle.activation.Linear(), name="pred")
+    top = paddle.topology.Topology(layers=pred)
+    assert [n for n, _ in top.data_type()] == ["x"] and repr(top.data_type()[0][1]) == "dense_vector(13)"
+    buf = io.BytesIO()
+    top.serialize_for_inference(buf)
+    got = pickle.loads(buf.getvalue())
+    assert got["format"] == "netc-nd"
+    (tmp_path / "net.nd").write_bytes(got["protobin"])
+    back = netc.load(str(tmp_path / "net.nd"))
+    assert [x.name for x in back.layers] == ["x", "pred"]
