@@ -401,6 +401,14 @@ def test_refusals_are_located():
         paddle.optimizer.Momentum(learning_rate_schedule="poly")
     with pytest.raises(paddle.names.Error, match="has no option 'learnig_rate'"):
         paddle.optimizer.Adam(learnig_rate=0.1)
+    cost = paddle.layer.square_error_cost(input=paddle.layer.fc(input=x, size=2),
+                                          label=paddle.layer.data(name="t", type=paddle.data_type.dense_vector(2)))
+    sgd = paddle.trainer.SGD(cost=cost, parameters=paddle.parameters.create(cost),
+                             update_equation=paddle.optimizer.Momentum())
+    with pytest.raises(paddle.names.Error, match=r"test_v2.py:\d+:\d+: error: .*single samples.*paddle.batch"):
+        sgd.train(lambda: iter([(np.ones(12), np.ones(2))]))
+    with pytest.raises(paddle.names.Error, match="shape \\[5\\], and it takes \\[12\\]"):
+        sgd.test(paddle.batch(lambda: iter([(np.ones(5), np.ones(2))]), 2))
     with pytest.raises(paddle.names.Error, match="ceil_mode"):
         paddle.layer.img_pool(input=paddle.layer.img_conv(input=paddle.layer.data(
             name="im", type=paddle.data_type.dense_vector(49)), filter_size=3, num_filters=2, num_channels=1),

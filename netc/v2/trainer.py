@@ -13,6 +13,8 @@ per-sample cost PaddlePaddle reports (netc's losses times netc.v2.layer's COST_S
 may include data layers the topology does not read (PaddlePaddle ignores them; so does this)."""
 from __future__ import annotations
 
+import numpy as np
+
 from ..api import event as api_event
 from ..api import trainer as api_trainer
 from ..api.core import Layer
@@ -34,6 +36,22 @@ def feeding_for(top, feeding):
         names = {x.name for x in top.data_layers()}
         return {k: v for k, v in feeding.items() if k in names}
     return feeding
+
+
+def batched(reader, what, loc):
+    """The reader, checked to yield batches (lists of samples: paddle.batch), as PaddlePaddle's trainer
+    reads them."""
+    if not callable(reader):
+        raise error(f"{what}: reader is a callable returning an iterator of batches (paddle.batch(...)), got "
+                    f"{type(reader).__name__}", loc)
+
+    def read():
+        for b in reader():
+            if not isinstance(b, list) or (b and not isinstance(b[0], (list, tuple, dict, np.ndarray))):
+                raise error(f"{what}: the reader yields single samples ({type(b).__name__}); it reads batches: "
+                            f"give paddle.batch(reader, batch_size)", loc)
+            yield b
+    return read
 
 
 class SGD:
@@ -106,14 +124,16 @@ class SGD:
                 handler(v2event.EndPass(e.pass_id, self._metrics(e.metrics), self._cost(e.cost, e.metrics)))
 
         pset = self.parameters.bind(self.topology)
-        api_trainer.train(self.topology, pset, reader, self.optimizer, event_handler=relay,
+        api_trainer.train(self.topology, pset, batched(reader, "paddle.trainer.SGD.train", loc), self.optimizer,
+                          event_handler=relay,
                           immutable_parameters=self.static, num_passes=num_passes,
                           feeding=feeding_for(self.topology, feeding), threads=SETTINGS["threads"])
 
     def test(self, reader, feeding=None) -> v2event.TestResult:
         """The mean per-sample cost and the metrics over every sample of `reader`."""
         pset = self.parameters.bind(self.topology)
-        r = api_trainer.test(self.topology, pset, reader, feeding=feeding_for(self.topology, feeding),
+        r = api_trainer.test(self.topology, pset, batched(reader, "paddle.trainer.SGD.test", user_loc()),
+                             feeding=feeding_for(self.topology, feeding),
                              threads=SETTINGS["threads"])
         return v2event.TestResult(self._cost(r.cost, r.metrics), self._metrics(r.metrics))
 
