@@ -397,8 +397,8 @@ def test_refusals_are_located():
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(12))
     with pytest.raises(paddle.names.Error, match=r"test_v2.py:\d+:\d+: error: .*Softmax"):
         paddle.layer.classification_cost(input=paddle.layer.fc(input=x, size=3), label=x)
-    with pytest.raises(paddle.names.Error, match="learning_rate_schedule 'poly'"):
-        paddle.optimizer.Momentum(learning_rate_schedule="poly")
+    with pytest.raises(paddle.names.Error, match="learning_rate_schedule 'cosine' is not PaddlePaddle's"):
+        paddle.optimizer.Momentum(learning_rate_schedule="cosine")
     with pytest.raises(paddle.names.Error, match="has no option 'learnig_rate'"):
         paddle.optimizer.Adam(learnig_rate=0.1)
     cost = paddle.layer.square_error_cost(input=paddle.layer.fc(input=x, size=2),
@@ -473,3 +473,27 @@ def test_topology_serialize_for_inference(tmp_path):
     (tmp_path / "net.nd").write_bytes(got["protobin"])
     back = netc.load(str(tmp_path / "net.nd"))
     assert [x.name for x in back.layers] == ["x", "pred"]
+
+
+def test_learning_rate_schedules_are_paddles():
+    """PaddlePaddle's schedules of the samples processed (the current batch counted) or the passes
+    finished, times k * n for Momentum's scaled step (the square error: k = 2)."""
+    def lrs(opt, sizes, scale=2.0, passes=0):
+        netc_opt = opt.netc_optimizer(scale)
+        netc_opt.passes = passes
+        return [netc_opt.batch_learning_rate(n) / (scale * n) for n in sizes]
+    sizes = [4, 4, 2, 4]
+    seen = np.cumsum(sizes)
+    M = paddle.optimizer.Momentum
+    np.testing.assert_allclose(lrs(M(learning_rate=0.1, learning_rate_schedule="poly", learning_rate_decay_a=0.5,
+                                     learning_rate_decay_b=0.75), sizes), 0.1 * (1 + 0.5 * seen) ** -0.75)
+    np.testing.assert_allclose(lrs(M(learning_rate=0.1, learning_rate_schedule="discexp", learning_rate_decay_a=0.5,
+                                     learning_rate_decay_b=5), sizes), 0.1 * 0.5 ** np.floor(seen / 5))
+    np.testing.assert_allclose(lrs(M(learning_rate=0.1, learning_rate_schedule="linear", learning_rate_decay_a=0.01,
+                                     learning_rate_decay_b=0.02), sizes), np.maximum(0.1 - 0.01 * seen, 0.02))
+    np.testing.assert_allclose(lrs(M(learning_rate=0.1, learning_rate_schedule="manual",
+                                     learning_rate_args="8:1.0,10:0.5,100:0.1"), sizes), [0.1, 0.1, 0.05, 0.01])
+    np.testing.assert_allclose(lrs(M(learning_rate=0.1, learning_rate_schedule="pass_manual",
+                                     learning_rate_args="0:1.0,1:0.5"), [3], passes=2), [0.05])
+    with pytest.raises(paddle.names.Error, match="learning_rate_args"):
+        M(learning_rate_schedule="manual")

@@ -18,14 +18,33 @@ the gradient:
 
 regularization=L2Regularization(rate) is PaddlePaddle's decay_rate for every parameter (biases too);
 gradient_clipping_threshold clips the summed gradient's values to [-t, t] (netc's clip_low/high of
-t / (k n)). learning_rate defaults to 1e-3 (PaddlePaddle's settings()); only the constant schedule is
-here. RMSProp (PaddlePaddle's is centred), AdaDelta, DecayedAdaGrad and L1 regularization are not in
+t / (k n)). learning_rate defaults to 1e-3 (PaddlePaddle's settings()); learning_rate_schedule is
+PaddlePaddle's (constant, poly, caffe_poly, exp, discexp, linear, manual, pass_manual, with
+learning_rate_decay_a / _b and learning_rate_args): a function of the samples processed, the current
+batch counted (its SgdLocalUpdater.startBatch), or of the passes finished. RMSProp (PaddlePaddle's is centred), AdaDelta, DecayedAdaGrad and L1 regularization are not in
 netc.v2 yet."""
 from __future__ import annotations
+
+import math
 
 from ..api import optimizer as api_opt
 from ..api.errors import error, user_loc
 from .names import missing_names
+
+
+SCHEDULES = ("constant", "poly", "caffe_poly", "exp", "discexp", "linear", "manual", "pass_manual")
+
+
+def _segments(args, what, loc) -> list:
+    """[(segment end, rate)] of learning_rate_args 'seg0:rate0,seg1:rate1,...'."""
+    try:
+        out = [(int(p.split(":")[0]), float(p.split(":")[1])) for p in str(args).split(",") if p.strip()]
+    except (ValueError, IndexError):
+        out = []
+    if not out:
+        raise error(f"{what}: a manual schedule takes learning_rate_args='seg0:rate0,seg1:rate1,...', got {args!r}",
+                    loc)
+    return out
 
 
 class L2Regularization:
@@ -42,15 +61,19 @@ class Optimizer:
     netc_name = "sgd"
 
     def __init__(self, learning_rate=1e-3, regularization=None, learning_rate_schedule="constant",
+                 learning_rate_decay_a=0.0, learning_rate_decay_b=0.0, learning_rate_args="",
                  gradient_clipping_threshold=None, model_average=None, batch_size=None, **unknown):
         loc = user_loc()
         what = f"paddle.optimizer.{type(self).__name__}"
         if unknown:
             raise error(f"{what} has no option '{next(iter(unknown))}' in netc.v2 (it takes learning_rate, "
                         f"regularization, gradient_clipping_threshold and its own options; docs/v2.md)", loc)
-        if learning_rate_schedule != "constant":
-            raise error(f"{what}: learning_rate_schedule '{learning_rate_schedule}' is not in netc.v2 yet "
-                        f"(constant only)", loc)
+        if learning_rate_schedule not in SCHEDULES:
+            raise error(f"{what}: learning_rate_schedule '{learning_rate_schedule}' is not PaddlePaddle's (schedules: "
+                        f"{', '.join(SCHEDULES)})", loc)
+        self.schedule = learning_rate_schedule
+        self.a, self.b = float(learning_rate_decay_a), float(learning_rate_decay_b)
+        self.segments = _segments(learning_rate_args, what, loc) if learning_rate_schedule.endswith("manual") else []
         if model_average is not None:
             raise error(f"{what}: model_average is not in netc.v2 yet", loc)
         if regularization is not None and not isinstance(regularization, L2Regularization):
@@ -62,6 +85,25 @@ class Optimizer:
         self.decay = regularization.rate if regularization is not None else 0.0
         self.clip = float(gradient_clipping_threshold or 0.0)
         self.own, self.loc = {}, loc
+
+    def rate(self, samples: int, passes: int) -> float:
+        """PaddlePaddle's learning rate after `samples` samples (the current batch counted) in pass
+        `passes` (paddle/parameter/LearningRateScheduler.cpp)."""
+        lr, a, b, kind = self.learning_rate, self.a, self.b, self.schedule
+        if kind == "poly":
+            return lr * (1.0 + a * samples) ** -b
+        if kind == "caffe_poly":
+            return 0.0 if samples > a else lr * (1.0 - samples / a) ** b
+        if kind == "exp":
+            return lr * a ** (samples / b)
+        if kind == "discexp":
+            return lr * a ** math.floor(samples / b)
+        if kind == "linear":
+            return max(lr - a * samples, b)
+        if kind in ("manual", "pass_manual"):
+            n = samples if kind == "manual" else passes
+            return lr * next((r for seg, r in self.segments if n <= seg), self.segments[-1][1])
+        return lr
 
     def netc_optimizer(self, scale: float) -> api_opt.Optimizer:
         """The netc optimizer making this equation's updates for a cost whose netc loss is 1/scale of
@@ -128,8 +170,11 @@ def _scaled(base):
                 o["eps"] = self.v2.own["eps"] / f ** self.eps_power
             return o
 
+        samples = passes = 0         # PaddlePaddle's numSamplesProcessed and finished passes (the trainer's)
+
         def batch_learning_rate(self, batch):
-            return self.learning_rate() * (self.scale * batch if self.linear_lr else 1.0)
+            self.samples += batch
+            return self.v2.rate(self.samples, self.passes) * (self.scale * batch if self.linear_lr else 1.0)
 
     Scaled.__name__ = Scaled.__qualname__ = f"Paddle{base.__name__}"
     return Scaled

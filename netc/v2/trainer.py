@@ -121,6 +121,7 @@ class SGD:
                 handler(v2event.EndIteration(e.pass_id, e.batch_id, self._cost(e.cost, e.metrics),
                                              self._metrics(e.metrics)))
             elif isinstance(e, api_event.EndPass):
+                self.optimizer.passes += 1          # pass_manual's count
                 handler(v2event.EndPass(e.pass_id, self._metrics(e.metrics), self._cost(e.cost, e.metrics)))
 
         pset = self.parameters.bind(self.topology)
