@@ -497,3 +497,37 @@ def test_learning_rate_schedules_are_paddles():
                                      learning_rate_args="0:1.0,1:0.5"), [3], passes=2), [0.05])
     with pytest.raises(paddle.names.Error, match="learning_rate_args"):
         M(learning_rate_schedule="manual")
+
+
+def test_a_chw_vector_of_three_channels_is_paddles_image():
+    """img_conv of a dense vector of 3 x 8 x 8 values reads PaddlePaddle's CHW planes: the convolution equals
+    torch's on the NCHW image, and one Momentum step on the summed cross-entropy equals PaddlePaddle's
+    update (the gradient through the planes' slices); two convolutions of one vector share its image."""
+    rng = np.random.RandomState(4)
+    img = paddle.layer.data(name="img", type=paddle.data_type.dense_vector(3 * 8 * 8))
+    lab = paddle.layer.data(name="lab", type=paddle.data_type.integer_value(4))
+    c1 = paddle.layer.img_conv(input=img, filter_size=3, num_filters=5, num_channels=3, padding=1, name="chw1")
+    c2 = paddle.layer.img_conv(input=img, filter_size=3, num_filters=2, num_channels=3, name="chw2")
+    prob = paddle.layer.fc(input=[c1, c2], size=4, act=paddle.activation.Softmax(), name="chw_out")
+    cost = paddle.layer.classification_cost(input=prob, label=lab)
+    params = paddle.parameters.create(cost)
+    xs, ys = rng.randn(6, 192), rng.randint(0, 4, 6)
+    start = {n: params.pset[n].detach().double().numpy().copy() for n in params.pset}
+
+    def forward(p, x):
+        nchw = torch.as_tensor(x).reshape(-1, 3, 8, 8)
+        h1 = F.relu(F.conv2d(nchw, p["_chw1.w0"].permute(3, 2, 0, 1), p["_chw1.wbias"], padding=1))
+        h2 = F.relu(F.conv2d(nchw, p["_chw2.w0"].permute(3, 2, 0, 1), p["_chw2.wbias"]))
+        flat = [h.permute(0, 2, 3, 1).reshape(len(x), -1) for h in (h1, h2)]
+        return h1, flat[0] @ p["_chw_out.w0"] + flat[1] @ p["_chw_out.w1"] + p["_chw_out.wbias"]
+    got = paddle.infer(output_layer=c1, parameters=params, input=[(x,) for x in xs])
+    want = forward({n: torch.tensor(v) for n, v in start.items()}, xs)[0].permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    trainer = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Momentum(
+        learning_rate=0.01, momentum=0.9))
+    batch = [[(xs[i], int(ys[i])) for i in range(6)]]
+    collect_costs(trainer, batch)
+    after, _ = paddle_momentum(start, lambda p, b: F.cross_entropy(forward(p, xs)[1], torch.tensor(ys),
+                                                                   reduction="sum"), batch, 0.01, 0.9, 0.0)
+    for n in after:
+        np.testing.assert_allclose(params.pset[n].detach().numpy(), after[n], rtol=1e-4, atol=1e-6, err_msg=n)

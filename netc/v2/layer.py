@@ -7,7 +7,7 @@ layers (the same Layer objects, topologies, passes and executors).
                                         act defaults to Tanh (PaddlePaddle's default)
     img_conv(input, filter_size, num_filters, num_channels, act, stride, padding, ...)
                                         act defaults to Relu; a dense_vector input of width C*H*W with
-                                        H = W is read as the image (C = 1 only, see docs/v2.md)
+                                        H = W is read as the image (CHW, PaddlePaddle's order)
     img_pool(input, pool_size, pool_type, stride, padding, ...)   Max by default, stride 1
     classification_cost(input, label)   input a Softmax fc: cross-entropy per sample
     cross_entropy_cost(input, label)    the same, without the classification error metric
@@ -43,6 +43,7 @@ PARAM_DIMS: dict = {}        # parameter name -> PaddlePaddle's dims (ParameterC
 COST_SCALE: dict = {}        # cost Layer -> netc loss to PaddlePaddle's mean per-sample cost
 CLASSIFIERS: set = set()     # cost Layers with PaddlePaddle's classification_error_evaluator
 _COUNTERS: dict = {}
+_IMAGES: dict = {}            # (vector layer, channels) -> its NHWC image layer (made once)
 
 
 def default_name(kind: str, name):
@@ -169,8 +170,9 @@ def fc(input, size, act=None, name=None, param_attr=None, bias_attr=None, layer_
 
 def _image(x, num_channels, what, loc) -> tuple:
     """(the NHWC layer, channels) of an image input: a conv/pool layer [N, H, W, C], or a dense vector of
-    width C*H*W, H = W, read as PaddlePaddle reads it (netc.v2 takes C = 1 there: a CHW vector of more
-    channels needs a transpose netc.api has no layer for)."""
+    width C*H*W, H = W, read as PaddlePaddle reads it: C planes of H x W (CHW), made netc's HWC by slicing
+    the planes and concatenating them as channels (the layers '<x>.planes', '<x>.plane<c>',
+    '<x>.channel<c>', '<x>.image'; one reshape when C = 1). An image input is made once per data layer."""
     if len(x.shape) == 4:
         if num_channels is not None and num_channels != x.shape[-1]:
             raise error(f"{what}: num_channels {num_channels} but '{x.name}' has {x.shape[-1]} channels", loc,
@@ -185,10 +187,17 @@ def _image(x, num_channels, what, loc) -> tuple:
     side = math.isqrt(x.shape[1] // num_channels) if x.shape[1] % num_channels == 0 else 0
     if side * side * num_channels != x.shape[1]:
         raise error(f"{what}: a vector of width {x.shape[1]} is no square image of {num_channels} channels", loc)
-    if num_channels != 1:
-        raise error(f"{what}: a dense vector of {num_channels} channels (PaddlePaddle's CHW order) is not in netc.v2 "
-                    f"yet: netc's images are HWC; give one channel or an image layer", loc)
-    return L.reshape(x, [-1, side, side, 1], name=f"{x.name}.image"), 1
+    if (x, num_channels) in _IMAGES:
+        return _IMAGES[x, num_channels], num_channels
+    if num_channels == 1:
+        _IMAGES[x, 1] = L.reshape(x, [-1, side, side, 1], name=f"{x.name}.image")
+        return _IMAGES[x, 1], 1
+    # PaddlePaddle's vector is C planes of H x W (CHW); netc's images are HWC: each plane a channel
+    planes = L.reshape(x, [-1, num_channels, side * side], name=f"{x.name}.planes")
+    chans = [L.reshape(L.Slice(planes, dim=1, num_slices=num_channels, index=c, name=f"{x.name}.plane{c}"),
+                       [-1, side, side, 1], name=f"{x.name}.channel{c}") for c in range(num_channels)]
+    _IMAGES[x, num_channels] = L.concat(chans, axis=-1, name=f"{x.name}.image")
+    return _IMAGES[x, num_channels], num_channels
 
 
 def img_conv(input, filter_size, num_filters, name=None, num_channels=None, act=None, groups=1, stride=1,  # noqa: A002
