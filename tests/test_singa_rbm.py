@@ -221,12 +221,40 @@ def test_cli_trains_a_conf_on_digits(tmp_path, capsys):
     np.savez(tmp_path / "d.npz", **{"0#data:0": x})
     (tmp_path / "rbm.conf").write_text(conf(batch=100, vdim=64, hdim=32, momentum=0.8, wd=0.0002))
     rc = main(["run", str(tmp_path / "rbm.conf"), "--train", "--reference", "--epochs", "2",
-               "--data", str(tmp_path / "d.npz")])
+               "--data", str(tmp_path / "d.npz"), "--eval", str(tmp_path / "d.npz")])
     out = capsys.readouterr().out
     assert rc == 0, out
     line = next(ln for ln in out.splitlines() if ln.startswith("trained"))
     a, b = (float(t) for t in line.rsplit("loss ", 1)[1].split(" -> "))
     assert b < a
+    assert f"eval on {len(x)} samples" in out and "no loss layer to evaluate" in out and "nan" not in out
+
+
+def test_the_stack_pretrains_layer_by_layer(tmp_path, capsys):
+    """examples/rbm_digits.py: the corpus' rbm1 -> rbm4 at 64 visible units, each stage from the last
+    one's parameters (--params) and its -o for the next; the last archive holds every stage's weights."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    if not (root.parent / "shared" / "corpus" / "singa" / "0.1.0_rbm_rbm4.conf").exists():
+        pytest.skip("the shared corpus is not beside the repository")
+    digits()
+    sys.path.insert(0, str(root / "examples"))
+    try:
+        import rbm_digits
+    finally:
+        sys.path.remove(str(root / "examples"))
+    assert rbm_digits.main(["-o", str(tmp_path), "--epochs", "2"]) == 0
+    out = capsys.readouterr().out
+    rows = {ln.split()[0]: [float(t) for t in ln.split()[1:]] for ln in out.splitlines() if ln.startswith("rbm")}
+    assert list(rows) == ["rbm1", "rbm2", "rbm3", "rbm4"]
+    assert all(r[0] == 28 and r[2] < r[1] for r in rows.values()), rows      # 2 epochs of 14 steps; error falls
+    p = np.load(tmp_path / "rbm4.npz")
+    shapes = {k: p[k].shape for k in ("w1", "w2", "w3", "w4", "b11", "b42")}
+    assert shapes == {"w1": (64, 1000), "w2": (1000, 500), "w3": (500, 250), "w4": (250, 30), "b11": (64,),
+                      "b42": (30,)}
+    # each stage trained only its own RBM: rbm1's weight is as rbm1 wrote it
+    assert np.array_equal(p["w1"], np.load(tmp_path / "rbm1.npz")["w1"])
 
 
 # -- what is refused, located -------------------------------------------------------------------

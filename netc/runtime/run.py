@@ -495,7 +495,10 @@ def train_source(args, diag):
         acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
         if "cross_entropy_per_step" in r:     # a time-major network: per step (a character of char-rnn)
             acc += f" of the steps; cross-entropy per step {r['cross_entropy_per_step']:.4f}"
-        print(f"eval on {r['samples']} samples of {args.eval}: loss {r.get('loss', float('nan')):.6f}{acc}")
+        loss = (f"loss {r['loss']:.6f}" if "loss" in r else
+                "no loss layer to evaluate (a learning rule's metric, an RBM's reconstruction error, is measured "
+                "in training only)")
+        print(f"eval on {r['samples']} samples of {args.eval}: {loss}{acc}")
     if args.grads:
         save_tensors(args.grads, {k: v for k, v in grads.items()})
         sys.stderr.write(f"wrote {args.grads} ({len(grads)} gradients of step 1)\n")

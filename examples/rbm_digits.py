@@ -1,0 +1,115 @@
+#!/usr/bin/env python3
+"""Pretrain SINGA's RBM stack (the corpus' rbm1 -> rbm4 job.confs: 784-1000-500-250-30, the last with
+Gaussian hidden units) layer by layer with contrastive divergence on scikit-learn's bundled digits,
+from the command line, as SINGA's examples/rbm does on MNIST: each stage is one `netc run CONF --train`
+that starts from the previous stage's parameters (--params, where SINGA reads checkpoint_path) and
+writes its own (-o). The digits are 8x8, so `--spatial 8` scales the confs' 28x28 input to 64 visible
+units; hidden sizes, updaters and learning rates are the confs'.
+
+    python examples/rbm_digits.py [-o build/rbm] [--epochs 20] [--confs DIR] [--plot PNG]
+
+Prints the reconstruction error (SINGA's "Squared Error": sum over a sample's units of (v0 - v1)^2,
+per sample) of each stage's first and last epoch and the held-out error of the stack unrolled into an
+autoencoder (mean field, before fine-tuning: rbm_autoencoder.conf's fine-tuning is not run here). Needs
+scikit-learn (and matplotlib for --plot).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+STAGES = (("rbm1", "w1", "b11", "b12", False), ("rbm2", "w2", "b21", "b22", False),
+          ("rbm3", "w3", "b31", "b32", False), ("rbm4", "w4", "b41", "b42", True))   # weight, visible, hidden bias
+
+
+def sigmoid(x):
+    return 1 / (1 + np.exp(-x))
+
+
+def unrolled(p: dict, x):
+    """The stack as an autoencoder, mean field (probabilities, no sampling): up through the four RBMs'
+    hidden units (linear at the top), down through their visible units with the transposed weights."""
+    h = x
+    for _, w, _, bh, gauss in STAGES:
+        a = h @ p[w] + p[bh]
+        h = a if gauss else sigmoid(a)
+    for _, w, bv, _, _ in reversed(STAGES):
+        h = sigmoid(h @ p[w].T + p[bv])
+    return h
+
+
+def first_rbm(p: dict, x):
+    """rbm1 alone, mean field: v1 = sigmoid(sigmoid(x W + bh) W^T + bv)."""
+    return sigmoid(sigmoid(x @ p["w1"] + p["b12"]) @ p["w1"].T + p["b11"])
+
+
+def error(x, y) -> float:
+    return float(((x - y) ** 2).sum(1).mean())
+
+
+def main(argv=None) -> int:
+    from digits_data import digits
+    from netc.cli import main as netc
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("-o", "--output", default="build/rbm", help="folder for the data, parameters and histories")
+    ap.add_argument("--epochs", type=int, default=20, help="epochs per stage (default 20)")
+    ap.add_argument("--confs", default=os.path.join(HERE, "..", "..", "shared", "corpus", "singa"),
+                    help="folder of the corpus' 0.1.0_rbm_rbm{1..4}.conf")
+    ap.add_argument("--plot", default=None, help="write originals and reconstructions of held-out digits here")
+    a = ap.parse_args(argv)
+    os.makedirs(a.output, exist_ok=True)
+    train, test = digits(0)
+    data = os.path.join(a.output, "digits_mnist.npz")
+    np.savez(data, **{"mnist:00": train["data"]})       # the v0.1 confs' input layer is 'mnist'
+    prev, rows = None, []
+    for name, *_ in STAGES:
+        conf = os.path.join(a.confs, f"0.1.0_rbm_{name}.conf")
+        out, hist = os.path.join(a.output, f"{name}.npz"), os.path.join(a.output, f"{name}_history.json")
+        args = ["run", conf, "--train", "--reference", "--spatial", "8", "--data", data, "--epochs", str(a.epochs),
+                "-o", out, "--history", hist] + (["--params", prev] if prev else [])
+        if netc(args) != 0:
+            return 1
+        h = json.load(open(hist))
+        by_epoch = {}
+        for r in h:
+            by_epoch.setdefault(r["epoch"], []).append(r["loss"])
+        e0, e1 = min(by_epoch), max(by_epoch)
+        rows.append((name, float(np.mean(by_epoch[e0])), float(np.mean(by_epoch[e1])), len(h)))
+        prev = out
+    p = dict(np.load(prev))
+    x = test["data"].reshape(len(test["data"]), -1).astype(np.float64)
+    print(f"\n{'stage':6}  steps  error (first epoch)  error (last epoch)")
+    for name, first, last, steps in rows:
+        print(f"{name:6}  {steps:5}  {first:19.3f}  {last:18.3f}")
+    print(f"held-out ({len(x)} digits), mean field: rbm1 alone {error(x, first_rbm(p, x)):.3f}, the unrolled stack "
+          f"{error(x, unrolled(p, x)):.3f}, the mean digit {error(x, np.broadcast_to(x.mean(0), x.shape)):.3f}")
+    if a.plot:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        pick = [int(np.flatnonzero(test["label"] == d)[0]) for d in range(10)]
+        rows_img = [("held-out digits", lambda v: v), ("rbm1 reconstruction", lambda v: first_rbm(p, v)),
+                    ("rbm1-4 unrolled, pretrained (64-1000-500-250-30)", lambda v: unrolled(p, v))]
+        fig, ax = plt.subplots(len(rows_img), 10, figsize=(10, 1.1 * len(rows_img)))
+        for j, i in enumerate(pick):
+            for r, (_, f) in enumerate(rows_img):
+                ax[r, j].imshow(f(x[i:i + 1])[0].reshape(8, 8), cmap="gray_r", vmin=0, vmax=1)
+                ax[r, j].axis("off")
+        for r, (t, _) in enumerate(rows_img):
+            ax[r, 0].set_title(t, loc="left", fontsize=9)
+        fig.subplots_adjust(left=0.01, right=0.99, top=0.9, bottom=0.01, hspace=0.35, wspace=0.05)
+        os.makedirs(os.path.dirname(a.plot) or ".", exist_ok=True)
+        fig.savefig(a.plot, dpi=100)
+        print(f"wrote {a.plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
