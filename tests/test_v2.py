@@ -531,3 +531,33 @@ def test_a_chw_vector_of_three_channels_is_paddles_image():
                                                                    reduction="sum"), batch, 0.01, 0.9, 0.0)
     for n in after:
         np.testing.assert_allclose(params.pset[n].detach().numpy(), after[n], rtol=1e-4, atol=1e-6, err_msg=n)
+
+
+def test_tar_values_are_in_paddles_order():
+    """A conv network's tar file computes, in PaddlePaddle's layouts -- NCHW images, filters [num_filters,
+    channels, fh, fw] (ExpandConvLayer's filterShape), fc rows over the CHW flattening, biases [1, size]
+    and [num_filters, 1] -- what netc.v2 infers; and a Parameters read from that file infers the same."""
+    rng = np.random.RandomState(5)
+    img = paddle.layer.data(name="ord", type=paddle.data_type.dense_vector(2 * 6 * 6))
+    conv = paddle.layer.img_conv(input=img, filter_size=3, num_filters=4, num_channels=2, name="ordc",
+                                 act=paddle.activation.Tanh(), padding=1)
+    pool = paddle.layer.img_pool(input=conv, pool_size=2, stride=2, name="ordp")
+    out = paddle.layer.fc(input=pool, size=3, act=paddle.activation.Linear(), name="ordf",
+                          bias_attr=paddle.attr.Param(initial_std=0.1))
+    params = paddle.parameters.create(out)
+    buf = io.BytesIO()
+    params.to_tar(buf)
+    buf.seek(0)
+    tar = tarfile.open(fileobj=buf)
+    value = {n: np.frombuffer(tar.extractfile(n).read()[16:], np.float32).astype(np.float64) for n in params.names()}
+    xs = rng.randn(5, 72)
+    h = F.conv2d(torch.tensor(xs).reshape(5, 2, 6, 6), torch.tensor(value["_ordc.w0"]).reshape(4, 2, 3, 3),
+                 torch.tensor(value["_ordc.wbias"]), padding=1).tanh()
+    h = F.max_pool2d(h, 2, 2).reshape(5, -1)                                  # CHW flattening
+    want = h.numpy() @ value["_ordf.w0"].reshape(4 * 3 * 3, 3) + value["_ordf.wbias"]
+    got = paddle.infer(output_layer=out, parameters=params, input=[(x,) for x in xs])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    buf.seek(0)
+    back = paddle.parameters.Parameters.from_tar(buf)
+    np.testing.assert_allclose(paddle.infer(output_layer=out, parameters=back, input=[(x,) for x in xs]), got,
+                               rtol=1e-6)

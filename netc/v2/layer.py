@@ -18,7 +18,9 @@ parameters `_<layer>.w<i>` (the i-th input's weight) and `_<layer>.wbias`; weigh
 with std = 1/sqrt(dims[0]) (fc: 1/sqrt(input width)), a convolution's filter sqrt(2 / (filter_size^2 *
 channels)), biases 0 -- PaddlePaddle's initial_smart and default bias attribute
 (python/paddle/trainer/config_parser.py Parameter, trainer_config_helpers img_conv_layer,
-default_decorators). PARAM_DIMS keeps each parameter's PaddlePaddle dims (its tar files' shapes).
+default_decorators). PARAM_DIMS keeps each parameter's PaddlePaddle dims (its tar files' shapes),
+PARAM_LAYOUT where netc's order of its values differs from PaddlePaddle's (to_paddle / from_paddle:
+a convolution's filter, an fc weight reading an image).
 
 Costs: netc's losses are means over the batch; PaddlePaddle's cost layers give one cost per sample
 and train on their sum. COST_SCALE[cost layer] is the factor from netc's loss to PaddlePaddle's mean
@@ -30,6 +32,8 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+
 from ..api import layer as L
 from ..api.core import Layer, ParamAttr
 from ..api.data_type import InputType
@@ -40,6 +44,7 @@ from .attr import Extra, Param
 from .names import missing_names
 
 PARAM_DIMS: dict = {}        # parameter name -> PaddlePaddle's dims (ParameterConfig.dims)
+PARAM_LAYOUT: dict = {}      # parameter name -> how its values' order differs from PaddlePaddle's (to_paddle)
 COST_SCALE: dict = {}        # cost Layer -> netc loss to PaddlePaddle's mean per-sample cost
 CLASSIFIERS: set = set()     # cost Layers with PaddlePaddle's classification_error_evaluator
 _COUNTERS: dict = {}
@@ -113,6 +118,31 @@ def _bind(layer_name, roles: dict) -> tuple:
     return names, attrs
 
 
+def to_paddle(name: str, values: np.ndarray) -> np.ndarray:
+    """A parameter's values (netc's shape and order) in PaddlePaddle's order, flat: a convolution's filter
+    HWIO -> PaddlePaddle's [num_filters, channels, fh, fw] (ExpandConvLayer's filterShape), an fc weight
+    reading an image: rows HWC -> CHW (PaddlePaddle's images are C planes)."""
+    kind, shape = PARAM_LAYOUT.get(name, (None, None))
+    if kind == "filter":
+        values = values.reshape(shape).transpose(3, 2, 0, 1)
+    elif kind == "image_rows":
+        h, w, c = shape
+        values = values.reshape(h, w, c, -1).transpose(2, 0, 1, 3)
+    return np.ascontiguousarray(values).reshape(-1)
+
+
+def from_paddle(name: str, values: np.ndarray, netc_shape) -> np.ndarray:
+    """The inverse of to_paddle: PaddlePaddle's values of a parameter in netc's shape and order."""
+    kind, shape = PARAM_LAYOUT.get(name, (None, None))
+    if kind == "filter":
+        fh, fw, c, nf = shape
+        values = values.reshape(nf, c, fh, fw).transpose(2, 3, 1, 0)
+    elif kind == "image_rows":
+        h, w, c = shape
+        values = values.reshape(c, h, w, -1).transpose(1, 2, 0, 3)
+    return np.ascontiguousarray(values).reshape(tuple(netc_shape))
+
+
 def _extra(x, layer_attr, name, loc):
     if layer_attr is None:
         return x
@@ -156,6 +186,8 @@ def fc(input, size, act=None, name=None, param_attr=None, bias_attr=None, layer_
         if has_bias and i == 0:
             roles["bias"] = ("wbias", dict(bfields), [1, size])
         pn, pa2 = _bind(name, roles)
+        if len(x.shape) == 4:                         # an image: PaddlePaddle's rows are CHW, netc's HWC
+            PARAM_LAYOUT[pn["weight"]] = ("image_rows", tuple(x.shape[1:]))
         one = len(xs) == 1
         parts.append(L.fc(x, size, act=a if one else None, bias=has_bias and i == 0,
                           name=name if one else f"{name}.in{i}", param_name=pn, param_attr=pa2))
@@ -226,6 +258,7 @@ def img_conv(input, filter_size, num_filters, name=None, num_channels=None, act=
     if has_bias:
         roles["bias"] = ("wbias", bfields, [num_filters, 1])
     pn, pa = _bind(name, roles)
+    PARAM_LAYOUT[pn["weight"]] = ("filter", (fy, filter_size, c, num_filters))
     out = L.conv2d(img, (fy, filter_size), num_filters, stride=(sy, stride), padding=(py, padding), act=a,
                    bias=has_bias, name=name, param_name=pn, param_attr=pa)
     return _extra(out, layer_attr, name, loc)
@@ -305,5 +338,5 @@ def square_error_cost(input, label, weight=None, name=None, coeff=1.0, layer_att
 mse_cost = regression_cost = square_error_cost
 
 __all__ = ["data", "fc", "img_conv", "img_pool", "classification_cost", "cross_entropy_cost", "square_error_cost",
-           "mse_cost", "regression_cost", "default_name", "PARAM_DIMS", "COST_SCALE", "CLASSIFIERS"]
-__getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper() and n != "default_name"])
+           "mse_cost", "regression_cost", "default_name", "to_paddle", "from_paddle", "PARAM_DIMS", "PARAM_LAYOUT", "COST_SCALE", "CLASSIFIERS"]
+__getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper() and n not in ("default_name", "to_paddle", "from_paddle")])

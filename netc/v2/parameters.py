@@ -11,10 +11,10 @@ Tar files (PaddlePaddle's format, python/paddle/v2/parameters.py): for each para
 `<name>` -- the header struct "IIQ" (0, 4, count) and the float32 values -- and a member
 `<name>.protobuf`, its ParameterConfig (netc.v2.paramconf). `to_tar(f)` writes one, `from_tar(f)` reads
 one into a Parameters whose values a topology takes by name when trained or inferred with (`bind`),
-`init_from_tar(f)` copies a file's values into the parameters of equal name. Fully connected weights
-are PaddlePaddle's layout ([input, size], row-major); a convolution's filter is netc's HWIO order and an
-fc after an image reads netc's HWC flattening, so such values differ in order from PaddlePaddle's
-(docs/v2.md)."""
+`init_from_tar(f)` copies a file's values into the parameters of equal name. Values are shown and
+written in PaddlePaddle's order (netc.v2.layer.to_paddle): fc weights [input, size] row-major, a
+convolution's filter [num_filters, channels, fh, fw] (netc's is HWIO), an fc weight reading an image
+with its rows in CHW order (netc's images are HWC)."""
 from __future__ import annotations
 
 import io
@@ -28,7 +28,7 @@ from ..api import parameters as api_params
 from ..api.errors import error, user_loc
 from ..api.topology import as_topology
 from . import paramconf
-from .layer import PARAM_DIMS
+from .layer import PARAM_DIMS, from_paddle, to_paddle
 from .names import missing_names
 
 
@@ -81,7 +81,7 @@ class Parameters:
     def __getitem__(self, key) -> np.ndarray:
         self._check(key, user_loc())
         if self.pset is not None and key in self.pset:
-            return self.pset.numpy(key).reshape(self.get_shape(key)).astype(np.float32)
+            return to_paddle(key, self.pset.numpy(key)).reshape(self.get_shape(key)).astype(np.float32)
         return self.loose[key][0].copy()
 
     get = __getitem__
@@ -95,7 +95,7 @@ class Parameters:
         if self.pset is not None and key in self.pset:
             with torch.no_grad():
                 t = self.pset[key]
-                t.copy_(torch.as_tensor(arr.reshape(tuple(t.shape))).to(t.dtype))
+                t.copy_(torch.as_tensor(from_paddle(key, arr, tuple(t.shape))).to(t.dtype))
         else:
             self.loose[key] = (arr.copy(), arr.shape)
 
@@ -121,7 +121,7 @@ class Parameters:
                     raise error(f"parameter '{n}' has {arr.size} values in the tar file and {values[n].numel()} "
                                 f"in the topology", user_loc())
                 with torch.no_grad():
-                    values[n].copy_(torch.as_tensor(arr.reshape(tuple(values[n].shape))))
+                    values[n].copy_(torch.as_tensor(from_paddle(n, arr, tuple(values[n].shape))))
                 del self.loose[n]
         self.pset = api_params.ParameterSet(values, infos, self.pset.state if self.pset is not None else {},
                                             [top])
