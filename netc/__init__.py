@@ -16,7 +16,8 @@ matplotlib load slowly):
     codegen                            lowering, tuning, the C launcher, the .so
     runtime                            the reference executor, the .so from Python, the interpreter target
     costmodel, explain, export, profile   reports, Paleo's model, writers, profiles
-    api                                the Python API: layers as expressions, parameters, train/test/infer
+    api, onnx                          the Python API: layers as expressions, parameters, train/test/infer;
+                                       netc as an ONNX backend (onnx.backend.base.Backend)
     v2                                 PaddlePaddle v2's API on netc.api (`import netc.v2 as paddle`)
     cli                                the `netc` command
 

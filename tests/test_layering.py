@@ -23,7 +23,7 @@ LAYERS = [
     ("codegen",),
     ("runtime",),
     ("costmodel", "explain", "export", "profile"),
-    ("api",),
+    ("api", "onnx"),
     ("v2",),
     ("cli", "__main__"),
 ]

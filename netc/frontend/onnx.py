@@ -113,13 +113,17 @@ def load_model(path: str):
             model = version_converter.convert_version(model, OPSET)
         except Exception as e:     # noqa: BLE001
             raise NetcError(f"converting opset {opset} to {OPSET} failed: {e}", Loc(path)) from None
-    return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    try:
+        return onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    except onnx.shape_inference.InferenceError as e:
+        raise NetcError(f"the onnx shape inference refuses the model: {str(e).splitlines()[0][:300]}",
+                        Loc(path)) from None
 
 
 def _fold_constants(imp: _Import, nodes) -> list:
     """Evaluate every node whose inputs are all known (initializers, constants, static shapes) with
     onnx.reference; returns the nodes left to translate."""
-    from onnx import helper
+    from onnx import helper, numpy_helper
     from onnx.reference import ReferenceEvaluator
     rest = []
     for node in nodes:
@@ -129,6 +133,12 @@ def _fold_constants(imp: _Import, nodes) -> list:
             a = _attrs(node)
             s = np.array(dims, dtype=np.int64)[a.get("start", 0):a.get("end", None)]
             imp.consts[node.output[0]] = s
+            continue
+        if node.op_type == "ConstantOfShape" and node.input and node.input[0] in imp.consts:
+            # (numpy at once: the light models of the ONNX test suite make every weight so)
+            value = _attrs(node).get("value")
+            fill = numpy_helper.to_array(value).reshape(-1) if value is not None else np.zeros(1, np.float32)
+            imp.consts[node.output[0]] = np.full(tuple(int(d) for d in imp.consts[node.input[0]]), fill[0], fill.dtype)
             continue
         if node.op_type in FOLDABLE and all(i in imp.consts or i == "" for i in node.input):
             g = helper.make_graph([node], "fold", [], [helper.make_tensor_value_info(o, 0, None) for o in node.output])
@@ -150,8 +160,14 @@ def _reinfer_shapes(imp, model, nodes):
     import onnx
     from onnx import helper, numpy_helper
     used = {i for n in nodes for i in n.input}
-    inits = [numpy_helper.from_array(np.asarray(v), k) for k, v in imp.consts.items() if k in used]
-    g = helper.make_graph(nodes, model.graph.name or "g", [i for i in model.graph.input if i.name not in imp.consts],
+    # small constants by value (a Reshape's computed shape); large ones (weights) by their type alone: shape
+    # inference needs no values there, and serializing hundreds of MB each round made imports take seconds
+    small = {k: np.asarray(v) for k, v in imp.consts.items() if k in used and np.asarray(v).size <= 4096}
+    typed = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(np.asarray(v).dtype), list(np.shape(v)))
+             for k, v in imp.consts.items() if k in used and k not in small]
+    inits = [numpy_helper.from_array(v, k) for k, v in small.items()]
+    g = helper.make_graph(nodes, model.graph.name or "g",
+                          [i for i in model.graph.input if i.name not in imp.consts] + typed,
                           list(model.graph.output), inits)
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", OPSET)])
     m = onnx.shape_inference.infer_shapes(m)
@@ -162,7 +178,7 @@ def _reinfer_shapes(imp, model, nodes):
 
 
 def translate(path: str):
-    """(.nd text, parameter values by name) of the ONNX model at `path`."""
+    """(.nd text, parameter values by name, the inputs' and outputs' netc names and layouts) of the ONNX model at `path`."""
     model = load_model(path)
     imp = _Import(model, path)
     nodes = list(imp.graph.node)
@@ -226,7 +242,12 @@ def translate(path: str):
                         f"{'are' if len(missing) > 1 else 'is'} constant: nothing to compute", Loc(path))
     imp.lines.append(f"  output {', '.join(outs)}")
     imp.lines.append("}")
-    return "\n".join(imp.lines) + "\n", imp.values
+    # how the model's inputs and outputs meet netc's: an NCHW image is held NHWC (frontend docstring)
+    io = {"inputs": {vi.name: (imp.netc[vi.name], "nchw" if imp.image.get(vi.name) else "as_is")
+                     for vi in imp.graph.input if vi.name in imp.netc},
+          "outputs": {o.name: (imp.netc[o.name], "nchw" if imp.image.get(o.name) else "as_is")
+                      for o in imp.graph.output}}
+    return "\n".join(imp.lines) + "\n", imp.values, io
 
 
 def _key(path: str) -> tuple:
@@ -248,13 +269,14 @@ def import_onnx(path: str, diag=None):
     key = _key(path)
     if key not in _CACHE:
         _CACHE[key] = translate(path)
-    text, _ = _CACHE[key]
+    text, _, io = _CACHE[key]
     from .dsl import parse_nd
     from ..diagnostics import SOURCES
     shown = path + " (as .nd)"
     SOURCES.add(shown, text)
     module = parse_nd(text, shown, diag)
     module.attrs["onnx_source"] = os.path.abspath(path)
+    module.attrs["onnx_io"] = io
     return module
 
 
@@ -379,6 +401,9 @@ def _translate_node(imp, node):
         raise imp.err(node, f"a transpose {perm} that is not a change between NCHW and NHWC")
     if op in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LRN") \
             and not imp.image.get(node.input[0]):
+        rank = len(imp.shape.get(node.input[0]) or [])
+        if rank and rank != 4:
+            raise imp.err(node, f"a {rank - 2}-d {op} (input rank {rank}): netc's image ops are 2-d, on NCHW images")
         raise imp.err(node, "an image op on a 4-d value that is not an NCHW image")
     if op in ("Conv", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LRN"):
         return _image_node(imp, node, a, op)
