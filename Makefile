@@ -42,7 +42,7 @@ test: install
 
 # Regenerate golden expectations after a deliberate change (review the diff before committing).
 golden: install
-	$(PY) -m pytest -q tests/test_golden.py tests/test_corpus_goldens.py tests/test_training.py -k "golden or docs" --update-goldens
+	$(PY) -m pytest -q tests/test_golden.py tests/test_corpus_goldens.py tests/test_training.py tests/test_onnx_backend.py -k "golden or docs or node_cases" --update-goldens
 
 bench: install
 	$(PY) bench/frontend.py
