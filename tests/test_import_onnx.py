@@ -233,6 +233,32 @@ def test_integer_inputs_are_read_only_as_ids(tmp_path):
         load(str(path), DiagnosticEngine())
 
 
+class Grouped(nn.Module):
+    """Grouped convolutions (AlexNet's two towers, ShuffleNet's groups), with and without bias."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(4, 6, 3, padding=1, groups=2)
+        self.b = nn.Conv2d(6, 8, 1, groups=2, bias=False)
+        self.c = nn.Conv2d(8, 8, 3, stride=2, groups=4)
+
+    def forward(self, x):
+        return self.c(torch.relu(self.b(torch.relu(self.a(x)))))
+
+
+def test_a_grouped_convolution_is_one_convolution_per_group(tmp_path):
+    torch.manual_seed(6)
+    model, x = Grouped().eval(), torch.randn(2, 4, 9, 9)
+    path = exported(tmp_path, model, x, name="grouped.onnx")
+    mod, out = reference(path, x)
+    with torch.no_grad():
+        assert rel(np.asarray(out["prob"]).transpose(0, 3, 1, 2), model(x).numpy()) < 1e-6
+    from netc.explain import layer_rows
+    assert sum(r["params"] for r in layer_rows(mod)) == sum(p.numel() for p in model.parameters())
+    ops = [op.name for n in mod.networks() for op in n.regions[0].ops]
+    assert ops.count("netc.conv2d") == 2 + 2 + 4 and ops.count("netc.slice") == 8
+
+
 def test_the_kernels_on_the_interpreter_agree(tmp_path):
     model, x = small(1)
     path = exported(tmp_path, model, x)

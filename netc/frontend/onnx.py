@@ -527,24 +527,55 @@ def _constant_affine(imp, node, op):
         imp.flat_of[node.output[0]] = imp.flat_of[x]
 
 
+MAX_GROUPS = 64
+
+
+def _grouped_conv(imp, node, w, g, attrs, base):
+    """A Conv of `group` g as netc writes one: g convolutions, each on its Slice of the input's channels with
+    its part of the filter (and bias), concatenated along the channels (AlexNet's two towers, ShuffleNet's
+    groups). A depthwise convolution of hundreds of groups is refused (so many layers would be no program)."""
+    co = w.shape[0]
+    cin = (imp.shape.get(node.input[0]) or [0, 0])[1]
+    if g > MAX_GROUPS:
+        raise imp.err(node, f"group {g}: netc writes a grouped convolution as one convolution per group, up to "
+                            f"{MAX_GROUPS} (a depthwise convolution of many channels is not read yet)")
+    if co % g or cin % g:
+        raise imp.err(node, f"group {g} does not divide the {cin} input and {co} output channels")
+    x, per = _in(imp, node), co // g
+    outs = []
+    for k in range(g):
+        part = imp.fresh(f"{base}_in{k}")
+        imp.lines.append(f"  {part} = Slice({x}) {{ dim: 3, num_slices: {g}, index: {k} }}")
+        params = {"weight": imp.param(f"{base}_W{k}", w[k * per:(k + 1) * per].transpose(2, 3, 1, 0))}
+        if attrs["bias"]:
+            params["bias"] = imp.param(f"{base}_B{k}", imp.consts[node.input[2]][k * per:(k + 1) * per])
+        body = ", ".join(f"{key}: {_nd(v)}" for key, v in dict(attrs, params=params).items())
+        name = imp.fresh(f"{base}_g{k}")
+        imp.lines.append(f"  {name} = Convolution({part}) {{ {body} }}")
+        outs.append(name)
+    _emit(imp, node, "Concatenate", outs, {"dim": 3}, image=True)
+
+
 def _image_node(imp, node, a, op):
     """Conv, the pools and LRN: NCHW in ONNX, netc's NHWC ops."""
     if op == "Conv":
         w = imp.consts.get(node.input[1])
         if w is None or len(w.shape) != 4:
             raise imp.err(node, "a 2-d convolution with a constant filter (an initializer) is what netc reads")
-        if a.get("group", 1) != 1:
-            raise imp.err(node, f"group {a['group']}: netc's convolutions are not grouped")
         co, ci, kh, kw = w.shape
         s = list(a.get("strides") or [1, 1])
-        params = {"weight": imp.param(f"{node.name or node.output[0]}_W", w.transpose(2, 3, 1, 0))}
+        g = int(a.get("group", 1))
         bias = len(node.input) > 2 and node.input[2] != ""
-        if bias:
-            params["bias"] = imp.param(f"{node.name or node.output[0]}_B", imp.consts[node.input[2]])
-        _emit(imp, node, "Convolution", [_in(imp, node)],
-              {"filter": [kh, kw, ci, co], "strides": [1, s[0], s[1], 1], "padding": _pad_nd(_window(imp, node, a, kh, kw)),
-               "bias": bias, "params": params}, image=True)
-        return
+        attrs = {"filter": [kh, kw, ci, co // g], "strides": [1, s[0], s[1], 1],
+                 "padding": _pad_nd(_window(imp, node, a, kh, kw)), "bias": bias}
+        base = node.name or node.output[0]
+        if g == 1:
+            params = {"weight": imp.param(f"{base}_W", w.transpose(2, 3, 1, 0))}
+            if bias:
+                params["bias"] = imp.param(f"{base}_B", imp.consts[node.input[2]])
+            _emit(imp, node, "Convolution", [_in(imp, node)], dict(attrs, params=params), image=True)
+            return
+        return _grouped_conv(imp, node, w, g, attrs, base)
     if op in ("MaxPool", "AveragePool"):
         kh, kw = a["kernel_shape"]
         s = list(a.get("strides") or [1, 1])
