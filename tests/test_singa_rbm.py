@@ -290,3 +290,16 @@ def test_export_writes_cd_k_and_gaussian_back(tmp_path):
     again = import_singa(text, "u.conf", DiagnosticEngine())
     vis = next(op for op in again.networks()[0].regions[0].ops if op.name == "netc.rbm_visible")
     assert vis.attrs["cd_k"] == 3 and vis.attrs["hidden_gaussian"] is True
+
+
+@pytest.mark.parametrize("flag,message", [
+    (["--check-grads"], "--check-grads: '0#vis:0' (RBMVisible) learns by a rule that is no derivative"),
+    (["--workers", "2"], "cannot train RBM '0#vis:0' on several workers yet"),
+])
+def test_what_cd_cannot_do_is_refused_located(tmp_path, capsys, flag, message):
+    from netc.cli import main
+    (tmp_path / "rbm.conf").write_text(conf())
+    rc = main(["run", str(tmp_path / "rbm.conf"), "--train", "--steps", "1", *flag])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err and "internal error" not in err
+    assert f"rbm.conf:6:11: error: {message}" in err, err

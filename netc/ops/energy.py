@@ -83,6 +83,9 @@ def cd_rule(g, op, a: dict) -> dict:
         raise NetcError(f"cannot train RBM '{layer}' by contrastive divergence: its visible layer needs the hidden "
                         f"layer's size (hdim) and binds no weight and hidden bias (SINGA's kRBMVis with its kRBMHid "
                         f"gives them)", op.loc)
+    if op.attrs.get("partition"):
+        raise NetcError(f"cannot train RBM '{op.attrs['partition'].get('of', layer)}' on several workers yet: contrastive divergence runs on one "
+                        f"(each worker's samples and statistics would need the whole batch's)", op.loc)
     v0 = op.operands[0]
     batch = v0.type.shape[0]
     vdim, hdim = prod(v0.type.shape[1:]), a["hdim"]

@@ -201,6 +201,11 @@ def check_grads(module: Module, network=None, inputs: dict | None = None, params
     exact arithmetic -- the bias of a layer a batch norm follows, whose mean the normalization
     removes -- comes out as rounding noise of 1e-17 in both, which says nothing relative to itself.)"""
     tr = ReferenceTrainer(module, network, params, seed, torch.float64)
+    ruled = [op for op in layers(tr.net) if getattr(lookup(op.name), "learning_rule", None) is not None]
+    if ruled:   # its parameters' updates are no derivative: autograd has nothing to compare them with
+        name = ruled[0].attrs.get("name") or ruled[0].name
+        raise NetcError(f"--check-grads: '{name}' ({lookup(ruled[0].name).type_name}) learns by a rule that is no "
+                        f"derivative, so there is no gradient to check against autograd", ruled[0].loc)
     feed = tr.feed(inputs, lr=0.0)
     before = {n: t.clone() for n, t in tr.params.items()}
     named = execute(tr.net, feed, tr.params, torch.float64, only=lambda op: not _updates(op))
