@@ -561,3 +561,49 @@ def test_tar_values_are_in_paddles_order():
     back = paddle.parameters.Parameters.from_tar(buf)
     np.testing.assert_allclose(paddle.infer(output_layer=out, parameters=back, input=[(x,) for x in xs]), got,
                                rtol=1e-6)
+
+
+def write_cifar(home: Path, train: int = 60, test: int = 20, seed: int = 0):
+    """DATA_HOME/cifar/cifar-10-python.tar.gz: pickled batches ('data' uint8 [n, 3072] CHW, 'labels') named
+    as in the real archive; the class is which colour plane is brightest (plus noise)."""
+    import pickle
+    rng = np.random.RandomState(seed)
+    labels = rng.randint(0, 3, train + test)
+    planes = rng.randint(0, 120, (train + test, 3, 32 * 32))
+    planes[np.arange(train + test), labels] += 120
+    data = planes.reshape(train + test, 3072).astype(np.uint8)
+    d = home / ".cache/paddle/dataset/cifar"
+    d.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(d / "cifar-10-python.tar.gz", "w:gz") as t:
+        for member, sl in (("data_batch_1", slice(0, train // 2)), ("data_batch_2", slice(train // 2, train)),
+                           ("test_batch", slice(train, train + test)), ("batches.meta", None)):
+            obj = {"label_names": ["a", "b", "c"]} if sl is None else {"data": data[sl], "labels": list(labels[sl])}
+            raw = pickle.dumps(obj, protocol=2)
+            info = tarfile.TarInfo(f"cifar-10-batches-py/{member}")
+            info.size = len(raw)
+            t.addfile(info, io.BytesIO(raw))
+    return data, labels
+
+
+def test_cifar_reads_paddles_cache_file_and_a_chw_network_trains(home):
+    """train10 / test10 read the archive's data_batch* / test_batch members (x / 255, CHW); a small conv
+    network over the 3-channel vectors (img_conv num_channels=3) trains on them: its cost falls."""
+    data, labels = write_cifar(home)
+    train = list(paddle.dataset.cifar.train10()())
+    test = list(paddle.dataset.cifar.test10()())
+    assert len(train) == 60 and len(test) == 20
+    np.testing.assert_allclose(train[3][0], data[3] / 255.0, rtol=1e-6)
+    assert train[3][0].dtype == np.float32 and [s[1] for s in test] == list(labels[60:])
+    img = paddle.layer.data(name="cimg", type=paddle.data_type.dense_vector(3072))
+    lab = paddle.layer.data(name="clab", type=paddle.data_type.integer_value(3))
+    h = paddle.networks.simple_img_conv_pool(input=img, filter_size=2, num_filters=4, num_channel=3, pool_size=4,
+                                             pool_stride=4, conv_stride=2)
+    prob = paddle.layer.fc(input=h, size=3, act=paddle.activation.Softmax())
+    cost = paddle.layer.classification_cost(input=prob, label=lab)
+    params = paddle.parameters.create(cost)
+    sgd = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Adam(learning_rate=0.01))
+    passes = []
+    sgd.train(paddle.batch(paddle.dataset.cifar.train10(), 20), num_passes=6,
+              event_handler=lambda e: passes.append(e.cost) if isinstance(e, paddle.event.EndPass) else None)
+    assert passes[-1] < passes[0] / 2
+    assert sgd.test(paddle.batch(paddle.dataset.cifar.test10(), 20)).metrics["classification_error_evaluator"] < 0.5
