@@ -303,3 +303,24 @@ def test_what_cd_cannot_do_is_refused_located(tmp_path, capsys, flag, message):
     err = capsys.readouterr().err
     assert rc == 1 and "Traceback" not in err and "internal error" not in err
     assert f"rbm.conf:6:11: error: {message}" in err, err
+
+
+def test_a_weight_shared_transposed_is_flagged_as_not_singas():
+    """rbm_autoencoder.conf's decoder shares the encoder's weight with `transpose: true`: SINGA uses the same
+    storage transposed, netc's share_from reshapes it, so the import warns there (and nowhere else)."""
+    text = """name: "ae"
+neuralnet {
+  layer { name: "data" type: kRecordInput store_conf { batchsize: 4 shape: 6 } }
+  layer { name: "enc" type: kInnerProduct srclayers: "data" innerproduct_conf { num_output: 3 }
+          param { name: "w" } param { name: "b" } }
+  layer { name: "dec" type: kInnerProduct srclayers: "enc" innerproduct_conf { num_output: 6 transpose: %s }
+          param { name: "w2" share_from: "0#w" } param { name: "b2" } }
+}
+"""
+    diag = DiagnosticEngine()
+    import_singa(text % "true", "ae.conf", diag)
+    warned = [d for d in diag.diagnostics if "transposed" in d.message]
+    assert len(warned) == 1 and warned[0].loc.line == 7 and "'0#dec:0' shares the weight of '0#enc:0'" in warned[0].message
+    diag = DiagnosticEngine()
+    import_singa(text % "false", "ae.conf", diag)     # the same orientation: the same storage, reshaped
+    assert not [d for d in diag.diagnostics if "transposed" in d.message]

@@ -236,6 +236,21 @@ class _Net:
             out[role] = spec
         return out
 
+    def transposed_share(self, n, p) -> None:
+        """SINGA shares an inner product's weight with one of the other orientation (`transpose: true`,
+        rbm_autoencoder.conf's decoder) as the same [M, K] storage used transposed; netc's share_from is
+        the owner's storage reshaped, so such a layer's values are not SINGA's: say so."""
+        if p is None or not p.share_from:
+            return
+        owner = next((m for m in self.net.nodes for q in m.params if q.name == p.share_from), None)
+        if owner is None or owner.type != "kInnerProduct" or bool(owner.conf.get("transpose")) == bool(
+                n.conf.get("transpose")):
+            return
+        self.problems.append(Diagnostic(
+            "warning", f"'{nname(n.name)}' shares the weight of '{nname(owner.name)}' transposed (SINGA's innerproduct_conf "
+            f"transpose); netc shares a weight as its owner's storage reshaped, not transposed, so the values computed "
+            f"through '{nname(n.name)}' are not SINGA's (shapes, parameters and FLOPs are)", p.loc or n.loc))
+
     def label_of(self, src: str, loc) -> str:
         """The label provider for a loss reading `src` (v0.2+ record inputs carry labels)."""
         n = self.nodes.get(src)
@@ -325,6 +340,7 @@ class _Net:
             self.add("netc.dropout", name, srcs, loc, dropout_keep_prob=1.0 - c.get("dropout_ratio", 0.5))
         elif t == "kInnerProduct":
             params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
+            self.transposed_share(n, ps[0] if ps else None)
             self.add("netc.inner_product", name, srcs, loc, num_outputs=c["num_output"],
                      **({"params": params} if params else {}))
         elif t in ("kSoftmax", "kCudnnSoftmax"):
