@@ -607,3 +607,102 @@ def test_cifar_reads_paddles_cache_file_and_a_chw_network_trains(home):
               event_handler=lambda e: passes.append(e.cost) if isinstance(e, paddle.event.EndPass) else None)
     assert passes[-1] < passes[0] / 2
     assert sgd.test(paddle.batch(paddle.dataset.cifar.test10(), 20)).metrics["classification_error_evaluator"] < 0.5
+
+
+# -- chapter 03: image classification ----------------------------------------------------------------------
+
+def vgg_bn_drop(image, widths=(64, 128, 256, 512, 512), groups=(2, 2, 3, 3, 3), top=512):
+    """Chapter 03's VGG with batch norm and dropout (the book's stages; narrower with other widths)."""
+    drops = {1: [0], 2: [0.3, 0], 3: [0.4, 0.4, 0]}
+    h = image
+    for i, (w, g) in enumerate(zip(widths, groups)):
+        h = paddle.networks.img_conv_group(input=h, num_channels=3 if i == 0 else None, pool_size=2, pool_stride=2,
+                                           conv_num_filter=[w] * g, conv_filter_size=3,
+                                           conv_act=paddle.activation.Relu(), conv_with_batchnorm=True,
+                                           conv_batchnorm_drop_rate=[0.4, 0] if (i and g == 2) else drops[g],
+                                           pool_type=paddle.pooling.Max())
+    h = paddle.layer.fc(input=paddle.layer.dropout(input=h, dropout_rate=0.5), size=top,
+                        act=paddle.activation.Linear())
+    h = paddle.layer.batch_norm(input=h, act=paddle.activation.Relu(), layer_attr=paddle.attr.Extra(drop_rate=0.5))
+    return paddle.layer.fc(input=h, size=top, act=paddle.activation.Linear())
+
+
+def resnet_cifar10(image, depth):
+    """Chapter 03's ResNet: conv + batch norm units (the convolutions without bias), basic blocks with a
+    projection shortcut where the width changes, average pooling over the last 8x8."""
+    def conv_bn(x, ch_out, k, stride, padding, act=paddle.activation.Relu(), ch_in=None):
+        c = paddle.layer.img_conv(input=x, filter_size=k, num_channels=ch_in, num_filters=ch_out, stride=stride,
+                                  padding=padding, act=paddle.activation.Linear(), bias_attr=False)
+        return paddle.layer.batch_norm(input=c, act=act)
+
+    def block(x, ch_in, ch_out, stride):
+        t = conv_bn(conv_bn(x, ch_out, 3, stride, 1), ch_out, 3, 1, 1, paddle.activation.Linear())
+        short = conv_bn(x, ch_out, 1, stride, 0, paddle.activation.Linear()) if ch_in != ch_out else x
+        return paddle.layer.addto(input=[t, short], act=paddle.activation.Relu())
+    n = (depth - 2) // 6
+    h = conv_bn(image, 16, 3, 1, 1, ch_in=3)
+    for ch_in, ch_out, stride in ((16, 16, 1), (16, 32, 2), (32, 64, 2)):
+        h = block(h, ch_in, ch_out, stride)
+        for _ in range(n - 1):
+            h = block(h, ch_out, ch_out, 1)
+    return paddle.layer.img_pool(input=h, pool_size=8, stride=1, pool_type=paddle.pooling.Avg())
+
+
+def test_chapter_03_parameter_counts_are_paddles():
+    """By hand from the v2 definitions: img_conv C_out * C_in * k^2 (+ C_out bias unless bias_attr=False),
+    batch_norm 4 C (scale, shift, moving mean and variance: PaddlePaddle's w0, wbias, w1, w2), fc
+    width * size + size."""
+    def conv(c_in, c_out, k=3, bias=True):
+        return c_out * c_in * k * k + (c_out if bias else 0)
+    bn = 4
+    vgg = 0
+    c_in = 3
+    for w, g in zip((64, 128, 256, 512, 512), (2, 2, 3, 3, 3)):
+        for _ in range(g):
+            vgg += conv(c_in, w) + bn * w
+            c_in = w
+    vgg += (512 * 1 * 1 * 512 + 512) + bn * 512 + (512 * 512 + 512) + (512 * 10 + 10)   # 32 px -> 1 after 5 pools
+    res, depth = conv(3, 16, bias=False) + bn * 16, 20
+    for c_in, c_out in ((16, 16), (16, 32), (32, 64)):
+        for i in range((depth - 2) // 6):
+            first = c_in if i == 0 else c_out
+            res += conv(first, c_out, bias=False) + bn * c_out + conv(c_out, c_out, bias=False) + bn * c_out
+            if first != c_out:
+                res += conv(first, c_out, k=1, bias=False) + bn * c_out
+    res += 64 * 10 + 10
+    for net, want in ((vgg_bn_drop, vgg), (lambda x: resnet_cifar10(x, depth), res)):
+        image = paddle.layer.data(name="image", type=paddle.data_type.dense_vector(3072))
+        out = paddle.layer.fc(input=net(image), size=10, act=paddle.activation.Softmax())
+        params = paddle.parameters.create(out)
+        assert sum(math.prod(params.get_shape(n)) for n in params.names()) == want
+
+
+def test_chapter_03_networks_train_test_and_keep_their_moving_statistics(home):
+    """Narrow VGG and ResNet-8 of chapter 03's structure, the book's Momentum with discexp decay, on cifar-format
+    files: the cost falls; batch norm's moving variance (PaddlePaddle's w2, netc's running_var) moves off its
+    start, is written to the tar file and read back, and a Parameters read from it infers the same."""
+    write_cifar(home, train=60, test=20)
+    for net in (lambda x: vgg_bn_drop(x, (8, 8, 8, 8, 8), (2, 2, 1, 1, 1), 16), lambda x: resnet_cifar10(x, 8)):
+        image = paddle.layer.data(name="image", type=paddle.data_type.dense_vector(3072))
+        lbl = paddle.layer.data(name="label", type=paddle.data_type.integer_value(3))
+        out = paddle.layer.fc(input=net(image), size=3, act=paddle.activation.Softmax())
+        cost = paddle.layer.classification_cost(input=out, label=lbl)
+        params = paddle.parameters.create(cost)
+        opt = paddle.optimizer.Momentum(momentum=0.9, learning_rate=0.1 / 128.0, learning_rate_decay_a=0.1,
+                                        learning_rate_decay_b=50000 * 100, learning_rate_schedule="discexp",
+                                        regularization=paddle.optimizer.L2Regularization(rate=0.0002 * 128))
+        sgd = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=opt)
+        costs = []
+        sgd.train(paddle.batch(paddle.dataset.cifar.train10(), 20), num_passes=4, feeding={"image": 0, "label": 1},
+                  event_handler=lambda e: costs.append(e.cost) if isinstance(e, paddle.event.EndPass) else None)
+        assert costs[-1] < costs[0]
+        var = [n for n in params.names() if n.endswith(".w2")]
+        assert var and params.get_shape(var[0])[0] == 1 and not np.allclose(params[var[0]], 1.0)
+        buf = io.BytesIO()
+        params.to_tar(buf)
+        buf.seek(0)
+        back = paddle.parameters.Parameters.from_tar(buf)
+        np.testing.assert_array_equal(back[var[0]], params[var[0]])
+        xs = [(s[0],) for s in list(paddle.dataset.cifar.test10()())[:4]]
+        np.testing.assert_allclose(paddle.infer(output_layer=out, parameters=back, input=xs),
+                                   paddle.infer(output_layer=out, parameters=params, input=xs), rtol=1e-5)

@@ -45,6 +45,8 @@ from .names import missing_names
 
 PARAM_DIMS: dict = {}        # parameter name -> PaddlePaddle's dims (ParameterConfig.dims)
 PARAM_LAYOUT: dict = {}      # parameter name -> how its values' order differs from PaddlePaddle's (to_paddle)
+PARAM_STATE: dict = {}       # PaddlePaddle's batch norm moving mean/var parameter -> (netc state, its start,
+                             # channels, the layer's scale parameter)
 COST_SCALE: dict = {}        # cost Layer -> netc loss to PaddlePaddle's mean per-sample cost
 CLASSIFIERS: set = set()     # cost Layers with PaddlePaddle's classification_error_evaluator
 _COUNTERS: dict = {}
@@ -293,6 +295,66 @@ def img_pool(input, pool_size, name=None, num_channels=None, pool_type=None, str
     return _extra(out, layer_attr, name, loc)
 
 
+def batch_norm(input, act=None, name=None, num_channels=None, bias_attr=None, param_attr=None,  # noqa: A002
+               layer_attr=None, batch_norm_type=None, moving_average_fraction=0.9, use_global_stats=None,
+               epsilon=1e-5, img3D=False, mean_var_names=None):  # noqa: N803 (PaddlePaddle's argument name)
+    """Batch normalization per channel (an image's) or per feature (a vector's), act Relu by default:
+    parameters `_<name>.w0` the scale (starting at 1), `_<name>.wbias` the shift (0), and PaddlePaddle's
+    moving mean and variance `_<name>.w1`, `_<name>.w2` -- netc's running statistics (state
+    `<name>.running_mean` / `running_var`, new = fraction * old + (1 - fraction) * batch)."""
+    loc = user_loc()
+    what = "paddle.layer.batch_norm"
+    x = _layer(input, what, loc)
+    if use_global_stats or img3D or mean_var_names is not None or batch_norm_type not in (None, "batch_norm",
+                                                                                          "cudnn_batch_norm"):
+        raise error(f"{what}: use_global_stats, img3D, mean_var_names and batch_norm_type are not in netc.v2 yet", loc)
+    if bias_attr is False:
+        raise error(f"{what}: bias_attr=False is not in netc.v2 yet (netc's BatchNorm has its shift)", loc)
+    a = _act(act, A.Relu(), what, loc)
+    if a == "softmax":
+        raise error(f"{what}: act is Relu, Sigmoid, Tanh or Linear", loc)
+    if len(x.shape) not in (2, 4):
+        raise error(f"{what}: input is a vector or an image, '{x.name}' has shape {x.shape_str()}", loc)
+    c = x.shape[-1]
+    if num_channels is not None and len(x.shape) == 4 and num_channels != c:
+        raise error(f"{what}: num_channels {num_channels} but '{x.name}' has {c} channels", loc)
+    name = default_name("batch_norm", name)
+    scale_attr = param_attr if param_attr is not None else Param(initial_mean=1.0, initial_std=0.0)
+    _, bfields = _bias(bias_attr, [1, c], loc)
+    pn, pa = _bind(name, {"scale": ("w0", _init(scale_attr, [1, c], loc), [1, c]),
+                          "shift": ("wbias", bfields, [1, c])})
+    for suffix, state, start in (("w1", "running_mean", 0.0), ("w2", "running_var", 1.0)):
+        PARAM_STATE[f"_{name}.{suffix}"] = (f"{name}.{state}", start, c, pn["scale"])
+        PARAM_DIMS[f"_{name}.{suffix}"] = (1, c)
+    out = L.batch_norm(x, act=a, epsilon=epsilon, momentum=moving_average_fraction, name=name, param_name=pn,
+                       param_attr=pa)
+    return _extra(out, layer_attr, name, loc)
+
+
+def dropout(input, dropout_rate, name=None):  # noqa: A002
+    """PaddlePaddle's dropout layer: values dropped with probability dropout_rate in training. netc's Dropout
+    scales the kept values by 1 / (1 - rate) in training and is the identity in inference; PaddlePaddle
+    scales by (1 - rate) in inference instead (docs/v2.md)."""
+    loc = user_loc()
+    x = _layer(input, "paddle.layer.dropout", loc)
+    return L.dropout(x, dropout_rate=dropout_rate, name=default_name("dropout", name))
+
+
+def addto(input, act=None, name=None, bias_attr=False, layer_attr=None):  # noqa: A002
+    """The sum of same-shaped layers, act Linear by default (PaddlePaddle's addto_layer, no bias)."""
+    loc = user_loc()
+    xs = [_layer(x, "paddle.layer.addto", loc) for x in (input if isinstance(input, (list, tuple)) else [input])]
+    if bias_attr not in (False, None):
+        raise error("paddle.layer.addto: bias_attr is not in netc.v2 yet", loc)
+    a = _act(act, A.Linear(), "paddle.layer.addto", loc)
+    if a == "softmax":
+        raise error("paddle.layer.addto: act is Relu, Sigmoid, Tanh or Linear", loc)
+    name = default_name("addto", name)
+    total = xs[0] if len(xs) == 1 else L.add(*xs, name=name if a is None else f"{name}.sum")
+    out = total if a is None else {"relu": L.relu, "sigmoid": L.sigmoid, "tanh": L.tanh}[a](total, name=name)
+    return _extra(out, layer_attr, name, loc)
+
+
 def _cost(kind, netc_loss, input, label, name, coeff, weight, loc, scale):  # noqa: A002
     x = _layer(input, f"paddle.layer.{kind}", loc)
     _layer(label, f"paddle.layer.{kind}", loc)
@@ -337,6 +399,8 @@ def square_error_cost(input, label, weight=None, name=None, coeff=1.0, layer_att
 
 mse_cost = regression_cost = square_error_cost
 
-__all__ = ["data", "fc", "img_conv", "img_pool", "classification_cost", "cross_entropy_cost", "square_error_cost",
-           "mse_cost", "regression_cost", "default_name", "to_paddle", "from_paddle", "PARAM_DIMS", "PARAM_LAYOUT", "COST_SCALE", "CLASSIFIERS"]
-__getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper() and n not in ("default_name", "to_paddle", "from_paddle")])
+__all__ = ["data", "fc", "img_conv", "img_pool", "batch_norm", "dropout", "addto", "classification_cost",
+           "cross_entropy_cost", "square_error_cost", "mse_cost", "regression_cost", "default_name", "to_paddle",
+           "from_paddle", "PARAM_DIMS", "PARAM_LAYOUT", "PARAM_STATE", "COST_SCALE", "CLASSIFIERS"]
+__getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper()
+                                       and n not in ("default_name", "to_paddle", "from_paddle")])

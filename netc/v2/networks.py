@@ -1,10 +1,14 @@
 """paddle.networks: PaddlePaddle v2's composed networks, from netc.v2.layer's layers.
 
+img_conv_group: convolutions (each with a batch norm and dropout when asked) and a pooling.
+
 simple_img_conv_pool: img_conv then img_pool, named `<name>_conv` and `<name>_pool` (name defaults to
 `__conv_pool_<n>__`, PaddlePaddle's), so the parameters are `_<name>_conv.w0` and `_<name>_conv.wbias`."""
 from __future__ import annotations
 
+from . import activation as A
 from . import layer as v2layer
+from .attr import Extra
 from .names import missing_names
 
 
@@ -21,5 +25,39 @@ def simple_img_conv_pool(input, filter_size, num_filters, pool_size, name=None, 
                             padding=pool_padding, layer_attr=pool_layer_attr)
 
 
-__all__ = ["simple_img_conv_pool"]
+def _per_conv(v, n, what):
+    """A value per convolution of img_conv_group (one value: the same for all)."""
+    vs = list(v) if isinstance(v, (list, tuple)) else [v] * n
+    if len(vs) != n:
+        from ..api.errors import error, user_loc
+        raise error(f"paddle.networks.img_conv_group: {len(vs)} values of {what} for {n} convolutions", user_loc())
+    return vs
+
+
+def img_conv_group(input, conv_num_filter, pool_size, num_channels=None, conv_padding=1, conv_filter_size=3,  # noqa: A002
+                   conv_act=None, conv_with_batchnorm=False, conv_batchnorm_drop_rate=0, pool_stride=1,
+                   pool_type=None, param_attr=None):
+    """Convolutions of conv_num_filter filters each (3x3, padding 1 by default), each followed by a batch
+    norm (with conv_with_batchnorm: the convolution linear, the batch norm with conv_act and a dropout of
+    conv_batchnorm_drop_rate), then one pooling -- PaddlePaddle's img_conv_group, layers named by their
+    kinds' counters."""
+    n = len(conv_num_filter)
+    paddings = _per_conv(conv_padding, n, "conv_padding")
+    sizes = _per_conv(conv_filter_size, n, "conv_filter_size")
+    acts = _per_conv(conv_act, n, "conv_act")
+    with_bn = _per_conv(conv_with_batchnorm, n, "conv_with_batchnorm")
+    drops = _per_conv(conv_batchnorm_drop_rate, n, "conv_batchnorm_drop_rate")
+    attrs = _per_conv(param_attr, n, "param_attr")
+    tmp = input
+    for i in range(n):
+        tmp = v2layer.img_conv(tmp, sizes[i], conv_num_filter[i], num_channels=num_channels if i == 0 else None,
+                               padding=paddings[i], param_attr=attrs[i],
+                               act=A.Linear() if with_bn[i] else acts[i])
+        if with_bn[i]:
+            tmp = v2layer.batch_norm(tmp, act=acts[i],
+                                     layer_attr=Extra(drop_rate=drops[i]) if drops[i] else None)
+    return v2layer.img_pool(tmp, pool_size, stride=pool_stride, pool_type=pool_type)
+
+
+__all__ = ["simple_img_conv_pool", "img_conv_group"]
 __getattr__ = missing_names(__name__, __all__)

@@ -28,7 +28,7 @@ from ..api import parameters as api_params
 from ..api.errors import error, user_loc
 from ..api.topology import as_topology
 from . import paramconf
-from .layer import PARAM_DIMS, from_paddle, to_paddle
+from .layer import PARAM_DIMS, PARAM_STATE, from_paddle, to_paddle
 from .names import missing_names
 
 
@@ -44,8 +44,19 @@ class Parameters:
         self.loose = dict(loose or {})   # name -> (numpy values, dims) not yet in a ParameterSet
 
     # -- the mapping --------------------------------------------------------------------------------
+    def _moving(self) -> list:
+        """PaddlePaddle's batch norm moving mean / variance parameters of this set's layers."""
+        held = self.held()
+        return [n for n, (_, _, _, owner) in PARAM_STATE.items() if owner in held]
+
+    def held(self) -> set:
+        """The names the netc ParameterSet has (its parameters and their aliases; a set: `in` on the
+        ParameterSet itself would build a did-you-mean for every miss)."""
+        return set() if self.pset is None else set(self.pset.names()) | set(self.pset.aliases)
+
     def names(self) -> list:
-        return list(self.pset or []) + [n for n in self.loose if self.pset is None or n not in self.pset]
+        own = list(self.pset or []) + self._moving()
+        return own + [n for n in self.loose if n not in own]
 
     keys = names
 
@@ -71,16 +82,26 @@ class Parameters:
     def get_shape(self, key) -> tuple:
         """PaddlePaddle's dims of a parameter (its ParameterConfig.dims, else (1, size))."""
         self._check(key, user_loc())
-        if key in self.loose and (self.pset is None or key not in self.pset):
+        if key in self.loose and key not in self.pset_names():
             return tuple(self.loose[key][1])
+        if key in PARAM_STATE:
+            return (1, PARAM_STATE[key][2])
         size = self.pset[key].numel()
         dims = PARAM_DIMS.get(key)
         return tuple(dims) if dims and math.prod(dims) == size else (1, size) if len(self.pset[key].shape) < 2 \
             else tuple(self.pset[key].shape)
 
+    def pset_names(self) -> list:
+        """The names this set's netc ParameterSet holds (its parameters and batch norms' moving statistics)."""
+        return list(self.pset or []) + self._moving()
+
     def __getitem__(self, key) -> np.ndarray:
         self._check(key, user_loc())
-        if self.pset is not None and key in self.pset:
+        if key in self._moving():
+            state, start, c, _ = PARAM_STATE[key]
+            t = self.pset.state.get(state)
+            return (np.full(c, start) if t is None else t.detach().cpu().numpy()).reshape(1, c).astype(np.float32)
+        if key in self.held():
             return to_paddle(key, self.pset.numpy(key)).reshape(self.get_shape(key)).astype(np.float32)
         return self.loose[key][0].copy()
 
@@ -92,12 +113,23 @@ class Parameters:
         arr = np.asarray(value, dtype=np.float32)
         if arr.shape != self.get_shape(key):
             raise error(f"parameter '{key}' has shape {self.get_shape(key)}, the value {arr.shape}", loc)
-        if self.pset is not None and key in self.pset:
+        if key in self._moving():
+            self._set_state(key, arr)
+        elif key in self.held():
             with torch.no_grad():
                 t = self.pset[key]
                 t.copy_(torch.as_tensor(from_paddle(key, arr, tuple(t.shape))).to(t.dtype))
         else:
             self.loose[key] = (arr.copy(), arr.shape)
+
+    def _set_state(self, key, arr):
+        state, _, c, _ = PARAM_STATE[key]
+        value = torch.as_tensor(np.asarray(arr, np.float32).reshape(c)).to(self.pset.dtype)
+        if state in self.pset.state:
+            with torch.no_grad():
+                self.pset.state[state].copy_(value)
+        else:
+            self.pset.state[state] = value.clone()
 
     def set(self, parameter_name, value):
         self[parameter_name] = value
@@ -107,13 +139,15 @@ class Parameters:
         else one made for the topology (create) holding these values by name (tar files' values)."""
         top = as_topology(_outputs(layers) if len(_outputs(layers)) > 1 else _outputs(layers)[0])
         need = api_params.collect([top])
-        if self.pset is not None and all(n in self.pset for n, i in need.items() if not i.share_from):
+        held = self.held()
+        if self.pset is not None and all(n in held for n, i in need.items() if not i.share_from) and \
+                not any(n in self.loose for n in self.pset_names()):
             return self.pset
         fresh = api_params.create(top)
         values = {n: fresh[n] for n in fresh}
         infos = dict(fresh.infos)
-        if self.pset is not None:
-            values.update({n: self.pset[n] for n in self.pset if n not in values})
+        if self.pset is not None:                     # the values this set has win over fresh ones
+            values.update({n: self.pset[n] for n in self.pset})
             infos.update({n: i for n, i in self.pset.infos.items() if n not in infos})
         for n, (arr, _) in list(self.loose.items()):
             if n in values:
@@ -125,6 +159,9 @@ class Parameters:
                 del self.loose[n]
         self.pset = api_params.ParameterSet(values, infos, self.pset.state if self.pset is not None else {},
                                             [top])
+        for n in self._moving():
+            if n in self.loose:
+                self._set_state(n, self.loose.pop(n)[0])
         return self.pset
 
     # -- tar files ----------------------------------------------------------------------------------
@@ -132,6 +169,8 @@ class Parameters:
         dims = self.get_shape(name)
         info = self.pset.infos.get(name) if self.pset is not None else None
         a = info.attrs if info is not None else {}
+        if name in PARAM_STATE:                        # a moving statistic: is_static, starting at 0
+            a = {"init": "constant", "value": 0.0}
         mean, std, strategy = 0.0, 0.01, 0
         if a.get("init") in ("gaussian", "normal"):
             mean, std = float(a.get("mean", 0.0)), float(a.get("std", 1.0))
