@@ -21,8 +21,8 @@ gradient_clipping_threshold clips the summed gradient's values to [-t, t] (netc'
 t / (k n)). learning_rate defaults to 1e-3 (PaddlePaddle's settings()); learning_rate_schedule is
 PaddlePaddle's (constant, poly, caffe_poly, exp, discexp, linear, manual, pass_manual, with
 learning_rate_decay_a / _b and learning_rate_args): a function of the samples processed, the current
-batch counted (its SgdLocalUpdater.startBatch), or of the passes finished. RMSProp (PaddlePaddle's is centred), AdaDelta, DecayedAdaGrad and L1 regularization are not in
-netc.v2 yet."""
+batch counted (its SgdLocalUpdater.startBatch), or of the passes finished. RMSProp (PaddlePaddle's is
+centred), AdaDelta, DecayedAdaGrad and L1 regularization are not in netc.v2 yet."""
 from __future__ import annotations
 
 import math
