@@ -35,8 +35,8 @@ def _per_conv(v, n, what):
 
 
 def img_conv_group(input, conv_num_filter, pool_size, num_channels=None, conv_padding=1,  # noqa: A002
-                   conv_filter_size=3, conv_act=None, conv_with_batchnorm=False, conv_batchnorm_drop_rate=0, pool_stride=1,
-                   pool_type=None, param_attr=None):
+                   conv_filter_size=3, conv_act=None, conv_with_batchnorm=False, conv_batchnorm_drop_rate=0,
+                   pool_stride=1, pool_type=None, param_attr=None):
     """Convolutions of conv_num_filter filters each (3x3, padding 1 by default), each followed by a batch
     norm (with conv_with_batchnorm: the convolution linear, the batch norm with conv_act and a dropout of
     conv_batchnorm_drop_rate), then one pooling -- PaddlePaddle's img_conv_group, layers named by their
