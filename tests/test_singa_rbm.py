@@ -305,22 +305,56 @@ def test_what_cd_cannot_do_is_refused_located(tmp_path, capsys, flag, message):
     assert f"rbm.conf:6:11: error: {message}" in err, err
 
 
-def test_a_weight_shared_transposed_is_flagged_as_not_singas():
-    """rbm_autoencoder.conf's decoder shares the encoder's weight with `transpose: true`: SINGA uses the same
-    storage transposed, netc's share_from reshapes it, so the import warns there (and nowhere else)."""
-    text = """name: "ae"
+AE = """name: "ae"
+updater { type: kAdaGrad learning_rate { base_lr: 0.01 type: kFixed } }
 neuralnet {
   layer { name: "data" type: kRecordInput store_conf { batchsize: 4 shape: 6 } }
   layer { name: "enc" type: kInnerProduct srclayers: "data" innerproduct_conf { num_output: 3 }
           param { name: "w" } param { name: "b" } }
   layer { name: "dec" type: kInnerProduct srclayers: "enc" innerproduct_conf { num_output: 6 transpose: %s }
           param { name: "w2" share_from: "0#w" } param { name: "b2" } }
+  layer { name: "loss" type: kEuclideanLoss srclayers: "dec" srclayers: "data" }
 }
 """
+
+
+def test_a_weight_shared_transposed_is_the_owners_transpose():
+    """rbm_autoencoder.conf's decoder shares the encoder's weight with `transpose: true`: SINGA uses the same
+    [M, K] storage transposed (y = x W where the encoder computes x W^T). netc binds the owner itself with
+    transpose_weight; the same orientation stays a share_from alias."""
+    from netc.runtime.reference import run_reference
+    from netc.runtime.train import check_grads
     diag = DiagnosticEngine()
-    import_singa(text % "true", "ae.conf", diag)
-    warned = [d for d in diag.diagnostics if "transposed" in d.message]
-    assert len(warned) == 1 and warned[0].loc.line == 7 and "'0#dec:0' shares the weight of '0#enc:0'" in warned[0].message
-    diag = DiagnosticEngine()
-    import_singa(text % "false", "ae.conf", diag)     # the same orientation: the same storage, reshaped
-    assert not [d for d in diag.diagnostics if "transposed" in d.message]
+    m = import_singa(AE % "true", "ae.conf", diag)
+    pipelines.inference(m, Options(), diag)
+    ops = {op.attrs.get("name"): op for op in m.networks()[0].regions[0].ops}
+    dec = ops["0#dec:0"]
+    assert dec.attrs["transpose_weight"] is True and dec.attrs["params"]["weight"].name == "0#w"
+    assert {p.attrs["sym_name"]: list(p.attrs["type"].shape) for p in m.params()} == {
+        "0#w": [6, 3], "0#b": [3], "0#b2": [6]}
+    rng = np.random.default_rng(0)
+    x, w, b, b2 = rng.random((4, 6)), rng.standard_normal((6, 3)), rng.standard_normal(3), rng.standard_normal(6)
+    got = run_reference(m, {"0#data:0": torch.from_numpy(x)}, {k: torch.from_numpy(v) for k, v in
+                                                               (("0#w", w), ("0#b", b), ("0#b2", b2))},
+                        intermediates=True)
+    W = w.T          # SINGA's storage [M=3, K=6]: the encoder x W^T, the decoder (transposed) h W
+    h = x @ W.T + b
+    assert np.allclose(got["0#dec:0"].numpy(), h @ W + b2, atol=1e-12)
+    # the tied weight's gradient (encoder and decoder summed) against autograd
+    t = import_singa(AE % "true", "ae.conf", DiagnosticEngine())
+    pipelines.training(t, Options(training=Training(gradients_only=True)), DiagnosticEngine())
+    rows = check_grads(t, seed=1)
+    assert {r["param"] for r in rows} == {"0#w", "0#b", "0#b2"} and max(r["rel_error"] for r in rows) < 1e-10
+    same = import_singa(AE % "false", "ae.conf", DiagnosticEngine())
+    pipelines.inference(same, Options(), DiagnosticEngine())
+    dec = next(op for op in same.networks()[0].regions[0].ops if op.attrs.get("name") == "0#dec:0")
+    assert not dec.attrs.get("transpose_weight") and dec.attrs["params"]["weight"].name == "0#w2"
+
+
+def test_kernels_refuse_a_transposed_weight_located(tmp_path, capsys):
+    from netc.cli import main
+    (tmp_path / "ae.conf").write_text(AE % "true")
+    rc = main(["run", str(tmp_path / "ae.conf"), "--target", "interp"])
+    err = capsys.readouterr().err
+    assert rc == 1 and "Traceback" not in err
+    assert "ae.conf:7:" in err and "a weight read transposed" in err, err

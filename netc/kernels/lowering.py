@@ -247,6 +247,12 @@ def _lower_conv2d(ctx, members) -> list:
     return setup + [KernelSpec(call, out.shape[1] * out.shape[2], "BLOCK_M")]
 
 
+def _transposed_weight(op) -> str | None:
+    """An inner product (or its data gradient) reading its weight [M, K] transposed: no kernel reads it so yet."""
+    return "a weight read transposed (transpose_weight: SINGA's transpose share)" if op.attrs.get("transpose_weight") \
+        else None
+
+
 def _lower_inner_product(ctx, members) -> KernelSpec:
     from .gemm import gemm
     first = members[0]
@@ -737,7 +743,7 @@ _ACTIVATION = Lowering(lower=_lower_chain, epilogue=_epilogue_activation, chain=
 LOWERINGS: dict[str, Lowering] = {
     # GEMM anchors and what folds into their epilogue (kernels/common.py: the epilogue's order)
     "netc.conv2d": Lowering(lower=_lower_conv2d),
-    "netc.inner_product": Lowering(lower=_lower_inner_product),
+    "netc.inner_product": Lowering(lower=_lower_inner_product, unsupported=_transposed_weight),
     "netc.batch_norm": Lowering(lower=_lower_batch_norm, epilogue=_epilogue_batch_norm, chain=_bn_chain_step,
                                 trained=_bn_trained, derive=_bn_derive),
     "netc.elementwise": Lowering(lower=_lower_chain, epilogue=_epilogue_residual, chain=_chain_elementwise),
@@ -761,7 +767,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.conv2d_grad_data": Lowering(lower=_lower_conv2d_grad_data),
     "netc.conv2d_grad_filter": Lowering(lower=_lower_conv2d_grad_filter),
     "netc.bias_grad": Lowering(lower=_lower_bias_grad),
-    "netc.inner_product_grad_data": Lowering(lower=_lower_inner_product_grad_data),
+    "netc.inner_product_grad_data": Lowering(lower=_lower_inner_product_grad_data, unsupported=_transposed_weight),
     "netc.inner_product_grad_filter": Lowering(lower=_lower_inner_product_grad_filter),
     "netc.activation_grad": Lowering(lower=_lower_activation_grad, prologue=_prologue_activation_grad,
                                      epilogue=_epilogue_activation_grad),

@@ -23,8 +23,10 @@ class InnerProduct(OpDef):
         "activation": AttrSpec("enum", "none", ACTIVATIONS),
         "normalizer": AttrSpec("enum", "none", NORMALIZERS),
         "bias": AttrSpec("bool", True, doc="false: no bias parameter (none is added or trained)"),
+        "transpose_weight": AttrSpec("bool", False, doc="the weight is stored [M, K] and read transposed (SINGA's "
+                                                        "transpose: true sharing a weight of the other orientation)"),
     }
-    doc = "y = x W + b with x flattened to [N, K]; W is [K, M]."
+    doc = "y = x W + b with x flattened to [N, K]; W is [K, M] ([M, K] read transposed with transpose_weight)."
 
     def singa_layer(self, a, ins, v1, scale, plain):
         from .singa import SingaInexpressible as No
@@ -33,13 +35,17 @@ class InnerProduct(OpDef):
             raise No(f"'{nm}': SINGA's kInnerProduct always has a bias")
         if a.get("normalizer", "none") != "none":
             raise No(f"'{nm}' has a fused {a['normalizer']}, which SINGA cannot express")
-        return "kInnerProduct", [f"innerproduct_conf {{ num_output: {a['num_outputs'] * scale} }}"], ["weight", "bias"]
+        t = " transpose: true" if a.get("transpose_weight") else ""
+        return "kInnerProduct", [f"innerproduct_conf {{ num_output: {a['num_outputs'] * scale}{t} }}"], ["weight", "bias"]
 
     def onnx(self, a, w, op):
         """Flatten then Gemm. An NCHW image is flattened as it stands, (c, h, w), with the weight's rows
         permuted to that order, rather than transposed back to netc's (h, w, c)."""
         shape = op.operands[0].type.shape
         nm = a.get("name") or "fc"
+        if a.get("transpose_weight"):
+            from .singa import SingaInexpressible as No
+            raise No(f"'{nm}' reads its weight transposed (a SINGA transpose share); the ONNX writer does not yet")
         if len(shape) == 4 and w.layout(op) == "nchw":
             _, h, wd, c = shape
             x = w.x(op, 0, "nchw")
@@ -59,10 +65,19 @@ class InnerProduct(OpDef):
         import torch.nn.functional as F
         from . import eager as E
         w0, b = params["weight"], params.get("bias")
+        if a.get("transpose_weight"):       # stored [M, K]: F.linear's own layout
+            return lambda x: E.act(F.linear(x.reshape(x.shape[0], -1), w0, b), a)
         if training:
             return lambda x: E.act(F.linear(x.reshape(x.shape[0], -1), w0.t(), b), a)
         w = w0.t().contiguous()
         return lambda x: E.act(F.linear(x.reshape(x.shape[0], -1), w, b), a)
+
+    def with_feature_count(self, a, n):
+        if a.get("transpose_weight"):   # its features are the weight's axis 0, which a split does not slice yet
+            from ..diagnostics import NetcError
+            raise NetcError(f"'{a.get('name')}' reads its weight transposed (transpose_weight): splitting it by "
+                            f"features is not supported yet")
+        return super().with_feature_count(a, n)
 
     def infer(self, a, ins):
         (x,) = ins
@@ -75,11 +90,13 @@ class InnerProduct(OpDef):
     def reference(self, a, ins, params):
         # `normalizer: batch_norm` is bookkeeping only (no parameters): ignored, as on conv2d.
         from . import reference as R      # lazy: torch is slow to import
-        return R.inner_product(ins[0], params["weight"], params.get("bias"), activation=a["activation"])
+        w = params["weight"].t() if a.get("transpose_weight") else params["weight"]
+        return R.inner_product(ins[0], w, params.get("bias"), activation=a["activation"])
 
     def param_shapes(self, a, ins, out):
         x = ins[0]
-        shapes = {"weight": (prod(x[1:]), a["num_outputs"])}
+        k, m = prod(x[1:]), a["num_outputs"]
+        shapes = {"weight": (m, k) if a.get("transpose_weight") else (k, m)}
         if a.get("bias", True):          # `bias: false`: no bias parameter, none added, none trained
             shapes["bias"] = (a["num_outputs"],)
         return shapes
@@ -95,10 +112,15 @@ class InnerProduct(OpDef):
         dz = fused_activation_grad(g, op, dy, a["activation"])
         x = op.operands[0]
         dx = dw = db = None
+        t = {"transpose_weight": True} if a.get("transpose_weight") else {}
         if g.needs(0):
-            dx = g.emit("netc.inner_product_grad_data", [dz], {"input_shape": list(x.type.shape)},
+            dx = g.emit("netc.inner_product_grad_data", [dz], {"input_shape": list(x.type.shape), **t},
                         params={"weight": g.param("weight")}, tag="grad_data")
-        if g.needs_param("weight"):
+        if g.needs_param("weight") and t:   # W [M, K]: dW = dz^T x, the filter gradient with the operands swapped
+            x2 = x if len(x.type.shape) == 2 else g.emit("netc.reshape", [x], {"output_shape": [x.type.shape[0], -1]},
+                                                          tag="flat")
+            dw = g.emit("netc.inner_product_grad_filter", [dz, x2], tag="grad_filter")
+        elif g.needs_param("weight"):
             dw = g.emit("netc.inner_product_grad_filter", [x, dz], tag="grad_filter")
         if g.needs_param("bias"):
             db = g.emit("netc.bias_grad", [dz], tag="grad_bias")
@@ -123,7 +145,8 @@ class InnerProductGradData(OpDef):
     training_only = True
     arity = (1, 1)
     param_roles = ("weight",)
-    attrs = {"input_shape": AttrSpec("shape", doc="the forward input's shape (unflattened)")}
+    attrs = {"input_shape": AttrSpec("shape", doc="the forward input's shape (unflattened)"),
+             "transpose_weight": AttrSpec("bool", False, doc="W is stored [M, K]: dx = dz W")}
     doc = "The data gradient of an inner product: dx = dz W^T, in the input's shape. FLOPs 2*n*k*m."
 
     def infer(self, a, ins):
@@ -134,7 +157,8 @@ class InnerProductGradData(OpDef):
         return x
 
     def param_shapes(self, a, ins, out):
-        return {"weight": (prod(out[1:]), ins[0][1])}
+        k, m = prod(out[1:]), ins[0][1]
+        return {"weight": (m, k) if a.get("transpose_weight") else (k, m)}
 
     def cost(self, a, ins, out, needs_input_grad=True):
         n, m = ins[0]
@@ -142,7 +166,8 @@ class InnerProductGradData(OpDef):
 
     def reference(self, a, ins, params):
         from . import reference as R      # lazy: torch is slow to import
-        return R.inner_product_grad_data(ins[0], params["weight"], a["input_shape"])
+        w = params["weight"].t() if a.get("transpose_weight") else params["weight"]
+        return R.inner_product_grad_data(ins[0], w, a["input_shape"])
 
 
 @register

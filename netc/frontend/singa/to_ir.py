@@ -236,20 +236,16 @@ class _Net:
             out[role] = spec
         return out
 
-    def transposed_share(self, n, p) -> None:
-        """SINGA shares an inner product's weight with one of the other orientation (`transpose: true`,
-        rbm_autoencoder.conf's decoder) as the same [M, K] storage used transposed; netc's share_from is
-        the owner's storage reshaped, so such a layer's values are not SINGA's: say so."""
+    def transposed_share(self, n, p) -> bool:
+        """Whether inner-product node n shares its weight param p with one of the other orientation (SINGA's
+        innerproduct_conf transpose differs from the owner's; an RBM's weight is [hdim, vdim], untransposed):
+        SINGA then uses the same [M, K] storage transposed (rbm_autoencoder.conf's decoder)."""
         if p is None or not p.share_from:
-            return
+            return False
         owner = next((m for m in self.net.nodes for q in m.params if q.name == p.share_from), None)
-        if owner is None or owner.type != "kInnerProduct" or bool(owner.conf.get("transpose")) == bool(
-                n.conf.get("transpose")):
-            return
-        self.problems.append(Diagnostic(
-            "warning", f"'{nname(n.name)}' shares the weight of '{nname(owner.name)}' transposed (SINGA's innerproduct_conf "
-            f"transpose); netc shares a weight as its owner's storage reshaped, not transposed, so the values computed "
-            f"through '{nname(n.name)}' are not SINGA's (shapes, parameters and FLOPs are)", p.loc or n.loc))
+        if owner is None or owner.type not in ("kInnerProduct", "kRBMVis", "kRBMHid"):
+            return False
+        return bool(owner.conf.get("transpose")) != bool(n.conf.get("transpose"))
 
     def label_of(self, src: str, loc) -> str:
         """The label provider for a loss reading `src` (v0.2+ record inputs carry labels)."""
@@ -340,8 +336,17 @@ class _Net:
             self.add("netc.dropout", name, srcs, loc, dropout_keep_prob=1.0 - c.get("dropout_ratio", 0.5))
         elif t == "kInnerProduct":
             params = self.bind(n, None, {"weight": ps[0] if ps else None, "bias": ps[1] if len(ps) > 1 else None})
-            self.transposed_share(n, ps[0] if ps else None)
-            self.add("netc.inner_product", name, srcs, loc, num_outputs=c["num_output"],
+            extra = {}
+            if self.transposed_share(n, ps[0] if ps else None):
+                if n.partition_dim == 1 and n.num_partitions > 1:
+                    self.problems.append(Diagnostic(
+                        "warning", f"'{name}' shares its weight transposed (SINGA's innerproduct_conf transpose) in a "
+                        f"partition_dim 1 layer: netc shares it as the owner's storage reshaped, so the values computed "
+                        f"through '{name}' are not SINGA's", ps[0].loc or loc))
+                else:   # the owner's storage [M, K] read transposed, as SINGA does: bind the owner itself
+                    params["weight"]["name"] = params["weight"].pop("share_from")
+                    extra["transpose_weight"] = True
+            self.add("netc.inner_product", name, srcs, loc, num_outputs=c["num_output"], **extra,
                      **({"params": params} if params else {}))
         elif t in ("kSoftmax", "kCudnnSoftmax"):
             self.add("netc.softmax", name, srcs, loc)
