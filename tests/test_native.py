@@ -152,7 +152,7 @@ def test_truncated_and_missing_files(tmp_path):
         P.read_safetensors(str(tmp_path))
     g = tmp_path / "what"
     g.write_text("hello world")
-    with pytest.raises(NetcError, match="neither an .npz archive nor a .safetensors"):
+    with pytest.raises(NetcError, match="neither an .npz archive, a .safetensors file nor a Brainstorm"):
         P.read_params(str(g))
 
 
