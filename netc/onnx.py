@@ -54,6 +54,8 @@ class NetcRep(BackendRep):
             x = np.asarray(x)
             if layout == "nchw":
                 x = x.transpose(0, 2, 3, 1)
+            elif layout == "drop_axis0":       # an initial state [1, B, H], netc's [B, H]
+                x = x.reshape(x.shape[1:])
             feed[netc_name] = torch.from_numpy(np.ascontiguousarray(x))
         got = run_reference(self.module, feed, None)
         from onnx.helper import tensor_dtype_to_np_dtype

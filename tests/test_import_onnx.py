@@ -259,6 +259,62 @@ def test_a_grouped_convolution_is_one_convolution_per_group(tmp_path):
     assert ops.count("netc.conv2d") == 2 + 2 + 4 and ops.count("netc.slice") == 8
 
 
+class Recurrent(nn.Module):
+    """torch's LSTM or GRU over a time-major sequence, then its last step (y[-1]: a Gather of one index) into a
+    linear layer; with `state`, the LSTM's initial h0, c0 are model inputs."""
+
+    def __init__(self, kind, state=False):
+        super().__init__()
+        self.r, self.fc, self.state = getattr(nn, kind)(5, 7), nn.Linear(7, 3), state
+
+    def forward(self, x, h0=None, c0=None):
+        y, _ = self.r(x, (h0, c0)) if self.state else self.r(x)
+        return self.fc(y[-1])
+
+
+def export_recurrent(tmp_path, model, args, names):
+    path = tmp_path / "rnn.onnx"
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, args, str(path), dynamo=False, input_names=names, output_names=["y"])
+    return path
+
+
+@pytest.mark.parametrize("kind,state", [("LSTM", False), ("LSTM", True), ("GRU", False)])
+def test_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
+    """ONNX's LSTM (gates i, o, f, c, two biases, no peepholes) as netc's Lstm, its GRU (linear_before_reset 1,
+    torch's) as netc's GRU, against torch; the kernels on the interpreter against the reference."""
+    torch.manual_seed(7)
+    model, x = Recurrent(kind, state).eval(), torch.randn(6, 4, 5)
+    if kind == "GRU":      # netc's GRU (SINGA's) has no recurrent bias on the new memory: torch's b_hn zero
+        with torch.no_grad():
+            model.r.bias_hh_l0[14:].zero_()
+    args = (x, torch.randn(1, 4, 7), torch.randn(1, 4, 7)) if state else (x,)
+    path = export_recurrent(tmp_path, model, args, ["x", "h0", "c0"][:len(args)])
+    d = DiagnosticEngine()
+    m = load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    assert not d.has_errors(), d.diagnostics
+    feed = dict(zip(["x", "h0", "c0"], (a.double() for a in args)))
+    if state:                  # ONNX's [1, B, H] initial states: netc's Lstm takes [B, H]
+        feed = {k: v[0] if k != "x" else v for k, v in feed.items()}
+    out = run_reference(m, feed, None)
+    with torch.no_grad():
+        assert rel(out["y"], model(*args).numpy()) < 1e-6
+    ops = {op.name for n in m.networks() for op in n.regions[0].ops}
+    assert ("netc.lstm" if kind == "LSTM" else "netc.gru") in ops
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "y: max relative error" in r.stderr, r.stderr
+
+
+def test_a_gru_with_a_recurrent_bias_on_the_new_memory_is_refused(tmp_path):
+    torch.manual_seed(8)
+    path = export_recurrent(tmp_path, Recurrent("GRU").eval(), (torch.randn(3, 2, 5),), ["x"])
+    with pytest.raises(NetcError, match=r"linear_before_reset 1 with a recurrent bias of the new memory"):
+        load(str(path), DiagnosticEngine())
+
+
 def test_the_kernels_on_the_interpreter_agree(tmp_path):
     model, x = small(1)
     path = exported(tmp_path, model, x)

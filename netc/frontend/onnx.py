@@ -59,6 +59,7 @@ class _Import:
         self.image: dict = {}      # ONNX name -> True for a 4-d NCHW value held NHWC
         self.flat_of: dict = {}    # ONNX name -> (c, h, w) of the image a Flatten made it from
         self.nhwc_inputs: set = set()
+        self.squeezed: set = set()  # inputs [1, B, H] declared [B, H]: a recurrent op's initial state
         for vi in list(self.graph.value_info) + list(self.graph.input) + list(self.graph.output):
             dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
             self.shape[vi.name] = dims
@@ -89,9 +90,9 @@ def _attrs(node) -> dict:
 
 SUPPORTED = ("Transpose", "Conv", "Gemm", "MatMul", "Add", "Sum", "Mul", "Sub", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "MaxPool",
              "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LRN", "Concat", "Flatten", "Reshape", "Dropout",
-             "Identity", "Softmax", "BatchNormalization", "Gather")
+             "Identity", "Softmax", "BatchNormalization", "Gather", "LSTM", "GRU", "Squeeze", "Unsqueeze")
 FOLDABLE = ("Constant", "ConstantOfShape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice",
-            "Range", "Add", "Mul", "Sub", "Div", "Reshape", "Identity", "ReduceProd", "Equal", "Where")
+            "Range", "Add", "Mul", "Sub", "Div", "Reshape", "Identity", "ReduceProd", "Equal", "Where", "Expand")
 
 
 def load_model(path: str):
@@ -216,6 +217,13 @@ def translate(path: str):
                             f"integer ones (int32, int64) only as the ids of a Gather from a table", Loc(path))
         name = imp.fresh(vi.name)
         imp.netc[vi.name] = name
+        if len(dims) == 3 and dims[0] == 1 and users and all(
+                u.op_type in ("LSTM", "GRU") and vi.name in list(u.input)[5:7] and list(u.input).count(vi.name) == 1
+                for u in users):
+            # an initial state [1, B, H] only a recurrent op reads: netc's [B, H] (fed whole, not batch-sized)
+            imp.squeezed.add(vi.name)
+            lines.append(f"  input {name}: f32[{', '.join(map(str, dims[1:]))}]")
+            continue
         if ids:
             lines.append(f"  input {name}: {'i64' if elem == 7 else 'i32'}[{', '.join(map(str, dims))}]")
             continue
@@ -243,7 +251,8 @@ def translate(path: str):
     imp.lines.append(f"  output {', '.join(outs)}")
     imp.lines.append("}")
     # how the model's inputs and outputs meet netc's: an NCHW image is held NHWC (frontend docstring)
-    io = {"inputs": {vi.name: (imp.netc[vi.name], "nchw" if imp.image.get(vi.name) else "as_is")
+    io = {"inputs": {vi.name: (imp.netc[vi.name], "nchw" if imp.image.get(vi.name) else
+                               "drop_axis0" if vi.name in imp.squeezed else "as_is")
                      for vi in imp.graph.input if vi.name in imp.netc},
           "outputs": {o.name: (imp.netc[o.name], "nchw" if imp.image.get(o.name) else "as_is")
                       for o in imp.graph.output}}
@@ -437,7 +446,10 @@ def _translate_node(imp, node):
         _emit(imp, node, "Concatenate", [_in(imp, node, i) for i in range(len(node.input))], {"dim": axis},
               image=r == 4 and all(images))
         return
-    if op in ("Flatten", "Reshape"):
+    if op in ("Squeeze", "Unsqueeze") and not imp.image.get(node.input[0]):   # (an image's: below, refused)
+        _emit(imp, node, "Reshape", [_in(imp, node)], {"output_shape": list(imp.shape[node.output[0]])}, image=False)
+        return
+    if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
         src = node.input[0]
         out = imp.shape[node.output[0]]
         if op == "Flatten" and a.get("axis", 1) != 1:
@@ -456,6 +468,10 @@ def _translate_node(imp, node):
                                 f"features of [N, K]")
         _emit(imp, node, "Softmax", [_in(imp, node)], {}, image=False)
         return
+    if op in ("LSTM", "GRU"):
+        return _recurrent_node(imp, node, a, op)
+    if op == "Gather" and node.input[0] not in imp.consts and node.input[1] in imp.consts:
+        return _gather_index(imp, node, a)
     if op == "Gather":
         table, a_ = imp.consts.get(node.input[0]), a.get("axis", 0)
         if table is None or table.ndim != 2 or a_ != 0 or node.input[1] in imp.consts:
@@ -525,6 +541,117 @@ def _constant_affine(imp, node, op):
                       "shift": imp.param(base + "_shift", shift.astype(np.float32))}}, image=image)
     if x in imp.flat_of:
         imp.flat_of[node.output[0]] = imp.flat_of[x]
+
+
+def _gather_index(imp, node, a):
+    """A Gather of one constant index of a computed value (torch's y[-1]: a sequence's last step) as netc's Slice
+    of that index along the axis, reshaped where the index was a scalar (the axis dropped)."""
+    idx = np.asarray(imp.consts[node.input[1]])
+    shape = imp.shape.get(node.input[0]) or []
+    if imp.image.get(node.input[0]) or idx.size != 1 or not shape:
+        raise imp.err(node, "a Gather of a computed value is read for one constant index of a value that is not "
+                            "an NCHW image (a sequence's step)")
+    axis = a.get("axis", 0) % len(shape)
+    i = int(idx.reshape(-1)[0]) % shape[axis]
+    part = imp.fresh((node.name or node.output[0]) + "_step")
+    imp.lines.append(f"  {part} = Slice({_in(imp, node)}) {{ dim: {axis}, num_slices: {shape[axis]}, index: {i} }}")
+    if idx.ndim == 0:
+        _emit(imp, node, "Reshape", [part], {"output_shape": list(imp.shape[node.output[0]])}, image=False)
+    else:
+        imp.netc[node.output[0]] = part
+
+
+def _recurrent_node(imp, node, a, op):
+    """ONNX's LSTM and GRU (one direction, forward, default activations; time-major [T, B, X]) as netc's Lstm
+    and GRU over the whole sequence. LSTM: gates i, o, f, c in ONNX's W, R, B, P are netc's Wi, Wo, Wf, Wz (c is
+    the block input z), the two biases summed, the peepholes pi, po, pf (zero without P); GRU: z, r, h are netc's
+    z, r, c, each recurrent bias folded into the gate's bias where it adds outside the reset (all but the new
+    memory's with linear_before_reset 1, which netc's GRU, SINGA's, does not have: refused unless zero). Y
+    [T, 1, B, H] is netc's output [T, B, H] reshaped; Y_h its last step; an initial state [1, B, H] is
+    reshaped to [B, H]; Y_c (the final cell) and sequence_lens are not read yet."""
+    gates = 4 if op == "LSTM" else 3
+    ins = list(node.input) + [""] * (8 - len(node.input))
+    w, r = imp.consts.get(ins[1]), imp.consts.get(ins[2])
+    if w is None or r is None:
+        raise imp.err(node, "W and R must be constants (initializers)")
+    nd, gh, x = w.shape
+    hsz = gh // gates
+    why = []
+    if nd != 1 or str(a.get("direction", b"forward")).strip("b'") not in ("forward",):
+        why.append(f"direction {a.get('direction', b'forward')!r} ({nd} directions): netc reads forward ones")
+    if a.get("clip") is not None:
+        why.append("clip")
+    if a.get("activations"):
+        acts = [v.decode() if isinstance(v, bytes) else v for v in a["activations"]]
+        if acts != (["Sigmoid", "Tanh", "Tanh"] if op == "LSTM" else ["Sigmoid", "Tanh"]):
+            why.append(f"activations {acts}")
+    if a.get("input_forget"):
+        why.append("input_forget 1")
+    if a.get("layout"):
+        why.append("layout 1 (batch-major)")
+    if ins[4]:
+        why.append("sequence_lens")
+    used = {i for n in imp.graph.node for i in n.input} | {o.name for o in imp.graph.output}
+    if len(node.output) > 2 and node.output[2] in used and op == "LSTM":
+        why.append("the final cell state Y_c, read")
+    if why:
+        raise imp.err(node, f"not read yet: {', '.join(why)}")
+    b = imp.consts.get(ins[3]) if ins[3] else np.zeros((1, 2 * gh), np.float32)
+    if b is None:
+        raise imp.err(node, "B must be a constant (an initializer)")
+    wb, rb = b[0, :gh], b[0, gh:]
+    part = lambda m, k: m[0, k * hsz:(k + 1) * hsz]      # noqa: E731
+    base = node.name or node.output[0]
+    p = {}
+    if op == "LSTM":            # ONNX i, o, f, c -> netc z (c), i, f, o
+        order = {"i": 0, "o": 1, "f": 2, "z": 3}
+        for g, k in order.items():
+            p[f"W{g}"], p[f"R{g}"] = part(w, k), part(r, k)
+            p[f"b{g}"] = wb[k * hsz:(k + 1) * hsz] + rb[k * hsz:(k + 1) * hsz]
+        pp = imp.consts.get(ins[7]) if ins[7] else np.zeros((1, 3 * hsz), np.float32)
+        for g, k in {"i": 0, "o": 1, "f": 2}.items():
+            p[f"p{g}"] = pp[0, k * hsz:(k + 1) * hsz].reshape(1, hsz)
+        layer, attrs = "Lstm", {"size": hsz}
+    else:                       # ONNX z, r, h -> netc z, r, c
+        lbr = bool(a.get("linear_before_reset", 0))
+        for g, k in {"z": 0, "r": 1, "c": 2}.items():
+            p[f"{g}_hx"], p[f"{g}_hh"] = part(w, k), part(r, k)
+            rbk = rb[k * hsz:(k + 1) * hsz]
+            if g == "c" and lbr and np.any(rbk != 0):
+                raise imp.err(node, "linear_before_reset 1 with a recurrent bias of the new memory (Rbh, torch's "
+                                    "b_hn): netc's GRU has no recurrent bias there")
+            p[f"{g}_b"] = wb[k * hsz:(k + 1) * hsz] + rbk
+        layer, attrs = "GRU", {"dim_hidden": hsz, "linear_before_reset": lbr}
+    args = [_in(imp, node, 0)]
+    for k in (5, 6):             # a zero initial state (torch's default, folded) is netc's default
+        if ins[k] in imp.consts and not np.any(imp.consts[ins[k]]):
+            ins[k] = ""
+    for k in ((5, 6) if op == "LSTM" else (5,)):
+        if ins[k]:
+            if ins[k] in imp.consts:
+                raise imp.err(node, "a constant nonzero initial state is not read yet: feed it as an input")
+            if ins[k] in imp.squeezed:     # a model input, declared [B, H]
+                args.append(_in(imp, node, k))
+                continue
+            st = imp.fresh(f"{base}_{'h0' if k == 5 else 'c0'}")
+            imp.lines.append(f"  {st} = Reshape({_in(imp, node, k)}) {{ output_shape: [{imp.shape[ins[k]][1]}, {hsz}] }}")
+            args.append(st)
+        elif len(args) > 1 or (op == "LSTM" and k == 5 and ins[6]):
+            raise imp.err(node, "an initial cell state without an initial hidden state (or the other way)")
+    if op == "LSTM" and len(args) == 2:
+        raise imp.err(node, "an initial hidden state without an initial cell state: netc's Lstm takes both")
+    params = {k: imp.param(f"{base}_{k}", np.ascontiguousarray(v, dtype=np.float32)) for k, v in p.items()}
+    seq = imp.fresh(f"{base}_seq")
+    body = ", ".join(f"{k}: {_nd(v)}" for k, v in dict(attrs, params=params).items())
+    imp.lines.append(f"  {seq} = {layer}({', '.join(args)}) {{ {body} }}")
+    t, bsz = imp.shape[ins[0]][0], imp.shape[ins[0]][1]
+    if node.output[0] in used:
+        imp.lines.append(f"  {imp.fresh(base + '_Y')} = Reshape({seq}) {{ output_shape: [{t}, 1, {bsz}, {hsz}] }}")
+        imp.netc[node.output[0]] = imp.lines[-1].split(" = ")[0].strip()
+    if len(node.output) > 1 and node.output[1] in used:
+        last = imp.fresh(base + "_Y_h")
+        imp.lines.append(f"  {last} = Slice({seq}) {{ dim: 0, num_slices: {t}, index: {t - 1} }}")
+        imp.netc[node.output[1]] = last
 
 
 MAX_GROUPS = 64

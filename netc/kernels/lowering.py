@@ -514,6 +514,19 @@ def _lower_narrow(ctx, members) -> KernelSpec:
     return KernelSpec(call, ctx.out.numel() // ctx.batch, "BLOCK")
 
 
+def _lower_slice(ctx, members) -> KernelSpec:
+    """Part `index` of `num_slices` along `dim` (SINGA's kSlice; ONNX's grouped convolutions and single steps): a
+    narrow of the operand (where the memory plan does not make it a view)."""
+    from .elementwise import narrow
+    op = single_member(members)
+    a = op_attrs(op)
+    x = ctx.value(op.operands[0])
+    dim = a["dim"] % x.dim()
+    size = x.shape[dim] // a["num_slices"]
+    call = narrow(x, dim, a.get("index", 0) * size, size, out=ctx.out, launch=False, **pinned(narrow, ctx))
+    return KernelSpec(call, ctx.out.numel() // ctx.batch, "BLOCK")
+
+
 def _lower_pad_dim(ctx, members) -> KernelSpec:
     from .elementwise import pad_dim
     op = single_member(members)
@@ -780,6 +793,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.batch_norm_grad_scale": Lowering(lower=_lower_batch_norm_grad_scale),
     "netc.elementwise_max_grad": Lowering(lower=_lower_elementwise_max_grad),
     "netc.narrow": Lowering(lower=_lower_narrow),
+    "netc.slice": Lowering(lower=_lower_slice),
     "netc.pad_dim": Lowering(lower=_lower_pad_dim),
     "netc.scale": Lowering(lower=_lower_chain, chain=_chain_scale),
     # optimizer updates (kernels/optim.py: one multi-tensor kernel per optimizer) and clipping
