@@ -257,6 +257,10 @@ def test_a_grouped_convolution_is_one_convolution_per_group(tmp_path):
     assert sum(r["params"] for r in layer_rows(mod)) == sum(p.numel() for p in model.parameters())
     ops = [op.name for n in mod.networks() for op in n.regions[0].ops]
     assert ops.count("netc.conv2d") == 2 + 2 + 4 and ops.count("netc.slice") == 8
+    # the kernels on the interpreter: the channel slices (strided narrows) feed each group's convolution
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
 
 
 class Recurrent(nn.Module):
