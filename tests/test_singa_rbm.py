@@ -7,6 +7,7 @@ applying the directions as SINGA's kSGD applies gradients, the error falling on 
 and the located refusals."""
 from __future__ import annotations
 
+import json
 import zlib
 
 import numpy as np
@@ -232,7 +233,8 @@ def test_cli_trains_a_conf_on_digits(tmp_path, capsys):
 
 def test_the_stack_pretrains_layer_by_layer(tmp_path, capsys):
     """examples/rbm_digits.py: the corpus' rbm1 -> rbm4 at 64 visible units, each stage from the last
-    one's parameters (--params) and its -o for the next; the last archive holds every stage's weights."""
+    one's parameters (--params) and its -o for the next; the last archive holds every stage's weights;
+    then rbm_autoencoder.conf fine-tunes the unrolled stack from them."""
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
@@ -244,10 +246,11 @@ def test_the_stack_pretrains_layer_by_layer(tmp_path, capsys):
         import rbm_digits
     finally:
         sys.path.remove(str(root / "examples"))
-    assert rbm_digits.main(["-o", str(tmp_path), "--epochs", "2"]) == 0
+    assert rbm_digits.main(["-o", str(tmp_path), "--epochs", "2", "--ae-epochs", "2"]) == 0
     out = capsys.readouterr().out
-    rows = {ln.split()[0]: [float(t) for t in ln.split()[1:]] for ln in out.splitlines() if ln.startswith("rbm")}
-    assert list(rows) == ["rbm1", "rbm2", "rbm3", "rbm4"]
+    rows = {ln.split()[0]: [float(t) for t in ln.split()[1:]] for ln in out.splitlines()
+            if ln.startswith(("rbm", "ae "))}
+    assert list(rows) == ["rbm1", "rbm2", "rbm3", "rbm4", "ae"]
     assert all(r[0] == 28 and r[2] < r[1] for r in rows.values()), rows      # 2 epochs of 14 steps; error falls
     p = np.load(tmp_path / "rbm4.npz")
     shapes = {k: p[k].shape for k in ("w1", "w2", "w3", "w4", "b11", "b42")}
@@ -255,6 +258,14 @@ def test_the_stack_pretrains_layer_by_layer(tmp_path, capsys):
                       "b42": (30,)}
     # each stage trained only its own RBM: rbm1's weight is as rbm1 wrote it
     assert np.array_equal(p["w1"], np.load(tmp_path / "rbm1.npz")["w1"])
+    # the autoencoder starts from the stack, its decoder the encoder's weights transposed: its first loss
+    # (SINGA's Euclidean loss, half the summed squared error per sample) is the unrolled stack's on a batch
+    x = np.load(tmp_path / "digits_flat.npz")["0#data:0"].astype(np.float64)
+    first = json.load(open(tmp_path / "autoencoder_history.json"))[0]["loss"]
+    whole = rbm_digits.error(x, rbm_digits.unrolled(p, x)) / 2      # over every digit; the batch is a draw of 100
+    assert abs(first - whole) < 0.1 * whole, (first, whole)
+    ae = np.load(tmp_path / "autoencoder.npz")
+    assert ae["0#w1"].shape == (64, 1000) and not np.array_equal(ae["0#w1"], p["w1"]) and "0#w8" not in ae.files
 
 
 # -- what is refused, located -------------------------------------------------------------------
