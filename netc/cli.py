@@ -206,10 +206,11 @@ def _parser_run(sub):
     p.set_defaults(batch=None)   # NET.so: the compiled batch; sources: the file's (--batch B rescales them)
     p.add_argument("--reference", action="store_true",
                    help="run the torch reference executor (the oracle); same as --target reference")
-    p.add_argument("--target", choices=("reference", "interp", "cuda"), default=None,
-                   help="reference: the torch reference executor; interp: the compiled kernels, schedule and "
-                        "memory plan on the CPU through Triton's interpreter (f32); cuda (with --workers K): each "
-                        "rank's program compiled to a library and run on a GPU")
+    p.add_argument("--target", choices=("reference", "cpu", "interp", "cuda"), default=None,
+                   help="reference: the torch reference executor; cpu: the same ops in f32 arithmetic with fast CPU "
+                        "lowerings (runtime/cpu.py); interp: the compiled kernels, schedule and memory plan on the "
+                        "CPU through Triton's interpreter (f32); cuda (with --workers K): each rank's program "
+                        "compiled to a library and run on a GPU")
     p.add_argument("--compare", action="store_true",
                    help="with --target interp or a NET.so: also print the max relative error against the reference "
                         "(exit 1 beyond the precision's tolerance)")
@@ -658,14 +659,15 @@ def cmd_run(args, diag):
     # --workers 1 is the baseline of a K-worker run, which runs on the reference executor
     target = args.target or ("reference" if args.reference or args.partition_workers else None)
     if target is None:
-        raise NetcError("netc run needs a target: --reference (the torch reference executor) or --target interp")
+        raise NetcError("netc run needs a target: --reference (the torch reference executor), --target cpu or "
+                        "--target interp")
     if target == "cuda":
         raise NetcError("--target cuda runs the ranks of --workers K; a single network runs on the GPU compiled: "
                         "netc compile FILE -o NET.so, then netc run NET.so")
     if args.reference and target != "reference":
         raise NetcError("--reference and --target interp contradict each other; give one")
-    if args.compare and target != "interp":
-        raise NetcError("--compare needs --target interp")
+    if args.compare and target not in ("interp", "cpu"):
+        raise NetcError("--compare needs --target interp or cpu")
     if args.interp_blocks and target != "interp":
         raise NetcError("--interp-blocks needs --target interp")
     if args.tuning and target != "interp":
@@ -694,6 +696,10 @@ def cmd_run(args, diag):
     failed = []
     if target == "interp":
         outs, failed = R.run_interp(module, args, inputs or None, params, precision)
+    elif target == "cpu":
+        if args.dtype not in (None, "f32", "fp32") or args.tf32 or args.state_in or args.state_out:
+            raise NetcError("--target cpu computes in f32 (no --dtype/--tf32) without carried state (--state-in/out)")
+        outs, failed = R.run_cpu(module, args, inputs or None, params)
     else:
         R.warn_opaque_pass_through(module, diag)
         dtype = torch.float32 if ref_dtype == "f32" else torch.float64

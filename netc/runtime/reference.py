@@ -188,7 +188,7 @@ def _module_params(module, params, seed, dtype, device, names) -> dict[str, torc
 
 def run_reference(module: Module, inputs: dict | None = None, params: dict | None = None, network=None,
                   device="cpu", dtype=torch.float64, seed: int = 0,
-                  intermediates: bool = False, states: dict | None = None) -> dict[str, torch.Tensor]:
+                  intermediates: bool = False, states: dict | None = None, impls: dict | None = None) -> dict[str, torch.Tensor]:
     """Run one network of a shape-inferred module (after the default pipeline) with the ops'
     reference semantics. `inputs` by input name and `params` by parameter sym_name; None (or a
     missing parameter) means random, seeded by `seed`. Given inputs must be all of them.
@@ -223,7 +223,7 @@ def run_reference(module: Module, inputs: dict | None = None, params: dict | Non
         want = INT_DTYPES.get(v.type.dtype, dtype)
         feed[name] = (feed_tensor(inputs[name], v.type.shape, want, f"input '{name}'", device) if inputs is not None
                       else random_input(net, op, seed, dtype).to(device))
-    named = execute(net, feed, ptensors, dtype, states=states)
+    named = execute(net, feed, ptensors, dtype, states=states, impls=impls)
     if intermediates:
         return named
     return {_name(op): named[_name(op)] for op in network_outputs(net)}
@@ -270,7 +270,7 @@ def _keep_final_state(op, opdef, values: dict, ptensors: dict, states: dict, car
 
 
 def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, only=None,
-            states: dict | None = None) -> dict[str, torch.Tensor]:
+            states: dict | None = None, impls: dict | None = None) -> dict[str, torch.Tensor]:
     """Run every op of a network in schedule order with its reference semantics: `feed` the
     input tensors by name (already checked), `ptensors` every parameter and state tensor by
     sym_name. Ops with side effects (optimizer updates, running statistics) write their new values
@@ -278,7 +278,9 @@ def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, onl
     Returns every value by layer name (the i-th result of a multi-result op as 'name#i' too).
     `only(op)`, when given, says which ops run (the forward part of a training program). `states`, when
     a dict, receives the final state of each recurrent op whose initial state a network input feeds, by
-    that input's name (carried_inputs), computed as the op runs (before any update of its parameters)."""
+    that input's name (carried_inputs), computed as the op runs (before any update of its parameters).
+    `impls` ({op name: fn(attrs, operands, params)}) replaces an op's reference by a function of the same
+    semantics (the CPU target's lowerings: runtime/cpu.py)."""
     values: dict[int, torch.Tensor] = {}
     named: dict[str, torch.Tensor] = {}
     carried = carried_inputs(net) if states is not None else {}
@@ -289,21 +291,22 @@ def execute(net: Operation, feed: dict, ptensors: dict, dtype=torch.float64, onl
             y = feed[_name(op)]
             values[id(op.results[0])] = named[_name(op)] = y
             continue
-        run_op(op, values, named, ptensors, dtype)
+        run_op(op, values, named, ptensors, dtype, impls)
         if carried:
             _keep_final_state(op, lookup(op.name), values, ptensors, states, carried)
     return named
 
 
-def run_op(op, values: dict, named: dict, ptensors: dict, dtype) -> None:
+def run_op(op, values: dict, named: dict, ptensors: dict, dtype, impls: dict | None = None) -> None:
     """One compute op with its reference semantics: operands from `values` (by id of the IR value),
     parameters from `ptensors` (an op with side effects writes its symbols' new values there, in
     place), results into `values` and by layer name into `named` ('name#i' too for several)."""
     opdef = lookup(op.name)
     refs = {role: ref for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
     ps = {role: ptensors[ref.name] for role, ref in refs.items()}
+    fn = impls.get(op.name, opdef.reference) if impls else opdef.reference
     try:
-        y = opdef.reference(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
+        y = fn(opdef.attrs_of(op), [values[id(x)] for x in op.operands], ps)
     except NetcError as e:      # a value the op refuses at run time (an id outside a table): at its layer
         for d in e.diagnostics:
             if d.loc is None:

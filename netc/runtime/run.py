@@ -271,6 +271,27 @@ def run_interp(module, args, inputs, params, precision):
     return outs, failed
 
 
+def run_cpu(module, args, inputs, params) -> tuple:
+    """`netc run --target cpu`: every network (or --network) on the CPU target; with --compare, each output
+    against the float64 reference on the same values (runtime.run.check_against_reference: the f32 rule).
+    Outputs are keyed 'network.layer' when the file has several networks. Returns (outputs, diagnostics)."""
+    from .cpu import run_cpu as run_on_cpu
+    from .interp import default_inputs, split_inputs
+    from .reference import network_of
+    nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
+    per = split_inputs(module, nets, inputs)
+    outs, failed = {}, []
+    for name in nets:
+        net = network_of(module, name)
+        ins = per[name] if per[name] is not None else default_inputs(module, net, args.seed)
+        got = run_on_cpu(module, ins, params, network=net, seed=args.seed)
+        prefix = f"{name}." if len(nets) > 1 else ""
+        if args.compare:
+            failed += check_against_reference(module, net, got, ins, params, args.seed, prefix)
+        outs.update({prefix + k: v for k, v in got.items()})
+    return outs, failed
+
+
 def check_against_reference(module, net, got: dict, inputs: dict, params, seed: int, prefix: str = "",
                             ref: dict | None = None) -> list:
     """--compare of one network's outputs `got` (a compiled run on `inputs`): the f64 reference (`ref`,
@@ -407,6 +428,10 @@ def train_source(args, diag):
     target = args.target or "reference"
     if args.reference and target != "reference":
         raise NetcError("--reference and --target interp contradict each other; give one")
+    if target == "cpu" and (args.check_grads or args.dtype not in (None, "f32", "fp32") or args.tf32
+                            or args.interp_blocks):
+        raise NetcError("--target cpu trains in f32 (no --dtype/--tf32/--interp-blocks); --check-grads checks the "
+                        "reference executor's gradient ops")
     if target == "interp":
         # before anything imports netc.kernels: the interpreter mode is fixed at import
         from .interp import ensure_interpreter
@@ -416,11 +441,11 @@ def train_source(args, diag):
                             "--target interp --compare checks the compiled step against the reference")
         if args.dtype not in (None, "f32", "fp32") or args.tf32:
             raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32")
-    else:
+    elif target != "cpu":
         for flag in ("compare", "interp_blocks"):
             if getattr(args, flag):
-                raise NetcError(f"--{flag.replace('_', '-')} needs --target interp with --train (the compiled "
-                                f"training step on the CPU)")
+                raise NetcError(f"--{flag.replace('_', '-')} needs --target interp (or cpu) with --train (the "
+                                f"compiled training step on the CPU)")
     if args.profile:
         raise NetcError("--profile does not apply to --train")
     check_training_flags(args)
@@ -477,6 +502,17 @@ def train_source(args, diag):
             from .compare import compare_training
             from .interp import compare_step
             compare_training(trainer, ref, net, inputs or None, schedule, "on the interpreter target", args.steps or 1,
+                             args.output, compare_step)
+            write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
+            return 0
+    elif target == "cpu":
+        from .cpu import CpuTrainer
+        trainer = CpuTrainer(module, net, params, seed=args.seed)
+        if args.compare:
+            ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
+            from .compare import compare_training
+            from .interp import compare_step
+            compare_training(trainer, ref, net, inputs or None, schedule, "on the CPU target", args.steps or 1,
                              args.output, compare_step)
             write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
             return 0

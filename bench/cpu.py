@@ -1,0 +1,145 @@
+#!/usr/bin/env python3
+"""CPU benchmark (issue 28): netc's CPU target (`--target cpu`, runtime/cpu.py) against its reference executor
+and PyTorch eager on the same network, parameters, inputs and thread count, in one run; prints the figures and
+writes bench/results/cpu-<date>.json (machine, date, versions, settings, results).
+
+    python bench/cpu.py [NET.nd ...] [--threads 2] [--iters 30] [--warmup 3] [--torch-compile]
+
+NET: default examples/digits.nd and examples/lenet.nd (a softmax loss appended where a network has none, as
+`--loss softmax` does). Per network:
+
+  train   one training step (forward, backward, the optimizer's update: the file's optimizer, else SGD with
+          momentum 0): netc cpu (CpuTrainer.step), netc reference (ReferenceTrainer, f32 storage and f64
+          arithmetic: the oracle), eager (runtime/eager.py EagerTrainer: the same network as functional torch,
+          torch.autograd, torch.optim), and with --torch-compile torch.compile of eager's forward and loss
+  infer   one forward: netc cpu (run_cpu), eager (EagerNet under no_grad)
+
+Each is timed with time.perf_counter around every call after --warmup untimed ones; the median of --iters is the
+figure; ratios (netc cpu / eager) are from the same run. Peak memory is not measured yet. A benchmark, not a test.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import statistics
+import sys
+import time
+
+import results_file  # noqa: E402  (bench/results_file.py, beside this script)
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, ROOT)
+DEFAULT = ["examples/digits.nd", "examples/lenet.nd"]
+
+
+def timed(fn, warmup: int, iters: int) -> dict:
+    for _ in range(warmup):
+        fn()
+    ts = []
+    for _ in range(iters):
+        t = time.perf_counter()
+        fn()
+        ts.append((time.perf_counter() - t) * 1e3)
+    return dict(median_ms=round(statistics.median(ts), 4), min_ms=round(min(ts), 4))
+
+
+def training_module(path: str):
+    """(training program module, its network, inference module with the loss) of `path`."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load
+    from netc.ir.query import layers
+    from netc.ops import lookup
+    from netc.passes.backward import append_loss
+    from netc.pipelines import Options, Training, inference, program, reinfer_shapes
+    diag = DiagnosticEngine()
+    has_loss = any(lookup(op.name) is not None and lookup(op.name).is_loss
+                   for n in load(path, DiagnosticEngine()).networks() for op in n.regions[0].ops)
+    train = load(path, diag)
+    program(train, Options(phase="train", training=Training(loss=None if has_loss else "softmax")), diag)
+    net = [n for n in train.networks() if "gradients" in n.attrs][0]
+    inf = load(path, diag)
+    ctx = inference(inf, Options(phase="train"), diag)
+    if not has_loss:
+        for n in inf.networks():
+            append_loss(n, "softmax", diag)
+        reinfer_shapes(inf, ctx)
+    return train, net, inf
+
+
+def bench(path: str, a) -> dict:
+    import torch
+    from netc.runtime.cpu import CpuTrainer, run_cpu
+    from netc.runtime.eager import EagerNet, EagerTrainer
+    from netc.runtime.reference import module_params
+    from netc.runtime.train import ReferenceTrainer
+    train, net, inf = training_module(path)
+    lr = 0.01
+    row = dict(network=net.attrs["sym_name"], file=os.path.relpath(os.path.abspath(path), ROOT),
+               optimizer=(net.attrs.get("optimizer") or {}).get("name", "sgd"))
+    cpu = CpuTrainer(train, net, None, seed=a.seed)
+    feed = cpu.feed(None, lr)             # the random inputs (and the program's lr/seed inputs) of step 0
+    data = {k: v for k, v in feed.items() if k in {op.attrs.get("name") for op in inf.networks()[0].regions[0].ops
+                                                   if op.name == "netc.input"}}
+    start = {k: v.detach().clone() for k, v in cpu.params.items()}
+    ref = ReferenceTrainer(train, net, start, seed=a.seed, dtype=torch.float32)
+    eager = EagerTrainer(inf, None, {k: v for k, v in start.items() if k in module_params(inf)},
+                         net.attrs.get("optimizer"), dtype=torch.float32)
+    row["train"] = dict(netc_cpu=timed(lambda: cpu.step(data, lr), a.warmup, a.iters),
+                        netc_reference=timed(lambda: ref.step(data, lr), a.warmup, max(5, a.iters // 3)),
+                        eager=timed(lambda: eager.step(data, lr), a.warmup, a.iters))
+    if a.torch_compile:
+        compiled = EagerTrainer(inf, None, {k: v for k, v in start.items() if k in module_params(inf)},
+                                net.attrs.get("optimizer"), dtype=torch.float32)
+        compiled.loss = torch.compile(compiled.loss)
+        t = time.perf_counter()
+        compiled.step(data, lr)
+        row["train"]["torch_compile"] = dict(first_call_s=round(time.perf_counter() - t, 2),
+                                             **timed(lambda: compiled.step(data, lr), a.warmup, a.iters))
+    params = {k: v for k, v in cpu.params.items() if k in module_params(inf)}
+    enet = EagerNet(inf, None, params, "cpu", torch.float32)
+    with torch.no_grad():
+        row["infer"] = dict(netc_cpu=timed(lambda: run_cpu(inf, data, params), a.warmup, a.iters),
+                            eager=timed(lambda: enet(data), a.warmup, a.iters))
+    for mode in ("train", "infer"):
+        r = row[mode]
+        r["netc_cpu_over_eager"] = round(r["netc_cpu"]["median_ms"] / r["eager"]["median_ms"], 3)
+        if "torch_compile" in r:
+            r["netc_cpu_over_torch_compile"] = round(r["netc_cpu"]["median_ms"] / r["torch_compile"]["median_ms"], 3)
+    return row
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("nets", nargs="*", default=DEFAULT)
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--iters", type=int, default=30)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--torch-compile", action="store_true", help="also torch.compile (its first call takes a while)")
+    ap.add_argument("--out", metavar="FILE.json")
+    a = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(a.threads)
+    rows = []
+    for path in a.nets:
+        r = bench(os.path.join(ROOT, path) if not os.path.isabs(path) else path, a)
+        rows.append(r)
+        t, i = r["train"], r["infer"]
+        print(f"{r['network']}: train step netc cpu {t['netc_cpu']['median_ms']:.3f} ms, reference "
+              f"{t['netc_reference']['median_ms']:.3f}, eager {t['eager']['median_ms']:.3f} "
+              f"(netc cpu / eager {t['netc_cpu_over_eager']:.2f})"
+              + (f", torch.compile {t['torch_compile']['median_ms']:.3f}" if "torch_compile" in t else "")
+              + f"; inference netc cpu {i['netc_cpu']['median_ms']:.3f} ms, eager {i['eager']['median_ms']:.3f} "
+              f"({i['netc_cpu_over_eager']:.2f})")
+    out = a.out or os.path.join(ROOT, "bench", "results", f"cpu-{datetime.date.today().isoformat()}.json")
+    results_file.write(out, dict(settings=dict(threads=a.threads, iters=a.iters, warmup=a.warmup, seed=a.seed,
+                                               torch_compile=a.torch_compile),
+                                 note="median wall-clock ms per call (time.perf_counter), same process, inputs and "
+                                      "parameters; netc cpu = runtime/cpu.py; eager = runtime/eager.py",
+                                 results=rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""The CPU target (runtime/cpu.py, `netc run --target cpu`, issue 28): its lowerings compute what the references
+compute, and its runs and training steps equal the float64 reference executor within f32 (`--compare`)."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from netc.cli import main
+from netc.ops import reference as R
+from netc.runtime.cpu import maxpool_grad
+
+
+@pytest.mark.parametrize("n,h,w,c,k,s,pad", [
+    (2, 7, 9, 3, 3, 2, "SAME"),        # asymmetric SAME: the bottom and right padded more
+    (1, 8, 8, 4, 2, 2, "VALID"),
+    (3, 5, 6, 2, 3, 1, "SAME"),        # overlapping windows: gradients add
+    (2, 6, 6, 3, 1, 2, "SAME"),        # Paleo's SAME of a 1x1 stride-2 window: a negative pad (a crop)
+    (1, 4, 4, 2, 3, 3, [1, 1]),        # explicit padding
+    (1, 2, 2, 1, 2, 2, [2, 2]),        # windows without an in-bounds element pass no gradient
+])
+def test_maxpool_gradient_lowering_is_the_reference(n, h, w, c, k, s, pad):
+    g = torch.Generator().manual_seed(n * 100 + h)
+    x = torch.randn(n, h, w, c, generator=g, dtype=torch.float64)
+    x[:, 0, 1] = x[:, 0, 0]                # ties: the first maximum in row-major window order takes it
+    a = {"ksize": [1, k, k, 1], "strides": [1, s, s, 1], "padding": pad}
+    dy = torch.randn(R.maxpool(x, a["ksize"], a["strides"], pad).shape, generator=g, dtype=torch.float64)
+    want = R.maxpool_grad(x, dy, a["ksize"], a["strides"], pad)
+    got = maxpool_grad(a, [x, dy], {})
+    torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+def test_inference_and_training_equal_the_reference(capsys):
+    assert main(["run", "examples/digits.nd", "--target", "cpu", "--compare"]) == 0
+    assert "prob: max relative error" in capsys.readouterr().err
+    assert main(["run", "examples/lenet.nd", "--target", "cpu", "--train", "--steps", "2", "--compare"]) == 0
+    assert "on the CPU target: ok" in capsys.readouterr().out
+
+
+def test_it_trains(capsys, tmp_path):
+    assert main(["run", "examples/digits.nd", "--target", "cpu", "--train", "--steps", "8", "--lr", "0.05",
+                 "--history", str(tmp_path / "h.json")]) == 0
+    import json
+    losses = [r["loss"] for r in json.loads((tmp_path / "h.json").read_text())]
+    assert losses[-1] < losses[0]
+
+
+@pytest.mark.parametrize("flags,why", [
+    (["--dtype", "bf16"], "computes in f32"),
+    (["--train", "--dtype", "f64"], "trains in f32"),
+    (["--train", "--check-grads"], "trains in f32"),
+])
+def test_what_it_does_not_do_is_a_clear_error(capsys, flags, why):
+    assert main(["run", "examples/digits.nd", "--target", "cpu", *flags]) == 1
+    assert why in capsys.readouterr().err
