@@ -34,12 +34,14 @@ def maxpool_grad(a, ins, params):
     sh, sw = pair(a["strides"], "strides")
     xn = x.permute(0, 3, 1, 2)
     oh, ow, t, b, l, r = pads(xn.shape[2], xn.shape[3], kh, kw, sh, sw, a["padding"])
-    padded = F.pad(xn, (max(l, 0), max(r, 0), max(t, 0), max(b, 0)), value=float("-inf"))
+    padded = F.pad(xn, (max(l, 0), max(r, 0), max(t, 0), max(b, 0)), value=float("-inf")) if max(t, b, l, r) > 0 else xn
     if min(t, b, l, r) < 0:                 # a negative pad crops (Paleo's SAME of a stride-2 1x1 window)
         padded = padded[:, :, max(-t, 0):padded.shape[2] - max(-b, 0), max(-l, 0):padded.shape[3] - max(-r, 0)]
     y, idx = F.max_pool2d(padded.contiguous(), (kh, kw), (sh, sw), return_indices=True)
     g = dy.permute(0, 3, 1, 2).to(padded.dtype)
-    g = torch.where(torch.isfinite(y), g[:, :, :y.shape[2], :y.shape[3]], 0.0)    # no in-bounds element: none
+    g = g[:, :, :y.shape[2], :y.shape[3]]
+    if max(t, b, l, r) >= min(kh, kw):     # a window may hold padding alone: it passes no gradient
+        g = torch.where(torch.isfinite(y), g, 0.0)
     gpad = torch.ops.aten.max_pool2d_with_indices_backward(g.contiguous(), padded.contiguous(), [kh, kw], [sh, sw],
                                                            [0, 0], [1, 1], False, idx)
     full = F.pad(gpad, (-max(l, 0), -max(r, 0), -max(t, 0), -max(b, 0)))
