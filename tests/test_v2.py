@@ -375,21 +375,21 @@ def test_missing_cache_file_is_named_and_located(home):
 # -- the missing names -------------------------------------------------------------------------------------
 
 def test_a_missing_v2_name_is_one_located_error(tmp_path):
-    """paddle.layer.lstmemory in a program: one error naming it at the program's file, line and column; a
+    """paddle.layer.crf in a program: one error naming it at the program's file, line and column; a
     near miss gets a suggestion; hasattr stays False without an error."""
     prog = tmp_path / "prog.py"
     prog.write_text("import netc.v2 as paddle\n\n"
                     "x = paddle.layer.data(name='x', type=paddle.data_type.dense_vector(3))\n"
-                    "h = paddle.layer.lstmemory(input=x)\n")
+                    "h = paddle.layer.crf(input=x)\n")
     r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode != 0
-    assert "prog.py:4:5: error: netc.v2 has no 'paddle.layer.lstmemory'" in r.stderr
+    assert "prog.py:4:5: error: netc.v2 has no 'paddle.layer.crf'" in r.stderr
     assert r.stderr.count("error:") == 1
     with pytest.raises(AttributeError, match="did you mean 'paddle.layer.img_conv'"):
         paddle.layer.img_con  # noqa: B018
-    assert not hasattr(paddle.layer, "lstmemory") and not hasattr(paddle.optimizer, "RMSProp")
-    with pytest.raises(AttributeError, match="paddle.dataset.imdb"):
-        paddle.dataset.imdb  # noqa: B018
+    assert not hasattr(paddle.layer, "crf") and not hasattr(paddle.optimizer, "RMSProp")
+    with pytest.raises(AttributeError, match="paddle.dataset.movielens"):
+        paddle.dataset.movielens  # noqa: B018
 
 
 def test_refusals_are_located():

@@ -6,8 +6,11 @@ and trains: initial_mean / initial_std (normal), initial_min / initial_max (unif
 given, PaddlePaddle's "smart" initialization applies (netc.v2.layer: normal, mean 0, std
 1/sqrt(dims[0]); a convolution's filter sqrt(2 / (filter_size^2 * channels))). `Extra` (alias
 ExtraAttr, ExtraLayerAttribute) is accepted with drop_rate only (a Dropout layer after the layer).
-Regularization per parameter (l1_rate, l2_rate), sparse_update and initializer= are not in netc.v2 yet:
-they are refused, located."""
+Regularization per parameter: l2_rate=0 (and l1_rate=0) exempt the parameter from the optimizer's
+regularization (netc's wd_scale 0); other rates are not in netc.v2 yet. sparse_update=True is accepted
+and updates the parameter densely: the same values for SGD without momentum and for AdaGrad/Adam rows
+with no gradient... but PaddlePaddle's sparse momentum leaves untouched rows still, netc's dense one
+moves them (docs/v2.md). initializer= is refused, located."""
 from __future__ import annotations
 
 from ..api.errors import error, user_loc
@@ -21,18 +24,21 @@ class Param:
                  initial_min=None, l1_rate=None, l2_rate=None, learning_rate=None, momentum=None,
                  gradient_clipping_threshold=None, sparse_update=False, update_hooks=None, initializer=None):
         loc = user_loc()
-        unsupported = {"l1_rate": l1_rate, "l2_rate": l2_rate, "momentum": momentum, "initializer": initializer,
-                       "gradient_clipping_threshold": gradient_clipping_threshold, "update_hooks": update_hooks}
-        bad = [k for k, v in unsupported.items() if v is not None] + (["sparse_update"] if sparse_update else [])
+        unsupported = {"l1_rate": l1_rate or None, "l2_rate": l2_rate or None, "momentum": momentum,
+                       "initializer": initializer, "gradient_clipping_threshold": gradient_clipping_threshold,
+                       "update_hooks": update_hooks}
+        bad = [k for k, v in unsupported.items() if v is not None]
         if bad:
             raise error(f"paddle.attr.Param({bad[0]}=...) is not in netc.v2 yet (it takes name, is_static, "
-                        f"initial_std, initial_mean, initial_max, initial_min, learning_rate; regularization: "
-                        f"the optimizer's regularization=)", loc)
+                        f"initial_std, initial_mean, initial_max, initial_min, learning_rate, sparse_update, "
+                        f"l2_rate=0; regularization: the optimizer's regularization=)", loc)
         if (initial_max is None) != (initial_min is None):
             raise error("paddle.attr.Param: give initial_min and initial_max together (a uniform range)", loc)
         self.name, self.is_static, self.learning_rate = name, bool(is_static), learning_rate
         self.initial_std, self.initial_mean = initial_std, initial_mean
         self.initial_max, self.initial_min = initial_max, initial_min
+        self.no_decay = l2_rate is not None        # l2_rate=0: no regularization for this parameter
+        self.sparse_update = bool(sparse_update)
         self.loc = loc
 
     @property

@@ -13,6 +13,10 @@ layers (the same Layer objects, topologies, passes and executors).
     cross_entropy_cost(input, label)    the same, without the classification error metric
     square_error_cost(input, label)     (alias mse_cost): sum over the features of (input - label)^2
 
+Sequences and ids (netc.v2.seqlayer, re-exported here): embedding, table_projection,
+full_matrix_projection, mixed, concat, lstmemory, grumemory, pooling, last_seq, first_seq (cos_sim: a
+located error). The shared helpers and tables live in netc.v2.layerbase.
+
 PaddlePaddle's names and initial values: a layer is named `__<kind>_<n>__` (fc: __fc_layer_0__), its
 parameters `_<layer>.w<i>` (the i-th input's weight) and `_<layer>.wbias`; weights start N(0, std^2)
 with std = 1/sqrt(dims[0]) (fc: 1/sqrt(input width)), a convolution's filter sqrt(2 / (filter_size^2 *
@@ -29,95 +33,25 @@ multiplies the reported cost by it and scales the optimizer by it times the batc
 updates are PaddlePaddle's (netc.v2.optimizer)."""
 from __future__ import annotations
 
-import itertools
 import math
 
 import numpy as np
 
 from ..api import layer as L
-from ..api.core import Layer, ParamAttr
+from ..api.core import Layer
 from ..api.data_type import InputType
 from ..api.errors import error, user_loc
 from . import activation as A
 from . import pooling as P
-from .attr import Extra, Param
+from .attr import Param
+from .layerbase import (CLASSIFIERS, COST_SCALE, PARAM_DIMS, PARAM_LAYOUT, PARAM_STATE, act_of, as_layer,  # noqa: F401
+                        bias_fields, bind_params, default_name, init_fields, with_extra)
 from .names import missing_names
+from .seqlayer import (concat, cos_sim, embedding, first_seq, full_matrix_projection, grumemory,  # noqa: F401
+                       last_seq, lstmemory, mixed, pooling, table_projection)
 
-PARAM_DIMS: dict = {}        # parameter name -> PaddlePaddle's dims (ParameterConfig.dims)
-PARAM_LAYOUT: dict = {}      # parameter name -> how its values' order differs from PaddlePaddle's (to_paddle)
-PARAM_STATE: dict = {}       # PaddlePaddle's batch norm moving mean/var parameter -> (netc state, its start,
-                             # channels, the layer's scale parameter)
-COST_SCALE: dict = {}        # cost Layer -> netc loss to PaddlePaddle's mean per-sample cost
-CLASSIFIERS: set = set()     # cost Layers with PaddlePaddle's classification_error_evaluator
-_COUNTERS: dict = {}
 _IMAGES: dict = {}            # (vector layer, channels) -> its NHWC image layer (made once)
 
-
-def default_name(kind: str, name):
-    if name is not None:
-        return name
-    n = next(_COUNTERS.setdefault(kind, itertools.count()))
-    return f"__{kind}_{n}__"
-
-
-def _layer(x, what, loc) -> Layer:
-    if not isinstance(x, Layer):
-        raise error(f"{what}: input is a paddle.layer (a Layer), got {type(x).__name__}", loc)
-    return x
-
-
-def _act(act, default, what, loc):
-    act = default if act is None else act
-    if isinstance(act, type) and issubclass(act, A.BaseActivation):
-        act = act()
-    if not isinstance(act, A.BaseActivation):
-        raise error(f"{what}: act is a paddle.activation object (Linear(), Relu(), Sigmoid(), Tanh(), Softmax()), "
-                    f"got {act!r}", loc)
-    return act.netc
-
-
-def _init(attr, dims, loc, smart_std=None) -> dict:
-    """netc ParamAttr fields for a PaddlePaddle parameter attribute (None: the default, initial_smart)."""
-    if attr is not None and not isinstance(attr, Param):
-        raise error(f"a parameter attribute is a paddle.attr.Param, got {attr!r}", loc)
-    out = {}
-    if attr is not None:
-        if attr.learning_rate is not None:
-            out["lr_scale"] = float(attr.learning_rate)
-        if attr.is_static:
-            out["immutable"] = True
-        if attr.name is not None:
-            out["name"] = attr.name
-    if attr is None or attr.smart:
-        std = smart_std if smart_std is not None else 1.0 / math.sqrt(dims[0])
-        return {**out, "init": "gaussian", "mean": 0.0, "std": std}
-    if attr.initial_max is not None:
-        return {**out, "init": "uniform", "low": float(attr.initial_min), "high": float(attr.initial_max)}
-    mean = 0.0 if attr.initial_mean is None else float(attr.initial_mean)
-    std = 0.01 if attr.initial_std is None else float(attr.initial_std)   # config_parser's defaults
-    if std == 0:
-        return {**out, "init": "constant", "value": mean}
-    return {**out, "init": "gaussian", "mean": mean, "std": std}
-
-
-def _bias(bias_attr, dims, loc):
-    """(has a bias, its netc ParamAttr fields): PaddlePaddle's default bias starts at 0."""
-    if bias_attr is False:
-        return False, None
-    if bias_attr is None or bias_attr is True:
-        return True, {"init": "constant", "value": 0.0}
-    return True, _init(bias_attr, dims, loc)
-
-
-def _bind(layer_name, roles: dict) -> tuple:
-    """(param_name, param_attr) for netc.api's builders from {role: (PaddlePaddle name suffix, fields, dims)}."""
-    names, attrs = {}, {}
-    for role, (suffix, fields, dims) in roles.items():
-        pname = fields.pop("name", None) or f"_{layer_name}.{suffix}"
-        names[role] = pname
-        attrs[role] = ParamAttr(**fields)
-        PARAM_DIMS[pname] = tuple(dims)
-    return names, attrs
 
 
 def to_paddle(name: str, values: np.ndarray) -> np.ndarray:
@@ -145,16 +79,6 @@ def from_paddle(name: str, values: np.ndarray, netc_shape) -> np.ndarray:
     return np.ascontiguousarray(values).reshape(tuple(netc_shape))
 
 
-def _extra(x, layer_attr, name, loc):
-    if layer_attr is None:
-        return x
-    if not isinstance(layer_attr, Extra):
-        raise error(f"layer_attr is a paddle.attr.Extra, got {layer_attr!r}", loc)
-    if layer_attr.drop_rate:
-        return L.dropout(x, dropout_rate=layer_attr.drop_rate, name=f"{name}.dropout")
-    return x
-
-
 def data(name, type, height=None, width=None, layer_attr=None):  # noqa: A002 (PaddlePaddle's argument name)
     """A data layer of a netc.v2.data_type type (dense_vector(13), integer_value(10), ...)."""
     loc = user_loc()
@@ -174,31 +98,31 @@ def fc(input, size, act=None, name=None, param_attr=None, bias_attr=None, layer_
     xs = list(input) if isinstance(input, (list, tuple)) else [input]
     if not xs:
         raise error("paddle.layer.fc: input is a layer or a non-empty list of layers", loc)
-    xs = [_layer(x, "paddle.layer.fc", loc) for x in xs]
+    xs = [as_layer(x, "paddle.layer.fc", loc) for x in xs]
     attrs = list(param_attr) if isinstance(param_attr, (list, tuple)) else [param_attr] * len(xs)
     if len(attrs) != len(xs):
         raise error(f"paddle.layer.fc: {len(attrs)} param_attr for {len(xs)} inputs", loc)
-    a = _act(act, A.Tanh(), "paddle.layer.fc", loc)
+    a = act_of(act, A.Tanh(), "paddle.layer.fc", loc)
     name = default_name("fc_layer", name)
-    has_bias, bfields = _bias(bias_attr, [1, size], loc)
+    has_bias, bfields = bias_fields(bias_attr, [1, size], loc)
     parts = []
     for i, (x, pa) in enumerate(zip(xs, attrs)):
-        width = math.prod(x.shape[1:])
-        roles = {"weight": (f"w{i}", _init(pa, [width, size], loc), [width, size])}
+        width = x.shape[-1] if x.seq is not None else math.prod(x.shape[1:])   # a sequence: per step
+        roles = {"weight": (f"w{i}", init_fields(pa, [width, size], loc), [width, size])}
         if has_bias and i == 0:
             roles["bias"] = ("wbias", dict(bfields), [1, size])
-        pn, pa2 = _bind(name, roles)
+        pn, pa2 = bind_params(name, roles)
         if len(x.shape) == 4:                         # an image: PaddlePaddle's rows are CHW, netc's HWC
             PARAM_LAYOUT[pn["weight"]] = ("image_rows", tuple(x.shape[1:]))
         one = len(xs) == 1
         parts.append(L.fc(x, size, act=a if one else None, bias=has_bias and i == 0,
                           name=name if one else f"{name}.in{i}", param_name=pn, param_attr=pa2))
     if len(parts) == 1:
-        return _extra(parts[0], layer_attr, name, loc)
+        return with_extra(parts[0], layer_attr, name, loc)
     total = L.add(*parts, name=name if a is None else f"{name}.sum")
     out = {None: lambda t: t, "relu": L.relu, "sigmoid": L.sigmoid, "tanh": L.tanh,
            "softmax": L.softmax}[a]
-    return _extra(out(total) if a is None else out(total, name=name if a != "softmax" else f"{name}.prob"),
+    return with_extra(out(total) if a is None else out(total, name=name if a != "softmax" else f"{name}.prob"),
                   layer_attr, name, loc)
 
 
@@ -242,28 +166,28 @@ def img_conv(input, filter_size, num_filters, name=None, num_channels=None, act=
     [num_filters, 1] (shared biases)."""
     loc = user_loc()
     what = "paddle.layer.img_conv"
-    x = _layer(input, what, loc)
+    x = as_layer(input, what, loc)
     if groups != 1 or trans or not shared_biases or layer_type is not None:
         raise error(f"{what}: groups, trans, shared_biases=False and layer_type are not in netc.v2 yet", loc)
     fy = filter_size if filter_size_y is None else filter_size_y
     sy = stride if stride_y is None else stride_y
     py = padding if padding_y is None else padding_y
-    a = _act(act, A.Relu(), what, loc)
+    a = act_of(act, A.Relu(), what, loc)
     if a == "softmax":
         raise error(f"{what}: act is Relu, Sigmoid, Tanh or Linear", loc)
     name = default_name("conv", name)
     img, c = _image(x, num_channels, what, loc)
     size = num_filters * c * filter_size * fy
     std = math.sqrt(2.0 / (filter_size ** 2 * c))        # PaddlePaddle's conv initial_smart
-    roles = {"weight": ("w0", _init(param_attr, [1, size], loc, smart_std=std), [1, size])}
-    has_bias, bfields = _bias(bias_attr, [num_filters, 1], loc)
+    roles = {"weight": ("w0", init_fields(param_attr, [1, size], loc, smart_std=std), [1, size])}
+    has_bias, bfields = bias_fields(bias_attr, [num_filters, 1], loc)
     if has_bias:
         roles["bias"] = ("wbias", bfields, [num_filters, 1])
-    pn, pa = _bind(name, roles)
+    pn, pa = bind_params(name, roles)
     PARAM_LAYOUT[pn["weight"]] = ("filter", (fy, filter_size, c, num_filters))
     out = L.conv2d(img, (fy, filter_size), num_filters, stride=(sy, stride), padding=(py, padding), act=a,
                    bias=has_bias, name=name, param_name=pn, param_attr=pa)
-    return _extra(out, layer_attr, name, loc)
+    return with_extra(out, layer_attr, name, loc)
 
 
 def img_pool(input, pool_size, name=None, num_channels=None, pool_type=None, stride=1, padding=0,  # noqa: A002
@@ -273,7 +197,7 @@ def img_pool(input, pool_size, name=None, num_channels=None, pool_type=None, str
     the two differ is refused."""
     loc = user_loc()
     what = "paddle.layer.img_pool"
-    x = _layer(input, what, loc)
+    x = as_layer(input, what, loc)
     pool_type = P.Max() if pool_type is None else pool_type
     if isinstance(pool_type, type) and issubclass(pool_type, P.BasePoolingType):
         pool_type = pool_type()
@@ -292,7 +216,7 @@ def img_pool(input, pool_size, name=None, num_channels=None, pool_type=None, str
     name = default_name("pool", name)
     out = L.pool(img, (ky, pool_size), stride=(sy, stride), padding=(py, padding), pool_type=pool_type.name,
                  name=name)
-    return _extra(out, layer_attr, name, loc)
+    return with_extra(out, layer_attr, name, loc)
 
 
 def batch_norm(input, act=None, name=None, num_channels=None, bias_attr=None, param_attr=None,  # noqa: A002
@@ -304,13 +228,13 @@ def batch_norm(input, act=None, name=None, num_channels=None, bias_attr=None, pa
     `<name>.running_mean` / `running_var`, new = fraction * old + (1 - fraction) * batch)."""
     loc = user_loc()
     what = "paddle.layer.batch_norm"
-    x = _layer(input, what, loc)
+    x = as_layer(input, what, loc)
     if use_global_stats or img3D or mean_var_names is not None or batch_norm_type not in (None, "batch_norm",
                                                                                           "cudnn_batch_norm"):
         raise error(f"{what}: use_global_stats, img3D, mean_var_names and batch_norm_type are not in netc.v2 yet", loc)
     if bias_attr is False:
         raise error(f"{what}: bias_attr=False is not in netc.v2 yet (netc's BatchNorm has its shift)", loc)
-    a = _act(act, A.Relu(), what, loc)
+    a = act_of(act, A.Relu(), what, loc)
     if a == "softmax":
         raise error(f"{what}: act is Relu, Sigmoid, Tanh or Linear", loc)
     if len(x.shape) not in (2, 4):
@@ -320,15 +244,15 @@ def batch_norm(input, act=None, name=None, num_channels=None, bias_attr=None, pa
         raise error(f"{what}: num_channels {num_channels} but '{x.name}' has {c} channels", loc)
     name = default_name("batch_norm", name)
     scale_attr = param_attr if param_attr is not None else Param(initial_mean=1.0, initial_std=0.0)
-    _, bfields = _bias(bias_attr, [1, c], loc)
-    pn, pa = _bind(name, {"scale": ("w0", _init(scale_attr, [1, c], loc), [1, c]),
+    _, bfields = bias_fields(bias_attr, [1, c], loc)
+    pn, pa = bind_params(name, {"scale": ("w0", init_fields(scale_attr, [1, c], loc), [1, c]),
                           "shift": ("wbias", bfields, [1, c])})
     for suffix, state, start in (("w1", "running_mean", 0.0), ("w2", "running_var", 1.0)):
         PARAM_STATE[f"_{name}.{suffix}"] = (f"{name}.{state}", start, c, pn["scale"])
         PARAM_DIMS[f"_{name}.{suffix}"] = (1, c)
     out = L.batch_norm(x, act=a, epsilon=epsilon, momentum=moving_average_fraction, name=name, param_name=pn,
                        param_attr=pa)
-    return _extra(out, layer_attr, name, loc)
+    return with_extra(out, layer_attr, name, loc)
 
 
 def dropout(input, dropout_rate, name=None):  # noqa: A002
@@ -336,28 +260,28 @@ def dropout(input, dropout_rate, name=None):  # noqa: A002
     scales the kept values by 1 / (1 - rate) in training and is the identity in inference; PaddlePaddle
     scales by (1 - rate) in inference instead (docs/v2.md)."""
     loc = user_loc()
-    x = _layer(input, "paddle.layer.dropout", loc)
+    x = as_layer(input, "paddle.layer.dropout", loc)
     return L.dropout(x, dropout_rate=dropout_rate, name=default_name("dropout", name))
 
 
 def addto(input, act=None, name=None, bias_attr=False, layer_attr=None):  # noqa: A002
     """The sum of same-shaped layers, act Linear by default (PaddlePaddle's addto_layer, no bias)."""
     loc = user_loc()
-    xs = [_layer(x, "paddle.layer.addto", loc) for x in (input if isinstance(input, (list, tuple)) else [input])]
+    xs = [as_layer(x, "paddle.layer.addto", loc) for x in (input if isinstance(input, (list, tuple)) else [input])]
     if bias_attr not in (False, None):
         raise error("paddle.layer.addto: bias_attr is not in netc.v2 yet", loc)
-    a = _act(act, A.Linear(), "paddle.layer.addto", loc)
+    a = act_of(act, A.Linear(), "paddle.layer.addto", loc)
     if a == "softmax":
         raise error("paddle.layer.addto: act is Relu, Sigmoid, Tanh or Linear", loc)
     name = default_name("addto", name)
     total = xs[0] if len(xs) == 1 else L.add(*xs, name=name if a is None else f"{name}.sum")
     out = total if a is None else {"relu": L.relu, "sigmoid": L.sigmoid, "tanh": L.tanh}[a](total, name=name)
-    return _extra(out, layer_attr, name, loc)
+    return with_extra(out, layer_attr, name, loc)
 
 
 def _cost(kind, netc_loss, input, label, name, coeff, weight, loc, scale):  # noqa: A002
-    x = _layer(input, f"paddle.layer.{kind}", loc)
-    _layer(label, f"paddle.layer.{kind}", loc)
+    x = as_layer(input, f"paddle.layer.{kind}", loc)
+    as_layer(label, f"paddle.layer.{kind}", loc)
     if weight is not None:
         raise error(f"paddle.layer.{kind}: weight= is not in netc.v2 yet", loc)
     if isinstance(coeff, bool) or not isinstance(coeff, (int, float)) or coeff <= 0:
@@ -399,8 +323,10 @@ def square_error_cost(input, label, weight=None, name=None, coeff=1.0, layer_att
 
 mse_cost = regression_cost = square_error_cost
 
-__all__ = ["data", "fc", "img_conv", "img_pool", "batch_norm", "dropout", "addto", "classification_cost",
+__all__ = ["embedding", "table_projection", "full_matrix_projection", "mixed", "concat", "lstmemory", "grumemory",
+           "pooling", "last_seq", "first_seq", "cos_sim", "data", "fc", "img_conv", "img_pool", "batch_norm", "dropout",
+           "addto", "classification_cost",
            "cross_entropy_cost", "square_error_cost", "mse_cost", "regression_cost", "default_name", "to_paddle",
            "from_paddle", "PARAM_DIMS", "PARAM_LAYOUT", "PARAM_STATE", "COST_SCALE", "CLASSIFIERS"]
 __getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper()
-                                       and n not in ("default_name", "to_paddle", "from_paddle")])
+                                       and n not in ("default_name", "to_paddle", "from_paddle", "cos_sim")])

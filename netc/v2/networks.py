@@ -2,6 +2,9 @@
 
 img_conv_group: convolutions (each with a batch norm and dropout when asked) and a pooling.
 
+simple_lstm, simple_gru: a mixed layer projecting to 4H / 3H, then lstmemory / grumemory.
+sequence_conv_pool: a located error (not in netc.v2 yet).
+
 simple_img_conv_pool: img_conv then img_pool, named `<name>_conv` and `<name>_pool` (name defaults to
 `__conv_pool_<n>__`, PaddlePaddle's), so the parameters are `_<name>_conv.w0` and `_<name>_conv.wbias`."""
 from __future__ import annotations
@@ -59,5 +62,42 @@ def img_conv_group(input, conv_num_filter, pool_size, num_channels=None, conv_pa
     return v2layer.img_pool(tmp, pool_size, stride=pool_stride, pool_type=pool_type)
 
 
-__all__ = ["simple_img_conv_pool", "img_conv_group"]
-__getattr__ = missing_names(__name__, __all__)
+def simple_lstm(input, size, name=None, reverse=False, mat_param_attr=None, bias_param_attr=None,  # noqa: A002
+                inner_param_attr=None, act=None, gate_act=None, state_act=None, mixed_layer_attr=None,
+                lstm_cell_attr=None):
+    """PaddlePaddle's simple_lstm: a mixed layer 'lstm_transform_<name>' (a full_matrix_projection to
+    4 * size, no bias, `_lstm_transform_<name>.w0`) and lstmemory '<name>' over it."""
+    name = v2layer.default_name("lstm", name)
+    m = v2layer.mixed(size * 4, [v2layer.full_matrix_projection(input, size * 4, mat_param_attr)],
+                      name=f"lstm_transform_{name}", act=A.Linear(), bias_attr=False, layer_attr=mixed_layer_attr)
+    return v2layer.lstmemory(m, name=name, size=size, reverse=reverse, act=act, gate_act=gate_act,
+                             state_act=state_act, bias_attr=bias_param_attr, param_attr=inner_param_attr,
+                             layer_attr=lstm_cell_attr)
+
+
+def simple_gru(input, size, name=None, reverse=False, mixed_param_attr=None, mixed_bias_param_attr=None,  # noqa: A002
+               mixed_layer_attr=None, gru_bias_attr=None, gru_param_attr=None, act=None, gate_act=None,
+               gru_layer_attr=None, naive=False):
+    """PaddlePaddle's simple_gru: a mixed layer '<name>_transform' (full_matrix_projection to 3 * size,
+    `_<name>_transform.w0`, no bias unless mixed_bias_param_attr) and grumemory '<name>_gru'... named as
+    PaddlePaddle's gru_group / grumemory: the recurrent layer is '<name>'."""
+    name = v2layer.default_name("simple_gru", name)
+    m = v2layer.mixed(size * 3, [v2layer.full_matrix_projection(input, size * 3, mixed_param_attr)],
+                      name=f"{name}_transform", act=A.Linear(), bias_attr=mixed_bias_param_attr or False,
+                      layer_attr=mixed_layer_attr)
+    return v2layer.grumemory(m, name=name, size=size, reverse=reverse, act=act, gate_act=gate_act,
+                             bias_attr=gru_bias_attr, param_attr=gru_param_attr, layer_attr=gru_layer_attr)
+
+
+def sequence_conv_pool(input, context_len, hidden_size, name=None, context_start=None, **kwargs):  # noqa: A002
+    """Not in netc.v2 yet (a located error): its context projection shifts each sequence in time with
+    zeros past both ends, which netc's ops cannot yet express for a batch of sequences of different
+    lengths (padded steps hold embeddings of id 0, not zeros)."""
+    from ..api.errors import error, user_loc
+    raise error("paddle.networks.sequence_conv_pool is not in netc.v2 yet: its context_projection (each step "
+                "with its neighbours, zeros past a sequence's ends) has no netc op; docs/v2.md, 'Not yet'",
+                user_loc())
+
+
+__all__ = ["simple_img_conv_pool", "img_conv_group", "simple_lstm", "simple_gru", "sequence_conv_pool"]
+__getattr__ = missing_names(__name__, [n for n in __all__ if n != "sequence_conv_pool"])

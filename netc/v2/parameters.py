@@ -29,6 +29,7 @@ from ..api.errors import error, user_loc
 from ..api.topology import as_topology
 from . import paramconf
 from .layer import PARAM_DIMS, PARAM_STATE, from_paddle, to_paddle
+from .seqlayer import COMPOSITE, FIXED
 from .names import missing_names
 
 
@@ -54,8 +55,28 @@ class Parameters:
         ParameterSet itself would build a did-you-mean for every miss)."""
         return set() if self.pset is None else set(self.pset.names()) | set(self.pset.aliases)
 
+    def shown(self) -> list:
+        """The ParameterSet's parameters as PaddlePaddle names them: a recurrent layer's per-gate netc
+        parameters as their COMPOSITE PaddlePaddle parameter, its FIXED input selections left out."""
+        if self.pset is None:
+            return []
+        held, parts, out = self.held(), {}, []
+        for cname, c in COMPOSITE.items():
+            if all(n in held for n, *_ in c.parts):
+                parts.update({n: cname for n, *_ in c.parts})
+        for n in self.pset:
+            name = parts.get(n, n)
+            if n not in FIXED and name not in out:
+                out.append(name)
+        return out
+
+    def composite(self, key):
+        """The Composite of a PaddlePaddle parameter this set holds as netc parts (else None)."""
+        c = COMPOSITE.get(key)
+        return c if c is not None and self.pset is not None and all(n in self.held() for n, *_ in c.parts) else None
+
     def names(self) -> list:
-        own = list(self.pset or []) + self._moving()
+        own = self.shown() + self._moving()
         return own + [n for n in self.loose if n not in own]
 
     keys = names
@@ -86,6 +107,8 @@ class Parameters:
             return tuple(self.loose[key][1])
         if key in PARAM_STATE:
             return (1, PARAM_STATE[key][2])
+        if self.composite(key) is not None:
+            return COMPOSITE[key].dims
         size = self.pset[key].numel()
         dims = PARAM_DIMS.get(key)
         return tuple(dims) if dims and math.prod(dims) == size else (1, size) if len(self.pset[key].shape) < 2 \
@@ -93,7 +116,7 @@ class Parameters:
 
     def pset_names(self) -> list:
         """The names this set's netc ParameterSet holds (its parameters and batch norms' moving statistics)."""
-        return list(self.pset or []) + self._moving()
+        return self.shown() + self._moving()
 
     def __getitem__(self, key) -> np.ndarray:
         self._check(key, user_loc())
@@ -101,6 +124,9 @@ class Parameters:
             state, start, c, _ = PARAM_STATE[key]
             t = self.pset.state.get(state)
             return (np.full(c, start) if t is None else t.detach().cpu().numpy()).reshape(1, c).astype(np.float32)
+        if self.composite(key) is not None:
+            c = COMPOSITE[key]
+            return c.to_paddle(self.pset.numpy).reshape(c.dims).astype(np.float32)
         if key in self.held():
             return to_paddle(key, self.pset.numpy(key)).reshape(self.get_shape(key)).astype(np.float32)
         return self.loose[key][0].copy()
@@ -115,6 +141,9 @@ class Parameters:
             raise error(f"parameter '{key}' has shape {self.get_shape(key)}, the value {arr.shape}", loc)
         if key in self._moving():
             self._set_state(key, arr)
+        elif self.composite(key) is not None:
+            for n, v in COMPOSITE[key].from_paddle(arr).items():
+                self.pset[n] = v
         elif key in self.held():
             with torch.no_grad():
                 t = self.pset[key]
@@ -143,7 +172,11 @@ class Parameters:
         if self.pset is not None and all(n in held for n, i in need.items() if not i.share_from) and \
                 not any(n in self.loose for n in self.pset_names()):
             return self.pset
-        fresh = api_params.create(top)
+        fresh = fill_fixed(api_params.create(top))
+        for n in [n for n in self.loose if n in COMPOSITE]:      # a recurrent layer's parameter: its netc parts
+            if all(p in fresh for p, *_ in COMPOSITE[n].parts):
+                for p, v in COMPOSITE[n].from_paddle(self.loose.pop(n)[0]).items():
+                    self.loose[p] = (v, v.shape)
         values = {n: fresh[n] for n in fresh}
         infos = dict(fresh.infos)
         if self.pset is not None:                     # the values this set has win over fresh ones
@@ -167,7 +200,8 @@ class Parameters:
     # -- tar files ----------------------------------------------------------------------------------
     def _config(self, name) -> bytes:
         dims = self.get_shape(name)
-        info = self.pset.infos.get(name) if self.pset is not None else None
+        first = COMPOSITE[name].parts[0][0] if name in COMPOSITE else name
+        info = self.pset.infos.get(first) if self.pset is not None else None
         a = info.attrs if info is not None else {}
         if name in PARAM_STATE:                        # a moving statistic: is_static, starting at 0
             a = {"init": "constant", "value": 0.0}
@@ -251,7 +285,15 @@ def create(layers) -> Parameters:
     with_loc = user_loc()
     if not outs:
         raise error("paddle.parameters.create needs a layer", with_loc)
-    return Parameters(api_params.create(as_topology(outs if len(outs) > 1 else outs[0])))
+    return Parameters(fill_fixed(api_params.create(as_topology(outs if len(outs) > 1 else outs[0]))))
+
+
+def fill_fixed(pset):
+    """The ParameterSet with its FIXED parameters (recurrent layers' input selections) set."""
+    for n in pset.names():
+        if n in FIXED:
+            pset[n] = FIXED[n]
+    return pset
 
 
 __all__ = ["Parameters", "create"]

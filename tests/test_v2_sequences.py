@@ -1,0 +1,374 @@
+"""netc.v2's sequence chapters (docs/v2.md): PaddlePaddle's lstmemory and grumemory computed from their
+parameters as PaddlePaddle's LstmLayer / GatedRecurrentLayer do (written out here in numpy from their
+formulas: gates = x[t] + h[t-1] W + b, peepholes, the GRU's (1 - u) h + u c) against what netc.v2 infers
+from the same PaddlePaddle-shaped values; parameter names and counts of the book's chapter 04 and 06
+networks computed by hand from the v2 layer definitions; the shared `_proj` table; the imikolov and
+imdb readers over small files of PaddlePaddle's cache formats; the chapters' examples training (the cost
+falls) and inferring; located refusals of what netc.v2 cannot express yet."""
+from __future__ import annotations
+
+import io
+import os
+import re
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import netc.v2 as paddle
+from netc.api.errors import Error
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setattr(paddle.dataset.common, "DATA_HOME", str(tmp_path / ".cache/paddle/dataset"))
+    return tmp_path
+
+
+def sig(v):
+    return 1 / (1 + np.exp(-v))
+
+
+def paddle_lstm(x, w, b, act=np.tanh):
+    """PaddlePaddle's LSTM of one sequence x [T, 4H] (blocks in, ig, fg, og): w [H, 4H], b [7H] =
+    4H gate biases then the peepholes of ig, fg (read c[t-1]) and og (reads c[t])."""
+    h4 = x.shape[1]
+    hs = h4 // 4
+    h, c = np.zeros(hs), np.zeros(hs)
+    for t in range(len(x)):
+        g = x[t] + h @ w + b[:h4]
+        a_in, a_i, a_f, a_o = (g[k * hs:(k + 1) * hs] for k in range(4))
+        i = sig(a_i + b[h4:h4 + hs] * c)
+        f = sig(a_f + b[h4 + hs:h4 + 2 * hs] * c)
+        c = i * act(a_in) + f * c
+        o = sig(a_o + b[h4 + 2 * hs:] * c)
+        h = o * act(c)
+    return h
+
+
+def paddle_gru(x, w, b):
+    """PaddlePaddle's GRU of one sequence x [T, 3H] (blocks update, reset, candidate): w's first H*2H
+    values the gate weights [H, 2H], then [H, H] for the candidate; b [3H]; h = (1 - u) h + u c."""
+    hs = x.shape[1] // 3
+    gate_w, state_w = w[:2 * hs * hs].reshape(hs, 2 * hs), w[2 * hs * hs:].reshape(hs, hs)
+    h = np.zeros(hs)
+    for t in range(len(x)):
+        xt = x[t] + b
+        ur = sig(xt[:2 * hs] + h @ gate_w)
+        u, r = ur[:hs], ur[hs:]
+        c = np.tanh(xt[2 * hs:] + (r * h) @ state_w)
+        h = (1 - u) * h + u * c
+    return h
+
+
+def sequences(rng, n, width, lo=1, hi=6):
+    return [rng.randn(rng.randint(lo, hi), width) for _ in range(n)]
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_layers_compute_paddles_cell_from_its_parameters(kind):
+    """Random PaddlePaddle-shaped w0 and wbias set through Parameters: netc.v2's last step of each
+    sequence (lengths 1..5 in one batch) equals PaddlePaddle's cell computed from those values; the values
+    read back are the ones set, and only w0 and wbias are shown (the input selections are hidden)."""
+    rng = np.random.RandomState(3)
+    h, blocks = 5, 4 if kind == "lstm" else 3
+    x = paddle.layer.data(name=f"x_{kind}", type=paddle.data_type.dense_vector_sequence(blocks * h))
+    rec = (paddle.layer.lstmemory(input=x) if kind == "lstm" else paddle.layer.grumemory(input=x))
+    last = paddle.layer.last_seq(input=rec)
+    params = paddle.parameters.create(last)
+    assert len(params.names()) == 2
+    wname, bname = sorted(params.names())
+    assert wname.endswith(".w0") and bname.endswith(".wbias")
+    assert params.get_shape(wname) == ((h, h, 4) if kind == "lstm" else (h, 3 * h))
+    assert params.get_shape(bname) == (1, (7 if kind == "lstm" else 3) * h)
+    w = rng.randn(*params.get_shape(wname)).astype(np.float32) * 0.5
+    b = rng.randn(*params.get_shape(bname)).astype(np.float32) * 0.5
+    params[wname], params[bname] = w, b
+    np.testing.assert_array_equal(params[wname], w)
+    np.testing.assert_array_equal(params[bname], b)
+    seqs = sequences(rng, 4, blocks * h)
+    got = paddle.infer(output_layer=last, parameters=params, input=[(s,) for s in seqs])
+    for s, g in zip(seqs, got):
+        want = paddle_lstm(s, w.reshape(h, 4 * h), b.reshape(-1)) if kind == "lstm" else \
+            paddle_gru(s, w.reshape(-1), b.reshape(-1))
+        np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
+
+
+def test_lstm_parameters_round_trip_through_the_tar_file():
+    """A simple_lstm's parameters written to PaddlePaddle's tar file (w0, wbias and the projection, no
+    hidden selections) and read back infer the same."""
+    rng = np.random.RandomState(0)
+    x = paddle.layer.data(name="tar_x", type=paddle.data_type.integer_value_sequence(11))
+    emb = paddle.layer.embedding(input=x, size=4)
+    out = paddle.layer.pooling(input=paddle.networks.simple_lstm(input=emb, size=3),
+                               pooling_type=paddle.pooling.Avg())
+    params = paddle.parameters.create(out)
+    for n in params.names():
+        params[n] = rng.randn(*params.get_shape(n)) * 0.3
+    buf = io.BytesIO()
+    params.to_tar(buf)
+    members = tarfile.open(fileobj=io.BytesIO(buf.getvalue())).getnames()
+    assert not any("select" in m for m in members) and len(members) == 2 * len(params.names())
+    buf.seek(0)
+    back = paddle.parameters.Parameters.from_tar(buf)
+    batch = [([int(i) for i in rng.randint(0, 11, rng.randint(1, 6))],) for _ in range(5)]
+    np.testing.assert_allclose(paddle.infer(output_layer=out, parameters=back, input=batch),
+                               paddle.infer(output_layer=out, parameters=params, input=batch), rtol=1e-6)
+
+
+# -- the book's networks: names and parameter counts by hand ---------------------------------------------
+
+def word2vec_net(dict_size, embsize=32, hiddensize=256):
+    sys.path.insert(0, str(ROOT / "examples/v2"))
+    try:
+        import word2vec
+    finally:
+        sys.path.pop(0)
+    word2vec.embsize, word2vec.hiddensize = embsize, hiddensize
+    return word2vec.ngram_lm(dict_size)
+
+
+def test_word2vec_parameter_count_and_shared_table():
+    """Chapter 04: 4 table projections share `_proj` [V, 32]; fc 4*32 -> 256 (+ bias), fc 256 -> V (+ bias):
+    V*32 + 128*256 + 256 + 256*V + V values, PaddlePaddle's count; one `_proj`, shared."""
+    v = 1953
+    _, cost = word2vec_net(v)
+    params = paddle.parameters.create(cost)
+    names = params.names()
+    assert names.count("_proj") == 1 and params.get_shape("_proj") == (v, 32)
+    assert sum(params[n].size for n in names) == v * 32 + 128 * 256 + 256 + 256 * v + v
+    assert len(names) == 5
+
+
+def stacked_sizes(v, emb, hid, stacked):
+    """PaddlePaddle's count of stacked_lstm_net (forward or not: the same parameters): the embedding V*E;
+    fc1 E*H + H; lstmemory over an input of H = 4h: h = H/4, w0 h*h*4, wbias 7h; each further fc reads the
+    previous fc (H) and LSTM (h): H*H + h*H + H; the output fc reads the pooled fc (H) and LSTM (h): 2(H + h) + 2."""
+    h = hid // 4
+    lstm = h * h * 4 + 7 * h
+    total = v * emb + emb * hid + hid + lstm
+    total += (stacked - 1) * (hid * hid + h * hid + hid + lstm)
+    return total + 2 * (hid + h) + 2
+
+
+def sentiment_module():
+    sys.path.insert(0, str(ROOT / "examples/v2"))
+    try:
+        import understand_sentiment
+    finally:
+        sys.path.pop(0)
+    return understand_sentiment
+
+
+@pytest.mark.parametrize("stacked", [1, 3])
+def test_stacked_lstm_parameter_count(stacked):
+    """Chapter 06's stacked LSTM (hid 512: each lstmemory of size 128 over its 512-wide fc): PaddlePaddle's
+    count by hand (stacked_sizes)."""
+    m = sentiment_module()
+    cost, _ = m.stacked_lstm_net(5147, emb_dim=128, hid_dim=512, stacked_num=stacked, reverse=False,
+                                 lstm_act="tanh")
+    params = paddle.parameters.create(cost)
+    assert sum(params[n].size for n in params.names()) == stacked_sizes(5147, 128, 512, stacked)
+    lstms = [n for n in params.names() if "lstmemory" in n]
+    assert len(lstms) == 2 * stacked and all(params.get_shape(n) in ((128, 128, 4), (1, 896)) for n in lstms)
+
+
+def test_simple_lstm_and_gru_names_and_counts():
+    """simple_lstm(X -> H): `_lstm_transform_<name>.w0` [X, 4H], `_<name>.w0` (H, H, 4), `_<name>.wbias`
+    [1, 7H]; simple_gru: [X, 3H], [H, 3H], [1, 3H]."""
+    x = paddle.layer.data(name="sg_x", type=paddle.data_type.dense_vector_sequence(7))
+    lstm = paddle.networks.simple_lstm(input=x, size=6, name="l")
+    gru = paddle.networks.simple_gru(input=x, size=6, name="g")
+    params = paddle.parameters.create([paddle.layer.last_seq(input=lstm), paddle.layer.first_seq(input=gru)])
+    shapes = {n: params.get_shape(n) for n in params.names()}
+    assert shapes == {"_lstm_transform_l.w0": (7, 24), "_l.w0": (6, 6, 4), "_l.wbias": (1, 42),
+                      "_g_transform.w0": (7, 18), "_g.w0": (6, 18), "_g.wbias": (1, 18)}
+
+
+def test_mixed_with_projections_and_bias():
+    """mixed(size, [table_projection, full_matrix_projection], bias_attr=True): the rows of the table plus
+    x W plus b, from the values set through Parameters."""
+    rng = np.random.RandomState(1)
+    ids = paddle.layer.data(name="mx_id", type=paddle.data_type.integer_value(6))
+    vec = paddle.layer.data(name="mx_v", type=paddle.data_type.dense_vector(3))
+    m = paddle.layer.mixed(size=4, input=[paddle.layer.table_projection(input=ids),
+                                          paddle.layer.full_matrix_projection(input=vec)],
+                           bias_attr=True, name="mx", act=paddle.activation.Tanh())
+    params = paddle.parameters.create(m)
+    assert {n: params.get_shape(n) for n in params.names()} == {"_mx.w0": (6, 4), "_mx.w1": (3, 4),
+                                                                 "_mx.wbias": (1, 4)}
+    vals = {n: rng.randn(*params.get_shape(n)) for n in params.names()}
+    for n, v in vals.items():
+        params[n] = v
+    batch = [(2, rng.randn(3)), (5, rng.randn(3))]
+    got = paddle.infer(output_layer=m, parameters=params, input=batch)
+    want = [np.tanh(vals["_mx.w0"][i] + v @ vals["_mx.w1"] + vals["_mx.wbias"][0]) for i, v in batch]
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+# -- refusals ----------------------------------------------------------------------------------------------
+
+def run_prog(tmp_path, body):
+    prog = tmp_path / "prog.py"
+    prog.write_text("import netc.v2 as paddle\n"
+                    "x = paddle.layer.data(name='x', type=paddle.data_type.integer_value_sequence(9))\n"
+                    "e = paddle.layer.embedding(input=x, size=8)\n" + body + "\n")
+    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode != 0
+    return r.stderr
+
+
+@pytest.mark.parametrize("body,says", [
+    ("h = paddle.layer.lstmemory(input=e, reverse=True)", "reverse=True"),
+    ("h = paddle.layer.lstmemory(input=paddle.layer.fc(input=e, size=6))", "width 6, not a multiple of 4"),
+    ("h = paddle.networks.sequence_conv_pool(input=e, context_len=3, hidden_size=4)", "sequence_conv_pool is not"),
+    ("h = paddle.layer.cos_sim(a=e, b=e)", "cos_sim is not in netc.v2 yet"),
+    ("h = paddle.layer.grumemory(input=paddle.layer.fc(input=e, size=6), act=paddle.activation.Relu())",
+     "act is Tanh"),
+    ("h = paddle.layer.lstmemory(input=e, act=paddle.activation.Relu())", "state_act differs"),
+    ("h = paddle.layer.last_seq(input=paddle.layer.data(name='d', type=paddle.data_type.dense_vector(2)))",
+     "runs over a sequence"),
+])
+def test_refusals_are_located(tmp_path, body, says):
+    err = run_prog(tmp_path, body)
+    assert re.search(r"prog\.py:4:5: error: .*" + re.escape(says), err), err
+
+
+# -- datasets --------------------------------------------------------------------------------------------
+
+def add_member(tar, name, text):
+    data = text.encode()
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def write_imikolov(home: Path, train_lines, valid_lines):
+    d = home / ".cache/paddle/dataset/imikolov"
+    d.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(d / "simple-examples.tgz", "w:gz") as t:
+        add_member(t, "./simple-examples/data/ptb.train.txt", "".join(f" {s} \n" for s in train_lines))
+        add_member(t, "./simple-examples/data/ptb.valid.txt", "".join(f" {s} \n" for s in valid_lines))
+
+
+def write_imdb(home: Path, reviews):
+    """reviews: {(split, pos|neg): [text, ...]}."""
+    d = home / ".cache/paddle/dataset/imdb"
+    d.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(d / "aclImdb_v1.tar.gz", "w:gz") as t:
+        for (split, kind), texts in reviews.items():
+            for i, text in enumerate(texts):
+                add_member(t, f"aclImdb/{split}/{kind}/{i}_7.txt", text + "\n")
+
+
+def test_imikolov_dictionary_and_ngrams(home):
+    """build_dict: counts with <s>/<e> once per line, <unk> dropped then last, kept above the cutoff,
+    by falling count then the word; NGRAM windows of '<s> line <e>'; SEQ pairs."""
+    write_imikolov(home, ["a b a", "b c <unk>"], ["a d"])
+    idx = paddle.dataset.imikolov.build_dict(min_word_freq=1)
+    # counts: <s> 3, <e> 3, a 3, b 2, c 1, d 1 -> kept > 1: <e>, <s>, a (3 each, by word), b
+    assert idx == {"<e>": 0, "<s>": 1, "a": 2, "b": 3, "<unk>": 4}
+    grams = list(paddle.dataset.imikolov.train(idx, 3)())
+    assert grams == [(1, 2, 3), (2, 3, 2), (3, 2, 0), (1, 3, 4), (3, 4, 4), (4, 4, 0)]
+    seq = list(paddle.dataset.imikolov.test(idx, 0, paddle.dataset.imikolov.DataType.SEQ)())
+    assert seq == [([1, 2, 4], [2, 4, 0])]
+
+
+def test_imdb_dictionary_and_samples(home):
+    """word_dict over the four folders (punctuation removed, lower-cased), positives labelled 0 first."""
+    write_imdb(home, {("train", "pos"): ["Good, good film!"], ("train", "neg"): ["Bad film."],
+                      ("test", "pos"): ["good"], ("test", "neg"): ["bad bad"]})
+    idx = paddle.dataset.imdb.build_dict(re.compile(r"aclImdb/((train)|(test))/((pos)|(neg))/.*\.txt$"), 1)
+    assert idx == {"bad": 0, "good": 0 + 1, "film": 2, "<unk>": 3}
+    assert list(paddle.dataset.imdb.train(idx)()) == [([1, 1, 2], 0), ([0, 2], 1)]
+    assert list(paddle.dataset.imdb.test(idx)()) == [([1], 0), ([0, 0], 1)]
+
+
+def test_missing_cache_files_are_named(home):
+    for call, file in ((lambda: paddle.dataset.imikolov.build_dict(), "simple-examples.tgz"),
+                       (lambda: paddle.dataset.imdb.word_dict(), "aclImdb_v1.tar.gz")):
+        with pytest.raises(Error, match=re.escape(file) + ".*downloads nothing"):
+            call()
+
+
+# -- the examples ----------------------------------------------------------------------------------------
+
+def run_example(args, home, tmp_path):
+    env = {**os.environ, "HOME": str(home)}
+    r = subprocess.run([sys.executable, str(ROOT / "examples/v2" / args[0]), *args[1:], "--out", str(tmp_path),
+                        "--seed", "1"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    return r
+
+
+def synthetic_text(rng, n_lines, nxt):
+    """Lines of a Markov chain over len(nxt) words: each word's successor is one of its two in nxt."""
+    vocab = len(nxt)
+    words = [f"w{i}" for i in range(vocab)]
+    lines = []
+    for _ in range(n_lines):
+        k = rng.randint(vocab)
+        line = []
+        for _ in range(rng.randint(5, 12)):
+            line.append(words[k])
+            k = nxt[k, rng.randint(2)]
+        lines.append(" ".join(line))
+    return lines
+
+
+def test_word2vec_example_trains_and_infers(tmp_path):
+    """Chapter 04 with the book's network and AdaGrad (3e-3) on 300 lines of a Markov chain (each word
+    followed by one of two): the test cost falls every pass and the error with it; it predicts and saves
+    tar files."""
+    rng = np.random.RandomState(0)
+    nxt = rng.randint(0, 30, (30, 2))
+    write_imikolov(tmp_path, synthetic_text(rng, 300, nxt), synthetic_text(rng, 40, nxt))
+    r = run_example(["word2vec.py", "--passes", "8", "--min-word-freq", "3"], tmp_path, tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("test after")]
+    costs = [float(line.split("cost ")[1].split(",")[0]) for line in lines]
+    errors = [float(line.rsplit("error ", 1)[1].rstrip("%")) for line in lines]
+    assert len(costs) == 8 and all(b < a for a, b in zip(costs, costs[1:])) and costs[-1] < costs[0] - 0.3
+    assert errors[-1] < errors[0]
+    assert r.stdout.count(" -> ") == 5 and (tmp_path / "params_pass_7.tar").exists()
+
+
+def write_reviews(home, rng, n=120):
+    good, bad = ["great", "fine", "love", "superb"], ["awful", "boring", "hate", "poor"]
+    neutral = [f"n{i}" for i in range(20)]
+
+    def review(words):
+        return " ".join(rng.choice(neutral + words * 2, rng.randint(4, 15)))
+    write_imdb(home, {("train", "pos"): [review(good) for _ in range(n)],
+                      ("train", "neg"): [review(bad) for _ in range(n)],
+                      ("test", "pos"): [review(good) for _ in range(30)],
+                      ("test", "neg"): [review(bad) for _ in range(30)]})
+
+
+def test_sentiment_example_trains_and_infers(tmp_path):
+    """Chapter 06's stacked LSTM (3 levels, every LSTM forwards with Tanh, narrow) with the book's Adam on 240 reviews
+    whose sentiment words decide the label: the test cost falls and the error ends below 25%."""
+    rng = np.random.RandomState(0)
+    write_reviews(tmp_path, rng)
+    r = run_example(["understand_sentiment.py", "--no-reverse", "--lstm-act", "tanh", "--passes", "4", "--emb", "16",
+                     "--hid", "32", "--cutoff", "0"], tmp_path, tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("test after")]
+    costs = [float(line.split("cost ")[1].split(",")[0]) for line in lines]
+    errors = [float(line.rsplit("error ", 1)[1].rstrip("%")) for line in lines]
+    assert len(costs) == 4 and costs[-1] < costs[0] and errors[-1] < 25
+    assert "inferred:" in r.stdout
+
+
+def test_sentiment_examples_book_networks_stop_at_what_is_missing(tmp_path):
+    rng = np.random.RandomState(0)
+    write_reviews(tmp_path, rng, n=5)
+    for args, says in ((["--net", "conv"], "sequence_conv_pool is not in netc.v2 yet"),
+                       ([], "state_act differs from act"),
+                       (["--lstm-act", "tanh"], "reverse=True")):
+        r = run_example(["understand_sentiment.py", *args, "--cutoff", "0"], tmp_path, tmp_path)
+        assert r.returncode != 0 and says in r.stderr and "understand_sentiment.py:" in r.stderr
