@@ -99,6 +99,65 @@ def test_recurrent_layers_compute_paddles_cell_from_its_parameters(kind):
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
 
 
+def torch_cell(kind, x, w, b):
+    """paddle_lstm / paddle_gru in torch (float64, autograd): the last output of one sequence x [T, k*H]."""
+    import torch
+    sg = torch.sigmoid
+    if kind == "lstm":
+        hs = x.shape[1] // 4
+        w, h, c = w.reshape(hs, 4 * hs), torch.zeros(hs, dtype=x.dtype), torch.zeros(hs, dtype=x.dtype)
+        for t in range(len(x)):
+            g = x[t] + h @ w + b[:4 * hs]
+            i = sg(g[hs:2 * hs] + b[4 * hs:5 * hs] * c)
+            f = sg(g[2 * hs:3 * hs] + b[5 * hs:6 * hs] * c)
+            c = i * torch.tanh(g[:hs]) + f * c
+            h = sg(g[3 * hs:] + b[6 * hs:] * c) * torch.tanh(c)
+        return h
+    hs = x.shape[1] // 3
+    gate_w, state_w = w[:2 * hs * hs].reshape(hs, 2 * hs), w[2 * hs * hs:].reshape(hs, hs)
+    h = torch.zeros(hs, dtype=x.dtype)
+    for t in range(len(x)):
+        xt = x[t] + b
+        ur = sg(xt[:2 * hs] + h @ gate_w)
+        u, r = ur[:hs], ur[hs:]
+        h = (1 - u) * h + u * torch.tanh(xt[2 * hs:] + (r * h) @ state_w)
+    return h
+
+
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+def test_recurrent_layers_train_as_paddles(kind):
+    """One Momentum(momentum=0) step of square_error_cost on the last step: w0 and wbias move by
+    -lr * (the gradient of the SUMMED cost), torch.autograd of PaddlePaddle's cell from the same values
+    (so the composite parameters' gradients, the GRU's negated update gate included, are PaddlePaddle's);
+    the hidden input selections do not move."""
+    import torch
+    rng = np.random.RandomState(5)
+    h, blocks, lr = 3, 4 if kind == "lstm" else 3, 0.05
+    x = paddle.layer.data(name=f"tx_{kind}", type=paddle.data_type.dense_vector_sequence(blocks * h))
+    y = paddle.layer.data(name=f"ty_{kind}", type=paddle.data_type.dense_vector(h))
+    rec = paddle.layer.lstmemory(input=x) if kind == "lstm" else paddle.layer.grumemory(input=x)
+    cost = paddle.layer.square_error_cost(input=paddle.layer.last_seq(input=rec), label=y)
+    params = paddle.parameters.create(cost)
+    wname, bname = sorted(params.names())
+    for n in (wname, bname):
+        params[n] = rng.randn(*params.get_shape(n)) * 0.5
+    w0, b0 = params[wname].astype(np.float64), params[bname].astype(np.float64)
+    selections = {n: params.pset.numpy(n) for n in params.pset.names() if ".select_" in n}
+    assert len(selections) == blocks
+    batch = [(s, rng.randn(h)) for s in sequences(rng, 4, blocks * h)]
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(momentum=0, learning_rate=lr))
+    trainer.train(lambda: iter([batch]), num_passes=1, feeding={f"tx_{kind}": 0, f"ty_{kind}": 1})
+    wt = torch.tensor(w0.reshape(-1), requires_grad=True)
+    bt = torch.tensor(b0.reshape(-1), requires_grad=True)
+    total = sum(((torch_cell(kind, torch.tensor(s), wt, bt) - torch.tensor(t)) ** 2).sum() for s, t in batch)
+    total.backward()
+    np.testing.assert_allclose(params[wname].reshape(-1), w0.reshape(-1) - lr * wt.grad.numpy(), atol=2e-5)
+    np.testing.assert_allclose(params[bname].reshape(-1), b0.reshape(-1) - lr * bt.grad.numpy(), atol=2e-5)
+    assert np.abs(wt.grad.numpy()).max() > 1e-3
+    for n, v in selections.items():
+        np.testing.assert_array_equal(params.pset.numpy(n), v)
+
+
 def test_lstm_parameters_round_trip_through_the_tar_file():
     """A simple_lstm's parameters written to PaddlePaddle's tar file (w0, wbias and the projection, no
     hidden selections) and read back infer the same."""

@@ -99,6 +99,9 @@ def fc(input, size, act=None, name=None, param_attr=None, bias_attr=None, layer_
     if not xs:
         raise error("paddle.layer.fc: input is a layer or a non-empty list of layers", loc)
     xs = [as_layer(x, "paddle.layer.fc", loc) for x in xs]
+    if len({x.seq is None for x in xs}) > 1:
+        raise error("paddle.layer.fc: its inputs are all sequences or all per-sample layers (a sequence's fc runs "
+                    "at every step; reduce it over time first: pooling, last_seq)", loc)
     attrs = list(param_attr) if isinstance(param_attr, (list, tuple)) else [param_attr] * len(xs)
     if len(attrs) != len(xs):
         raise error(f"paddle.layer.fc: {len(attrs)} param_attr for {len(xs)} inputs", loc)

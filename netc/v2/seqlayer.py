@@ -114,7 +114,8 @@ class Projection:
         self.kind, self.input, self.size, self.param_attr, self.loc = kind, input, size, param_attr, loc
 
     def __repr__(self):
-        return f"paddle.layer.{self.kind}_projection(input='{self.input.name}', size={self.size})"
+        kind = "full_matrix" if self.kind == "full" else self.kind
+        return f"paddle.layer.{kind}_projection(input='{self.input.name}', size={self.size})"
 
 
 def table_projection(input, size=0, param_attr=None):  # noqa: A002
@@ -137,20 +138,22 @@ def _width(x: Layer) -> int:
     return x.shape[-1] if x.seq is not None else math.prod(x.shape[1:])
 
 
-def _project(p: Projection, size, owner, i, bias, bfields, loc) -> Layer:
-    """The netc layer of projection p, the i-th input of layer `owner` (its weight `_<owner>.w<i>`)."""
+def _project(p: Projection, size, owner, i, bias, bfields, loc, layer_name=None) -> Layer:
+    """The netc layer of projection p, the i-th input of layer `owner` (its weight `_<owner>.w<i>`), named
+    layer_name (default '<owner>.proj<i>')."""
+    layer_name = layer_name or f"{owner}.proj{i}"
     if not size:
         raise error(f"{p!r}: give size (of the projection or of its mixed layer)", p.loc)
     if p.kind == "table":
         v = p.input.itype.dim
         pn, pa = bind_params(owner, {"table": (f"w{i}", init_fields(p.param_attr, [v, size], p.loc), [v, size])})
-        return L.embedding(p.input, size, name=f"{owner}.proj{i}", param_name=pn, param_attr=pa)
+        return L.embedding(p.input, size, name=layer_name, param_name=pn, param_attr=pa)
     w = _width(p.input)
     roles = {"weight": (f"w{i}", init_fields(p.param_attr, [w, size], p.loc), [w, size])}
     if bias:
         roles["bias"] = ("wbias", dict(bfields), [1, size])
     pn, pa = bind_params(owner, roles)
-    return L.fc(p.input, size, bias=bias, name=f"{owner}.proj{i}", param_name=pn, param_attr=pa)
+    return L.fc(p.input, size, bias=bias, name=layer_name, param_name=pn, param_attr=pa)
 
 
 def _apply(total: Layer, a, name, loc) -> Layer:
@@ -181,7 +184,9 @@ def mixed(size=0, input=None, name=None, act=None, bias_attr=False, layer_attr=N
     full = [i for i, p in enumerate(ps) if p.kind == "full"]
     if has_bias and not full:
         raise error("paddle.layer.mixed: a bias needs a full_matrix_projection among the inputs in netc.v2", loc)
-    parts = [_project(p, size, name, i, has_bias and i == full[0], bfields, loc) for i, p in enumerate(ps)]
+    alone = len(ps) == 1 and a is None
+    parts = [_project(p, size, name, i, has_bias and i == full[0], bfields, loc, name if alone else None)
+             for i, p in enumerate(ps)]
     total = parts[0] if len(parts) == 1 else L.add(*parts, name=name if a is None else f"{name}.sum")
     return with_extra(_apply(total, a, name, loc), layer_attr, name, loc)
 
@@ -193,7 +198,7 @@ def embedding(input, size, name=None, param_attr=None, layer_attr=None):  # noqa
     name = default_name("embedding", name)
     p = table_projection(input, size, param_attr)
     p.loc = loc
-    return with_extra(_project(p, size, name, 0, False, None, loc), layer_attr, name, loc)
+    return with_extra(_project(p, size, name, 0, False, None, loc, name), layer_attr, name, loc)
 
 
 def concat(input, name=None, act=None, layer_attr=None, bias_attr=None):  # noqa: A002
