@@ -339,13 +339,19 @@ def test_imikolov_dictionary_and_ngrams(home):
 
 
 def test_imdb_dictionary_and_samples(home):
-    """word_dict over the four folders (punctuation removed, lower-cased), positives labelled 0 first."""
-    write_imdb(home, {("train", "pos"): ["Good, good film!"], ("train", "neg"): ["Bad film."],
+    """word_dict over the four folders (punctuation removed, lower-cased); positives labelled 0 and
+    negatives 1, alternately, the longer list's rest at the end; train() is a reader and an iterable
+    (the book's `lambda: imdb.train(word_dict)` and the later `imdb.train(word_dict)` both read it)."""
+    write_imdb(home, {("train", "pos"): ["Good, good film!", "film good", "GOOD"], ("train", "neg"): ["Bad film."],
                       ("test", "pos"): ["good"], ("test", "neg"): ["bad bad"]})
     idx = paddle.dataset.imdb.build_dict(re.compile(r"aclImdb/((train)|(test))/((pos)|(neg))/.*\.txt$"), 1)
-    assert idx == {"bad": 0, "good": 0 + 1, "film": 2, "<unk>": 3}
-    assert list(paddle.dataset.imdb.train(idx)()) == [([1, 1, 2], 0), ([0, 2], 1)]
-    assert list(paddle.dataset.imdb.test(idx)()) == [([1], 0), ([0, 0], 1)]
+    assert idx == {"good": 0, "bad": 1, "film": 2, "<unk>": 3}      # bad and film: 3 each, by the word
+    train = paddle.dataset.imdb.train(idx)
+    want = [([0, 0, 2], 0), ([1, 2], 1), ([2, 0], 0), ([0], 0)]
+    assert list(train()) == want and list(train) == want
+    assert list(paddle.dataset.imdb.test(idx)()) == [([0], 0), ([1, 1], 1)]
+    for reader in (lambda: paddle.dataset.imdb.train(idx), paddle.dataset.imdb.train(idx)):
+        assert sorted(map(str, paddle.reader.shuffle(reader, buf_size=10)())) == sorted(map(str, want))
 
 
 def test_missing_cache_files_are_named(home):

@@ -4,8 +4,12 @@ cache file DATA_HOME/imdb/aclImdb_v1.tar.gz (aclImdb/{train,test}/{pos,neg}/*.tx
 As PaddlePaddle's module: a review is tokenized as its text with trailing newlines stripped, ASCII
 punctuation removed, lower-cased, split on white space; word_dict() numbers the words of all four
 folders counted more than 150 times, by falling count then by the word, '<unk>' last
-(build_dict(pattern, cutoff)); train(word_idx) / test(word_idx) yield (ids, label), the positive
-reviews first with label 0, then the negative ones with label 1, in the archive's order."""
+(build_dict(pattern, cutoff)); train(word_idx) / test(word_idx) give (ids, label) samples, positive
+reviews labelled 0 and negative ones 1, alternately (pos, neg, pos, ...; the rest of the longer list at
+the end), each kind in the archive's order -- as the v2 reader of the book's time, whose train() returned
+the samples' iterator (the book writes `shuffle(lambda: imdb.train(word_dict), ...)`); later versions
+return a reader (`shuffle(imdb.train(word_dict), ...)`). Here the result serves both: calling it gives
+an iterator of the samples, and it is iterable itself."""
 from __future__ import annotations
 
 import collections
@@ -45,16 +49,32 @@ def build_dict(pattern, cutoff):
     return word_idx
 
 
-def reader_creator(pos_pattern, neg_pattern, word_idx):
+class Samples:
+    """A dataset's samples as a reader (call it: an iterator) and as an iterable."""
+
+    def __init__(self, samples):
+        self.samples = samples
+
+    def __call__(self):
+        return iter(self.samples)
+
+    def __iter__(self):
+        return iter(self.samples)
+
+    def __len__(self):
+        return len(self.samples)
+
+
+def reader_creator(pos_pattern, neg_pattern, word_idx, buffer_size=None):
+    """The labelled samples of the reviews matching pos_pattern (0) and neg_pattern (1), alternately."""
     if "<unk>" not in word_idx:
         raise error("paddle.dataset.imdb: word_idx has no '<unk>' (use word_dict())", user_loc())
     unk = word_idx["<unk>"]
-    samples = [([word_idx.get(w, unk) for w in doc], 0) for doc in tokenize(pos_pattern)]
-    samples += [([word_idx.get(w, unk) for w in doc], 1) for doc in tokenize(neg_pattern)]
-
-    def reader():
-        yield from samples
-    return reader
+    pos = [([word_idx.get(w, unk) for w in doc], 0) for doc in tokenize(pos_pattern)]
+    neg = [([word_idx.get(w, unk) for w in doc], 1) for doc in tokenize(neg_pattern)]
+    n = min(len(pos), len(neg))
+    samples = [s for pair in zip(pos[:n], neg[:n]) for s in pair] + pos[n:] + neg[n:]
+    return Samples(samples)
 
 
 def train(word_idx):
@@ -74,4 +94,4 @@ def word_dict():
     return build_dict(re.compile(r"aclImdb/((train)|(test))/((pos)|(neg))/.*\.txt$"), 150)
 
 
-__all__ = ["URL", "tokenize", "build_dict", "reader_creator", "train", "test", "word_dict"]
+__all__ = ["URL", "Samples", "tokenize", "build_dict", "reader_creator", "train", "test", "word_dict"]
