@@ -57,12 +57,13 @@ _APPLY = {"relu": L.relu, "sigmoid": L.sigmoid, "tanh": L.tanh}
 
 
 class Composite:
-    """A PaddlePaddle parameter made of netc parameters: parts [(netc name, netc shape, sign, block)],
-    where `block(values)` maps a part's netc values to its PaddlePaddle block (and back: transposed
-    blocks are their own inverse's shape rule); to_paddle concatenates the flat blocks."""
+    """A PaddlePaddle parameter made of netc parameters: `parts` [(netc name, netc shape, sign, transposed)]
+    -- each part's PaddlePaddle block is sign * its netc values (transposed when said) -- laid out by
+    `kind`: "columns" (the blocks side by side, [rows, k * rows]), "gru_w" (two blocks side by side, then
+    the third, flat), "flat" (the flat blocks one after another). `dims` are PaddlePaddle's."""
 
-    def __init__(self, dims, parts):
-        self.dims, self.parts = tuple(dims), parts
+    def __init__(self, dims, kind, rows, parts):
+        self.dims, self.kind, self.rows, self.parts = tuple(dims), kind, rows, parts
 
     def to_paddle(self, get) -> np.ndarray:
         """PaddlePaddle's values, flat, from `get(netc name)` (numpy, netc's shape)."""
@@ -100,9 +101,7 @@ def _split(c: Composite, flat) -> list:
 
 
 def _composite(name, dims, kind, rows, parts):
-    c = Composite(dims, parts)
-    c.kind, c.rows = kind, rows
-    COMPOSITE[name] = c
+    COMPOSITE[name] = Composite(dims, kind, rows, parts)
 
 
 # -- projections, mixed, embedding, concat -----------------------------------------------------------
