@@ -270,6 +270,48 @@ def test_mixed_with_projections_and_bias():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
 
 
+def context_reference(table, ids, length, start, w, b):
+    """PaddlePaddle's context_projection (zeros past the ends) then fc (Tanh) then max over the steps."""
+    x = table[ids]
+    rows = [np.concatenate([x[t + k] if 0 <= t + k < len(ids) else np.zeros(x.shape[1])
+                            for k in range(start, start + length)]) for t in range(len(ids))]
+    return np.tanh(np.array(rows) @ w + b).max(0)
+
+
+def test_sequence_conv_pool_is_paddles_context_projection_fc_and_pooling():
+    """sequence_conv_pool of 3 steps (context_start -1) and of 4 (-2, Python 2's -(4 - 1) / 2): from random
+    values set through Parameters, netc.v2 infers what the context projection (zeros past each sequence's
+    ends: a batch of lengths 1..6, padded with id 0, whose embedding is not zero), the fc and the max give
+    by hand; parameters `_<name>_conv_fc.w0` [L * E, H] and `.wbias` [1, H]."""
+    rng = np.random.RandomState(2)
+    v, e, hid = 15, 4, 5
+    w = paddle.layer.data(name="scp_w", type=paddle.data_type.integer_value_sequence(v))
+    emb = paddle.layer.embedding(input=w, size=e, name="scp_emb")
+    convs = {n: paddle.networks.sequence_conv_pool(input=emb, context_len=n, hidden_size=hid, name=f"scp{n}")
+             for n in (3, 4)}
+    params = paddle.parameters.create(list(convs.values()))
+    assert {n: params.get_shape(n) for n in params.names()} == {
+        "_scp_emb.w0": (v, e), "_scp3_conv_fc.w0": (12, hid), "_scp3_conv_fc.wbias": (1, hid),
+        "_scp4_conv_fc.w0": (16, hid), "_scp4_conv_fc.wbias": (1, hid)}
+    for n in params.names():
+        params[n] = rng.randn(*params.get_shape(n)) * 0.5
+    seqs = [[int(i) for i in rng.randint(1, v, k)] for k in (1, 6, 2, 5, 3)]
+    for n, start in ((3, -1), (4, -2)):
+        got = paddle.infer(output_layer=convs[n], parameters=params, input=[(s,) for s in seqs])
+        want = [context_reference(params["_scp_emb.w0"], s, n, start, params[f"_scp{n}_conv_fc.w0"],
+                                  params[f"_scp{n}_conv_fc.wbias"][0]) for s in seqs]
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_convolution_net_parameter_count():
+    """Chapter 06's convolution_net (emb 128, hid 128): V*128 + (3*128*128 + 128) + (4*128*128 + 128) +
+    2 * (128 * 2) + 2, PaddlePaddle's count by hand."""
+    cost, _ = sentiment_module().convolution_net(5147)
+    params = paddle.parameters.create(cost)
+    assert sum(params[n].size for n in params.names()) == \
+        5147 * 128 + 3 * 128 * 128 + 128 + 4 * 128 * 128 + 128 + 2 * 128 * 2 + 2
+
+
 # -- refusals ----------------------------------------------------------------------------------------------
 
 def run_prog(tmp_path, body):
@@ -285,7 +327,8 @@ def run_prog(tmp_path, body):
 @pytest.mark.parametrize("body,says", [
     ("h = paddle.layer.lstmemory(input=e, reverse=True)", "reverse=True"),
     ("h = paddle.layer.lstmemory(input=paddle.layer.fc(input=e, size=6))", "width 6, not a multiple of 4"),
-    ("h = paddle.networks.sequence_conv_pool(input=e, context_len=3, hidden_size=4)", "sequence_conv_pool is not"),
+    ("h = paddle.networks.sequence_conv_pool(input=e, context_len=3, hidden_size=4, context_start=0)",
+     "context_start 0"),
     ("h = paddle.layer.cos_sim(a=e, b=e)", "cos_sim is not in netc.v2 yet"),
     ("h = paddle.layer.grumemory(input=paddle.layer.fc(input=e, size=6), act=paddle.activation.Relu())",
      "act is Tanh"),
@@ -429,11 +472,23 @@ def test_sentiment_example_trains_and_infers(tmp_path):
     assert "inferred:" in r.stdout
 
 
-def test_sentiment_examples_book_networks_stop_at_what_is_missing(tmp_path):
+def test_sentiment_example_conv_net_trains(tmp_path):
+    """Chapter 06's convolution net as the book writes it (sequence_conv_pool of 3 and 4 steps), narrow,
+    with the book's Adam: the test cost falls every pass, the error ends below 35%."""
+    write_reviews(tmp_path, np.random.RandomState(0))
+    r = run_example(["understand_sentiment.py", "--net", "conv", "--passes", "4", "--emb", "16", "--hid", "32",
+                     "--cutoff", "0"], tmp_path, tmp_path)
+    assert r.returncode == 0, r.stderr
+    lines = [line for line in r.stdout.splitlines() if line.startswith("test after")]
+    costs = [float(line.split("cost ")[1].split(",")[0]) for line in lines]
+    errors = [float(line.rsplit("error ", 1)[1].rstrip("%")) for line in lines]
+    assert len(costs) == 4 and all(b < a for a, b in zip(costs, costs[1:])) and errors[-1] < 35
+
+
+def test_sentiment_examples_book_lstm_net_stops_at_what_is_missing(tmp_path):
     rng = np.random.RandomState(0)
     write_reviews(tmp_path, rng, n=5)
-    for args, says in ((["--net", "conv"], "sequence_conv_pool is not in netc.v2 yet"),
-                       ([], "state_act differs from act"),
+    for args, says in (([], "state_act differs from act"),
                        (["--lstm-act", "tanh"], "reverse=True")):
         r = run_example(["understand_sentiment.py", *args, "--cutoff", "0"], tmp_path, tmp_path)
         assert r.returncode != 0 and says in r.stderr and "understand_sentiment.py:" in r.stderr

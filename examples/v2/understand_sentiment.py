@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
 """Chapter 06 of the PaddlePaddle book, understand sentiment, as a PaddlePaddle v2 program on netc: only
-the import says netc. IMDB reviews (word ids) -> positive / negative with the book's stacked LSTM: an
+the import says netc. IMDB reviews (word ids) -> positive / negative with the book's convolution net
+(--net conv: an embedding, sequence_conv_pool of 3 and of 4 steps, a softmax over both) or its stacked
+LSTM (the default): an
 embedding, fc + lstmemory, then (stacked_num - 1) times an fc of the previous fc and LSTM and an LSTM over
 it (the book runs every second one backwards in time), max pooling over time of the last fc and LSTM, a
 softmax; Adam(2e-3, L2 8e-4), batches of 100. Tests after every pass, infers a few test reviews.
@@ -9,10 +11,10 @@ softmax; Adam(2e-3, L2 8e-4), batches of 100. Tests after every pass, infers a f
                                                [--lstm-act relu|tanh]
                                                [--emb 128] [--hid 512] [--cutoff 150] [--out DIR] [--seed N]
 
-netc.v2 has no backwards recurrence yet, no sequence_conv_pool, and netc's LSTM cell applies one
-activation to its block input and its cell output (the book's LSTMs have Relu and Tanh): the book's
-stacked network and its convolution net (--net conv) stop at a located error naming what is missing;
---no-reverse --lstm-act tanh runs every LSTM forwards with Tanh (not the book's network: said so).
+netc.v2 has no backwards recurrence yet, and netc's LSTM cell applies one activation to its block input
+and its cell output (the book's LSTMs have Relu and Tanh): the book's stacked network stops at a located
+error naming what is missing; --no-reverse --lstm-act tanh runs every LSTM forwards with Tanh (not the
+book's network: said so).
 
 Data: PaddlePaddle's cache, ~/.cache/paddle/dataset/imdb/aclImdb_v1.tar.gz (netc.v2 downloads nothing;
 tests/test_v2_sequences.py writes a small file of that format). docs/v2.md.

@@ -63,11 +63,12 @@ class Layer:
     [T, B, ...] has (itself for that data layer; None for a layer with the batch first); `itype` the
     netc.api.data_type.InputType a data layer was made from; `lengths` a sequence data layer's lengths
     input [B] (a data layer the feeding fills), whose `lengths_of` is that sequence data layer;
-    `at_compile(T, B)` the attributes that depend on the compiled steps and batch (a reshape back to
-    [T, B, ...])."""
+    `mask_of`: the sequence data layer whose steps mask [T, B, 1] this data layer is (the feeding fills it:
+    netc.api.sequence.steps_mask). `at_compile(T, B)` the attributes that depend on the compiled steps and
+    batch (a reshape back to [T, B, ...])."""
 
     __slots__ = ("name", "opdef", "inputs", "attrs", "params", "shape", "dtype", "batch", "loc", "order",
-                 "param_shapes", "sample_shape", "seq", "itype", "lengths", "lengths_of", "at_compile")
+                 "param_shapes", "sample_shape", "seq", "itype", "lengths", "lengths_of", "at_compile", "mask_of")
 
     def __init__(self, name, opdef, inputs, attrs, params, shape, dtype, batch, loc, param_shapes=None,
                  sample_shape=None):
@@ -75,7 +76,7 @@ class Layer:
         self.shape, self.dtype, self.batch, self.loc = tuple(shape), dtype, batch, loc
         self.param_shapes = param_shapes or {}
         self.sample_shape = sample_shape
-        self.seq = self.itype = self.lengths = self.lengths_of = self.at_compile = None
+        self.seq = self.itype = self.lengths = self.lengths_of = self.at_compile = self.mask_of = None
         self.order = next(_ORDER)
 
     @property

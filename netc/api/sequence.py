@@ -136,6 +136,26 @@ def recurrent(input, size: int, act="tanh", reverse: bool = False, name=None, pa
                       name, param_name, param_attr, loc, "recurrent")
 
 
+# -- the steps mask -----------------------------------------------------------------------------------
+
+def steps_mask(input, name=None) -> Layer:
+    """The steps mask of a sequence, f32 [T, B, 1]: 1 at each sample's steps, 0 at the padding after them
+    (a data layer '<data>.mask' that the feeding fills, one per sequence data layer), for the Mask op:
+    `Mask(x, steps_mask(x))` zeroes a sequence's padded steps (which otherwise hold, say, the embedding of
+    id 0)."""
+    loc = user_loc()
+    x = sequence_input(input, "steps_mask", loc).seq
+    owner, m = _MASKS.get(id(x), (None, None))
+    if owner is not x:
+        m = Layer(name or f"{x.name}.mask", None, [], {}, {}, (x.shape[0], 1, 1), "f32", None, loc, sample_shape=(1,))
+        m.mask_of = x
+        _MASKS[id(x)] = (x, m)
+    return m
+
+
+_MASKS: dict = {}      # id(sequence data layer) -> (it, its mask data layer): one mask per data layer
+
+
 # -- reductions over time --------------------------------------------------------------------------
 
 class MaxPooling:
@@ -335,6 +355,6 @@ def unpad(y, lengths) -> list:
     return [y[:int(n), b] for b, n in enumerate(lengths)]
 
 
-__all__ = ["lstm", "gru", "recurrent", "last_seq", "first_seq", "pooling", "MaxPooling", "AvgPooling",
+__all__ = ["lstm", "gru", "recurrent", "last_seq", "first_seq", "pooling", "MaxPooling", "AvgPooling", "steps_mask",
            "sequence_data", "sequence_input", "fc_steps", "back_to_steps", "step_logits", "step_cost", "sample_steps",
            "check_ids", "padded", "aligned_sequences", "unpad"]

@@ -82,8 +82,8 @@ class Topology:
     # -- questions ------------------------------------------------------------------------------
     def data_layers(self) -> list:
         """The data layers, in the order they were made: the order of a tuple sample's fields (a sequence's
-        lengths input, which the feeding fills, is not one)."""
-        return [x for x in self.layers if x.is_data and x.lengths_of is None]
+        lengths input and steps mask, which the feeding fills, are none)."""
+        return [x for x in self.layers if x.is_data and x.lengths_of is None and x.mask_of is None]
 
     def sequences(self) -> list:
         """The sequence data layers (time-major [T, B, ...]), in the order they were made."""
@@ -174,9 +174,9 @@ def _network_op(top: Topology, batch: int | None, bind_all: bool, steps: int | N
     body = []
     for x in top.layers:
         if x.is_data:
-            shape = ([t, b] if x.seq is x else [b]) + list(x.sample_shape)
+            shape = ([t, b] if x.seq is x or x.mask_of is not None else [b]) + list(x.sample_shape)
             a = {"name": x.name, "shape": shape, "dtype": x.dtype, **copy.deepcopy(x.attrs)}
-            if x.seq is x:       # time-major: the samples are axis 1 (ops/tensor.py Input)
+            if x.seq is x or x.mask_of is not None:       # time-major: the samples are axis 1 (ops/tensor.py Input)
                 a["batch_axis"] = 1
             body.append(Operation("netc.input", result_types=[UNRANKED], attrs=a, loc=x.loc))
             continue

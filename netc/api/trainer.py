@@ -89,6 +89,7 @@ class Feeder:
         self.layers = top.data_layers()
         # sequences (netc.api.sequence): the lengths inputs the feeding fills, the sequences read together
         self.lengths_inputs = [x for x in top.layers if x.is_data and x.lengths_of is not None]
+        self.mask_inputs = [x for x in top.layers if x.is_data and x.mask_of is not None]
         self.aligned = aligned_sequences(top.layers)
         self.steps, self.lengths = None, {}      # the last batch's T and {sequence data layer: lengths}
         self.names = [x.name for x in self.layers]
@@ -187,6 +188,9 @@ class Feeder:
                 out[x.name] = torch.as_tensor(arr)
         for n in self.lengths_inputs:
             out[n.name] = torch.as_tensor(self.lengths[n.lengths_of.name])
+        for m in self.mask_inputs:         # 1 at each sequence's steps, 0 at its padding: [T, B, 1]
+            n = self.lengths[m.mask_of.name]
+            out[m.name] = torch.as_tensor((np.arange(self.steps)[:, None] < n[None, :])[..., None].astype(np.float32))
         return out
 
 

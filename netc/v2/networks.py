@@ -3,7 +3,7 @@
 img_conv_group: convolutions (each with a batch norm and dropout when asked) and a pooling.
 
 simple_lstm, simple_gru: a mixed layer projecting to 4H / 3H, then lstmemory / grumemory.
-sequence_conv_pool: a located error (not in netc.v2 yet).
+sequence_conv_pool: a context projection and fc as one convolution over time, then a pooling.
 
 simple_img_conv_pool: img_conv then img_pool, named `<name>_conv` and `<name>_pool` (name defaults to
 `__conv_pool_<n>__`, PaddlePaddle's), so the parameters are `_<name>_conv.w0` and `_<name>_conv.wbias`."""
@@ -13,6 +13,7 @@ from . import activation as A
 from . import layer as v2layer
 from .attr import Extra
 from .names import missing_names
+from .seqlayer import sequence_conv
 
 
 def simple_img_conv_pool(input, filter_size, num_filters, pool_size, name=None, pool_type=None, act=None,  # noqa: A002
@@ -89,15 +90,27 @@ def simple_gru(input, size, name=None, reverse=False, mixed_param_attr=None, mix
                              bias_attr=gru_bias_attr, param_attr=gru_param_attr, layer_attr=gru_layer_attr)
 
 
-def sequence_conv_pool(input, context_len, hidden_size, name=None, context_start=None, **kwargs):  # noqa: A002
-    """Not in netc.v2 yet (a located error): its context projection shifts each sequence in time with
-    zeros past both ends, which netc's ops cannot yet express for a batch of sequences of different
-    lengths (padded steps hold embeddings of id 0, not zeros)."""
+def sequence_conv_pool(input, context_len, hidden_size, name=None, context_start=None, pool_type=None,  # noqa: A002
+                       context_proj_layer_name=None, context_proj_param_attr=False, fc_layer_name=None,
+                       fc_param_attr=None, fc_bias_attr=None, fc_act=None, pool_bias_attr=None, fc_attr=None,
+                       context_attr=None, pool_attr=None):
+    """PaddlePaddle's sequence_conv_pool: a context projection of context_len steps (zero padding), an fc of
+    hidden_size (act Tanh) named '<name>_conv_fc' (parameters `_<name>_conv_fc.w0` [context_len * E,
+    hidden_size], `_<name>_conv_fc.wbias`), and a pooling over time '<name>' (Max by default) -- as a netc
+    convolution over time (netc.v2.seqlayer.sequence_conv). A trainable context padding, extra layer
+    attributes and a pooling bias are not in netc.v2 yet."""
     from ..api.errors import error, user_loc
-    raise error("paddle.networks.sequence_conv_pool is not in netc.v2 yet: its context_projection (each step "
-                "with its neighbours, zeros past a sequence's ends) has no netc op; docs/v2.md, 'Not yet'",
-                user_loc())
+    loc = user_loc()
+    if context_proj_param_attr not in (False, None) or pool_bias_attr not in (None, False) or \
+            any(v is not None for v in (fc_attr, context_attr, pool_attr, context_proj_layer_name)):
+        raise error("paddle.networks.sequence_conv_pool: a trainable context padding (context_proj_param_attr), "
+                    "pool_bias_attr, the layer attributes and context_proj_layer_name are not in netc.v2 yet", loc)
+    name = v2layer.default_name("sequence_conv_pooling", name)
+    fc = sequence_conv(input, context_len, hidden_size, fc_layer_name or f"{name}_conv_fc",
+                       context_start=context_start, act=fc_act, param_attr=fc_param_attr, bias_attr=fc_bias_attr,
+                       loc=loc)
+    return v2layer.pooling(fc, pooling_type=pool_type, name=name)
 
 
 __all__ = ["simple_img_conv_pool", "img_conv_group", "simple_lstm", "simple_gru", "sequence_conv_pool"]
-__getattr__ = missing_names(__name__, [n for n in __all__ if n != "sequence_conv_pool"])
+__getattr__ = missing_names(__name__, __all__)

@@ -45,7 +45,7 @@ import numpy as np
 
 from ..api import layer as L
 from ..api import sequence as S
-from ..api.core import Layer
+from ..api.core import Layer, make_layer
 from ..api.errors import error, user_loc
 from . import activation as A
 from . import pooling as P
@@ -309,6 +309,54 @@ def grumemory(input, name=None, size=None, reverse=False, act=None, gate_act=Non
     _composite(bn, (1, 3 * h), "flat", h, [(pn[f"{g}_b"], (h,), s, False) for g, s in gates])
     out = S.gru(x, h, linear_before_reset=False, name=name, param_name=pn, param_attr=pa)
     return with_extra(out, layer_attr, name, loc)
+
+
+# -- a convolution over time -------------------------------------------------------------------------
+
+def sequence_conv(input, context_len, hidden_size, name, context_start=None, act=None, param_attr=None,  # noqa: A002
+                  bias_attr=None, loc=None) -> Layer:
+    """PaddlePaddle's context_projection (each step with its context_len neighbours from context_start,
+    zeros past a sequence's ends; no trainable padding) and the fc of hidden_size over it (act Tanh), as
+    one netc convolution over time: the sequence's padded steps zeroed (Mask by netc.api.sequence's
+    steps_mask), viewed as an image [1, T, B, E], a (context_len x 1) filter with -context_start rows of
+    zero padding, back to [T', B, hidden] (T' >= T: rows past every sequence's end, which the pooling after
+    it does not read). The fc's weight `_<name>.w0` [context_len * E, hidden] is the filter [L, 1, E, H]
+    (the same values in the same order), its bias `_<name>.wbias` [1, hidden]."""
+    what = "paddle.networks.sequence_conv_pool"
+    x = S.sequence_input(as_layer(input, what, loc), what, loc)
+    if len(x.shape) != 3:
+        raise error(f"{what}: input is a sequence of vectors [T, B, E], '{x.name}' has shape {x.shape_str()}", loc)
+    start = -(context_len - 1) // 2 if context_start is None else context_start   # PaddlePaddle's (Python 2's) floor
+    pad = -start
+    if pad < 0 or 2 * pad < context_len - 1:
+        raise error(f"{what}: context_start {context_start} (windows not reaching back at least half their "
+                    f"length) is not in netc.v2 yet: its symmetric padding needs -context_start >= "
+                    f"(context_len - 1) / 2", loc)
+    a = act_of(act, A.Tanh(), what, loc)
+    if a == "softmax":
+        raise error(f"{what}: fc_act is Tanh, Sigmoid, Relu or Linear", loc)
+    e, extra = x.shape[-1], 2 * pad - context_len + 1
+    masked = make_layer("Mask", [x, S.steps_mask(x)], {}, f"{name}.masked", loc=loc)
+
+    def as_image(t, b):
+        return {"output_shape": [1, t, b, e]}
+    img = make_layer("Reshape", [masked], as_image(x.shape[0], x.shape[1]), f"{name}.image", loc=loc)
+    img.seq, img.at_compile = None, as_image
+    wf = init_fields(param_attr, [context_len * e, hidden_size], loc)
+    has_bias, bf = bias_fields(bias_attr, [1, hidden_size], loc)
+    roles = {"weight": ("w0", wf, [context_len * e, hidden_size])}
+    if has_bias:
+        roles["bias"] = ("wbias", bf, [1, hidden_size])
+    pn, pa = bind_params(name, roles)
+    conv = L.conv2d(img, (context_len, 1), hidden_size, stride=(1, 1), padding=(pad, 0), act=a, bias=has_bias,
+                    name=f"{name}.conv", param_name=pn, param_attr=pa)
+    conv.seq = None
+
+    def as_steps(t, b):
+        return {"output_shape": [t + extra, b, hidden_size]}
+    y = make_layer("Reshape", [conv], as_steps(x.shape[0], x.shape[1]), name, loc=loc)
+    y.seq, y.at_compile = x.seq, as_steps
+    return y
 
 
 # -- reductions over time ----------------------------------------------------------------------------
