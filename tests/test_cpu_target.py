@@ -7,6 +7,7 @@ import torch
 
 from netc.cli import main
 from netc.ops import reference as R
+from netc.runtime import cpu as C
 from netc.runtime.cpu import maxpool_grad
 
 
@@ -27,6 +28,29 @@ def test_maxpool_gradient_lowering_is_the_reference(n, h, w, c, k, s, pad):
     want = R.maxpool_grad(x, dy, a["ksize"], a["strides"], pad)
     got = maxpool_grad(a, [x, dy], {})
     torch.testing.assert_close(got, want, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("n,h,w,ci,co,k,s,pad", [
+    (2, 7, 9, 3, 5, 3, 2, "SAME"), (1, 8, 8, 4, 6, 2, 2, "VALID"), (3, 5, 6, 2, 4, 3, 1, "SAME"),
+    (2, 6, 6, 3, 2, 1, 2, "SAME"),     # a negative pad: the forward crops a row and a column
+    (1, 6, 5, 2, 3, 3, 3, [1, 1]), (2, 9, 9, 3, 4, 5, 1, "SAME"),
+])
+def test_convolution_and_pooling_lowerings_are_the_references(n, h, w, ci, co, k, s, pad):
+    g = torch.Generator().manual_seed(h * 10 + k)
+    x = torch.randn(n, h, w, ci, generator=g, dtype=torch.float64)
+    wt = torch.randn(k, k, ci, co, generator=g, dtype=torch.float64)
+    bias = torch.randn(co, generator=g, dtype=torch.float64)
+    a = {"strides": [1, s, s, 1], "padding": pad, "activation": "relu", "filter": [k, k, ci, co],
+         "input_shape": list(x.shape)}
+    y = R.conv2d(x, wt, bias, a["strides"], pad, activation="relu")
+    torch.testing.assert_close(C.conv2d(a, [x], {"weight": wt, "bias": bias}), y, rtol=1e-12, atol=1e-12)
+    dz = torch.randn(y.shape, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(C.conv2d_grad_filter(a, [x, dz], {}), R.conv2d_grad_filter(x, dz, [k, k], a["strides"], pad),
+                               rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(C.conv2d_grad_data(a, [dz], {"weight": wt}),
+                               R.conv2d_grad_data(dz, wt, list(x.shape), a["strides"], pad), rtol=1e-12, atol=1e-12)
+    p = {"ksize": [1, k, k, 1], "strides": [1, s, s, 1], "padding": pad}
+    torch.testing.assert_close(C.maxpool(p, [x], {}), R.maxpool(x, p["ksize"], p["strides"], pad), rtol=0, atol=0)
 
 
 def test_inference_and_training_equal_the_reference(capsys):

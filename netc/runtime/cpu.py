@@ -8,10 +8,18 @@ for a reason that is only its way of computing, a CPU lowering registered here b
 function, the fast way torch's CPU kernels allow). `--compare` checks a run against the float64 reference, as
 for the interpreter target.
 
-    CPU_LOWERINGS["netc.maxpool_grad"]   max pooling's gradient through torch's max_pool2d_with_indices and its
-                                         backward (the reference: an argmax over unfolded windows, then a fold);
-                                         the same routing: each window's gradient to its first maximum in
-                                         row-major window order, none from a window without an in-bounds element
+    netc.maxpool_grad      max pooling's gradient through torch's max_pool2d_with_indices and its backward (the
+                           reference: an argmax over unfolded windows, then a fold); the same routing: each
+                           window's gradient to its first maximum in row-major window order, none from a window
+                           without an in-bounds element
+    netc.maxpool           torch's max_pool2d
+    netc.conv2d            torch's conv2d, then the reference's epilogue
+    netc.conv2d_grad_filter, netc.conv2d_grad_data
+                           aten's convolution_backward (the reference: a correlation with the batch as channels,
+                           a transposed convolution)
+All of them on NCHW views of NHWC storage (channels_last), which torch's CPU kernels take as they are (a
+contiguous NCHW copy made max pooling's backward ten times slower); Paleo's padding (asymmetric SAME, the crop
+of a negative pad) as the references apply it. tests/test_cpu_target.py checks each against its reference.
 
 What this first version does not do yet (issue 28): store values in the memory plan's arena (every value a view
 at its planned offset, no allocation per step), apply the fusion groups, and the remaining lowerings of ops whose
@@ -37,20 +45,101 @@ def maxpool_grad(a, ins, params):
     padded = F.pad(xn, (max(l, 0), max(r, 0), max(t, 0), max(b, 0)), value=float("-inf")) if max(t, b, l, r) > 0 else xn
     if min(t, b, l, r) < 0:                 # a negative pad crops (Paleo's SAME of a stride-2 1x1 window)
         padded = padded[:, :, max(-t, 0):padded.shape[2] - max(-b, 0), max(-l, 0):padded.shape[3] - max(-r, 0)]
-    y, idx = F.max_pool2d(padded.contiguous(), (kh, kw), (sh, sw), return_indices=True)
+    # NCHW views of NHWC storage (channels_last): torch's CPU pooling kernels take them as they are, several
+    # times faster than on contiguous NCHW copies
+    cl = torch.channels_last
+    padded = padded.contiguous(memory_format=cl)
+    y, idx = F.max_pool2d(padded, (kh, kw), (sh, sw), return_indices=True)
     g = dy.permute(0, 3, 1, 2).to(padded.dtype)
     g = g[:, :, :y.shape[2], :y.shape[3]]
     if max(t, b, l, r) >= min(kh, kw):     # a window may hold padding alone: it passes no gradient
         g = torch.where(torch.isfinite(y), g, 0.0)
-    gpad = torch.ops.aten.max_pool2d_with_indices_backward(g.contiguous(), padded.contiguous(), [kh, kw], [sh, sw],
-                                                           [0, 0], [1, 1], False, idx)
+    gpad = torch.ops.aten.max_pool2d_with_indices_backward(g.contiguous(memory_format=cl), padded, [kh, kw],
+                                                           [sh, sw], [0, 0], [1, 1], False, idx)
     full = F.pad(gpad, (-max(l, 0), -max(r, 0), -max(t, 0), -max(b, 0)))
     if min(t, b, l, r) < 0:
         full = F.pad(full, (max(-l, 0), max(-r, 0), max(-t, 0), max(-b, 0)))
     return full.permute(0, 2, 3, 1)
 
 
-CPU_LOWERINGS = {"netc.maxpool_grad": maxpool_grad}
+def _nchw_padded(x, t, b, l, r, value=0.0):
+    """x NHWC as an NCHW view of channels_last storage, padded (a negative pad crops) as Paleo pads."""
+    xn = x.permute(0, 3, 1, 2)
+    if max(t, b, l, r) > 0:
+        xn = F.pad(xn, (max(l, 0), max(r, 0), max(t, 0), max(b, 0)), value=value)
+    if min(t, b, l, r) < 0:
+        xn = xn[:, :, max(-t, 0):xn.shape[2] - max(-b, 0), max(-l, 0):xn.shape[3] - max(-r, 0)]
+    return xn.contiguous(memory_format=torch.channels_last)
+
+
+def maxpool(a, ins, params):
+    """netc.maxpool (NHWC): torch's max_pool2d on channels_last storage, Paleo's padding (-inf), a window
+    without an in-bounds element 0 (as the reference)."""
+    from ..ops.geometry import pair
+    from ..ops.reference import pads
+    (x,) = ins
+    kh, kw = pair(a["ksize"], "ksize")
+    sh, sw = pair(a["strides"], "strides")
+    _, _, t, b, l, r = pads(x.shape[1], x.shape[2], kh, kw, sh, sw, a["padding"])
+    y = F.max_pool2d(_nchw_padded(x, t, b, l, r, float("-inf")), (kh, kw), (sh, sw))
+    if max(t, b, l, r) >= min(kh, kw):
+        y = torch.where(torch.isfinite(y), y, 0.0)
+    return y.permute(0, 2, 3, 1)
+
+
+def _conv_geometry(a, x_shape, w_shape):
+    from ..ops.geometry import pair
+    from ..ops.reference import pads
+    sh, sw = pair(a["strides"], "strides")
+    return (sh, sw), pads(x_shape[1], x_shape[2], w_shape[0], w_shape[1], sh, sw, a["padding"])[2:]
+
+
+def conv2d(a, ins, params):
+    """netc.conv2d: torch's conv2d on channels_last storage, then the reference's epilogue (bias, activation)."""
+    from ..ops.reference import epilogue
+    (x,), w = ins, params["weight"]
+    (sh, sw), (t, b, l, r) = _conv_geometry(a, x.shape, w.shape)
+    wt = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+    y = F.conv2d(_nchw_padded(x, t, b, l, r), wt, stride=(sh, sw)).permute(0, 2, 3, 1)
+    return epilogue(y, params.get("bias"), activation_=a["activation"])
+
+
+def _conv_backward(x_shape, w, dz, a, xp, want):
+    """aten's convolution_backward of the padded problem: (d padded input, d weight [CO, CI, KH, KW])."""
+    wt = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
+    (sh, sw), _ = _conv_geometry(a, x_shape, w.shape)
+    g = dz.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
+    dx, dw, _ = torch.ops.aten.convolution_backward(g, xp, wt, None, [sh, sw], [0, 0], [1, 1], False, [0, 0], 1,
+                                                    [want == "x", want == "w", False])
+    return dx, dw
+
+
+def conv2d_grad_filter(a, ins, params):
+    """netc.conv2d_grad_filter (x, dz) -> dW HWIO, by aten's convolution_backward."""
+    x, dz = ins
+    kh, kw = a["filter"][0], a["filter"][1]
+    (sh, sw), (t, b, l, r) = _conv_geometry(a, x.shape, (kh, kw))
+    xp = _nchw_padded(x, t, b, l, r)
+    w = torch.empty((kh, kw, x.shape[3], dz.shape[3]), dtype=x.dtype)
+    _, dw = _conv_backward(x.shape, w, dz, a, xp, "w")
+    return dw.permute(2, 3, 1, 0).contiguous()
+
+
+def conv2d_grad_data(a, ins, params):
+    """netc.conv2d_grad_data (dz) -> dx NHWC, by aten's convolution_backward, the padding undone."""
+    (dz,), w = ins, params["weight"]
+    shape = tuple(a["input_shape"])
+    (sh, sw), (t, b, l, r) = _conv_geometry(a, shape, w.shape)
+    xp = _nchw_padded(torch.empty(shape, dtype=dz.dtype), t, b, l, r)
+    dxp, _ = _conv_backward(shape, w, dz, a, xp, "x")
+    full = dxp[:, :, max(t, 0):dxp.shape[2] - max(b, 0), max(l, 0):dxp.shape[3] - max(r, 0)]
+    if min(t, b, l, r) < 0:             # rows the forward cropped get no gradient
+        full = F.pad(full, (max(-l, 0), max(-r, 0), max(-t, 0), max(-b, 0)))
+    return full.permute(0, 2, 3, 1)
+
+
+CPU_LOWERINGS = {"netc.maxpool_grad": maxpool_grad, "netc.maxpool": maxpool, "netc.conv2d": conv2d,
+                 "netc.conv2d_grad_filter": conv2d_grad_filter, "netc.conv2d_grad_data": conv2d_grad_data}
 
 
 class CpuTrainer(ReferenceTrainer):
