@@ -8,7 +8,7 @@ PY     := $(VENV)/bin/python
 NETC   := $(VENV)/bin/netc
 STAMP  := $(VENV)/.netc-installed
 
-.PHONY: install demo test golden bench gpu-wheels clean
+.PHONY: install demo test golden bench gpu-wheels gpu-prebuild clean
 
 install: $(STAMP)
 
@@ -57,6 +57,14 @@ GPU_WHEELS = "lark>=1.1.9"
 gpu-wheels: install
 	$(PY) -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 	    --platform manylinux2014_x86_64 --platform any -d .whl $(GPU_WHEELS)
+
+# the libraries a GPU lease benchmarks (bench/gpu_session.sh lease), compiled here ahead of it (Triton compiles
+# cubins without a GPU) into prebuilt/: carry it with .whl, and the lease measures instead of compiling
+GPU_BENCH_NETS ?= alex_v2 vgg16 resnet50 inception_v3 densenet
+GPU_TRAIN_NETS ?= inception_v3 vgg16 alex_v2 resnet50 densenet
+gpu-prebuild: install
+	$(PY) bench/gpu.py $(GPU_BENCH_NETS) --precision bf16,tf32 --prebuild prebuilt
+	$(PY) bench/gpu.py --train $(GPU_TRAIN_NETS) --prebuild prebuilt
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import math
 import os
 import re
@@ -112,14 +113,54 @@ def compile_so(src: str, out: str, arch: str, flags: list) -> dict:
                 tuned=f"{tuned.group(1)}/{tuned.group(2)}" if tuned else None)
 
 
+PREBUILT: list = []     # --prebuilt DIR: libraries compiled ahead (--prebuild), looked up by prebuilt_name
+
+
+def prebuilt_name(src: str, arch: str, flags: list) -> str:
+    """The file name of a library compiled ahead for (source, arch, flags): the source's stem and a hash."""
+    import hashlib
+    key = json.dumps([os.path.basename(src), arch, list(flags)])
+    return f"{os.path.splitext(os.path.basename(src))[0]}-{hashlib.sha1(key.encode()).hexdigest()[:10]}.so"
+
+
 def compile_and_load(src: str, arch: str, flags: list, seed: int):
     """`netc compile` (a fresh process: its time is the compile time) and netc.runtime.load of the
-    library with random parameters (seed), from a temporary directory."""
+    library with random parameters (seed), from a temporary directory; or the library --prebuilt holds
+    (compiled ahead on any machine: Triton compiles cubins without a GPU)."""
     from netc.runtime import load
+    for d in PREBUILT:
+        so = os.path.join(d, prebuilt_name(src, arch, flags))
+        if os.path.exists(so):
+            return dict(prebuilt=os.path.basename(so), flags=flags), load(so, seed=seed)
     with tempfile.TemporaryDirectory(prefix="netc-gpu-bench-") as d:
         so = os.path.join(d, "net.so")
         comp = compile_so(src, so, arch, flags)
         return comp, load(so, seed=seed)
+
+
+def prebuild(a) -> int:
+    """--prebuild DIR: compile here (no GPU needed) every library the run with the same arguments would
+    compile, named for --prebuilt; a lease then spends its minutes measuring, not compiling."""
+    os.makedirs(a.prebuild, exist_ok=True)
+    arch = a.arch
+    jobs = []
+    for name in a.nets:
+        src = source_of(name)
+        opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
+        if a.train:
+            loss_on = LOSS_ON.get(name)
+            jobs.append((src, ["--train", "--loss", "softmax", "--optimizer", a.optimizer]
+                         + (["--opaque-as-identity"] if opaque else []) + (["--loss-on", loss_on] if loss_on else [])))
+        else:
+            for p in [p.strip() for p in a.precision.split(",") if p.strip()]:
+                jobs.append((src, list(PRECISIONS[p][0]) + (["--opaque-as-identity"] if opaque else [])
+                             + (["--tuning", a.tuning] if a.tuning else [])))
+    for src, flags in jobs:
+        out = os.path.join(a.prebuild, prebuilt_name(src, arch, flags))
+        comp = compile_so(src, out, arch, flags)
+        print(f"{os.path.relpath(out, ROOT)}: {os.path.basename(src)} {' '.join(flags)}: {comp['wall_s']} s, "
+              f"{os.path.getsize(out) / 2 ** 20:.1f} MiB", flush=True)
+    return 0
 
 
 def time_cuda(fn, warmup: int, iters: int) -> dict:
@@ -427,7 +468,14 @@ def main(argv=None) -> int:
     ap.add_argument("--train", action="store_true", help="time a training step (f32) instead of a forward")
     ap.add_argument("--optimizer", default="momentum", help="with --train: sgd, momentum, nesterov, adam, rmsprop")
     ap.add_argument("--lr", type=float, default=1e-4, help="with --train: the learning rate of every step")
+    ap.add_argument("--prebuilt", metavar="DIR", action="append", default=[],
+                    help="take the libraries from DIR where --prebuild compiled them (else compile here)")
+    ap.add_argument("--prebuild", metavar="DIR", help="only compile the libraries into DIR (no GPU needed)")
+    ap.add_argument("--arch", default="sm_90", help="with --prebuild: the architecture (default sm_90)")
     a = ap.parse_args(argv)
+    if a.prebuild:
+        return prebuild(a)
+    PREBUILT[:] = a.prebuilt
     precisions = [p.strip() for p in a.precision.split(",") if p.strip()]
     if a.train:
         precisions = ["f32"]      # netc's training libraries compute in f32

@@ -38,6 +38,9 @@ elif [ -z "${NETC_WHEELS_IN:-}" ]; then
   export PYTHONPATH=$PWD
 fi
 NETS=${BENCH_NETS:-alex_v2 vgg16 inception_v3 resnet50 densenet}
+# libraries compiled ahead on a CPU machine (`make gpu-prebuild`, carried as prebuilt/): bench/gpu.py takes them
+# instead of compiling on the lease
+PREBUILT_ARGS=$([ -d prebuilt ] && echo "--prebuilt $PWD/prebuilt")
 stamp() { echo "== $1 $(date +%T)"; }
 
 for stage in "$@"; do
@@ -138,14 +141,14 @@ for stage in "$@"; do
       done ;;
     bench)
       timeout ${BENCH_TIMEOUT:-580} python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} ${TUNING:+--tuning $TUNING} \
-        ${BENCH_ARGS:-} --out "$LOG/bench.json" >"$LOG/bench.log" 2>&1; echo "bench exit $?"
+        ${BENCH_ARGS:-} $PREBUILT_ARGS --out "$LOG/bench.json" >"$LOG/bench.log" 2>&1; echo "bench exit $?"
       grep -vE "^\s*$" "$LOG/bench.log" | tail -14 ;;
     bench-quick)
       timeout 400 python3 bench/gpu.py $NETS --precision ${BENCH_PRECISION:-bf16,tf32} --no-torch-compile \
         ${TUNING:+--tuning $TUNING} ${BENCH_ARGS:-} --out "$LOG/bench_quick.json" >"$LOG/bench_quick.log" 2>&1
       echo "bench exit $?"; grep -vE "^\s*$" "$LOG/bench_quick.log" | tail -14 ;;
     bench-train)
-      timeout ${BENCH_TIMEOUT:-580} python3 bench/gpu.py --train $NETS ${BENCH_ARGS:-} --out "$LOG/bench_train.json" \
+      timeout ${BENCH_TIMEOUT:-580} python3 bench/gpu.py --train $NETS ${BENCH_ARGS:-} $PREBUILT_ARGS --out "$LOG/bench_train.json" \
         >"$LOG/bench_train.log" 2>&1; echo "bench-train exit $?"
       grep -vE "^\s*$" "$LOG/bench_train.log" | tail -8 ;;
     *) echo "gpu_session: unknown stage '$stage'" ;;
