@@ -312,6 +312,38 @@ def test_convolution_net_parameter_count():
         5147 * 128 + 3 * 128 * 128 + 128 + 4 * 128 * 128 + 128 + 2 * 128 * 2 + 2
 
 
+def test_cos_sim_is_paddles_and_trains_as_paddles():
+    """cos_sim(a, b, scale=2): 2 a.b / (|a| |b|) per sample; one Momentum(momentum=0) step of the summed
+    square error through an fc in front of a moves the fc's weight by -lr * torch.autograd's gradient of
+    the same formula; no parameter of its own is shown."""
+    import torch
+    rng = np.random.RandomState(4)
+    x = paddle.layer.data(name="cs_x", type=paddle.data_type.dense_vector(4))
+    bv = paddle.layer.data(name="cs_b", type=paddle.data_type.dense_vector(5))
+    t = paddle.layer.data(name="cs_t", type=paddle.data_type.dense_vector(1))
+    a = paddle.layer.fc(input=x, size=5, act=paddle.activation.Linear(), bias_attr=False, name="cs_fc")
+    c = paddle.layer.cos_sim(a=a, b=bv, scale=2)
+    cost = paddle.layer.square_error_cost(input=c, label=t)
+    params = paddle.parameters.create(cost)
+    assert params.names() == ["_cs_fc.w0"]
+    w0 = rng.randn(4, 5)
+    params["_cs_fc.w0"] = w0
+    batch = [(rng.randn(4), rng.randn(5), rng.randn(1)) for _ in range(6)]
+    got = paddle.infer(output_layer=c, parameters=params, input=[s[:2] for s in batch])
+    want = [2 * (xi @ w0) @ bi / np.linalg.norm(xi @ w0) / np.linalg.norm(bi) for xi, bi, _ in batch]
+    np.testing.assert_allclose(got.ravel(), want, rtol=1e-5)
+    lr = 0.1
+    trainer = paddle.trainer.SGD(cost, params, paddle.optimizer.Momentum(momentum=0, learning_rate=lr))
+    trainer.train(lambda: iter([batch]), feeding={"cs_x": 0, "cs_b": 1, "cs_t": 2})
+    w = torch.tensor(w0.astype(np.float32).astype(np.float64), requires_grad=True)
+    total = 0
+    for xi, bi, ti in batch:
+        av, bt = torch.tensor(xi) @ w, torch.tensor(bi)
+        total = total + ((2 * (av @ bt) / av.norm() / bt.norm() - ti[0]) ** 2)
+    total.backward()
+    np.testing.assert_allclose(params["_cs_fc.w0"], w0 - lr * w.grad.numpy(), atol=3e-5)
+
+
 # -- refusals ----------------------------------------------------------------------------------------------
 
 def run_prog(tmp_path, body):
@@ -329,7 +361,9 @@ def run_prog(tmp_path, body):
     ("h = paddle.layer.lstmemory(input=paddle.layer.fc(input=e, size=6))", "width 6, not a multiple of 4"),
     ("h = paddle.networks.sequence_conv_pool(input=e, context_len=3, hidden_size=4, context_start=0)",
      "context_start 0"),
-    ("h = paddle.layer.cos_sim(a=e, b=e)", "cos_sim is not in netc.v2 yet"),
+    ("h = paddle.layer.cos_sim(a=e, b=e)", "a and b are per-sample vectors"),
+    ("h = paddle.layer.cos_sim(a=paddle.layer.last_seq(input=e), b=paddle.layer.last_seq(input=e), size=2)",
+     "size=2"),
     ("h = paddle.layer.grumemory(input=paddle.layer.fc(input=e, size=6), act=paddle.activation.Relu())",
      "act is Tanh"),
     ("h = paddle.layer.lstmemory(input=e, act=paddle.activation.Relu())", "state_act differs"),

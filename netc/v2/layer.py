@@ -14,8 +14,7 @@ layers (the same Layer objects, topologies, passes and executors).
     square_error_cost(input, label)     (alias mse_cost): sum over the features of (input - label)^2
 
 Sequences and ids (netc.v2.seqlayer, re-exported here): embedding, table_projection,
-full_matrix_projection, mixed, concat, lstmemory, grumemory, pooling, last_seq, first_seq (cos_sim: a
-located error). The shared helpers and tables live in netc.v2.layerbase.
+full_matrix_projection, mixed, concat, lstmemory, grumemory, pooling, last_seq, first_seq, cos_sim. The shared helpers and tables live in netc.v2.layerbase.
 
 PaddlePaddle's names and initial values: a layer is named `__<kind>_<n>__` (fc: __fc_layer_0__), its
 parameters `_<layer>.w<i>` (the i-th input's weight) and `_<layer>.wbias`; weights start N(0, std^2)
@@ -332,4 +331,4 @@ __all__ = ["embedding", "table_projection", "full_matrix_projection", "mixed", "
            "cross_entropy_cost", "square_error_cost", "mse_cost", "regression_cost", "default_name", "to_paddle",
            "from_paddle", "PARAM_DIMS", "PARAM_LAYOUT", "PARAM_STATE", "COST_SCALE", "CLASSIFIERS"]
 __getattr__ = missing_names(__name__, [n for n in __all__ if not n.isupper()
-                                       and n not in ("default_name", "to_paddle", "from_paddle", "cos_sim")])
+                                       and n not in ("default_name", "to_paddle", "from_paddle")])

@@ -391,9 +391,35 @@ def first_seq(input, name=None, agg_level=None, stride=-1, layer_attr=None):  # 
 
 
 def cos_sim(a, b, scale=1, size=1, name=None, layer_attr=None):
-    """Not in netc.v2 yet: netc has no op for a row's norm or a division (a located error)."""
-    raise error("paddle.layer.cos_sim is not in netc.v2 yet: netc's ops have no square root or division to "
-                "compose a cosine from (docs/v2.md, 'Not yet')", user_loc())
+    """PaddlePaddle's cos_sim: scale * a.b / (|a| |b|) per sample, [B, 1] (size=1). netc has no square
+    root or division op, so each vector is normalized by netc's LRN across its features (a window of
+    2D - 1 covering every feature, alpha = that window, beta 1/2, knorm 0: x / sqrt(sum x^2)), the two
+    multiplied, and the products summed by an InnerProduct whose weight [D, 1] is fixed at `scale`
+    (FIXED: no PaddlePaddle parameter). A zero vector gives NaN, as a division by its norm 0."""
+    loc, what = user_loc(), "paddle.layer.cos_sim"
+    x, y = as_layer(a, what, loc), as_layer(b, what, loc)
+    if size != 1:
+        raise error(f"{what}(size={size}): the cosine of a with each of several slices of b is not in netc.v2 yet",
+                    loc)
+    for v in (x, y):
+        if v.seq is not None or len(v.shape) != 2:
+            raise error(f"{what}: a and b are per-sample vectors [B, D]; '{v.name}' is {v.shape_str()}", loc,
+                        [("defined here", v.loc)])
+    if x.shape[1] != y.shape[1]:
+        raise error(f"{what}: a has {x.shape[1]} features, b {y.shape[1]}", loc)
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)):
+        raise error(f"{what}: scale is a number, got {scale!r}", loc)
+    d = x.shape[1]
+    name = default_name("cos_sim", name)
+    window = 2 * d - 1
+    norms = [L.lrn(L.reshape(v, [-1, 1, 1, d], name=f"{name}.{k}.image"), local_size=window, alpha=float(window),
+                   beta=0.5, knorm=0.0, name=f"{name}.{k}.unit") for k, v in (("a", x), ("b", y))]
+    prod = L.multiply(*norms, name=f"{name}.product")
+    pn, pa = bind_params(name, {"weight": ("sum", {"init": "constant", "value": float(scale), "immutable": True},
+                                           [d, 1])})
+    FIXED[pn["weight"]] = np.full((d, 1), float(scale))
+    out = L.fc(prod, 1, bias=False, name=name, param_name=pn, param_attr=pa)
+    return with_extra(out, layer_attr, name, loc)
 
 
 def fixed_values(name):
