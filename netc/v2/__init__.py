@@ -5,7 +5,8 @@ activations, learning rates as PaddlePaddle's), built on netc.api (the same laye
 executors; no second engine).
 
 Modules: layer, activation, attr, data_type, pooling, networks, optimizer, trainer, event, parameters, topology,
-reader, dataset (uci_housing, mnist); functions init, batch, infer. A PaddlePaddle v2 name netc.v2 does
+reader, dataset (uci_housing, mnist, cifar, imikolov, imdb); functions init, batch, infer. Sequences and ids
+(embedding, lstmemory, grumemory, sequence_conv_pool, ...): netc.v2.seqlayer. A PaddlePaddle v2 name netc.v2 does
 not have is one located error naming it (netc.v2.names)."""
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
-"""paddle.pooling: PaddlePaddle v2's pooling types for img_pool (and networks.simple_img_conv_pool):
-Max and Avg. (Over sequences, netc.api.sequence's pooling; not in netc.v2 yet.)"""
+"""paddle.pooling: PaddlePaddle v2's pooling types, Max and Avg, for img_pool (and
+networks.simple_img_conv_pool) and for layer.pooling over a sequence's steps (netc.api.sequence's
+SequencePool: the maximum, or the mean over the valid steps). Sum and SquareRootN are not in netc.v2 yet."""
 from __future__ import annotations
 
 from .names import missing_names
