@@ -14,6 +14,10 @@ built from netc.api's layers and netc.api.sequence's recurrent layers:
                                             GatedRecurrentLayer: input [T, B, 3H], `_<name>.w0` [H, 3H],
                                             `_<name>.wbias` [1, 3H]
     pooling(input, pooling_type), last_seq(input), first_seq(input)     reductions over time
+    sequence_conv(input, context_len, hidden_size, name, ...)
+                                            networks.sequence_conv_pool's context projection and fc, as a
+                                            convolution over time
+    cos_sim(a, b, scale)                    scale * a.b / (|a| |b|), from netc's LRN
 
 How PaddlePaddle's recurrent layers sit on netc's. netc's Lstm (Brainstorm's cell, the same peepholes
 as PaddlePaddle's: i and f read c[t-1], o reads c[t]) and GRU (SINGA's) own input weights; PaddlePaddle's
@@ -36,7 +40,8 @@ Sources: PaddlePaddle's python/paddle/trainer/config_parser.py (LstmLayer: w0 si
 FullMatrixProjection dims [input, output]), trainer_config_helpers/layers.py and networks.py
 (simple_lstm: a mixed layer 'lstm_transform_<name>' of 4H without bias in front; simple_gru likewise,
 '<name>_transform', 3H), gserver's LstmCompute / GruCompute (gate orders, the GRU's output formula).
-reverse=True (a recurrence backwards in time) is refused: netc's recurrent layers run forward only."""
+reverse=True (a recurrence backwards in time) is refused: netc's recurrent layers run forward only.
+FIXED also holds cos_sim's summing weight."""
 from __future__ import annotations
 
 import math
@@ -422,10 +427,6 @@ def cos_sim(a, b, scale=1, size=1, name=None, layer_attr=None):
     return with_extra(out, layer_attr, name, loc)
 
 
-def fixed_values(name):
-    """The fixed values of a hidden netc parameter (FIXED), or None."""
-    return FIXED.get(name)
-
-
 __all__ = ["embedding", "table_projection", "full_matrix_projection", "mixed", "concat", "lstmemory", "grumemory",
-           "pooling", "last_seq", "first_seq", "cos_sim", "Projection", "Composite", "FIXED", "COMPOSITE"]
+           "pooling", "last_seq", "first_seq", "cos_sim", "sequence_conv", "Projection", "Composite", "FIXED",
+           "COMPOSITE"]
