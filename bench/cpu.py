@@ -91,11 +91,14 @@ def bench(path: str, a) -> dict:
     if a.torch_compile:
         compiled = EagerTrainer(inf, None, {k: v for k, v in start.items() if k in module_params(inf)},
                                 net.attrs.get("optimizer"), dtype=torch.float32)
-        compiled.loss = torch.compile(compiled.loss)
-        t = time.perf_counter()
-        compiled.step(data, lr)
-        row["train"]["torch_compile"] = dict(first_call_s=round(time.perf_counter() - t, 2),
-                                             **timed(lambda: compiled.step(data, lr), a.warmup, a.iters))
+        compiled.loss = torch.compile(compiled.loss, dynamic=False)
+        try:
+            t = time.perf_counter()
+            compiled.step(data, lr)
+            row["train"]["torch_compile"] = dict(first_call_s=round(time.perf_counter() - t, 2),
+                                                 **timed(lambda: compiled.step(data, lr), a.warmup, a.iters))
+        except Exception as e:        # report, do not hide (torch.compile's CPU backend needs a C++ compiler)
+            row["train"]["torch_compile"] = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
     params = {k: v for k, v in cpu.params.items() if k in module_params(inf)}
     enet = EagerNet(inf, None, params, "cpu", torch.float32)
     with torch.no_grad():
@@ -104,7 +107,7 @@ def bench(path: str, a) -> dict:
     for mode in ("train", "infer"):
         r = row[mode]
         r["netc_cpu_over_eager"] = round(r["netc_cpu"]["median_ms"] / r["eager"]["median_ms"], 3)
-        if "torch_compile" in r:
+        if "median_ms" in r.get("torch_compile", {}):
             r["netc_cpu_over_torch_compile"] = round(r["netc_cpu"]["median_ms"] / r["torch_compile"]["median_ms"], 3)
     return row
 
@@ -129,7 +132,8 @@ def main(argv=None) -> int:
         print(f"{r['network']}: train step netc cpu {t['netc_cpu']['median_ms']:.3f} ms, reference "
               f"{t['netc_reference']['median_ms']:.3f}, eager {t['eager']['median_ms']:.3f} "
               f"(netc cpu / eager {t['netc_cpu_over_eager']:.2f})"
-              + (f", torch.compile {t['torch_compile']['median_ms']:.3f}" if "torch_compile" in t else "")
+              + (f", torch.compile {t['torch_compile']['median_ms']:.3f}" if "median_ms" in t.get("torch_compile", {})
+                 else f", torch.compile: {t['torch_compile']['error']}" if "torch_compile" in t else "")
               + f"; inference netc cpu {i['netc_cpu']['median_ms']:.3f} ms, eager {i['eager']['median_ms']:.3f} "
               f"({i['netc_cpu_over_eager']:.2f})")
     out = a.out or os.path.join(ROOT, "bench", "results", f"cpu-{datetime.date.today().isoformat()}.json")
