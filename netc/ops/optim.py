@@ -230,10 +230,10 @@ class _Update(OpDef):
         return itemsize * (prod(ins[0]) + 2 * sum(prod(s) for s in shapes.values()) + len(ins) - 1)
 
     def reference(self, a, ins, params):
-        import torch      # lazy: torch is slow to import
-        f64 = torch.float64
-        w = params["param"].to(f64)
-        g = ins[0].to(f64)
+        from .reference import compute_dtype      # lazy: torch is slow to import
+        dt = compute_dtype()                       # float64, or computing_in's (the CPU target: f32)
+        w = params["param"].to(dt)
+        g = ins[0].to(dt)
         lr = float(ins[1]) * a["lr_scale"]
         if a["clip_low"] < a["clip_high"]:
             g = g.clamp(a["clip_low"], a["clip_high"])
@@ -242,7 +242,7 @@ class _Update(OpDef):
         wd = a["weight_decay"] * a["wd_scale"]
         if wd != 0:
             g = g + wd * w
-        state = {role: params[role].to(f64) for role in self.state_roles(a)}
+        state = {role: params[role].to(dt) for role in self.state_roles(a)}
         return self.update(a, w, g, lr, state)
 
     def update(self, a, w, g, lr, state) -> dict:

@@ -41,6 +41,11 @@ def computing_in(dtype):
     return _setting(_COMPUTE, dtype)
 
 
+def compute_dtype():
+    """The references' compute dtype: float64, or computing_in's."""
+    return _COMPUTE.get()
+
+
 def in_compute_dtype(t):
     """t in the references' compute dtype: float64, or computing_in's."""
     return None if t is None else t.to(_COMPUTE.get())
