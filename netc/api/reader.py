@@ -41,21 +41,22 @@ def batch(reader, batch_size: int, drop_last: bool = False):
     return batched
 
 
-def shuffle(reader, buf_size: int, seed: int | None = None):
-    """Samples shuffled within windows of `buf_size` (seeded: a new order every pass, the same run to run)."""
+def shuffle(reader, buf_size: int, seed: int | None = None, rng=None):
+    """Samples shuffled within windows of `buf_size` (seeded: a new order every pass, the same run to run).
+    `rng`: shuffle with this object's shuffle() instead (netc.v2: Python's `random` module, PaddlePaddle's)."""
     state = {"pass": 0}
 
     def shuffled():
-        rng = random.Random(None if seed is None else seed * 1_000_003 + state["pass"])
+        r = rng if rng is not None else random.Random(None if seed is None else seed * 1_000_003 + state["pass"])
         state["pass"] += 1
         buf = []
         for s in reader():
             buf.append(s)
             if len(buf) >= buf_size:
-                rng.shuffle(buf)
+                r.shuffle(buf)
                 yield from buf
                 buf = []
-        rng.shuffle(buf)
+        r.shuffle(buf)
         yield from buf
     return shuffled
 

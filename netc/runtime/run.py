@@ -493,27 +493,21 @@ def train_source(args, diag):
     if args.compare and (args.data or args.eval or args.grads or args.history or args.plot):
         raise NetcError("--compare runs --steps N steps on fixed inputs (--inputs, or random ones) and prints the "
                         "errors; --data/--eval/--grads/--history/--plot go with a training run without --compare")
-    if target == "interp":
-        from .interp import InterpTrainer
-        trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
-                                blocks=args.interp_blocks or "cuda")
+    if target in ("interp", "cpu"):
+        if target == "interp":
+            from .interp import InterpTrainer
+            trainer = InterpTrainer(module, net.attrs["sym_name"], params, seed=args.seed,
+                                    blocks=args.interp_blocks or "cuda")
+        else:
+            from .cpu import CpuTrainer
+            trainer = CpuTrainer(module, net, params, seed=args.seed)
         if args.compare:
             ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
             from .compare import compare_training
             from .interp import compare_step
-            compare_training(trainer, ref, net, inputs or None, schedule, "on the interpreter target", args.steps or 1,
-                             args.output, compare_step)
-            write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
-            return 0
-    elif target == "cpu":
-        from .cpu import CpuTrainer
-        trainer = CpuTrainer(module, net, params, seed=args.seed)
-        if args.compare:
-            ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
-            from .compare import compare_training
-            from .interp import compare_step
-            compare_training(trainer, ref, net, inputs or None, schedule, "on the CPU target", args.steps or 1,
-                             args.output, compare_step)
+            where = "on the interpreter target" if target == "interp" else "on the CPU target"
+            compare_training(trainer, ref, net, inputs or None, schedule, where, args.steps or 1, args.output,
+                             compare_step)
             write_training(args, None, trainer, {**carried, **(params or {})}, net.attrs["sym_name"])   # -o
             return 0
     else:

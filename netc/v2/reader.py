@@ -6,23 +6,14 @@ from __future__ import annotations
 import random
 
 from ..api.reader import buffered, cache, chain, compose, firstn, map_readers  # noqa: F401
+from ..api.reader import shuffle as netc_shuffle
 from .names import missing_names
 
 
 def shuffle(reader, buf_size):
     """Samples shuffled within windows of buf_size by Python's `random` (PaddlePaddle's: `random.seed(n)`
-    makes the order repeatable)."""
-    def shuffled():
-        buf = []
-        for s in reader():
-            buf.append(s)
-            if len(buf) >= buf_size:
-                random.shuffle(buf)
-                yield from buf
-                buf = []
-        random.shuffle(buf)
-        yield from buf
-    return shuffled
+    makes the order repeatable): netc.reader.shuffle with the `random` module as its generator."""
+    return netc_shuffle(reader, buf_size, rng=random)
 
 
 __all__ = ["shuffle", "buffered", "cache", "chain", "compose", "firstn", "map_readers"]
