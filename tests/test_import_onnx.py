@@ -64,13 +64,23 @@ class Gap(nn.Module):
         return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(torch.relu(self.c(x)), 1), 1))
 
 
-def exported(tmp_path, model, x, opset=17, name="m.onnx", fold=False):
+def exported(tmp_path, model, x, opset=17, name="m.onnx", fold=False, inputs=("x",), outputs=("prob",)):
+    """torch.onnx's TorchScript export of model on x (a tensor, or a tuple of them) into tmp_path/name."""
     path = tmp_path / name
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=opset, input_names=["x"],
-                          output_names=["prob"], do_constant_folding=fold)
+        torch.onnx.export(model, x if isinstance(x, tuple) else (x,), str(path), dynamo=False, opset_version=opset,
+                          input_names=list(inputs), output_names=list(outputs), do_constant_folding=fold)
     return path
+
+
+def inferred(path):
+    """The imported model through the inference pipeline, without errors."""
+    d = DiagnosticEngine()
+    m = load(str(path), d)
+    inference(m, Options(phase="test"), d)
+    assert not d.has_errors(), d.diagnostics
+    return m
 
 
 def small(seed=0):
@@ -114,13 +124,7 @@ def test_a_torch_model_gives_torchs_outputs(tmp_path, opset):
 def test_a_global_pool_into_a_product(tmp_path):
     torch.manual_seed(3)
     model, x = Gap().eval(), torch.randn(3, 3, 9, 9)
-    path = tmp_path / "gap.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["x"], output_names=["y"])
-    d = DiagnosticEngine()
-    m = load(str(path), d)
-    inference(m, Options(phase="test"), d)
+    m = inferred(exported(tmp_path, model, x, name="gap.onnx", outputs=("y",)))
     out = run_reference(m, {"x": x.permute(0, 2, 3, 1).double()}, None)
     with torch.no_grad():
         assert rel(out["y"], model(x).numpy()) < 1e-5
@@ -149,14 +153,8 @@ class Arithmetic(nn.Module):
 def test_arithmetic_with_constants_reads_as_an_affine(tmp_path):
     torch.manual_seed(4)
     model, x = Arithmetic().eval(), torch.randn(2, 3, 6, 6)
-    path = tmp_path / "arith.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")     # the input is named 'input', a keyword of the .nd language
-        torch.onnx.export(model, (x,), str(path), dynamo=False, input_names=["input"], output_names=["y"])
-    d = DiagnosticEngine()
-    m = load(str(path), d)
-    inference(m, Options(phase="test"), d)
-    assert not d.has_errors(), d.diagnostics
+    # the input is named 'input', a keyword of the .nd language
+    m = inferred(exported(tmp_path, model, x, name="arith.onnx", inputs=("input",), outputs=("y",)))
     out = run_reference(m, {"input_": x.permute(0, 2, 3, 1).double()}, None)
     with torch.no_grad():
         assert rel(out["y"], model(x).numpy()) < 1e-5
@@ -175,10 +173,7 @@ def test_arithmetic_that_is_no_affine_is_a_located_error(tmp_path, body, why):
     exec(f"def forward(self, x):\n    return {body}\n", {"torch": torch}, ns)
     model = type("M", (nn.Module,), {"forward": ns["forward"]})()
     model.c = nn.Conv2d(3, 8, 1)
-    path = tmp_path / "bad.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model.eval(), (torch.randn(1, 3, 6, 6),), str(path), dynamo=False, input_names=["x"])
+    path = exported(tmp_path, model.eval(), torch.randn(1, 3, 6, 6), name="bad.onnx")
     with pytest.raises(NetcError, match=why):
         load(str(path), DiagnosticEngine())
 
@@ -200,14 +195,8 @@ class NGram(nn.Module):
 def test_a_gather_from_a_table_is_an_embedding_of_integer_ids(tmp_path):
     torch.manual_seed(5)
     model, w = NGram().eval(), torch.randint(0, 50, (3, 4))
-    path = tmp_path / "ngram.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (w,), str(path), dynamo=False, input_names=["words"], output_names=["prob"])
-    d = DiagnosticEngine()
-    m = load(str(path), d)
-    inference(m, Options(phase="test"), d)
-    assert not d.has_errors(), d.diagnostics
+    path = exported(tmp_path, model, w, name="ngram.onnx", inputs=("words",))
+    m = inferred(path)
     out = run_reference(m, {"words": w}, None)
     with torch.no_grad():
         assert rel(out["prob"], model(w).numpy()) < 1e-6
@@ -225,10 +214,7 @@ def test_integer_inputs_are_read_only_as_ids(tmp_path):
     class Bad(nn.Module):
         def forward(self, w):
             return w + w
-    path = tmp_path / "bad.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(Bad(), (torch.randint(0, 5, (2, 3)),), str(path), dynamo=False, input_names=["w"])
+    path = exported(tmp_path, Bad(), torch.randint(0, 5, (2, 3)), name="bad.onnx", inputs=("w",))
     with pytest.raises(NetcError, match=r"input 'w' is not float32 .*only as the ids of a Gather"):
         load(str(path), DiagnosticEngine())
 
@@ -276,14 +262,6 @@ class Recurrent(nn.Module):
         return self.fc(y[-1])
 
 
-def export_recurrent(tmp_path, model, args, names):
-    path = tmp_path / "rnn.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, args, str(path), dynamo=False, input_names=names, output_names=["y"])
-    return path
-
-
 @pytest.mark.parametrize("kind,state", [("LSTM", False), ("LSTM", True), ("GRU", False)])
 def test_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
     """ONNX's LSTM (gates i, o, f, c, two biases, no peepholes) as netc's Lstm, its GRU (linear_before_reset 1,
@@ -294,11 +272,8 @@ def test_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
         with torch.no_grad():
             model.r.bias_hh_l0[14:].zero_()
     args = (x, torch.randn(1, 4, 7), torch.randn(1, 4, 7)) if state else (x,)
-    path = export_recurrent(tmp_path, model, args, ["x", "h0", "c0"][:len(args)])
-    d = DiagnosticEngine()
-    m = load(str(path), d)
-    inference(m, Options(phase="test"), d)
-    assert not d.has_errors(), d.diagnostics
+    path = exported(tmp_path, model, args, name="rnn.onnx", inputs=["x", "h0", "c0"][:len(args)], outputs=("y",))
+    m = inferred(path)
     feed = dict(zip(["x", "h0", "c0"], (a.double() for a in args)))
     if state:                  # ONNX's [1, B, H] initial states: netc's Lstm takes [B, H]
         feed = {k: v[0] if k != "x" else v for k, v in feed.items()}
@@ -314,7 +289,7 @@ def test_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
 
 def test_a_gru_with_a_recurrent_bias_on_the_new_memory_is_refused(tmp_path):
     torch.manual_seed(8)
-    path = export_recurrent(tmp_path, Recurrent("GRU").eval(), (torch.randn(3, 2, 5),), ["x"])
+    path = exported(tmp_path, Recurrent("GRU").eval(), torch.randn(3, 2, 5), name="rnn.onnx", outputs=("y",))
     with pytest.raises(NetcError, match=r"linear_before_reset 1 with a recurrent bias of the new memory"):
         load(str(path), DiagnosticEngine())
 
