@@ -51,10 +51,13 @@ def training_module(src, batch=None, spatial=None, optimizer="sgd", loss=None, n
     diag = DiagnosticEngine()
     if isinstance(src, str) and src.lstrip().startswith("network"):
         import tempfile
-        with tempfile.NamedTemporaryFile("w", suffix=".nd", delete=False) as f:
-            f.write(src)
-        src = f.name
-    m = load(str(src), diag)
+        with tempfile.TemporaryDirectory() as d:         # the text as a file, removed once read
+            path = os.path.join(d, "net.nd")
+            with open(path, "w") as f:
+                f.write(src)
+            m = load(path, diag)
+    else:
+        m = load(str(src), diag)
     if batch or spatial:
         scale_inputs(m, batch=batch, spatial=spatial)
     if narrowed:
@@ -324,12 +327,11 @@ network lib {
 """
 
 
-def test_training_library_replayed_on_the_cpu():
+def test_training_library_replayed_on_the_cpu(tmp_path):
     """The .so of `netc compile --train` replayed on the CPU (runtime/interp.py InterpLibrary: its
     arena, regions, embedded tables and both programs, as the C launcher runs them): its training
     steps equal the reference's, and its forward -- on the parameters the steps left, batch norm
     folded from the running statistics by its prologue -- equals the reference inference."""
-    import tempfile
     from netc.frontend import load
     from netc.pipelines import Options, Plan, Training, compile
     from netc.runtime.compare import param_errors, state_kinds
@@ -337,12 +339,12 @@ def test_training_library_replayed_on_the_cpu():
     from netc.runtime.compare import relative_error
     from netc.runtime.reference import run_reference
     from netc.runtime.train import ReferenceTrainer, inference_params
-    with tempfile.NamedTemporaryFile("w", suffix=".nd", delete=False) as f:
-        f.write(LIBRARY)
+    path = tmp_path / "library.nd"
+    path.write_text(LIBRARY)
 
     def program(train):
         diag = DiagnosticEngine()
-        m = load(f.name, diag)
+        m = load(str(path), diag)
         training = Training(optimizer={"name": "momentum"}) if train else None
         ctx = compile(m, Options(phase="train" if train else "test", training=training), diag, plan=Plan())
         return m, ctx.notes["memory_plan"]
