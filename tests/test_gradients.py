@@ -211,6 +211,17 @@ def case_conv2d(rng, k):
     return with_loss(src, out), xs
 
 
+def case_depthwise_conv2d(rng, k):
+    """Channel multipliers 1 to 3, with and without a bias; conv2d's geometries (crops among them)."""
+    x = _image(rng)
+    kh, kw, s, pad = _geometry(rng, k)
+    a = {"filter": [kh, kw, rng.choice([x[3], -1]), 1 + k % 3], "strides": s, "padding": pad,
+         "activation": _act_k(rng, k), "bias": k % 4 != 3}
+    out = _infer("depthwise_conv2d", a, [x])
+    src, xs = around("DepthwiseConvolution", [x], a)
+    return with_loss(src, out), xs
+
+
 def case_deconv2d(rng, k):
     out = _image(rng)
     kh, kw, s, pad = _geometry(rng, k)
@@ -480,6 +491,7 @@ CASES = {
     "dropout": case_dropout,
     "conv2d": case_conv2d,
     "deconv2d": case_deconv2d,
+    "depthwise_conv2d": case_depthwise_conv2d,
     "inner_product": case_inner_product,
     "maxpool": case_pool("MaxPool"),
     "avgpool": case_pool("AvgPool"),
@@ -574,6 +586,14 @@ network t {
   b = BatchNorm(n) { epsilon: 0.01 }
   p = AvgPool(b) { ksize: [1, 2, 2, 1], strides: [1, 1, 2, 1], padding: [1, 0] }
   loss = EuclideanLoss(p, label)
+}
+""",
+    "depthwise": """
+network t {
+  input data: f32[2, 7, 6, 3]
+  input label: f32[2, 4, 2, 6]
+  d = DepthwiseConvolution(data) { filter: [3, 2, 3, 2], strides: [1, 2, 3, 1], padding: SAME, activation: tanh }
+  loss = EuclideanLoss(d, label)
 }
 """,
     "deconv_softmax": """

@@ -62,6 +62,10 @@ def _case(op: str, rng: random.Random):
         f = [rng.randint(1, 4), rng.randint(1, 4), rng.choice([img[3], -1]), rng.randint(1, 5)]
         return attrs(op, filter=f, strides=[1, rng.randint(1, 3), rng.randint(1, 3), 1], padding=pad,
                      activation=act, normalizer=rng.choice(["none", "batch_norm"])), [img]
+    if op == "depthwise_conv2d":
+        f = [rng.randint(1, 4), rng.randint(1, 4), rng.choice([img[3], -1]), rng.randint(1, 3)]
+        return attrs(op, filter=f, strides=[1, rng.randint(1, 3), rng.randint(1, 3), 1], padding=pad,
+                     activation=act, bias=rng.choice([True, False])), [img]
     if op == "deconv2d":
         out = (n, rng.randint(2, 9), rng.randint(2, 9), rng.randint(1, 4))
         f = [rng.randint(1, 4), rng.randint(1, 4), out[3], rng.randint(1, 4)]
@@ -235,6 +239,22 @@ def test_deconv2d_is_the_adjoint_of_the_forward_convolution(pad, h, k, s):
     t = torch.zeros(out, dtype=torch.float64, requires_grad=True)
     (vjp,) = torch.autograd.grad(fwd(t, w), t, x)
     torch.testing.assert_close(y, vjp)
+
+
+@pytest.mark.parametrize("pad,s,m", [("SAME", 2, 1), ("VALID", 1, 3), ([1, 2], 2, 2), ("SAME", 3, 2)])
+def test_depthwise_conv2d_is_a_conv2d_with_a_block_diagonal_filter(pad, s, m):
+    """Output channel c*M + k is channel c convolved with filter [:, :, c, k]: conv2d's value with a filter that
+    is zero between other channels (Paleo's SAME crops too), bias and activation after it."""
+    g = torch.Generator().manual_seed(s * 10 + m)
+    x = torch.randn(2, 7, 6, 4, dtype=torch.float64, generator=g)
+    w = torch.randn(3, 2, 4, m, dtype=torch.float64, generator=g)
+    b = torch.randn(4 * m, dtype=torch.float64, generator=g)
+    dense = torch.zeros(3, 2, 4, 4 * m, dtype=torch.float64)
+    for c in range(4):
+        dense[:, :, c, c * m:(c + 1) * m] = w[:, :, c, :]
+    a = attrs("depthwise_conv2d", filter=[3, 2, 4, m], strides=[1, s, s, 1], padding=pad, activation="tanh")
+    y = ref("depthwise_conv2d", a, [x], {"weight": w, "bias": b})
+    torch.testing.assert_close(y, R.conv2d(x, dense, b, [1, s, s, 1], pad, activation="tanh"))
 
 
 def test_pooling_counts_only_in_bounds_elements():
