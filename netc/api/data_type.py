@@ -5,6 +5,7 @@ PyDataProvider2): what one sample of a data layer holds.
     integer_value_sequence(n)   a variable-length list of such ids             i32 [T, B] (time-major)
     dense_vector(d)             d floats                                       f32 [B, d]
     dense_vector_sequence(d)    a variable-length list of d-float vectors     f32 [T, B, d]
+    sparse_binary_vector(d)     the indices (in 0 .. d-1) of a d-vector's ones f32 [B, d] (0s and 1s)
 
 `netc.layer.data("words", netc.data_type.integer_value_sequence(5000))` (or `type=`) makes the data layer.
 A sequence sample is a list (or array) of steps; the feeding pads a batch to its longest sequence, T,
@@ -23,6 +24,7 @@ class SequenceType:
 
 class DataType:
     Dense = 0
+    SparseNonValue = 1
     Index = 3
 
 
@@ -44,6 +46,10 @@ class InputType:
     def is_index(self) -> bool:
         return self.type == DataType.Index
 
+    @property
+    def is_sparse(self) -> bool:
+        return self.type == DataType.SparseNonValue
+
     def problem(self) -> str | None:
         """What is wrong with the type's numbers (None: nothing)."""
         for what, v in (("dim", self.dim), ("max_len", self.max_len)):
@@ -55,7 +61,8 @@ class InputType:
 
     def __repr__(self):
         name = {(DataType.Index, 0): "integer_value", (DataType.Index, 1): "integer_value_sequence",
-                (DataType.Dense, 0): "dense_vector", (DataType.Dense, 1): "dense_vector_sequence"}.get(
+                (DataType.Dense, 0): "dense_vector", (DataType.Dense, 1): "dense_vector_sequence",
+                (DataType.SparseNonValue, 0): "sparse_binary_vector"}.get(
                     (self.type, self.seq_type), "InputType")
         return f"{name}({self.dim!r}" + (f", max_len={self.max_len!r}" if self.max_len is not None else "") + ")"
 
@@ -80,7 +87,13 @@ def dense_vector_sequence(dim: int, max_len: int | None = None) -> InputType:
     return InputType(dim, SequenceType.SEQUENCE, DataType.Dense, max_len)
 
 
+def sparse_binary_vector(dim: int) -> InputType:
+    """A `dim`-vector of zeros and ones per sample, given as the indices of its ones (f32 [B, dim]: the
+    feeding sets them; PaddlePaddle's sparse_binary_vector, held dense)."""
+    return InputType(dim, SequenceType.NO_SEQUENCE, DataType.SparseNonValue)
+
+
 integer_sequence = integer_value_sequence
 
 __all__ = ["InputType", "SequenceType", "DataType", "integer_value", "integer_value_sequence", "integer_sequence",
-           "dense_vector", "dense_vector_sequence"]
+           "dense_vector", "dense_vector_sequence", "sparse_binary_vector"]

@@ -96,6 +96,8 @@ def _typed_data(name, itype, shape, batch_size, attrs, loc) -> Layer:
     problem = itype.problem()
     if problem:
         raise error(f"data layer '{name}': {problem}", loc)
+    if itype.is_sparse and itype.is_sequence:
+        raise error(f"data layer '{name}': a sequence of sparse vectors is not in netc yet", loc)
     if not itype.is_sequence:
         x = data(name, [] if itype.is_index else [itype.dim], "i32" if itype.is_index else "f32", batch_size,
                  **attrs)

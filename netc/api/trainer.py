@@ -146,6 +146,8 @@ class Feeder:
             if x.seq is x:
                 continue
             col = cols[x.name]
+            if x.itype is not None and x.itype.is_sparse and not isinstance(col, np.ndarray):
+                col = ones_at(x, col, self.loc)
             arr = (col.detach().cpu().numpy() if torch.is_tensor(col) else
                    np.stack([np.asarray(v.detach().cpu() if torch.is_tensor(v) else v) for v in col])
                    if isinstance(col, list) else np.asarray(col))
@@ -192,6 +194,18 @@ class Feeder:
             n = self.lengths[m.mask_of.name]
             out[m.name] = torch.as_tensor((np.arange(self.steps)[:, None] < n[None, :])[..., None].astype(np.float32))
         return out
+
+
+def ones_at(x, col, loc) -> np.ndarray:
+    """A sparse_binary_vector data layer's samples (each the indices of its ones) as [B, dim] 0/1 rows."""
+    out = np.zeros((len(col), x.itype.dim), np.float32)
+    for i, s in enumerate(col):
+        ids = np.asarray(s.detach().cpu() if torch.is_tensor(s) else s).reshape(-1)
+        if ids.size and (ids.dtype.kind not in "iu" or ids.min() < 0 or ids.max() >= x.itype.dim):
+            raise error(f"sample {i} of data layer '{x.name}' ({x.itype!r}) gives {ids.tolist()}: the indices of its "
+                        f"ones are integers in 0 .. {x.itype.dim - 1}", loc, [("the data layer is made here", x.loc)])
+        out[i, ids.astype(np.int64)] = 1.0
+    return out
 
 
 def _batches(reader, batch_size, loc):
