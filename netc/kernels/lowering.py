@@ -55,6 +55,7 @@ from typing import Callable
 from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
 from .rnn_lowering import RNN_LOWERINGS
 from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
+from .depthwise_lowering import DEPTHWISE_LOWERINGS, DEPTHWISE_TILES
 from .spec import (FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between,  # noqa: F401  (the table's
                    row_factor, single_member)                                            # vocabulary: spec.py)
 
@@ -765,6 +766,8 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.maxpool": Lowering(lower=_pool("maxpool")),
     "netc.avgpool": Lowering(lower=_pool("avgpool")),
     "netc.lrn": Lowering(lower=_lower_lrn),
+    # depthwise convolutions and their gradients (kernels/depthwise.py; entries in depthwise_lowering.py)
+    **{name: Lowering(lower=fn) for name, fn in DEPTHWISE_LOWERINGS.items()},
     "netc.softmax": Lowering(lower=_lower_softmax),
     # the identity on their operand's bytes: no kernel where the plan aliases them, else a copy
     "netc.reshape": Lowering(lower=_lower_copy),
@@ -946,6 +949,7 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "elementwise_kernel": _tiles_elementwise,
     "conv2d_grad_data_kernel": _tiles_conv2d_grad_data,
     "conv2d_grad_filter_kernel": _tiles_conv2d_grad_filter,
+    **DEPTHWISE_TILES,
     "column_sums_kernel": lambda call: _tiles_rows(call, split=True),
     "batch_stats_kernel": lambda call: _tiles_rows(call, split=True),
     "batch_norm_rows_kernel": _tiles_rows,
