@@ -485,6 +485,7 @@ CASES = {
     "sigmoid": case_unary("Sigmoid"),
     "tanh": case_unary("Tanh"),
     "stanh": case_unary("STanh"),
+    "clip": case_unary("Clip", lambda rng: {"min": rng.choice([-0.5, 0.0]), "max": rng.choice([0.25, 6.0])}),
     "identity": case_unary("Identity"),
     "deltas_scaling": case_unary("DeltasScaling", lambda rng: {"factor": rng.choice([-1.0, 0.5, 3.0])}),
     "dummy": case_unary("Dummy", lambda rng: {"output": rng.choice([False, True])}),

@@ -81,6 +81,8 @@ def _case(op: str, rng: random.Random):
         return attrs(op, num_outputs=rng.randint(1, 6), activation=act), [any_shape]
     if op == "relu":
         return attrs(op, negative_slope=rng.choice([0.0, 0.1])), [any_shape]
+    if op == "clip":
+        return attrs(op, **rng.choice([{}, {"min": -0.5, "max": 0.25}])), [any_shape]
     if op in ("sigmoid", "tanh", "stanh", "dropout", "batch_norm", "softmax", "opaque", "identity", "dummy", "rbm_visible"):
         return attrs(op, **({"type": "Mystery"} if op == "opaque" else {})), [any_shape]
     if op == "lrn":

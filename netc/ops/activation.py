@@ -1,4 +1,4 @@
-"""Elementwise unary ops: ReLU, Sigmoid, Tanh, SINGA's scaled tanh (STanh), Dropout.
+"""Elementwise unary ops: ReLU, Sigmoid, Tanh, SINGA's scaled tanh (STanh), Clip (ReLU6), Dropout.
 
 Paleo has no ReLU/Tanh type (they are fused as `activation` on convolutions); netc costs them
 at 1 FLOP per element forward and backward (Sigmoid and Tanh at 4, counting the exponential as
@@ -141,6 +141,46 @@ class STanh(_Unary):
 
 
 @register
+class Clip(_Unary):
+    name = "clip"
+    onnx_type = "Clip"
+    channelwise = True
+    types = ("Clip", "ReLU6")
+    flops_per_element = 2
+    attrs = {"min": AttrSpec("number", 0.0, doc="the lower bound"),
+             "max": AttrSpec("number", 6.0, doc="the upper bound (ReLU6: the defaults)")}
+    doc = ("min(max(x, min), max), elementwise (ONNX's Clip; torch's ReLU6 and hardtanh). 2 FLOPs per element "
+           "forward, 2 backward; its gradient passes where min <= x <= max (torch.clamp's).")
+
+    def infer(self, a, ins):
+        if not a["min"] <= a["max"]:
+            raise ShapeError(f"min {a['min']} is above max {a['max']}", attr="max")
+        return tuple(ins[0])
+
+    def onnx(self, a, w, op):
+        """Clip with its bounds as float32 constant inputs (opset 11 and later)."""
+        import numpy as np
+        nm = a.get("name") or self.name
+        y = w.node("Clip", [w.x(op, 0), w.const(float(a["min"]), nm + ".min", np.float32),
+                            w.const(float(a["max"]), nm + ".max", np.float32)], hint=nm)
+        w.result(op, y, w.layout(op))
+
+    def eager(self, a, params, x_shape, out_shape, training):
+        import torch
+        lo, hi = float(a["min"]), float(a["max"])
+        return lambda x: torch.clamp(x, lo, hi)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        return R.in_compute_dtype(ins[0]).clamp(float(a["min"]), float(a["max"]))
+
+    def gradient(self, g, op, dy):
+        """dy where the input lay within the bounds (netc.clip_grad, from the input)."""
+        a = self.attrs_of(op)
+        return [g.emit("netc.clip_grad", [op.operands[0], dy], {"min": a["min"], "max": a["max"]})], {}
+
+
+@register
 class Dropout(_Unary):
     name = "dropout"
     onnx_type = "Identity"   # inference: the identity
@@ -254,6 +294,30 @@ class DropoutMask(OpDef):
 
 
 # --------------------------------------------------------------------------- gradients
+
+@register
+class ClipGrad(OpDef):
+    name = "clip_grad"
+    training_only = True
+    arity = (2, 2)
+    elementwise = True
+    attrs = dict(Clip.attrs)
+    doc = "The gradient of clip, from its input x and the output's gradient dy: dy where min <= x <= max, else 0."
+
+    def infer(self, a, ins):
+        x, dy = ins
+        if tuple(x) != tuple(dy):
+            raise ShapeError(f"clip input {list(x)} and its gradient {list(dy)} differ", operand=1)
+        return tuple(dy)
+
+    def cost(self, a, ins, out, needs_input_grad=True):
+        return Cost(prod(out) * Clip.flops_per_element)
+
+    def reference(self, a, ins, params):
+        from . import reference as R      # lazy: torch is slow to import
+        x, dy = R.in_compute_dtype(ins[0]), R.in_compute_dtype(ins[1])
+        return dy * ((x >= float(a["min"])) & (x <= float(a["max"]))).to(dy.dtype)
+
 
 def _act_of(op) -> tuple:
     """(activation, negative_slope) of a standalone activation op."""
