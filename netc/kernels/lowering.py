@@ -55,6 +55,7 @@ from typing import Callable
 from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
 from .rnn_lowering import RNN_LOWERINGS
 from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
+from .clip_lowering import CLIP_LOWERINGS, CLIP_TILES
 from .depthwise_lowering import DEPTHWISE_LOWERINGS, DEPTHWISE_TILES
 from .spec import (FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between,  # noqa: F401  (the table's
                    row_factor, single_member)                                            # vocabulary: spec.py)
@@ -768,6 +769,8 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.lrn": Lowering(lower=_lower_lrn),
     # depthwise convolutions and their gradients (kernels/depthwise.py; entries in depthwise_lowering.py)
     **{name: Lowering(lower=fn) for name, fn in DEPTHWISE_LOWERINGS.items()},
+    # clip (ReLU6) and its gradient (an elementwise chain, kernels/clip.py; entries in clip_lowering.py)
+    **{name: Lowering(lower=fn) for name, fn in CLIP_LOWERINGS.items()},
     "netc.softmax": Lowering(lower=_lower_softmax),
     # the identity on their operand's bytes: no kernel where the plan aliases them, else a copy
     "netc.reshape": Lowering(lower=_lower_copy),
@@ -950,6 +953,7 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "conv2d_grad_data_kernel": _tiles_conv2d_grad_data,
     "conv2d_grad_filter_kernel": _tiles_conv2d_grad_filter,
     **DEPTHWISE_TILES,
+    **CLIP_TILES,
     "column_sums_kernel": lambda call: _tiles_rows(call, split=True),
     "batch_stats_kernel": lambda call: _tiles_rows(call, split=True),
     "batch_norm_rows_kernel": _tiles_rows,
