@@ -5,7 +5,8 @@ the import says netc. IMDB reviews (word ids) -> positive / negative with the bo
 LSTM (the default): an
 embedding, fc + lstmemory, then (stacked_num - 1) times an fc of the previous fc and LSTM and an LSTM over
 it (the book runs every second one backwards in time), max pooling over time of the last fc and LSTM, a
-softmax; Adam(2e-3, L2 8e-4), batches of 100. Tests after every pass, infers a few test reviews.
+softmax; Adam(2e-3, L2 8e-4) with ModelAverage(0.5) (the tar files hold the averaged values), batches
+of 100. Tests after every pass, infers a few test reviews.
 
     python examples/v2/understand_sentiment.py [--net lstm|conv] [--passes 2] [--stacked 3] [--no-reverse]
                                                [--lstm-act relu|tanh]
@@ -100,7 +101,8 @@ def main():
         cost, output = stacked_lstm_net(dict_dim, emb_dim=args.emb, hid_dim=args.hid, stacked_num=args.stacked,
                                         reverse=not args.no_reverse, lstm_act=args.lstm_act)
     parameters = paddle.parameters.create(cost)
-    adam = paddle.optimizer.Adam(learning_rate=2e-3, regularization=paddle.optimizer.L2Regularization(rate=8e-4))
+    adam = paddle.optimizer.Adam(learning_rate=2e-3, regularization=paddle.optimizer.L2Regularization(rate=8e-4),
+                                 model_average=paddle.optimizer.ModelAverage(average_window=0.5))
     trainer = paddle.trainer.SGD(cost=cost, parameters=parameters, update_equation=adam)
     feeding = {"word": 0, "label": 1}
     train_reader = paddle.batch(paddle.reader.shuffle(imdb.train(word_dict), buf_size=1000), batch_size=100)

@@ -18,7 +18,8 @@ the gradient:
 
 regularization=L2Regularization(rate) is PaddlePaddle's decay_rate for every parameter (biases too);
 gradient_clipping_threshold clips the summed gradient's values to [-t, t] (netc's clip_low/high of
-t / (k n)). learning_rate defaults to 1e-3 (PaddlePaddle's settings()); learning_rate_schedule is
+t / (k n)). model_average=ModelAverage(average_window, max_average_window) keeps PaddlePaddle's average of
+the parameters' recent values (netc.v2.average), which trainer.save_parameter_to_tar writes. learning_rate defaults to 1e-3 (PaddlePaddle's settings()); learning_rate_schedule is
 PaddlePaddle's (constant, poly, caffe_poly, exp, discexp, linear, manual, pass_manual, with
 learning_rate_decay_a / _b and learning_rate_args): a function of the samples processed, the current
 batch counted (its SgdLocalUpdater.startBatch), or of the passes finished. RMSProp (PaddlePaddle's is
@@ -29,6 +30,7 @@ import math
 
 from ..api import optimizer as api_opt
 from ..api.errors import error, user_loc
+from .average import ModelAverage
 from .names import missing_names
 
 
@@ -74,8 +76,10 @@ class Optimizer:
         self.schedule = learning_rate_schedule
         self.a, self.b = float(learning_rate_decay_a), float(learning_rate_decay_b)
         self.segments = _segments(learning_rate_args, what, loc) if learning_rate_schedule.endswith("manual") else []
-        if model_average is not None:
-            raise error(f"{what}: model_average is not in netc.v2 yet", loc)
+        if model_average is not None and not isinstance(model_average, ModelAverage):
+            raise error(f"{what}: model_average is paddle.optimizer.ModelAverage(average_window=...), got "
+                        f"{model_average!r}", loc)
+        self.model_average = model_average
         if regularization is not None and not isinstance(regularization, L2Regularization):
             raise error(f"{what}: regularization is paddle.optimizer.L2Regularization(rate) (L1 is not in netc.v2 "
                         f"yet), got {regularization!r}", loc)
@@ -183,5 +187,5 @@ def _scaled(base):
 _PADDLE = {"sgd": _scaled(api_opt.SGD), "adam": _scaled(api_opt.Adam), "adamax": _scaled(api_opt.AdaMax),
            "adagrad": _scaled(api_opt.AdaGrad)}
 
-__all__ = ["Optimizer", "Momentum", "Adam", "Adamax", "AdaGrad", "L2Regularization"]
+__all__ = ["Optimizer", "Momentum", "Adam", "Adamax", "AdaGrad", "L2Regularization", "ModelAverage"]
 __getattr__ = missing_names(__name__, __all__)

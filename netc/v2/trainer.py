@@ -3,7 +3,7 @@
     trainer = paddle.trainer.SGD(cost, parameters, update_equation, extra_layers=None)
     trainer.train(reader, num_passes=1, event_handler=None, feeding=None)
     trainer.test(reader, feeding=None)        -> event.TestResult(cost, metrics)
-    trainer.save_parameter_to_tar(f)
+    trainer.save_parameter_to_tar(f)       (with model_average=: the averaged values, netc.v2.average)
 
 The topology is the cost(s) and extra_layers. The update equation becomes a netc optimizer that makes
 PaddlePaddle's updates (netc.v2.optimizer), made once per trainer, so successive train() calls go on
@@ -21,6 +21,7 @@ from ..api.core import Layer
 from ..api.errors import error, user_loc
 from ..api.topology import as_topology
 from . import event as v2event
+from .average import Averager
 from .layer import CLASSIFIERS, COST_SCALE
 from .names import missing_names
 from .optimizer import Optimizer
@@ -89,6 +90,12 @@ class SGD:
         self.scale = scales.pop()
         self.optimizer = update_equation.netc_optimizer(self.scale)
         self.static = [n for n, i in parameters.bind(self.topology).infos.items() if i.attrs.get("immutable")]
+        average = update_equation.model_average
+        self.averager = Averager(average) if average is not None else None
+
+    def _trained(self, pset) -> dict:
+        """{netc name: tensor} of the parameters training updates (the model average's)."""
+        return {n: pset[n] for n in pset.names() if n not in self.static}
 
     def _cost(self, cost, metrics) -> float:
         if len(self.costs) == 1:
@@ -118,10 +125,14 @@ class SGD:
             elif isinstance(e, api_event.BeginIteration):
                 handler(v2event.BeginIteration(e.pass_id, e.batch_id))
             elif isinstance(e, api_event.EndIteration):
+                if self.averager is not None:
+                    self.averager.update(self._trained(pset))
                 handler(v2event.EndIteration(e.pass_id, e.batch_id, self._cost(e.cost, e.metrics),
                                              self._metrics(e.metrics)))
             elif isinstance(e, api_event.EndPass):
                 self.optimizer.passes += 1          # pass_manual's count
+                if self.averager is not None:
+                    self.averager.finish_pass()
                 handler(v2event.EndPass(e.pass_id, self._metrics(e.metrics), self._cost(e.cost, e.metrics)))
 
         pset = self.parameters.bind(self.topology)
@@ -141,7 +152,17 @@ class SGD:
     test.__test__ = False
 
     def save_parameter_to_tar(self, f):
-        self.parameters.to_tar(f)
+        """The parameters' tar file; with a model average, of the averaged values (PaddlePaddle's apply,
+        write, restore: training goes on from the raw ones)."""
+        if self.averager is None:
+            self.parameters.to_tar(f)
+            return
+        trained = self._trained(self.parameters.bind(self.topology))
+        self.averager.apply(trained)
+        try:
+            self.parameters.to_tar(f)
+        finally:
+            self.averager.restore(trained)
 
 
 __all__ = ["SGD"]
