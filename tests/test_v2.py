@@ -388,8 +388,8 @@ def test_a_missing_v2_name_is_one_located_error(tmp_path):
     with pytest.raises(AttributeError, match="did you mean 'paddle.layer.img_conv'"):
         paddle.layer.img_con  # noqa: B018
     assert not hasattr(paddle.layer, "crf") and not hasattr(paddle.optimizer, "RMSProp")
-    with pytest.raises(AttributeError, match="paddle.dataset.movielens"):
-        paddle.dataset.movielens  # noqa: B018
+    with pytest.raises(AttributeError, match="paddle.dataset.conll05"):
+        paddle.dataset.conll05  # noqa: B018
 
 
 def test_refusals_are_located():
