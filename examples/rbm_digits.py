@@ -10,6 +10,12 @@ share_from with transpose; Euclidean loss, AdaGrad) from rbm4's parameters: its 
 (`shape` and the last `num_output` 784 -> 64), with the share_from names SINGA v0.2 needs ('0#w1').
 
     python examples/rbm_digits.py [-o build/rbm] [--epochs 20] [--ae-epochs 20] [--confs DIR] [--plot PNG]
+                                  [--target reference|interp] [--compare-steps N]
+
+--target interp trains every stage through netc's Triton kernels under Triton's interpreter (`netc run
+--target interp`, the kernels' large tiles) instead of the reference executor; --compare-steps N first
+runs N steps of each stage with `--compare` on the stage's first batch (the interpreter's step beside
+the float64 reference's from the same parameters, state and seed; exit 1 beyond f32's tolerance).
 
 Prints the reconstruction error (SINGA's "Squared Error": sum over a sample's units of (v0 - v1)^2,
 per sample) of each stage's first and last epoch, the autoencoder's loss (SINGA's Euclidean loss: half
@@ -67,6 +73,22 @@ def losses_by_epoch(path):
     return float(np.mean(by_epoch[min(by_epoch)])), float(np.mean(by_epoch[max(by_epoch)])), len(h)
 
 
+def target_flags(a) -> list:
+    """netc run's flags for the chosen executor."""
+    return ["--reference"] if a.target == "reference" else ["--target", "interp", "--interp-blocks", "large"]
+
+
+def compare_first_batch(a, netc, conf: str, batch: dict, extra: list):
+    """--compare-steps: the stage's first steps on the interpreter beside the reference's; exit 1 if beyond."""
+    if not a.compare_steps:
+        return
+    path = os.path.join(a.output, "first_batch.npz")
+    np.savez(path, **batch)
+    if netc(["run", conf, "--train", "--target", "interp", "--interp-blocks", "large", "--compare", "--steps",
+             str(a.compare_steps), "--inputs", path, *extra]) != 0:
+        raise SystemExit(1)
+
+
 def fine_tune(a, netc, train, p: dict, rows: list):
     """rbm_autoencoder.conf (v0.2) at 64 units from the stack's parameters; its parameters, named as
     the stack's (without v0.2's '0#')."""
@@ -81,7 +103,8 @@ def fine_tune(a, netc, train, p: dict, rows: list):
     np.savez(data, **{"0#data:0": train["data"].reshape(len(train["data"]), -1)})
     np.savez(start, **{"0#" + k: v for k, v in p.items() if "." not in k})     # the weights, not the velocities
     out, hist = os.path.join(a.output, "autoencoder.npz"), os.path.join(a.output, "autoencoder_history.json")
-    if netc(["run", conf, "--train", "--reference", "--data", data, "--epochs", str(a.ae_epochs), "--params", start,
+    compare_first_batch(a, netc, conf, {"0#data:0": train["data"][:100].reshape(100, -1)}, ["--params", start])
+    if netc(["run", conf, "--train", *target_flags(a), "--data", data, "--epochs", str(a.ae_epochs), "--params", start,
              "-o", out, "--history", hist]) != 0:
         raise SystemExit(1)
     rows.append(("ae", *losses_by_epoch(hist)))
@@ -98,6 +121,10 @@ def main(argv=None) -> int:
     ap.add_argument("--confs", default=os.path.join(HERE, "..", "..", "shared", "corpus", "singa"),
                     help="folder of the corpus' 0.1.0_rbm_rbm{1..4}.conf")
     ap.add_argument("--plot", default=None, help="write originals and reconstructions of held-out digits here")
+    ap.add_argument("--target", choices=("reference", "interp"), default="reference",
+                    help="train on the reference executor (default) or through the kernels on the interpreter")
+    ap.add_argument("--compare-steps", type=int, default=0, metavar="N",
+                    help="first compare N steps of each stage on the interpreter with the reference (netc run --compare)")
     a = ap.parse_args(argv)
     os.makedirs(a.output, exist_ok=True)
     train, test = digits(0)
@@ -107,8 +134,10 @@ def main(argv=None) -> int:
     for name, *_ in STAGES:
         conf = os.path.join(a.confs, f"0.1.0_rbm_{name}.conf")
         out, hist = os.path.join(a.output, f"{name}.npz"), os.path.join(a.output, f"{name}_history.json")
-        args = ["run", conf, "--train", "--reference", "--spatial", "8", "--data", data, "--epochs", str(a.epochs),
-                "-o", out, "--history", hist] + (["--params", prev] if prev else [])
+        start = ["--params", prev] if prev else []
+        compare_first_batch(a, netc, conf, {"mnist:00": train["data"][:100]}, ["--spatial", "8", *start])
+        args = ["run", conf, "--train", *target_flags(a), "--spatial", "8", "--data", data, "--epochs", str(a.epochs),
+                "-o", out, "--history", hist] + start
         if netc(args) != 0:
             return 1
         rows.append((name, *losses_by_epoch(hist)))

@@ -52,6 +52,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
+from .energy_lowering import ENERGY_LOWERINGS, ENERGY_TILES, contiguous_weight, weight_as_read
 from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
 from .rnn_lowering import RNN_LOWERINGS
 from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
@@ -249,12 +250,6 @@ def _lower_conv2d(ctx, members) -> list:
     return setup + [KernelSpec(call, out.shape[1] * out.shape[2], "BLOCK_M")]
 
 
-def _transposed_weight(op) -> str | None:
-    """An inner product (or its data gradient) reading its weight [M, K] transposed: no kernel reads it so yet."""
-    return "a weight read transposed (transpose_weight: SINGA's transpose share)" if op.attrs.get("transpose_weight") \
-        else None
-
-
 def _lower_inner_product(ctx, members) -> KernelSpec:
     from .gemm import gemm
     first = members[0]
@@ -263,7 +258,7 @@ def _lower_inner_product(ctx, members) -> KernelSpec:
     kw = _gemm_epilogue(ctx, members)
     if kw.get("residual") is not None:
         kw["residual"] = kw["residual"].reshape(B, -1)
-    calls = with_workspace(ctx, gemm, x.reshape(B, -1), ctx.param(first, "weight"), _bias(ctx, first),
+    calls = with_workspace(ctx, gemm, x.reshape(B, -1), weight_as_read(ctx, first), _bias(ctx, first),
                            out=ctx.out, **kw)
     # split-K (a tuning's split > 1): the chunks into the workspace, then their sum with the epilogue;
     # both grids are row blocks of the batch's rows times a fixed factor
@@ -415,16 +410,18 @@ def _lower_bias_grad(ctx, members) -> list:
 
 
 def _lower_inner_product_grad_data(ctx, members) -> KernelSpec:
-    """dx = dy @ W^T: dy [b, N], W [K, N] read transposed (a view), dx [b, K] in x's shape."""
+    """dx = dy @ W^T: dy [b, N], W [K, N] read transposed (a view), dx [b, K] in x's shape (a transposed
+    weight: energy_lowering.py)."""
     from .conv_grad import inner_product_grad_data
     op = members[0]
     epi = _grad_epilogue(ctx, members)
-    call = inner_product_grad_data(ctx.value(op.operands[0]), ctx.param(op, "weight"), tuple(ctx.out.shape),
-                                   out=ctx.out, allow_tf32=ctx.tf32, launch=False, **ctx.prologue, **epi,
-                                   **pinned(inner_product_grad_data, ctx))
+    setup, w = contiguous_weight(ctx, op) if ctx.prologue or epi else ([], weight_as_read(ctx, op))
+    pin = {k: v for k, v in pinned(inner_product_grad_data, ctx).items() if k != "block"}   # the setup copy's
+    call = inner_product_grad_data(ctx.value(op.operands[0]), w, tuple(ctx.out.shape),
+                                   out=ctx.out, allow_tf32=ctx.tf32, launch=False, **ctx.prologue, **epi, **pin)
     if ctx.prologue or epi:     # through conv2d_grad_data on 1x1 views: its grid's rows are the batch's
         a = dict(zip(call.kernel.arg_names, call.args))
-        return KernelSpec(call, a["HJ"] * a["WJ"] * row_factor(ctx.out, ctx), "BLOCK_M")
+        return setup + [KernelSpec(call, a["HJ"] * a["WJ"] * row_factor(ctx.out, ctx), "BLOCK_M")]
     return KernelSpec(call, row_factor(ctx.out, ctx), "BLOCK_M")
 
 
@@ -758,7 +755,7 @@ _ACTIVATION = Lowering(lower=_lower_chain, epilogue=_epilogue_activation, chain=
 LOWERINGS: dict[str, Lowering] = {
     # GEMM anchors and what folds into their epilogue (kernels/common.py: the epilogue's order)
     "netc.conv2d": Lowering(lower=_lower_conv2d),
-    "netc.inner_product": Lowering(lower=_lower_inner_product, unsupported=_transposed_weight),
+    "netc.inner_product": Lowering(lower=_lower_inner_product),
     "netc.batch_norm": Lowering(lower=_lower_batch_norm, epilogue=_epilogue_batch_norm, chain=_bn_chain_step,
                                 trained=_bn_trained, derive=_bn_derive),
     "netc.elementwise": Lowering(lower=_lower_chain, epilogue=_epilogue_residual, chain=_chain_elementwise),
@@ -786,7 +783,7 @@ LOWERINGS: dict[str, Lowering] = {
     "netc.conv2d_grad_data": Lowering(lower=_lower_conv2d_grad_data),
     "netc.conv2d_grad_filter": Lowering(lower=_lower_conv2d_grad_filter),
     "netc.bias_grad": Lowering(lower=_lower_bias_grad),
-    "netc.inner_product_grad_data": Lowering(lower=_lower_inner_product_grad_data, unsupported=_transposed_weight),
+    "netc.inner_product_grad_data": Lowering(lower=_lower_inner_product_grad_data),
     "netc.inner_product_grad_filter": Lowering(lower=_lower_inner_product_grad_filter),
     "netc.activation_grad": Lowering(lower=_lower_activation_grad, prologue=_prologue_activation_grad,
                                      epilogue=_epilogue_activation_grad),
@@ -819,18 +816,16 @@ LOWERINGS: dict[str, Lowering] = {
     **{name: Lowering(lower=fn) for name, fn in RNN_LOWERINGS.items()},
     # losses in every form, OneHot, SequencePool (kernels/loss.py, loss_grad.py, sequence.py; sequence_lowering.py)
     **{name: Lowering(**kw) for name, kw in SEQUENCE_LOWERINGS.items()},
+    # an RBM's visible layer (out = in: aliased, else a copy) and contrastive divergence's ops
+    # (kernels/energy.py; their entries in kernels/energy_lowering.py)
+    "netc.rbm_visible": Lowering(lower=_lower_copy),
+    **{name: Lowering(lower=fn) for name, fn in ENERGY_LOWERINGS.items()},
     # no kernel (yet)
     "netc.deconv2d": Lowering(missing="transposed convolution"),
     "netc.upsample2d": Lowering(missing="upsampling"),
     "netc.argsort": Lowering(missing="SINGA's ArgSort"),
     "netc.accuracy": Lowering(missing="SINGA's Accuracy"),
     "netc.opaque": Lowering(missing="an opaque (unknown) layer", opaque=True),
-    "netc.rbm_visible": Lowering(missing="an RBM's visible layer (an energy model)", opaque=True),
-    # contrastive divergence's ops (ops/energy.py): a kernel would draw as the dropout mask does
-    "netc.rbm_sample": Lowering(missing="an RBM's hidden-unit sampling (contrastive divergence)"),
-    "netc.rbm_reconstruct": Lowering(missing="an RBM's reconstruction of its visible units (contrastive divergence)"),
-    "netc.rbm_statistics": Lowering(missing="an RBM's update statistics (contrastive divergence)"),
-    "netc.rbm_error": Lowering(missing="an RBM's reconstruction error"),
 }
 
 
@@ -970,4 +965,5 @@ INTERPRETER_TILES: dict[str, Callable] = {
     "fill_kernel": _tiles_numel("NUMEL"),
     **RECURRENT_TILES,
     **SEQUENCE_TILES,
+    **ENERGY_TILES,
 }

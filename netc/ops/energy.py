@@ -33,6 +33,7 @@ class RBMVisible(OpDef):
     types = ("RBMVisible",)
     arity = (1, 1)
     moves_data = False
+    view = True          # out = in: the memory plan aliases it (no kernel; a copy where it cannot)
     param_roles = ("bias", "weight", "hidden_bias")
     attrs = {
         "hidden": AttrSpec("any", [], doc="the hidden layer(s) of the energy model (the edge back, kept as names)"),

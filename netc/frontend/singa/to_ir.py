@@ -94,8 +94,8 @@ binds SINGA's visible bias [vdim] (its param(1)), and the hidden node inner_prod
 an RBMVis weight binds the owner's name directly, since the visible node binds no weight); the
 hidden -> visible edge is recorded in the `hidden` attribute, not as an edge. Parameter counts
 are SINGA's: W + visible bias + hidden bias. Shapes equal
-SINGA's; `netc explain` works and a note says it is an energy model. Compiling energy models
-to kernels is not supported yet.
+SINGA's; `netc explain` works and a note says it is an energy model. Training learns it by CD-k
+(netc/ops/energy.py) on the reference executor and through the kernels (kernels/energy.py).
 """
 from __future__ import annotations
 
@@ -495,8 +495,7 @@ def import_singa(text: str, file: str = "<input>", diag: DiagnosticEngine | None
         diag.extend([Diagnostic("note", f"this is an energy model (RBM): '{nname(n.name)}' (kRBMVis) and "
                                 f"'{', '.join(nname(h) for h in hid)}' (kRBMHid) form a cycle; netc shows the "
                                 f"visible -> hidden direction (shapes, parameters, costs); training learns it by "
-                                f"contrastive divergence (CD-{cd_k}) on the reference executor; compiling energy "
-                                f"models to kernels is not supported yet", n.loc)])
+                                f"contrastive divergence (CD-{cd_k})", n.loc)])
     if own and diag.has_errors():
         raise NetcError(diag.diagnostics)
     return m
