@@ -339,20 +339,23 @@ def _given(module, parameters: ParameterSet, top, loc) -> dict:
 
 def train(topology, parameters, reader, optimizer: Optimizer | None = None, event_handler=None,
           immutable_parameters=(), num_passes: int = 1, target: str = "reference", batch_size: int | None = None,
-          feeding=None, seed: int = 0, progress: bool | None = None, threads: int | None = None) -> dict:
+          feeding=None, seed: int = 0, progress: bool | None = None, threads: int | None = None,
+          observe=None) -> dict:
     """Train `topology` (a Topology or its cost layer(s)) on the batches of `reader` for `num_passes`
     passes, updating `parameters` in place. immutable_parameters: parameter names, layer names or
     fnmatch patterns ("d_*") that do not change. threads: torch's threads while training (None: as set).
+    observe: a callable observe(values, n) given each batch's values ({layer name: tensor}, the fed
+    inputs and every layer of the step) before its EndIteration event (evaluators' statistics).
     Returns {"cost", "metrics", "iterations"} of the last pass (or of the iterations done). Events:
     netc.event."""
     loc = user_loc()
     with _threads(threads, loc):
         return _train(loc, topology, parameters, reader, optimizer, event_handler, immutable_parameters, num_passes,
-                      target, batch_size, feeding, seed, progress)
+                      target, batch_size, feeding, seed, progress, observe)
 
 
 def _train(loc, topology, parameters, reader, optimizer, event_handler, immutable_parameters, num_passes, target,
-           batch_size, feeding, seed, progress):
+           batch_size, feeding, seed, progress, observe=None):
     top = as_topology(topology)
     _check_target(target, "training", loc)
     if not isinstance(parameters, ParameterSet):
@@ -437,6 +440,8 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                     raise error(f"the cost became NaN at pass {pass_id}, batch {batch_id} (learning rate {lr:g}): "
                                 f"lower the learning rate", loc)
                 mean.add(n, cost, metrics)
+                if observe is not None:
+                    observe({**feed, **named}, n)
                 bar.step(pass_id, batch_id, cost, metrics)
                 last = {"cost": cost, "metrics": metrics}
                 send(ev.EndIteration(pass_id, batch_id, cost, metrics, n))
@@ -490,15 +495,16 @@ def _inference(top, parameters, n, loc, steps=None):
 
 
 def test(topology, parameters, reader, batch_size: int | None = None, feeding=None, target: str = "reference",
-         threads: int | None = None) -> TestResult:
+         threads: int | None = None, observe=None) -> TestResult:
     """The cost and metrics (accuracy for softmax losses) of `topology` on every sample of `reader`,
-    with inference semantics (dropout off, batch norm with its running statistics)."""
+    with inference semantics (dropout off, batch norm with its running statistics). observe: as
+    train's, given each batch's values (its `layers` attribute, if any, names layers to keep)."""
     loc = user_loc()
     with _threads(threads, loc):
-        return _test(loc, topology, parameters, reader, batch_size, feeding, target)
+        return _test(loc, topology, parameters, reader, batch_size, feeding, target, observe)
 
 
-def _test(loc, topology, parameters, reader, batch_size, feeding, target) -> TestResult:
+def _test(loc, topology, parameters, reader, batch_size, feeding, target, observe=None) -> TestResult:
     top = as_topology(topology)
     _check_target(target, "testing", loc)
     feeder = Feeder(top, feeding, loc)
@@ -512,10 +518,13 @@ def _test(loc, topology, parameters, reader, batch_size, feeding, target) -> Tes
             cache[key] = _inference(top, parameters, n, loc, feeder.steps)
         module, params = cache[key]
         net = module.networks()[0]
+        capture = tuple(_logits(net)) + (tuple(getattr(observe, "layers", ())) if observe is not None else ())
         with user_errors(loc):
-            named = _forward(target, module, net, feed, params, parameters.dtype, _logits(net), cache, key)
+            named = _forward(target, module, net, feed, params, parameters.dtype, capture, cache, key)
         cost, metrics = _measure(net, named, n)
         mean.add(n, cost, metrics)
+        if observe is not None:
+            observe({**feed, **named}, n)
     cost, metrics = mean.result()
     return TestResult(cost, metrics, mean.n)
 

@@ -4,14 +4,16 @@ netc's own API (costs summed over the batch, square_error_cost's formula, defaul
 activations, learning rates as PaddlePaddle's), built on netc.api (the same layers, passes and
 executors; no second engine).
 
-Modules: layer, activation, attr, data_type, pooling, networks, optimizer, trainer, event, parameters, topology,
-reader, dataset (uci_housing, mnist, cifar, imikolov, imdb); functions init, batch, infer. Sequences and ids
-(embedding, lstmemory, grumemory, sequence_conv_pool, ...): netc.v2.seqlayer. A PaddlePaddle v2 name netc.v2 does
-not have is one located error naming it (netc.v2.names)."""
+Modules: layer, activation, attr, data_type, pooling, networks, optimizer (ModelAverage: netc.v2.average),
+trainer, event, evaluator, parameters, topology, reader, dataset (uci_housing, mnist, cifar, imikolov, imdb,
+movielens); functions init, batch, infer. Sequences and ids (embedding, lstmemory, grumemory, sequence_conv_pool,
+...): netc.v2.seqlayer. A PaddlePaddle v2 name netc.v2 does not have is one located error naming it
+(netc.v2.names)."""
 from __future__ import annotations
 
 from ..api.errors import error, user_loc
-from . import activation, attr, data_type, dataset, event, layer, networks, optimizer, parameters, pooling  # noqa: F401
+from . import activation, attr, data_type, dataset, evaluator, event, layer, networks  # noqa: F401
+from . import optimizer, parameters, pooling  # noqa: F401
 from . import reader, topology, trainer  # noqa: F401
 from .inference import infer  # noqa: F401
 from .minibatch import batch  # noqa: F401
@@ -26,6 +28,7 @@ def init(use_gpu=False, trainer_count=1, **kwargs):
     trainer.SETTINGS.update(threads=trainer_count, use_gpu=bool(use_gpu), flags=dict(kwargs))
 
 
-__all__ = ["init", "batch", "infer", "activation", "attr", "data_type", "dataset", "event", "layer", "networks",
+__all__ = ["init", "batch", "infer", "activation", "attr", "data_type", "dataset", "evaluator", "event", "layer",
+           "networks",
            "optimizer", "parameters", "pooling", "reader", "topology", "trainer"]
 __getattr__ = missing_names(__name__, __all__)

@@ -19,7 +19,8 @@ the gradient:
 regularization=L2Regularization(rate) is PaddlePaddle's decay_rate for every parameter (biases too);
 gradient_clipping_threshold clips the summed gradient's values to [-t, t] (netc's clip_low/high of
 t / (k n)). model_average=ModelAverage(average_window, max_average_window) keeps PaddlePaddle's average of
-the parameters' recent values (netc.v2.average), which trainer.save_parameter_to_tar writes. learning_rate defaults to 1e-3 (PaddlePaddle's settings()); learning_rate_schedule is
+the parameters' recent values (netc.v2.average), which trainer.save_parameter_to_tar writes.
+learning_rate defaults to 1e-3 (PaddlePaddle's settings()); learning_rate_schedule is
 PaddlePaddle's (constant, poly, caffe_poly, exp, discexp, linear, manual, pass_manual, with
 learning_rate_decay_a / _b and learning_rate_args): a function of the samples processed, the current
 batch counted (its SgdLocalUpdater.startBatch), or of the passes finished. RMSProp (PaddlePaddle's is

@@ -22,6 +22,7 @@ from ..api.errors import error, user_loc
 from ..api.topology import as_topology
 from . import event as v2event
 from .average import Averager
+from .evaluator import Stats, joining
 from .layer import CLASSIFIERS, COST_SCALE
 from .names import missing_names
 from .optimizer import Optimizer
@@ -87,6 +88,10 @@ class SGD:
             raise error("paddle.trainer.SGD(is_local=False): parameter servers are not in netc.v2", loc)
         self.costs, self.parameters = costs, parameters
         self.topology = as_topology(costs + extras if len(costs + extras) > 1 else costs[0])
+        evaluators, more = joining(self.topology.layers)
+        if more:            # an evaluator's input outside the cost's graph (a softmax's probabilities)
+            self.topology = as_topology(costs + extras + more)
+        self.evaluators = evaluators
         self.scale = scales.pop()
         self.optimizer = update_equation.netc_optimizer(self.scale)
         self.static = [n for n, i in parameters.bind(self.topology).infos.items() if i.attrs.get("immutable")]
@@ -102,8 +107,8 @@ class SGD:
             return cost * self.scale
         return sum(metrics.get(f"cost:{c.name}", 0.0) * COST_SCALE[c] for c in self.costs)
 
-    def _metrics(self, metrics) -> dict:
-        out = {}
+    def _metrics(self, metrics, stats=None) -> dict:
+        out = {} if stats is None else stats.metrics()
         classifiers = [c for c in self.costs if c in CLASSIFIERS]
         if len(classifiers) == 1 and "accuracy" in metrics:
             out["classification_error_evaluator"] = 1.0 - metrics["accuracy"]
@@ -118,9 +123,16 @@ class SGD:
         if event_handler is not None and not callable(event_handler):
             raise error(f"event_handler is a callable taking an event, got {type(event_handler).__name__}", loc)
         handler = event_handler or (lambda e: None)
+        batch, whole = Stats(self.evaluators), Stats(self.evaluators)
+
+        def observe(values, n):
+            batch.start()
+            batch.add(values, n)
+            whole.add(values, n)
 
         def relay(e):
             if isinstance(e, api_event.BeginPass):
+                whole.start()
                 handler(v2event.BeginPass(e.pass_id))
             elif isinstance(e, api_event.BeginIteration):
                 handler(v2event.BeginIteration(e.pass_id, e.batch_id))
@@ -128,26 +140,28 @@ class SGD:
                 if self.averager is not None:
                     self.averager.update(self._trained(pset))
                 handler(v2event.EndIteration(e.pass_id, e.batch_id, self._cost(e.cost, e.metrics),
-                                             self._metrics(e.metrics)))
+                                             self._metrics(e.metrics, batch)))
             elif isinstance(e, api_event.EndPass):
                 self.optimizer.passes += 1          # pass_manual's count
                 if self.averager is not None:
                     self.averager.finish_pass()
-                handler(v2event.EndPass(e.pass_id, self._metrics(e.metrics), self._cost(e.cost, e.metrics)))
+                handler(v2event.EndPass(e.pass_id, self._metrics(e.metrics, whole), self._cost(e.cost, e.metrics)))
 
         pset = self.parameters.bind(self.topology)
         api_trainer.train(self.topology, pset, batched(reader, "paddle.trainer.SGD.train", loc), self.optimizer,
                           event_handler=relay,
                           immutable_parameters=self.static, num_passes=num_passes,
-                          feeding=feeding_for(self.topology, feeding), threads=SETTINGS["threads"])
+                          feeding=feeding_for(self.topology, feeding), threads=SETTINGS["threads"],
+                          observe=observe if self.evaluators else None)
 
     def test(self, reader, feeding=None) -> v2event.TestResult:
         """The mean per-sample cost and the metrics over every sample of `reader`."""
         pset = self.parameters.bind(self.topology)
+        stats = Stats(self.evaluators)
         r = api_trainer.test(self.topology, pset, batched(reader, "paddle.trainer.SGD.test", user_loc()),
                              feeding=feeding_for(self.topology, feeding),
-                             threads=SETTINGS["threads"])
-        return v2event.TestResult(self._cost(r.cost, r.metrics), self._metrics(r.metrics))
+                             threads=SETTINGS["threads"], observe=stats if self.evaluators else None)
+        return v2event.TestResult(self._cost(r.cost, r.metrics), self._metrics(r.metrics, stats))
 
     test.__test__ = False
 
