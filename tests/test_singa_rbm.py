@@ -228,7 +228,26 @@ def test_cli_trains_a_conf_on_digits(tmp_path, capsys):
     line = next(ln for ln in out.splitlines() if ln.startswith("trained"))
     a, b = (float(t) for t in line.rsplit("loss ", 1)[1].split(" -> "))
     assert b < a
-    assert f"eval on {len(x)} samples" in out and "no loss layer to evaluate" in out and "nan" not in out
+    ev = next(ln for ln in out.splitlines() if ln.startswith("eval on"))
+    assert f"eval on {len(x)} samples" in ev and "0#vis:0.error " in ev and "the mean over 1700 samples" in ev, ev
+    assert float(ev.split("0#vis:0.error ")[1].split()[0]) < a
+
+
+def test_the_test_phase_is_singas():
+    """--eval of a kCD job runs SINGA's CDWorker::TestOneBatch: the positive phase, the reconstruction from a
+    sample of the hidden units and its squared error, per whole batch (batch i drawing from seed i), with
+    no update."""
+    from netc.runtime.train import Dataset, evaluate_rule_metrics
+    m = program(conf(), updates=True)
+    tr = ReferenceTrainer(m, seed=3)
+    x = torch.rand(2 * B + 3, V, dtype=torch.float64, generator=torch.Generator().manual_seed(8))
+    before = {n: t.clone() for n, t in tr.params.items()}
+    r = evaluate_rule_metrics(m, tr.params, Dataset({"0#data:0": x}, "--eval"))
+    assert all(torch.equal(before[n], t) for n, t in tr.params.items())
+    p = {n: t.numpy() for n, t in before.items()}
+    want = np.mean([singa_cd(x[i * B:(i + 1) * B].numpy(), p["0#w"].T, p["0#bv"], p["0#bh"], 1, i, False)["error"]
+                    for i in range(2)])
+    assert r == {"samples": 2 * B, "metrics": {"0#vis:0.error": pytest.approx(want, rel=1e-12)}}
 
 
 def test_the_stack_pretrains_layer_by_layer(tmp_path, capsys):

@@ -424,7 +424,7 @@ def train_source(args, diag):
     import torch
     from ..pipelines import inference as inference_pipeline, program
     from . import io
-    from .train import Dataset, ReferenceTrainer, check_grads, evaluate
+    from .train import Dataset, ReferenceTrainer, check_grads, evaluate, evaluate_rule_metrics
     target = args.target or "reference"
     if args.reference and target != "reference":
         raise NetcError("--reference and --target interp contradict each other; give one")
@@ -520,14 +520,17 @@ def train_source(args, diag):
         inference = load_source(args, diag)
         scale_for_run(inference, args, load_source)
         inference_pipeline(inference, pipeline_options(args), diag)
-        r = evaluate(inference, trainer.params, Dataset(io.load_npz(args.eval, "--eval"), "--eval"),
-                     network=net.attrs["sym_name"], dtype=dtype)
+        test = Dataset(io.load_npz(args.eval, "--eval"), "--eval")
+        r = evaluate(inference, trainer.params, test, network=net.attrs["sym_name"], dtype=dtype)
+        # no loss: the metrics of a learning rule (an RBM's reconstruction error: SINGA's kCD test phase)
+        rule = {} if "loss" in r else evaluate_rule_metrics(module, trainer.params, test, net.attrs["sym_name"], dtype)
         acc = f", accuracy {100 * r['accuracy']:.2f}%" if "accuracy" in r else ""
         if "cross_entropy_per_step" in r:     # a time-major network: per step (a character of char-rnn)
             acc += f" of the steps; cross-entropy per step {r['cross_entropy_per_step']:.4f}"
         loss = (f"loss {r['loss']:.6f}" if "loss" in r else
-                "no loss layer to evaluate (a learning rule's metric, an RBM's reconstruction error, is measured "
-                "in training only)")
+                ", ".join(f"{n} {v:.6f}" for n, v in rule["metrics"].items()) + f" (the mean over {rule['samples']} "
+                f"samples in whole batches: SINGA's test phase of a kCD job)" if rule.get("metrics") else
+                "no loss layer to evaluate")
         print(f"eval on {r['samples']} samples of {args.eval}: {loss}{acc}")
     if args.grads:
         save_tensors(args.grads, {k: v for k, v in grads.items()})

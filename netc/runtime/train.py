@@ -456,6 +456,37 @@ def evaluate(inference: Module, params: dict, data: Dataset, network=None, dtype
     return out
 
 
+def evaluate_rule_metrics(module: Module, params: dict, data: Dataset, network=None, dtype=torch.float64) -> dict:
+    """The metrics a learning rule reports (an RBM's reconstruction error) on `data` with the trained
+    `params`, as SINGA's test phase of a kCD job (CDWorker::TestOneBatch: every layer's positive phase,
+    then the visible layers' reconstruction from a sample of the hidden units, its "Squared Error"):
+    the training program's ops but its updates, with the reference executor, over every whole batch of
+    `data` in order (SINGA's test_steps count whole batches: a last partial one is left out), batch i
+    drawing its samples from seed i. Returns {"samples", "metrics": {name: the mean of its per-batch
+    values}}, {} for a program whose rule reports none."""
+    net = network_of(module, network)
+    names = [n for n, op in _outputs_by_name(net, net.attrs.get("losses") or []).items()
+             if not (lookup(op.name) is not None and lookup(op.name).is_loss)]
+    if not names:
+        return {}
+    tr = ReferenceTrainer(module, net, {k: v.detach() for k, v in params.items()}, seed=0, dtype=dtype)
+    batch = tr.data_batch(data)
+    sums, seen = dict.fromkeys(names, 0.0), 0
+    for i, (feed, real) in enumerate(data.batches(batch, 0, 0, shuffle=False, pad=False)):
+        named = execute(tr.net, tr.feed(feed, lr=0.0, step_seed=i), tr.params, dtype,
+                        only=lambda op: not (lookup(op.name) is not None and lookup(op.name).side_effects))
+        for n in names:
+            sums[n] += float(named[n])
+        seen += real
+    batches = seen // batch if batch else 0
+    return {"samples": seen, "metrics": {n: s / batches for n, s in sums.items()}} if batches else {"samples": 0}
+
+
+def _outputs_by_name(net: Operation, names: list) -> dict:
+    ops = {layer_name(op): op for op in layers(net)}
+    return {n: ops[n] for n in names if n in ops}
+
+
 def time_steps(net: Operation) -> int | None:
     """T of a time-major network (a data input with batch_axis 1, [T, B, ...]), else None."""
     for op in data_inputs(net):
