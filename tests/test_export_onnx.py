@@ -94,6 +94,33 @@ def test_a_window_netc_starts_inside_the_image_is_cropped():
     assert max(errs.values()) < 1e-5, errs
     assert "Slice" in [n.op_type for n in model.graph.node]
 
+MOBILE = """network mobile {
+  input x: f32[2, 9, 8, 4]
+  d = DepthwiseConvolution(x) { filter: [3, 3, 4, 2], strides: [1, 2, 2, 1], padding: SAME, activation: relu }
+  r = ReLU6(d)
+  e = DepthwiseConvolution(r) { filter: [3, 2, 8, 1], padding: [1, 0], bias: false }
+  c = Clip(e) { min: -0.5, max: 0.75 }
+  m = MaxPool(c) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1], padding: [0, 0, 1, 1] }
+  a = AvgPool(c) { ksize: [1, 3, 2, 1], strides: [1, 2, 3, 1], padding: [1, 0, 2, 1] }
+  output m, a
+}
+"""
+
+
+def test_depthwise_clip_and_four_sided_pool_padding():
+    """A depthwise convolution is a Conv of group C (its filter [kh, kw, C, M] as [C*M, 1, kh, kw]), ReLU6 and Clip
+    are Clip with constant bounds, a pool's [top, left, bottom, right] padding ONNX's pads."""
+    errs, model = compare(inferred(MOBILE), seed=4)
+    assert max(errs.values()) < 1e-5, errs
+    convs = [n for n in model.graph.node if n.op_type == "Conv"]
+    assert [next(a.i for a in n.attribute if a.name == "group") for n in convs] == [4, 8]
+    assert [n.op_type for n in model.graph.node].count("Clip") == 2
+    pools = {n.op_type: list(next(a.ints for a in n.attribute if a.name == "pads")) for n in model.graph.node
+             if n.op_type in ("MaxPool", "AveragePool")}
+    # (the padding the windows reach: [1, 0, 2, 1]'s last row and column are past the last window, as in netc)
+    assert pools == {"MaxPool": [0, 0, 1, 1], "AveragePool": [1, 0, 1, 0]}
+
+
 @pytest.mark.parametrize("name", ["lenet", "digits", "cifar10_phases"])   # (nin: 33 s of f64 reference)
 def test_examples_run_in_onnxruntime_as_on_the_reference(name):
     errs, model = compare(inferred(path=ROOT / "examples" / f"{name}.nd"), seed=3)

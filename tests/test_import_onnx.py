@@ -366,3 +366,219 @@ def want_inputs(module):
     (x,) = [op for n in module.networks() for op in n.regions[0].ops if op.name == "netc.input" and
             op.results[0].type.dtype == "f32"]
     return random_float_input("data", x.results[0].type.shape, 4)
+
+
+
+# -- MobileNet-V2 and GoogLeNet (torchvision's architectures, defined here: torchvision's wheel needs CUDA torch) ----
+
+def _divisible(v, d=8):
+    """torchvision's _make_divisible: v rounded to a multiple of d, never below 90% of v."""
+    n = max(d, int(v + d / 2) // d * d)
+    return n + d if n < 0.9 * v else n
+
+
+def conv_bn_relu6(cin, cout, k=3, stride=1, groups=1):
+    return nn.Sequential(nn.Conv2d(cin, cout, k, stride, (k - 1) // 2, groups=groups, bias=False),
+                         nn.BatchNorm2d(cout), nn.ReLU6(inplace=True))
+
+
+class InvertedResidual(nn.Module):
+    """torchvision's MobileNet-V2 block: a 1x1 expansion (ReLU6), a depthwise 3x3 (ReLU6), a linear 1x1
+    projection, the residual where the shape allows."""
+
+    def __init__(self, cin, cout, stride, expand):
+        super().__init__()
+        hidden = int(round(cin * expand))
+        self.res = stride == 1 and cin == cout
+        layers = [conv_bn_relu6(cin, hidden, 1)] if expand != 1 else []
+        layers += [conv_bn_relu6(hidden, hidden, stride=stride, groups=hidden),
+                   nn.Conv2d(hidden, cout, 1, bias=False), nn.BatchNorm2d(cout)]
+        self.conv = nn.Sequential(*layers)
+
+    def forward(self, x):
+        return x + self.conv(x) if self.res else self.conv(x)
+
+
+class MobileNetV2(nn.Module):
+    """torchvision's MobileNet-V2 (its inverted-residual settings, width multiplier, classifier), with the last
+    1x1 convolution's width a parameter (torchvision: 1280) to keep the test small."""
+    SETTINGS = [[1, 16, 1, 1], [6, 24, 2, 2], [6, 32, 3, 2], [6, 64, 4, 2], [6, 96, 3, 1], [6, 160, 3, 2], [6, 320, 1, 1]]
+
+    def __init__(self, width=0.25, last=1280, classes=10):
+        super().__init__()
+        cin = _divisible(32 * width)
+        layers = [conv_bn_relu6(3, cin, stride=2)]
+        for t, c, n, s in self.SETTINGS:
+            cout = _divisible(c * width)
+            for i in range(n):
+                layers.append(InvertedResidual(cin, cout, s if i == 0 else 1, t))
+                cin = cout
+        layers.append(conv_bn_relu6(cin, last, 1))
+        self.features = nn.Sequential(*layers)
+        self.classifier = nn.Sequential(nn.Dropout(0.2), nn.Linear(last, classes))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(nn.functional.adaptive_avg_pool2d(self.features(x), 1), 1))
+
+
+class BasicConv(nn.Module):
+    """torchvision GoogLeNet's BasicConv2d: a convolution without bias, batch norm (eps 0.001), ReLU."""
+
+    def __init__(self, cin, cout, k, stride=1, padding=0):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, k, stride, padding, bias=False)
+        self.bn = nn.BatchNorm2d(cout, eps=0.001)
+
+    def forward(self, x):
+        return torch.relu(self.bn(self.conv(x)))
+
+
+class Inception(nn.Module):
+    """torchvision's Inception block: 1x1; 1x1 -> 3x3; 1x1 -> 3x3 (torchvision's 3x3 where the paper has 5x5);
+    a 3x3 stride-1 max pool (ceil_mode) -> 1x1; concatenated along the channels."""
+
+    def __init__(self, cin, c1, c3r, c3, c5r, c5, pp):
+        super().__init__()
+        self.b1 = BasicConv(cin, c1, 1)
+        self.b2 = nn.Sequential(BasicConv(cin, c3r, 1), BasicConv(c3r, c3, 3, padding=1))
+        self.b3 = nn.Sequential(BasicConv(cin, c5r, 1), BasicConv(c5r, c5, 3, padding=1))
+        self.b4 = nn.Sequential(nn.MaxPool2d(3, 1, 1, ceil_mode=True), BasicConv(cin, pp, 1))
+
+    def forward(self, x):
+        return torch.cat([self.b1(x), self.b2(x), self.b3(x), self.b4(x)], 1)
+
+
+class GoogLeNetish(nn.Module):
+    """torchvision's GoogLeNet stem and pools (7x7/2, 3x3/2 max pools with ceil_mode, 1x1, 3x3), two inception
+    blocks, a 2x2/2 ceil_mode max pool between and a 2x2/2 ceil_mode average pool after them (at sizes where the
+    rounding up adds a window that overhangs the input), global average pool, dropout, linear; small widths."""
+
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = BasicConv(3, 8, 7, stride=2, padding=3)
+        self.pool1 = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.conv2 = BasicConv(8, 8, 1)
+        self.conv3 = BasicConv(8, 16, 3, padding=1)
+        self.pool2 = nn.MaxPool2d(3, 2, ceil_mode=True)
+        self.a = Inception(16, 8, 8, 12, 4, 4, 4)
+        self.pool3 = nn.MaxPool2d(2, 2, ceil_mode=True)
+        self.b = Inception(28, 12, 8, 16, 4, 6, 6)
+        self.pool4 = nn.AvgPool2d(2, 2, ceil_mode=True)
+        self.fc = nn.Linear(40, classes)
+        self.drop = nn.Dropout(0.2)
+
+    def forward(self, x):
+        x = self.pool2(self.conv3(self.conv2(self.pool1(self.conv1(x)))))
+        x = self.pool4(self.b(self.pool3(self.a(x))))
+        return self.fc(self.drop(torch.flatten(nn.functional.adaptive_avg_pool2d(x, 1), 1)))
+
+
+def _with_statistics(model, seed):
+    """model in eval mode, its batch norms given random running statistics and affines (not the identity)."""
+    torch.manual_seed(seed)
+    model.eval()
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return model
+
+
+def exported_unfolded(tmp_path, model, x, name):
+    """torch.onnx's export keeping each batch norm a BatchNormalization (TrainingMode.PRESERVE of a model in eval
+    mode: the exporter's eval-mode pass would fold them into the convolutions, and the ONNX model would hold
+    fewer parameters than torch's)."""
+    path = tmp_path / name
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"],
+                          output_names=["prob"], training=torch.onnx.TrainingMode.PRESERVE)
+    return path
+
+
+def _matches_torch_on_both_targets(tmp_path, model, x, name):
+    """The reference executor against torch (f32 tolerance), parameter counts equal, and the kernels on the
+    interpreter against the reference (netc run --compare); returns the imported module's op names."""
+    path = exported_unfolded(tmp_path, model, x, name)
+    mod, out = reference(path, x)
+    with torch.no_grad():
+        assert rel(out["prob"], model(x).numpy()) < 1e-5
+    from netc.explain import layer_rows
+    assert sum(r["params"] for r in layer_rows(mod)) == sum(p.numel() for p in model.parameters())
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
+    return [op for n in mod.networks() for op in n.regions[0].ops]
+
+
+def test_mobilenet_v2_gives_torchs_outputs(tmp_path):
+    """torchvision's MobileNet-V2 (width 0.25, its last convolution 64 wide, 32x32 inputs): 17 depthwise
+    convolutions (8 to 240 channels, strides 1 and 2) become netc's DepthwiseConvolution, one op each, its 35
+    ReLU6 (torch's Clip 0..6) netc's Clip, the residual adds Elementwise sums."""
+    model = _with_statistics(MobileNetV2(0.25, 64), 11)
+    ops = _matches_torch_on_both_targets(tmp_path, model, torch.randn(1, 3, 32, 32), "mobilenet_v2.onnx")
+    depthwise = [op for op in ops if op.name == "netc.depthwise_conv2d"]
+    assert len(depthwise) == 17 and not any(op.name == "netc.slice" for op in ops)
+    assert {op.attrs["filter"][2] for op in depthwise} == {8, 48, 96, 144, 240}
+    clips = [op for op in ops if op.name == "netc.clip"]
+    assert len(clips) == 35 and all((op.attrs["min"], op.attrs["max"]) == (0.0, 6.0) for op in clips)
+
+
+def test_a_googlenet_with_ceil_mode_pools_gives_torchs_outputs(tmp_path):
+    """torchvision's GoogLeNet stem and inception blocks, small: its ceil_mode pools at sizes where rounding up
+    adds a window overhanging the input (max and average, torch's count_include_pad among them) become
+    pools padded [0, 0, 1, 1]; the inception blocks' padded stride-1 pools stay [1, 1]."""
+    model = _with_statistics(GoogLeNetish(), 12)
+    ops = _matches_torch_on_both_targets(tmp_path, model, torch.randn(2, 3, 40, 40), "googlenet.onnx")
+    pads = [op.attrs["padding"] for op in ops if op.name in ("netc.maxpool", "netc.avgpool")]
+    assert pads.count([0, 0, 1, 1]) == 4 and pads.count([1, 1]) == 2
+
+
+class DepthwiseClips(nn.Module):
+    """A depthwise convolution with a channel multiplier (groups = C_in, C_out = 2 C_in) and a bias, torch's
+    hardtanh (Clip -1..1), a clamp with a lower bound only (Clip(min): ReLU when 0), and a 96-group depthwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 6, 3, stride=2, padding=1, groups=3)
+        self.b = nn.Conv2d(6, 96, 1)
+        self.c = nn.Conv2d(96, 96, (3, 2), padding=(1, 0), groups=96, bias=False)
+
+    def forward(self, x):
+        y = torch.clamp(self.b(nn.functional.hardtanh(self.a(x))), min=0.0)
+        return torch.clamp(self.c(y), min=-0.25)
+
+
+def test_a_depthwise_multiplier_and_clips(tmp_path):
+    torch.manual_seed(13)
+    model, x = DepthwiseClips().eval(), torch.randn(2, 3, 9, 8)
+    path = exported(tmp_path, model, x, name="dw.onnx")
+    mod, out = reference(path, x)
+    with torch.no_grad():
+        assert rel(np.asarray(out["prob"]).transpose(0, 3, 1, 2), model(x).numpy()) < 1e-6
+    from netc.explain import layer_rows
+    assert sum(r["params"] for r in layer_rows(mod)) == sum(p.numel() for p in model.parameters())
+    ops = [op for n in mod.networks() for op in n.regions[0].ops]
+    assert [op.attrs["filter"] for op in ops if op.name == "netc.depthwise_conv2d"] == [[3, 3, 3, 2], [3, 2, 96, 1]]
+    assert [(op.attrs["min"], op.attrs["max"]) for op in ops if op.name == "netc.clip"] == [
+        (-1.0, 1.0), (-0.25, float(np.finfo(np.float32).max))]
+    assert sum(op.name == "netc.relu" for op in ops) == 1
+
+
+def test_a_clip_with_computed_bounds_and_large_groups_are_refused(tmp_path):
+    from onnx import TensorProto, helper
+    x = helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 5, 5])
+    lo = helper.make_tensor_value_info("lo", TensorProto.FLOAT, [])
+    y = helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 5, 5])
+    g = helper.make_graph([helper.make_node("Clip", ["x", "lo"], ["y"], name="clip")], "g", [x, lo], [y])
+    path = tmp_path / "clip.onnx"
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(NetcError, match=r"input 'lo' is a bound of Clip 'clip': netc's Clip takes constant bounds"):
+        load(str(path), DiagnosticEngine())
+    torch.manual_seed(14)     # 66 groups of two channels each: neither depthwise nor few enough groups
+    path = exported(tmp_path, nn.Conv2d(132, 132, 1, groups=66).eval(), torch.randn(1, 132, 3, 3), name="g.onnx")
+    with pytest.raises(NetcError, match=r"group 66: netc writes a grouped convolution as one convolution per group"):
+        load(str(path), DiagnosticEngine())

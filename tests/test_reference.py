@@ -73,6 +73,7 @@ def _case(op: str, rng: random.Random):
         x = lookup("netc.conv2d").infer({"filter": f, "strides": s, "padding": pad}, [out])
         return attrs(op, filter=f, strides=s, padding=pad, output_shape=list(out), activation=act), [x]
     if op in ("maxpool", "avgpool"):
+        pad = rng.choice([pad, [rng.randint(0, 2) for _ in range(4)]])     # (a pool's [top, left, bottom, right] too)
         return attrs(op, ksize=[1, rng.randint(1, 4), rng.randint(1, 4), 1],
                      strides=[1, rng.randint(1, 3), rng.randint(1, 3), 1], padding=pad), [img]
     if op == "upsample2d":
@@ -257,6 +258,23 @@ def test_depthwise_conv2d_is_a_conv2d_with_a_block_diagonal_filter(pad, s, m):
     a = attrs("depthwise_conv2d", filter=[3, 2, 4, m], strides=[1, s, s, 1], padding=pad, activation="tanh")
     y = ref("depthwise_conv2d", a, [x], {"weight": w, "bias": b})
     torch.testing.assert_close(y, R.conv2d(x, dense, b, [1, s, s, 1], pad, activation="tanh"))
+
+
+@pytest.mark.parametrize("pad", [[0, 0, 1, 2], [1, 2, 0, 1], [2, 1, 2, 2]])
+def test_a_pools_four_pads_are_each_sides_as_given(pad):
+    """[top, left, bottom, right]: torch's pooling of the input padded so (-inf for max; average over the
+    in-bounds elements only, as netc's pools count), the output size rounded down; a window wholly in the
+    padding gives 0 (netc's rule)."""
+    x = torch.randn(2, 7, 8, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(sum(pad)))
+    t, l, b, r = pad
+    nchw = x.permute(0, 3, 1, 2)
+    want_max = F.max_pool2d(F.pad(nchw, (l, r, t, b), value=float("-inf")), (3, 2), (2, 3)).permute(0, 2, 3, 1)
+    total = F.avg_pool2d(F.pad(nchw, (l, r, t, b)), (3, 2), (2, 3), divisor_override=1)
+    count = F.avg_pool2d(F.pad(torch.ones_like(nchw[:1, :1]), (l, r, t, b)), (3, 2), (2, 3), divisor_override=1)
+    a = attrs("maxpool", ksize=[1, 3, 2, 1], strides=[1, 2, 3, 1], padding=pad)
+    assert lookup("netc.maxpool").infer(a, [tuple(x.shape)]) == tuple(want_max.shape)
+    torch.testing.assert_close(ref("maxpool", a, [x]), torch.where(want_max.isinf(), 0.0, want_max))
+    torch.testing.assert_close(ref("avgpool", a, [x]), torch.where(count > 0, total / count, 0.0).permute(0, 2, 3, 1))
 
 
 def test_pooling_counts_only_in_bounds_elements():

@@ -73,6 +73,8 @@ def _paleo_layer(op, in_block=False):
         if k not in keys:
             export_error(f"attribute '{k}' of {t} layer '{name}' has no Paleo equivalent (Paleo reads: "
                  f"{', '.join(keys.values()) or 'nothing'})", op)
+        if k == "padding" and isinstance(v, list) and len(v) == 4:
+            export_error(f"{t} layer '{name}' pads [top, left, bottom, right] = {v}: Paleo pads [h, w] on both sides", op)
         spec[keys[k]] = _paleo_value(v)
     return spec
 

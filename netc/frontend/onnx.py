@@ -88,7 +88,8 @@ def _attrs(node) -> dict:
     return {a.name: helper.get_attribute_value(a) for a in node.attribute}
 
 
-SUPPORTED = ("Transpose", "Conv", "Gemm", "MatMul", "Add", "Sum", "Mul", "Sub", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "MaxPool",
+SUPPORTED = ("Transpose", "Conv", "Gemm", "MatMul", "Add", "Sum", "Mul", "Sub", "Div", "Relu", "LeakyRelu", "Sigmoid", "Tanh",
+             "Clip", "MaxPool",
              "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "LRN", "Concat", "Flatten", "Reshape", "Dropout",
              "Identity", "Softmax", "BatchNormalization", "Gather", "LSTM", "GRU", "Squeeze", "Unsqueeze")
 FOLDABLE = ("Constant", "ConstantOfShape", "Shape", "Gather", "Unsqueeze", "Squeeze", "Concat", "Cast", "Slice",
@@ -205,6 +206,10 @@ def translate(path: str):
         if vi.name in inits:
             continue
         dims = imp.shape.get(vi.name)
+        bounds = [u for u in consumers.get(vi.name, []) if u.op_type == "Clip" and vi.name in list(u.input)[1:]]
+        if bounds:
+            raise NetcError(f"input '{vi.name}' is a bound of Clip '{bounds[0].name or bounds[0].output[0]}': netc's "
+                            f"Clip takes constant bounds (initializers or constants)", Loc(path))
         if not dims or any(d is None for d in dims):
             raise NetcError(f"input '{vi.name}' has a dynamic shape {dims}; give it a fixed one "
                             f"(onnx.tools.update_model_dims)", Loc(path))
@@ -327,15 +332,23 @@ def _nd(v) -> str:
     return str(v)
 
 
-def _window(imp, node, a, kh, kw):
+def _ceil_size(h, k, s, before, after):
+    """ONNX's (and torch's) ceil_mode output size along one axis: rounded up, less the last window when it
+    would start past the input and the padding before it (in the padding after it)."""
+    o = -(-(h + before + after - k) // s) + 1
+    return o - 1 if (o - 1) * s >= h + before else o
+
+
+def _window(imp, node, a, kh, kw, pool=False):
     """netc's padding for ONNX's pads / auto_pad: "VALID", "SAME" or [top, left] (floor rounding), checked
-    against the output size ONNX infers."""
+    against the output size ONNX infers; for a pool also [top, left, bottom, right], which takes pads on one
+    side only and ceil_mode (the bottom/right padding that gives ONNX's rounded-up output size)."""
     auto = a.get("auto_pad", b"NOTSET")
     auto = auto.decode() if isinstance(auto, bytes) else auto
     if a.get("dilations") and any(d != 1 for d in a["dilations"]):
         raise imp.err(node, f"dilations {list(a['dilations'])}: netc's windows are not dilated")
-    if a.get("ceil_mode"):
-        raise imp.err(node, "ceil_mode 1: netc's windows round their output size down")
+    if a.get("ceil_mode") and auto == "NOTSET":
+        return _ceil_window(imp, node, a, kh, kw)
     if auto in ("SAME_UPPER",):
         return "SAME"
     if auto == "SAME_LOWER":
@@ -357,7 +370,27 @@ def _window(imp, node, a, kh, kw):
     sh = window_geometry(h, w, kh, kw, s[0], s[1], "SAME")
     if [sh[0], sh[1]] == got and [sh[2], sh[3]] == [t, l]:
         return "SAME"
-    raise imp.err(node, f"pads {p} (output {want}): netc pads [top, left] and rounds down, or as SAME")
+    if pool:
+        return p
+    raise imp.err(node, f"pads {p} (output {want}): netc's convolutions pad [top, left] and round down, or as SAME")
+
+
+def _ceil_window(imp, node, a, kh, kw):
+    """A pool's ceil_mode 1 as explicit padding: ONNX's pads with the bottom/right grown until netc's
+    rounding down gives ONNX's rounded-up size (the windows it adds overhang the input: the max and the
+    average read only their in-bounds elements, as ONNX's do); the plain [top, left] where it gives that
+    size too."""
+    p = list(a.get("pads") or [0, 0, 0, 0])
+    h, w = imp.shape[node.input[0]][2], imp.shape[node.input[0]][3]
+    s = list(a.get("strides") or [1, 1])
+    size = [_ceil_size(h, kh, s[0], p[0], p[2]), _ceil_size(w, kw, s[1], p[1], p[3])]
+    want = imp.shape.get(node.output[0])
+    if want and list(want[2:]) != size:
+        raise imp.err(node, f"ceil_mode 1 gives {size} rows and columns here, the onnx shape inference "
+                            f"{list(want[2:])}")
+    if size == [(h + 2 * p[0] - kh) // s[0] + 1, (w + 2 * p[1] - kw) // s[1] + 1]:
+        return [p[0], p[1]] if any(p[:2]) else "VALID"
+    return [p[0], p[1], (size[0] - 1) * s[0] + kh - h - p[0], (size[1] - 1) * s[1] + kw - w - p[1]]
 
 
 def _chw_rows(imp, node, w_kn):
@@ -375,7 +408,7 @@ def _chw_rows(imp, node, w_kn):
     return w_kn
 
 
-ORDER_FREE = ("Identity", "Dropout", "Relu", "LeakyRelu", "Sigmoid", "Tanh")
+ORDER_FREE = ("Identity", "Dropout", "Relu", "LeakyRelu", "Sigmoid", "Tanh", "Clip")
 
 
 def _translate_node(imp, node):
@@ -435,6 +468,8 @@ def _translate_node(imp, node):
         if node.input[0] in imp.flat_of:
             imp.flat_of[node.output[0]] = imp.flat_of[node.input[0]]
         return
+    if op == "Clip":
+        return _clip(imp, node)
     if op == "Concat":
         r = len(imp.shape[node.output[0]])
         axis = a["axis"] % r
@@ -497,6 +532,31 @@ def _translate_node(imp, node):
 
 
 ARITHMETIC = ("Add", "Sub", "Mul", "Div")
+F32_MAX = float(np.finfo(np.float32).max)
+
+
+def _clip(imp, node):
+    """Clip with constant bounds (inputs 1 and 2 since opset 11; torch's ReLU6 and hardtanh): netc's Clip, a
+    missing bound the float32 extreme (a lower bound of 0 alone: ReLU; none: the identity)."""
+    bounds = []
+    for k, default in ((1, -F32_MAX), (2, F32_MAX)):
+        name = node.input[k] if len(node.input) > k else ""
+        if name and name not in imp.consts:
+            raise imp.err(node, f"a computed bound ('{name}'): netc's Clip takes constant bounds")
+        bounds.append(float(np.asarray(imp.consts[name]).reshape(-1)[0]) if name else default)
+    lo, hi = bounds
+    if lo > hi:
+        raise imp.err(node, f"min {lo} is above max {hi} (ONNX's result would be max everywhere)")
+    src = node.input[0]
+    if lo == -F32_MAX and hi == F32_MAX:
+        imp.netc[node.output[0]] = _in(imp, node)
+        imp.image[node.output[0]] = imp.image.get(src, False)
+    elif lo == 0.0 and hi == F32_MAX:
+        _emit(imp, node, "ReLU", [_in(imp, node)], {}, image=imp.image.get(src, False))
+    else:
+        _emit(imp, node, "Clip", [_in(imp, node)], {"min": lo, "max": hi}, image=imp.image.get(src, False))
+    if src in imp.flat_of:
+        imp.flat_of[node.output[0]] = imp.flat_of[src]
 
 
 def _scalar_operand(imp, node) -> bool:
@@ -660,12 +720,13 @@ MAX_GROUPS = 64
 def _grouped_conv(imp, node, w, g, attrs, base):
     """A Conv of `group` g as netc writes one: g convolutions, each on its Slice of the input's channels with
     its part of the filter (and bias), concatenated along the channels (AlexNet's two towers, ShuffleNet's
-    groups). A depthwise convolution of hundreds of groups is refused (so many layers would be no program)."""
+    groups; a depthwise one, one input channel per group, is netc's DepthwiseConvolution instead). Other
+    convolutions of more than MAX_GROUPS groups are refused (so many layers would be no program)."""
     co = w.shape[0]
     cin = (imp.shape.get(node.input[0]) or [0, 0])[1]
     if g > MAX_GROUPS:
         raise imp.err(node, f"group {g}: netc writes a grouped convolution as one convolution per group, up to "
-                            f"{MAX_GROUPS} (a depthwise convolution of many channels is not read yet)")
+                            f"{MAX_GROUPS} (a depthwise one, one input channel per group, is read at any size)")
     if co % g or cin % g:
         raise imp.err(node, f"group {g} does not divide the {cin} input and {co} output channels")
     x, per = _in(imp, node), co // g
@@ -702,15 +763,24 @@ def _image_node(imp, node, a, op):
                 params["bias"] = imp.param(f"{base}_B", imp.consts[node.input[2]])
             _emit(imp, node, "Convolution", [_in(imp, node)], dict(attrs, params=params), image=True)
             return
+        if ci == 1 and g == imp.shape[node.input[0]][1] and co % g == 0:     # depthwise: one channel per group
+            m = co // g
+            params = {"weight": imp.param(f"{base}_W", w.reshape(g, m, kh, kw).transpose(2, 3, 0, 1))}
+            if bias:
+                params["bias"] = imp.param(f"{base}_B", imp.consts[node.input[2]])
+            _emit(imp, node, "DepthwiseConvolution", [_in(imp, node)],
+                  dict(attrs, filter=[kh, kw, g, m], params=params), image=True)
+            return
         return _grouped_conv(imp, node, w, g, attrs, base)
     if op in ("MaxPool", "AveragePool"):
         kh, kw = a["kernel_shape"]
         s = list(a.get("strides") or [1, 1])
         if op == "AveragePool" and a.get("count_include_pad", 0) and a.get("pads") and any(a["pads"]):
+            # (ceil_mode's overhang is no padding: ONNX and torch divide by the window clipped to the input there)
             raise imp.err(node, "count_include_pad 1 with padding: netc averages over the in-bounds elements")
+        pad = _window(imp, node, a, kh, kw, pool=True)
         _emit(imp, node, "Pooling" if op == "MaxPool" else "AvgPool", [_in(imp, node)],
-              {"ksize": [1, kh, kw, 1], "strides": [1, s[0], s[1], 1], "padding": _pad_nd(_window(imp, node, a, kh, kw))},
-              image=True)
+              {"ksize": [1, kh, kw, 1], "strides": [1, s[0], s[1], 1], "padding": _pad_nd(pad)}, image=True)
         return
     if op in ("GlobalAveragePool", "GlobalMaxPool"):
         _, _, h, w = imp.shape[node.input[0]]

@@ -9,14 +9,17 @@ def ceil_div(a: int, b: int) -> int:
 
 
 def out_size(h: int, k: int, s: int, padding, axis: int) -> tuple[int, int]:
-    """Paleo's output size and stored pad along one spatial axis (axis 0 = h, 1 = w)."""
+    """Paleo's output size and stored pad along one spatial axis (axis 0 = h, 1 = w). An explicit
+    [top, left, bottom, right] (a pool's) pads each side as given, rounding down: the output of a
+    window sweep over the padded input."""
     if padding == "VALID":
         return ceil_div(h - k + 1, s), 0
     if padding == "SAME":
         o = ceil_div(h, s)
         return o, ((o - 1) * s + k - h) // 2
     p = padding[axis]
-    return (h + 2 * p - k) // s + 1, p
+    after = padding[axis + 2] if len(padding) == 4 else p
+    return (h + p + after - k) // s + 1, p
 
 
 def pair(v, name: str) -> tuple[int, int]:

@@ -10,8 +10,9 @@ class _Pool(OpDef):
     attrs = {
         "ksize": AttrSpec("ints", length=4, doc="[1, kh, kw, 1]"),
         "strides": AttrSpec("ints", [1, 1, 1, 1], length=4, doc="[1, sh, sw, 1]"),
-        "padding": AttrSpec("padding", "VALID",
-                            doc='"VALID" or "SAME" (Paleo), or explicit [pad_h, pad_w] with floor rounding'),
+        "padding": AttrSpec("pool_padding", "VALID",
+                            doc='"VALID" or "SAME" (Paleo), or explicit [pad_h, pad_w] or [top, left, bottom, right] '
+                                'with floor rounding (the last: ONNX\'s pads; its ceil_mode as a larger bottom/right)'),
     }
 
     singa_pool = ""   # SINGA's pooling_conf.pool

@@ -90,7 +90,7 @@ class AttrError(Exception):
 
 @dataclass(frozen=True)
 class AttrSpec:
-    kind: str               # int, float, number, str, enum, bool, ints, shape, padding, any
+    kind: str               # int, float, number, str, enum, bool, ints, shape, padding, pool_padding, any
     default: object = REQUIRED
     choices: tuple = ()
     length: int | None = None  # for ints: exact list length
@@ -109,6 +109,8 @@ class AttrSpec:
             return "a list of integers (a shape)"
         if self.kind == "padding":
             return "\"VALID\", \"SAME\" or [pad_h, pad_w]"
+        if self.kind == "pool_padding":
+            return "\"VALID\", \"SAME\", [pad_h, pad_w] or [top, left, bottom, right]"
         return {"int": "an integer", "float": "a number", "number": "a number", "str": "a string",
                 "bool": "true or false"}.get(self.kind, self.kind)
 
@@ -145,14 +147,14 @@ class AttrSpec:
             if self.length is not None and len(value) != self.length:
                 raise AttrError(f"expected {self.describe()}, got {len(value)} element{'s' if len(value) != 1 else ''}")
             return value
-        if k == "padding":
+        if k in ("padding", "pool_padding"):
             if isinstance(value, str):
                 if value in ("VALID", "SAME"):
                     return value
                 hint = did_you_mean(value, ("VALID", "SAME"))
                 raise AttrError(f"expected {self.describe()}, got {_show(value)}",
                                 f"did you mean '{hint}'? (padding strings are case-sensitive)" if hint else None)
-            if (isinstance(value, list) and len(value) == 2
+            if (isinstance(value, list) and len(value) in ((2, 4) if k == "pool_padding" else (2,))
                     and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in value)):
                 return value
             raise AttrError(f"expected {self.describe()}, got {_show(value)}")
