@@ -145,6 +145,13 @@ def test_evaluator_refusals_are_located(tmp_path):
                     "e = paddle.evaluator.auc(input=p, label=x)\n")
     r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path)
     assert r.returncode != 0 and re.search(r"prog\.py:4:5: error: .*no integer_value data layer", r.stderr), r.stderr
+    seq = paddle.layer.embedding(input=paddle.layer.data(name="rf_s", type=paddle.data_type.integer_value_sequence(5)),
+                                 size=2)
+    with pytest.raises(Error, match="is a sequence"):
+        paddle.evaluator.sum(input=seq)
+    with pytest.raises(Error, match="weight 'rf_w' is one value per sample"):
+        paddle.evaluator.sum(input=paddle.layer.data(name="rf_v", type=paddle.data_type.dense_vector(2)),
+                             weight=paddle.layer.data(name="rf_w", type=paddle.data_type.dense_vector(2)))
     with pytest.raises(Error, match="chunk"):
         paddle.evaluator.chunk  # noqa: B018
     with pytest.raises(Error, match="top_k is a positive integer"):

@@ -62,11 +62,24 @@ class Evaluator:
         self.input = _layer(input, self.kind, "input", loc)
         self.label = None if label is None else _layer(label, self.kind, "label", loc)
         self.weight = None if weight is None else _layer(weight, self.kind, "weight", loc)
+        self.check(loc)
+        self.name, self.loc = _name(self.kind, name), loc
+        REGISTERED.append(self)
+
+    def check(self, loc):
+        """Refuse (located) what netc.v2's evaluators do not read: sequences, a weight not [B, 1], a label
+        that is no id."""
+        for x in self.layers():
+            if x.seq is not None:
+                raise error(f"paddle.evaluator.{self.kind}: '{x.name}' is a sequence; evaluators of sequences are "
+                            f"not in netc.v2 yet", loc, [("defined here", x.loc)])
+        if self.weight is not None and tuple(self.weight.shape[1:]) != (1,):
+            raise error(f"paddle.evaluator.{self.kind}: weight '{self.weight.name}' is one value per sample "
+                        f"(dense_vector(1)), it has shape {self.weight.shape_str()}", loc,
+                        [("defined here", self.weight.loc)])
         if self.label is not None and (self.label.itype is None or not self.label.itype.is_index):
             raise error(f"paddle.evaluator.{self.kind}: label '{self.label.name}' is no integer_value data layer "
                         f"(dense labels are not in netc.v2 yet)", loc, [("defined here", self.label.loc)])
-        self.name, self.loc = _name(self.kind, name), loc
-        REGISTERED.append(self)
 
     def layers(self) -> list:
         return [x for x in (self.input, self.label, self.weight) if x is not None]
@@ -82,10 +95,10 @@ class ClassificationError(Evaluator):
     kind = "classification_error"
 
     def __init__(self, input, label, name, weight, top_k, loc):  # noqa: A002
-        super().__init__(input, label, weight, name, loc)
         if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
             raise error(f"paddle.evaluator.classification_error: top_k is a positive integer, got {top_k!r}", loc)
         self.top_k = top_k
+        super().__init__(input, label, weight, name, loc)
 
     def start(self):
         return {"wrong": 0.0, "samples": 0.0}
@@ -141,11 +154,11 @@ class PrecisionRecall(Evaluator):
     kind = "precision_recall"
 
     def __init__(self, input, label, positive_label, name, weight, loc):  # noqa: A002
-        super().__init__(input, label, weight, name, loc)
         if positive_label is not None and (isinstance(positive_label, bool) or not isinstance(positive_label, int)):
             raise error(f"paddle.evaluator.precision_recall: positive_label is a class id, got {positive_label!r}",
                         loc)
         self.positive = -1 if positive_label is None else positive_label
+        super().__init__(input, label, weight, name, loc)
 
     def start(self):
         return {}
