@@ -44,7 +44,10 @@ def test_classification_error_top_k_and_weights_in_test_metrics():
     e2 = paddle.evaluator.classification_error(input=prob, label=lbl, top_k=2, name="top2")
     e3 = paddle.evaluator.classification_error(input=prob, label=lbl, weight=w, name="weighted")
     params = paddle.parameters.create(cost)
-    trainer = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Momentum())
+    alone = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Momentum())
+    assert alone.evaluators == [e1, e2]         # the weight is no layer of its topology (PaddlePaddle's rule)
+    trainer = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Momentum(),
+                                 extra_layers=[w])
     data = samples(23)
     feeding = {"ce_x": 0, "ce_y": 1, "ce_w": 2}
     result = trainer.test(paddle.batch(lambda: iter(data), 5), feeding=feeding)
@@ -100,7 +103,8 @@ def test_auc_precision_recall_and_sum():
     s = paddle.evaluator.sum(input=prob, weight=w, name="sum")
     params = paddle.parameters.create(cost)
     params["_ap_fc.w0"] = np.random.RandomState(3).randn(4, 2)
-    trainer = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Momentum())
+    trainer = paddle.trainer.SGD(cost=cost, parameters=params, update_equation=paddle.optimizer.Momentum(),
+                                 extra_layers=[w])
     data = samples(40, classes=2, seed=2)
     m = trainer.test(paddle.batch(lambda: iter(data), 7), feeding={"ap_x": 0, "ap_y": 1, "ap_w": 2}).metrics
     p = paddle.infer(output_layer=prob, parameters=params, input=[(d[0],) for d in data], feeding={"ap_x": 0})

@@ -17,9 +17,10 @@ paddle/gserver/evaluators/Evaluator.{h,cpp}), computed by netc.v2 from the value
 An evaluator is named `__<kind>_evaluator_<n>__` unless given a name (PaddlePaddle's default names), and
 reports under that name in the events' `metrics` as PaddlePaddle's do: EndIteration's over its batch,
 EndPass's over the pass, trainer.test's TestResult over the test. It joins every trainer.SGD made after
-it whose topology holds its input (or the input's own inputs: a Softmax fc's probabilities, which
-netc's cost reads as logits); its input, and a label or weight data layer outside the topology, are
-then added as extra outputs (a weight is fed as the feeding says). precision=1 and recall=1 where a
+it whose topology (cost and extra_layers) holds the layers it reads, as PaddlePaddle's parse_network
+keeps them -- its input may also be computed from the topology's layers alone (a Softmax fc's
+probabilities, which netc's cost reads as logits, where PaddlePaddle's cost reads them): it is then
+added as an extra output. A weight data layer read by nothing else goes in extra_layers. precision=1 and recall=1 where a
 class has no prediction / no sample, as PaddlePaddle's.
 Not yet: a dense (multi-binary) label, classification_error's threshold, chunk, ctc_error, pnpair,
 column_sum and the printers."""
@@ -230,18 +231,19 @@ def sum(input, name=None, weight=None):  # noqa: A001, A002 (PaddlePaddle's name
 
 
 def joining(layers) -> tuple:
-    """(the evaluators whose input is in `layers` or computed from them alone, and whose label and weight
-    are in `layers` or data layers; the layers they add, to compute as outputs)."""
+    """(the evaluators whose label and weight are in `layers` and whose input is too or is computed from
+    them alone; those inputs, to compute as extra outputs) -- PaddlePaddle's parse_network keeps the
+    evaluators whose input layers are all in the topology."""
     held = set(layers)
     chosen, extra = [], []
     for ev in REGISTERED:
-        x = ev.input
-        if x not in held and (x.is_data or not all(i in held for i in x.inputs)):
+        inp = ev.input
+        if inp not in held and (inp.is_data or not all(i in held for i in inp.inputs)):
             continue          # its input is not this topology's (nor computed from it)
-        missing = [x for x in ev.layers() if x not in held]
-        if all(x is ev.input or x.is_data for x in missing):
+        if all(x in held for x in ev.layers() if x is not inp):
             chosen.append(ev)
-            extra += [x for x in missing if x not in extra]
+            if inp not in held and inp not in extra:
+                extra.append(inp)
     return chosen, extra
 
 
