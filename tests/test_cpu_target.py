@@ -76,3 +76,98 @@ def test_it_trains(capsys, tmp_path):
 def test_what_it_does_not_do_is_a_clear_error(capsys, flags, why):
     assert main(["run", "examples/digits.nd", "--target", "cpu", *flags]) == 1
     assert why in capsys.readouterr().err
+
+
+def _program(path: str, optimizer: dict):
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load
+    from netc.pipelines import Options, Training, program
+    diag = DiagnosticEngine()
+    module = load(path, diag)
+    program(module, Options(phase="train", training=Training(optimizer=optimizer)), diag)
+    return module, [n for n in module.networks() if "gradients" in n.attrs][0]
+
+
+def _steps_agree(module, net, steps=3):
+    """CpuTrainer's generated steps against the reference executor's in f32 arithmetic, from the same
+    parameters, inputs and learning rate: the losses, the gradients and the parameters and state after."""
+    from netc.runtime.train import ReferenceTrainer
+    cpu = C.CpuTrainer(module, net, None, seed=3, capture=True)
+    ref = ReferenceTrainer(module, net, {k: v.clone() for k, v in cpu.params.items()}, seed=3, dtype=torch.float32)
+    for _ in range(steps):
+        got = cpu.step(None, 0.05)
+        with R.computing_in(torch.float32):
+            want = ref.step(None, 0.05)
+        for n in net.attrs["losses"]:
+            torch.testing.assert_close(got[n], want[n], rtol=1e-5, atol=1e-6)
+        for p, g in cpu.gradients(got).items():
+            _close(g, ref.gradients(want)[p])
+        for k, v in ref.params.items():
+            _close(cpu.params[k], v)
+    return cpu
+
+
+def _close(a, b, tol=1e-4):
+    """max |a - b| within tol of b's largest magnitude (f32 rounding in another order; Adam's and RMSProp's
+    division moves a few small elements further, relative to themselves)."""
+    assert float((a.double() - b.double()).abs().max()) <= tol * max(float(b.abs().max()), 1e-3)
+
+
+@pytest.mark.parametrize("optimizer", [{"name": "sgd"}, {"name": "momentum", "momentum": 0.9},
+                                       {"name": "adam"}, {"name": "rmsprop"}])
+def test_the_generated_step_is_the_reference(optimizer):
+    module, net = _program("examples/digits.nd", optimizer)
+    cpu = _steps_agree(module, net)
+    prog = cpu.program
+    assert "def step(feed, cap):" in prog.source
+    # every op of the digits network and its SGD/momentum/Adam update has its out= form; RMSProp's update
+    # calls its reference (and still agrees)
+    if optimizer["name"] == "rmsprop":
+        assert prog.slow and all(s.endswith(".update") for s in prog.slow)
+    else:
+        assert prog.slow == []
+
+
+def test_every_op_by_its_reference_too(monkeypatch):
+    """The generated step without any out= form (each op's lowering or reference, copied into place) agrees too:
+    the fallback every op without a fast form takes."""
+    from netc.runtime import cpu_step
+    monkeypatch.setattr(cpu_step, "EMITTERS", {})
+    module, net = _program("examples/lenet.nd", {"name": "momentum", "momentum": 0.9})
+    cpu = _steps_agree(module, net, steps=2)
+    assert not cpu.program.fast
+
+
+def test_a_step_stays_in_its_arenas():
+    """Parameters and state are views of the constant arena, which no step replaces: updates land in place."""
+    module, net = _program("examples/digits.nd", {"name": "adam"})
+    cpu = C.CpuTrainer(module, net, None, seed=1)
+    arenas = [a.data_ptr() for a in cpu.program.arenas.arenas]
+    lo, hi = arenas[0], arenas[0] + cpu.program.arenas.arenas[0].numel()
+    before = {k: v.clone() for k, v in cpu.params.items()}
+    for _ in range(2):
+        cpu.step(None, 0.01)
+    assert [a.data_ptr() for a in cpu.program.arenas.arenas] == arenas
+    assert all(lo <= v.data_ptr() < hi for v in cpu.params.values())
+    assert not torch.equal(cpu.params["fc1.weight"], before["fc1.weight"])
+    assert cpu.gradients(cpu.step(None, 0.01)) is None      # not captured: the plan reused their bytes
+
+
+def test_inference_is_the_reference():
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load
+    from netc.pipelines import Options, inference
+    from netc.runtime.reference import run_reference
+    module = load("examples/lenet.nd", DiagnosticEngine())
+    inference(module, Options(), DiagnosticEngine())
+    x = {"data": torch.rand(64, 28, 28, 1), "label": torch.randint(0, 10, (64,))}
+    net = C.CpuNet(module, None, None, seed=2)
+    with R.computing_in(torch.float32):
+        want = run_reference(module, x, None, seed=2, dtype=torch.float32)
+    for _ in range(2):
+        got = net(x)
+        for k in want:
+            torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
+    from netc.diagnostics import NetcError
+    with pytest.raises(NetcError, match="did you mean 'data'"):
+        net({"dat": x["data"], "label": x["label"]})

@@ -143,15 +143,34 @@ CPU_LOWERINGS = {"netc.maxpool_grad": maxpool_grad, "netc.maxpool": maxpool, "ne
 
 
 class CpuTrainer(ReferenceTrainer):
-    """ReferenceTrainer's API (feed, step, losses, gradients, params) on the CPU target: f32 arithmetic and
-    the CPU lowerings."""
+    """ReferenceTrainer's API (feed, step, losses, gradients, params) on the CPU target: the step generated
+    once over the memory plan's arenas (runtime/cpu_step.py), f32 arithmetic and the CPU lowerings; `params`
+    are views of the constant arena. A step returns the losses and outputs, and with capture=True also every
+    parameter's gradient and the forward values the backward reads (what --compare and --grads read; copies
+    taken as they are computed). A program the generated step does not take (recurrent state carried
+    between steps, a time-sized arena) runs op by op on the reference executor's loop, as before."""
 
-    def __init__(self, module, network=None, params: dict | None = None, seed: int = 0, **kw):
+    def __init__(self, module, network=None, params: dict | None = None, seed: int = 0, capture: bool = False,
+                 **kw):
         super().__init__(module, network, params, seed, torch.float32, **kw)
+        self.program = None
+        if not self.carry_state:
+            from .cpu_step import CpuProgram, NoArena
+            try:
+                self.program = CpuProgram(module, self.net, self.params, CPU_LOWERINGS,
+                                          capture=captured_values(self.net) if capture else ())
+            except NoArena:
+                self.program = None          # no arena for it: the op-by-op loop
+            else:
+                self.params = self.program.params
 
     def step(self, inputs: dict | None = None, lr: float | None = None, step_seed: int | None = None) -> dict:
         from ..ops.reference import computing_in
         from .reference import execute
+        if self.program is not None:
+            named = self.program.run(self.feed(inputs, lr, step_seed))
+            self.steps += 1
+            return named
         with computing_in(torch.float32):
             if self.carry_state:
                 return super().step(inputs, lr, step_seed)
@@ -160,11 +179,82 @@ class CpuTrainer(ReferenceTrainer):
         self.steps += 1
         return named
 
+    def gradients(self, named: dict):
+        """Each trainable parameter's gradient from a step's values (None where the step did not capture them)."""
+        grads = self.net.attrs["gradients"]
+        return {p: named[v] for p, v in grads.items()} if all(v in named for v in grads.values()) else None
+
+
+def captured_values(net) -> list:
+    """The values a CpuTrainer(capture=True) step returns besides the outputs: every parameter's gradient and
+    the forward values gradient ops read (compare_step's local check)."""
+    from ..ir.query import layer_name, layers
+    from .train import is_forward
+    names = set((net.attrs.get("gradients") or {}).values())
+    for op in layers(net):
+        if not is_forward(op):
+            names.update(layer_name(v.owner) if len(v.owner.results) == 1 else f"{layer_name(v.owner)}#{v.index}"
+                         for v in op.operands if v.owner.name != "netc.input" and is_forward(v.owner))
+    return sorted(names)
+
+
+class CpuNet:
+    """One network's inference on the CPU target, its step generated once: net = CpuNet(module, network,
+    params); outputs = net(inputs by name, every one; checked and converted as run_reference does)."""
+
+    def __init__(self, module, network=None, params: dict | None = None, seed: int = 0):
+        from ..ir.core import SymbolRef
+        from ..ir.query import layers
+        from .cpu_step import CpuProgram
+        from .reference import module_params, network_of
+        from ..diagnostics import NetcError
+        from ..ops.registry import not_runnable
+        self.module, self.net = module, network_of(module, network)
+        for op in layers(self.net):     # a shape that is only Paleo's bookkeeping number cannot be computed
+            why = not_runnable(op)
+            if why:
+                raise NetcError(why, op.loc)
+        used = {ref.name for op in layers(self.net) for ref in (op.attrs.get("params") or {}).values()
+                if isinstance(ref, SymbolRef)}
+        self.program = CpuProgram(module, self.net, module_params(module, params, seed, torch.float32, names=used),
+                                  CPU_LOWERINGS)
+        self.params = self.program.params
+
+    def __call__(self, inputs: dict) -> dict:
+        from ..ir.query import layer_name, network_inputs, network_outputs
+        from .reference import INT_DTYPES, feed_tensor
+        from ..diagnostics import NetcError, did_you_mean
+        names = [layer_name(op) for op in network_inputs(self.net)]
+        for k in inputs:
+            if k not in names:
+                hint = did_you_mean(k, names)
+                raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no input '{k}'"
+                                + (f"; did you mean '{hint}'?" if hint else "") + f" (inputs: {', '.join(names)})")
+        feed = {}
+        for op in network_inputs(self.net):
+            v, name = op.results[0], layer_name(op)
+            if name not in inputs:
+                raise NetcError(f"missing input '{name}' of network '{self.net.attrs.get('sym_name')}'")
+            feed[name] = feed_tensor(inputs[name], v.type.shape, INT_DTYPES.get(v.type.dtype, torch.float32),
+                                     f"input '{name}'", "cpu")
+        out = self.program.run(feed)
+        return {layer_name(op): out[layer_name(op)] for op in network_outputs(self.net)}
+
 
 def run_cpu(module, inputs: dict | None = None, params: dict | None = None, network=None, seed: int = 0) -> dict:
-    """run_reference's contract on the CPU target: the outputs by layer name (f32)."""
+    """run_reference's contract on the CPU target: the outputs by layer name (f32). A network whose memory
+    the plan does not take runs op by op with the CPU lowerings."""
     from ..ops.reference import computing_in
     from . import reference as ref
+    from .cpu_step import NoArena
+    net = ref.network_of(module, network)
+    if inputs is not None:
+        try:
+            cpu_net = CpuNet(module, net, params, seed)
+        except NoArena:
+            pass
+        else:
+            return cpu_net(inputs)
     with computing_in(torch.float32):
-        return ref.run_reference(module, inputs, params, network=network, seed=seed, dtype=torch.float32,
+        return ref.run_reference(module, inputs, params, network=net, seed=seed, dtype=torch.float32,
                                  impls=CPU_LOWERINGS)

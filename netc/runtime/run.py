@@ -500,7 +500,7 @@ def train_source(args, diag):
                                     blocks=args.interp_blocks or "cuda")
         else:
             from .cpu import CpuTrainer
-            trainer = CpuTrainer(module, net, params, seed=args.seed)
+            trainer = CpuTrainer(module, net, params, seed=args.seed, capture=bool(args.compare or args.grads))
         if args.compare:
             ref = ReferenceTrainer(module, net, params, seed=args.seed, dtype=torch.float64)
             from .compare import compare_training

@@ -1,0 +1,314 @@
+"""The CPU target's out= lowerings (issue 28): for each op, the lines of Python the generated step
+(runtime/cpu_step.py) runs for it -- torch calls that write straight into the op's planned arena view,
+with every reshape, permute and scratch buffer made once when the step is generated, not per step.
+
+An emitter gets an Emit (the op's attributes, the names of its operand, result and parameter views in the
+step's namespace, and the build-time tensors behind them) and returns the lines, or None where its fast
+form does not cover the case (an asymmetric padding, soft targets, an optimizer option): the step then
+calls the op's CPU lowering or its OpDef reference and copies the result into place, so every op keeps
+one semantics. Each fast form computes what the reference computes, in f32 (tests/test_cpu_target.py
+checks whole steps against the reference executor):
+
+    conv2d               torch's conv2d on channels_last views (bias fused), the activation into the arena
+    conv2d_grad_*        aten's convolution_backward (torch's symmetric padding only)
+    maxpool              max_pool2d_with_indices into the arena; the indices kept for maxpool_grad
+    maxpool_grad         max_pool2d_with_indices_backward from the forward's indices (the same routing:
+                         each window's gradient to its first maximum in row-major window order)
+    inner_product        addmm into the arena, the activation in place
+    *_grad_data/filter   mm into the arena (views of the weight and input made once)
+    bias_grad            sum over the rows into the arena
+    activation_grad      relu: threshold_backward (dy where y > 0, else 0; a NaN y passes dy, where the
+                         reference gives 0: the forward is NaN already)
+    softmax, softmax_loss(_grad)   torch's softmax / cross_entropy; the gradient as softmax, minus one at
+                         the label, over N
+    sgd_update           w += -lr g in place (momentum: buf = mu buf + g first); adam_update in place, one
+                         scratch buffer per parameter for the denominator
+"""
+from __future__ import annotations
+
+import torch
+
+CL = torch.channels_last
+
+
+class Emit:
+    """One op as the generator hands it to an emitter."""
+
+    def __init__(self, gen, op, a: dict, ins: list, outs: list, ps: dict, updates: dict, inplace: bool):
+        self.gen, self.op, self.a = gen, op, a
+        self.ins, self.outs, self.ps, self.updates, self.inplace = ins, outs, ps, updates, inplace
+
+    def t(self, name: str) -> torch.Tensor:
+        """The build-time tensor (an arena view) behind a name."""
+        return self.gen.env[name]
+
+    def bind(self, obj, hint: str) -> str:
+        """A name for `obj` in the step's namespace (a view made once, a scratch buffer, a constant)."""
+        return self.gen.bind(obj, hint)
+
+    def view(self, name: str, fn, hint: str):
+        """A view of a named tensor made once (fn(tensor)), or None where it is no view (it would copy)."""
+        key = (name, hint)
+        if key in self.gen.views:
+            return self.gen.views[key]
+        t = self.t(name)
+        try:
+            v = fn(t)
+        except RuntimeError:
+            return None
+        if v.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
+            return None
+        self.gen.views[key] = self.bind(v, f"{name.removeprefix('v_')}_{hint}")
+        return self.gen.views[key]
+
+    def scalar(self, name: str) -> str:
+        """A Python float of a named scalar view (an input: the learning rate), read once at the top of the step."""
+        return self.gen.scalar(name)
+
+
+def _nchw(e, name):
+    return e.view(name, lambda t: t.permute(0, 3, 1, 2), "nchw")
+
+
+def _torch_pad(e, x_shape, kh, kw):
+    from ..ops.eager import torch_padding
+    return torch_padding(x_shape, kh, kw, e.a)
+
+
+def _act_into(act: str, y: str, out: str) -> list | None:
+    if act in (None, "none"):
+        return [f"{out}.copy_({y})"]
+    if act == "relu":
+        return [f"torch.clamp_min({y}, 0, out={out})"]
+    if act in ("sigmoid", "tanh"):
+        return [f"torch.{act}({y}, out={out})"]
+    return None
+
+
+def conv2d(e: Emit):
+    if set(e.ps) - {"weight", "bias"}:
+        return None
+    w = e.t(e.ps["weight"])
+    x_shape = tuple(e.t(e.ins[0]).shape)
+    pad = _torch_pad(e, x_shape, w.shape[0], w.shape[1])
+    x, out = _nchw(e, e.ins[0]), _nchw(e, e.outs[0])
+    wp = e.view(e.ps["weight"], lambda t: t.permute(3, 2, 0, 1), "oihw")
+    if pad is None or x is None or out is None or wp is None:
+        return None
+    s = (e.a["strides"][1], e.a["strides"][2])
+    b = e.ps.get("bias", "None")
+    act = _act_into(e.a["activation"], "_y", out)
+    if act is None:
+        return None
+    return [f"_y = torch.conv2d({x}, {wp}.contiguous(memory_format=CL), {b}, {s}, {tuple(pad)})"] + act
+
+
+def _conv_bwd(e: Emit, x_shape, w_shape):
+    """(stride, padding) of a convolution gradient with torch's symmetric padding, or None."""
+    pad = _torch_pad(e, x_shape, w_shape[0], w_shape[1])
+    return None if pad is None else ([e.a["strides"][1], e.a["strides"][2]], list(pad))
+
+
+def conv2d_grad_data(e: Emit):
+    w = e.t(e.ps["weight"])
+    shape = tuple(e.a["input_shape"])
+    geo = _conv_bwd(e, shape, w.shape)
+    g, out = _nchw(e, e.ins[0]), _nchw(e, e.outs[0])
+    wp = e.view(e.ps["weight"], lambda t: t.permute(3, 2, 0, 1), "oihw")
+    if geo is None or g is None or out is None or wp is None:
+        return None
+    x = e.bind(torch.empty(shape[0], shape[3], shape[1], shape[2], dtype=w.dtype).contiguous(memory_format=CL),
+               "shape_of_x")
+    return [f"_d = torch.ops.aten.convolution_backward({g}, {x}, {wp}.contiguous(memory_format=CL), None, "
+            f"{geo[0]}, {geo[1]}, [1, 1], False, [0, 0], 1, [True, False, False])[0]",
+            f"{out}.copy_(_d)"]
+
+
+def conv2d_grad_filter(e: Emit):
+    kh, kw = e.a["filter"][0], e.a["filter"][1]
+    xt, dz = e.t(e.ins[0]), e.t(e.ins[1])
+    geo = _conv_bwd(e, tuple(xt.shape), (kh, kw))
+    x, g = _nchw(e, e.ins[0]), _nchw(e, e.ins[1])
+    out = e.view(e.outs[0], lambda t: t.permute(3, 2, 0, 1), "oihw")
+    if geo is None or x is None or g is None or out is None:
+        return None
+    w = e.bind(torch.empty(dz.shape[3], xt.shape[3], kh, kw, dtype=xt.dtype).contiguous(memory_format=CL),
+               "shape_of_w")
+    return [f"_d = torch.ops.aten.convolution_backward({g}, {x}, {w}, None, {geo[0]}, {geo[1]}, [1, 1], False, "
+            f"[0, 0], 1, [False, True, False])[1]",
+            f"{out}.copy_(_d)"]
+
+
+def _cl(e: Emit, name) -> bool:
+    """Whether a named NCHW view is channels_last storage with several channels: what torch's pooling kernels
+    keep as it is (they restride an out= tensor to the input's suggested format)."""
+    return name is not None and e.t(name).shape[1] > 1 and e.t(name).is_contiguous(memory_format=CL)
+
+
+def _pool_geometry(e: Emit, x_shape):
+    """(k, s) of a pooling without padding or crop (torch's windows exactly), or None."""
+    from ..ops.geometry import pair
+    from ..ops.reference import pads
+    kh, kw = pair(e.a["ksize"], "ksize")
+    sh, sw = pair(e.a["strides"], "strides")
+    _, _, t, b, l, r = pads(x_shape[1], x_shape[2], kh, kw, sh, sw, e.a["padding"])
+    return ([kh, kw], [sh, sw]) if (t, b, l, r) == (0, 0, 0, 0) else None
+
+
+def _window_key(e: Emit) -> tuple:
+    """What makes a maxpool_grad's windows a forward maxpool's: the same input value, window and padding."""
+    return id(e.op.operands[0]), repr(e.a["ksize"]), repr(e.a["strides"]), repr(e.a["padding"])
+
+
+def maxpool(e: Emit):
+    xt = e.t(e.ins[0])
+    geo = _pool_geometry(e, tuple(xt.shape))
+    x, out = _nchw(e, e.ins[0]), _nchw(e, e.outs[0])
+    if geo is None or not (_cl(e, x) and _cl(e, out)):
+        return None
+    yt = e.t(out)
+    idx = e.bind(torch.empty(yt.shape, dtype=torch.int64).contiguous(memory_format=CL), "argmax")
+    e.gen.pool_indices[_window_key(e)] = idx
+    return [f"torch._C._nn.max_pool2d_with_indices({x}, {geo[0]}, {geo[1]}, [0, 0], [1, 1], False, "
+            f"out=({out}, {idx}))"]
+
+
+def maxpool_grad(e: Emit):
+    idx = e.gen.pool_indices.get(_window_key(e))
+    geo = _pool_geometry(e, tuple(e.t(e.ins[0]).shape))
+    x, dy, out = _nchw(e, e.ins[0]), _nchw(e, e.ins[1]), _nchw(e, e.outs[0])
+    if idx is None or geo is None or not (_cl(e, x) and _cl(e, dy) and _cl(e, out)):
+        return None
+    return [f"torch.ops.aten.max_pool2d_with_indices_backward.grad_input({dy}, {x}, {geo[0]}, {geo[1]}, [0, 0], "
+            f"[1, 1], False, {idx}, grad_input={out})"]
+
+
+def _rows(e: Emit, name: str):
+    """A [N, features] view of a named value, made once (None: it is no view)."""
+    return e.view(name, lambda t: t.view(t.shape[0], -1), "rows")
+
+
+def inner_product(e: Emit):
+    if set(e.ps) - {"weight", "bias"} or e.a.get("transpose_weight"):
+        return None
+    x = _rows(e, e.ins[0])
+    out = e.outs[0]
+    if x is None or e.a["activation"] not in ("none", "relu", "sigmoid", "tanh", None):
+        return None
+    w = e.ps["weight"]
+    line = (f"torch.addmm({e.ps['bias']}, {x}, {w}, out={out})" if "bias" in e.ps else
+            f"torch.mm({x}, {w}, out={out})")
+    act = e.a["activation"]
+    return [line] + ([] if act in ("none", None) else [f"{out}.{'clamp_min_(0)' if act == 'relu' else act + '_()'}"])
+
+
+def inner_product_grad_data(e: Emit):
+    if e.a.get("transpose_weight"):
+        return None
+    out = _rows(e, e.outs[0])
+    wt = e.view(e.ps["weight"], lambda t: t.t(), "t")
+    if out is None or wt is None:
+        return None
+    return [f"torch.mm({e.ins[0]}, {wt}, out={out})"]
+
+
+def inner_product_grad_filter(e: Emit):
+    xt = e.view(e.ins[0], lambda t: t.view(t.shape[0], -1).t(), "rows_t")
+    if xt is None:
+        return None
+    return [f"torch.mm({xt}, {e.ins[1]}, out={e.outs[0]})"]
+
+
+def bias_grad(e: Emit):
+    dz = e.view(e.ins[0], lambda t: t.view(-1, t.shape[-1]), "flat")
+    return None if dz is None else [f"torch.sum({dz}, 0, out={e.outs[0]})"]
+
+
+def activation_grad(e: Emit):
+    if e.a["activation"] != "relu" or e.a["negative_slope"]:
+        return None
+    return [f"torch.ops.aten.threshold_backward.grad_input({e.ins[1]}, {e.ins[0]}, 0, grad_input={e.outs[0]})"]
+
+
+def softmax(e: Emit):
+    x = _rows(e, e.ins[0])
+    return None if x is None else [f"torch.softmax({x}, 1, out={e.outs[0]})"]
+
+
+def _class_indices(e: Emit, n_ins: int):
+    """Whether a softmax loss (its first n_ins operands) reads class indices [N] / [N, 1] against logits
+    flattened to [N, C], C > 1 (not per step, no lengths)."""
+    from ..ops.loss import per_step
+    if e.a.get("lengths") or len(e.op.operands) != n_ins:
+        return False
+    x, y = e.t(e.ins[0]), e.t(e.ins[1])
+    if per_step(tuple(x.shape), tuple(y.shape), False):
+        return False
+    n, c = x.shape[0], x[0].numel()
+    return y.numel() == n and c != 1 and not y.is_floating_point()
+
+
+def softmax_loss(e: Emit):
+    x = _rows(e, e.ins[0])
+    if x is None or not _class_indices(e, 2):
+        return None
+    return [f"{e.outs[0]}.copy_(F.cross_entropy({x}, {e.ins[1]}.reshape(-1).long()))"]
+
+
+def softmax_loss_grad(e: Emit):
+    x, out = _rows(e, e.ins[0]), _rows(e, e.outs[0])
+    seeded = len(e.op.operands) == 3
+    if x is None or out is None or not _class_indices(e, 3 if seeded else 2):
+        return None
+    n = e.t(x).shape[0]
+    minus = e.bind(torch.full((n, 1), -1.0, dtype=e.t(out).dtype), "minus_one")
+    lines = [f"torch.softmax({x}, 1, out={out})",
+             f"{out}.scatter_add_(1, {e.ins[1]}.reshape(-1, 1).long(), {minus})",
+             f"{out}.div_({n})"]
+    if seeded:
+        lines.append(f"{out}.mul_({e.ins[2]})")
+    return lines
+
+
+def _plain_update(e: Emit) -> bool:
+    a = e.a
+    return (a["convention"] == "torch" and a["clip_norm"] <= 0 and not a["clip_low"] < a["clip_high"]
+            and a["weight_decay"] * a["wd_scale"] == 0 and len(e.op.operands) == 2)
+
+
+def sgd_update(e: Emit):
+    if not _plain_update(e) or e.a["nesterov"]:
+        return None
+    g, lr = e.ins[0], e.scalar(e.ins[1])
+    w = e.updates["param"]
+    step = f"-({lr} * {float(e.a['lr_scale'])!r})"
+    if "velocity" not in e.updates:
+        return [f"{w}.add_({g}, alpha={step})"]
+    v = e.updates["velocity"]
+    return [f"{v}.mul_({float(e.a['momentum'])!r}).add_({g})", f"{w}.add_({v}, alpha={step})"]
+
+
+def adam_update(e: Emit):
+    if not _plain_update(e):
+        return None
+    g, lr = e.ins[0], e.scalar(e.ins[1])
+    w, m, v, t = (e.updates[k] for k in ("param", "adam_m", "adam_v", "adam_step"))
+    b1, b2, eps = float(e.a["beta1"]), float(e.a["beta2"]), float(e.a["eps"])
+    d = e.bind(torch.empty_like(e.t(v)), "denominator")
+    return [f"{t}.add_(1)",
+            "_s = float(" + t + ")",
+            f"{m}.lerp_({g}, {1 - b1!r})",
+            f"{v}.mul_({b2!r}).addcmul_({g}, {g}, value={1 - b2!r})",
+            f"torch.sqrt({v}, out={d}).div_((1 - {b2!r} ** _s) ** 0.5).add_({eps!r})",
+            f"{w}.addcdiv_({m}, {d}, value=-({lr} * {float(e.a['lr_scale'])!r} / (1 - {b1!r} ** _s)))"]
+
+
+EMITTERS = {"netc.conv2d": conv2d, "netc.conv2d_grad_data": conv2d_grad_data,
+            "netc.conv2d_grad_filter": conv2d_grad_filter, "netc.maxpool": maxpool, "netc.maxpool_grad": maxpool_grad,
+            "netc.inner_product": inner_product, "netc.inner_product_grad_data": inner_product_grad_data,
+            "netc.inner_product_grad_filter": inner_product_grad_filter, "netc.bias_grad": bias_grad,
+            "netc.activation_grad": activation_grad, "netc.softmax": softmax, "netc.softmax_loss": softmax_loss,
+            "netc.softmax_loss_grad": softmax_loss_grad, "netc.sgd_update": sgd_update,
+            "netc.adam_update": adam_update}
+# the emitters whose lines stay right when the result is written over an operand (the plan's in-place steps)
+INPLACE_SAFE = {"netc.activation_grad"}

@@ -1,0 +1,175 @@
+"""The CPU target's generated step (issue 28): a program's schedule turned once into one straight-line
+Python function over the memory plan's arenas.
+
+CpuProgram plans the network's memory (memory/plan.py, every op its own step), allocates the plan's
+constant and batch arenas once (runtime/planned.py's PlannedProgram: every value is a view at its planned
+offset, parameters and optimizer state live in the constant arena), and writes the source of a function
+`step(feed)`: the inputs copied into place, then for every step of the plan's schedule the lines of its
+out= lowering (runtime/cpu_emit.py: torch calls writing into the result's arena view, their views and
+scratch buffers made once), or, where there is none, a call of the op's CPU lowering (runtime/cpu.py) or
+its OpDef reference with the result copied into place; an alias step (a view, an identity) runs nothing.
+The source is compiled once (compile/exec); `CpuProgram.source` holds it, and with the environment variable
+NETC_CPU_STEP=1 every generated step is printed to stderr as it is made (`netc run --target cpu` too). A step allocates only what torch's kernels allocate
+inside (a convolution's result before the activation writes it into place).
+
+The values a step returns: the network's outputs (copies, so the next step does not overwrite them) and
+the `capture` values (copies taken right after the op that computes them: the gradients and forward values
+--compare reads, before the plan reuses their bytes).
+"""
+from __future__ import annotations
+
+import os
+import re
+import sys
+
+import torch
+
+from ..diagnostics import NetcError
+from ..ir.core import SymbolRef
+from ..ir.query import layer_name, layers
+from ..memory.model import TIME
+from ..ops import lookup
+from .cpu_emit import EMITTERS, INPLACE_SAFE, Emit
+
+
+class NoArena(NetcError):
+    """A network the generated step does not take (a time-sized arena, a plan it cannot make): the callers run
+    it op by op instead."""
+
+
+def _ident(s: str) -> str:
+    return re.sub(r"\W", "_", s)
+
+
+class _Generator:
+    """The step's source lines and namespace."""
+
+    def __init__(self):
+        import torch.nn.functional as F
+        self.env: dict = {"torch": torch, "F": F, "CL": torch.channels_last}
+        self.lines: list = []
+        self.scalars: dict = {}
+        self.pool_indices: dict = {}
+        self.views: dict = {}         # (name, hint) -> the name of a view made once
+        self.fast: list = []         # the layers whose out= lowering runs
+        self.slow: list = []         # the layers that call their lowering or reference
+
+    def bind(self, obj, hint: str) -> str:
+        base = _ident(hint).strip("_") or "value"
+        name, k = base, 1
+        while name in self.env:
+            k += 1
+            name = f"{base}_{k}"
+        self.env[name] = obj
+        return name
+
+    def scalar(self, name: str) -> str:
+        if name not in self.scalars:
+            self.scalars[name] = self.bind(None, f"s_{name.removeprefix('v_')}")
+        return self.scalars[name]
+
+
+class CpuProgram:
+    """One network's step generated once over its planned arenas.
+
+    prog = CpuProgram(module, net, params)     # params: every parameter and state tensor by sym_name
+    out = prog.run(feed)                       # feed: every input by name; the outputs (and captures)
+    prog.params                                # views of the constant arena (updates show through)
+    prog.source                                # the generated step
+    """
+
+    def __init__(self, module, net, params: dict, impls: dict | None = None, capture=(), plan=None):
+        from ..memory.plan import plan_memory
+        from .planned import PlannedProgram
+        from ..memory.model import PlanError
+        if plan is None:
+            try:
+                plan = plan_memory(module, net, fusion="none")
+            except PlanError as e:
+                raise NoArena(f"no memory plan for the CPU step: {e}") from None
+        if plan.arenas[TIME].size:
+            raise NoArena("the CPU step has no time-sized (recurrent) arena")
+        self.net, self.plan = net, plan
+        self.arenas = PlannedProgram(module, net, plan, torch.float32)
+        self.arenas.set_params(params)
+        self.params = self.arenas.param_views()
+        if self.params is None:
+            raise NoArena("the CPU step needs every parameter aligned to its element size in the arena")
+        self.capture = list(capture)
+        gen = _Generator()
+        self.names = {}
+        for t in plan.tensors:
+            if not t.fused:
+                self.names[t.id] = gen.bind(self.arenas.view(t), ("v_" + t.name) if t.kind != "param" else "p_" + t.name[1:])
+        self.source = self._generate(gen, module, impls or {})
+        self.fast, self.slow = gen.fast, gen.slow
+        code = compile(self.source, f"<netc cpu step: {net.attrs.get('sym_name')}>", "exec")
+        exec(code, gen.env)       # the generated source above: netc's own text, no user input in it
+        self.fn = gen.env["step"]
+        if os.environ.get("NETC_CPU_STEP"):
+            sys.stderr.write(self.source)
+
+    def _generate(self, gen: _Generator, module, impls: dict) -> str:
+        plan, T = self.plan, self.plan.tensors
+        ops = {layer_name(op): op for op in layers(self.net)}
+        ids = {t.name: t.id for t in plan.tensors}
+        body = []
+        for i in plan.inputs:
+            body.append(f"{self.names[i]}.copy_(feed[{T[i].name!r}])")
+        head = len(body)
+        for st in plan.steps:
+            op = ops[st.members[0].layer] if st.members else ops[st.layer]
+            body.append(f"# {st.index}: {layer_name(op)} = {op.name}({', '.join(layer_name(v.owner) for v in op.operands)})"
+                        + ("  [in place]" if st.action == "inplace" else ""))
+            if st.action == "alias":
+                body.append("#    an alias of its operand's bytes: nothing runs")
+                continue
+            body += self._op_lines(gen, op, st, ids, impls)
+            for i in st.writes:
+                if T[i].name in self.capture:
+                    body.append(f"cap[{T[i].name!r}] = {self.names[i]}.clone()")
+        for name, var in gen.scalars.items():
+            body.insert(head, f"{var} = float({name})")
+        outs = [t for t in T if t.output and not t.fused]
+        body.append("return {" + ", ".join(f"{t.name!r}: {self.names[t.id]}.clone()" for t in outs) + "}")
+        return "def step(feed, cap):\n" + "".join(f"    {ln}\n" for ln in body)
+
+    def _op_lines(self, gen: _Generator, op, st, ids: dict, impls: dict) -> list:
+        opdef = lookup(op.name)
+        a = opdef.attrs_of(op)
+        refs = {role: ref.name for role, ref in (op.attrs.get("params") or {}).items() if isinstance(ref, SymbolRef)}
+        ins = [self.names[ids[_vname(v)]] for v in op.operands]
+        ps = {role: self.names[ids["@" + n]] for role, n in refs.items()}
+        outs = [self.names[i] for i in st.writes]
+        emitter = EMITTERS.get(op.name)
+        dense = all(gen.env[o].is_contiguous() for o in outs)
+        if emitter is not None and dense and (st.action != "inplace" or op.name in INPLACE_SAFE):
+            lines = emitter(Emit(gen, op, a, ins, outs, ps, ps if opdef.side_effects else {}, st.action == "inplace"))
+            if lines is not None:
+                gen.fast.append(layer_name(op))
+                return lines
+        gen.slow.append(layer_name(op))
+        name = layer_name(op)
+        fn = gen.bind(impls.get(op.name, opdef.reference), f"ref_{name}")
+        pdict = gen.bind({r: gen.env[v] for r, v in ps.items()}, f"params_{name}")
+        call = f"{fn}({gen.bind(a, f'attrs_{name}')}, [{', '.join(ins)}], {pdict})"
+        if opdef.side_effects:      # the new values of the symbols it writes, into place
+            return [f"for _k, _v in ({call} or {{}}).items():", f"    {pdict}[_k].copy_(_v)"]
+        if len(op.results) > 1:
+            return [f"_y = {call}"] + [f"{o}.copy_(_y[{k}])" for k, o in enumerate(outs)]
+        return [f"{outs[0]}.copy_({call})"]
+
+    def run(self, feed: dict) -> dict:
+        """One step: `feed` (every input by name, checked) into place, then the schedule. Returns the outputs
+        and the captured values by plan tensor name (copies)."""
+        from ..ops.reference import computing_in
+        cap: dict = {}
+        with computing_in(torch.float32):
+            out = self.fn(feed, cap)
+        out.update(cap)
+        return out
+
+
+def _vname(v) -> str:
+    n = layer_name(v.owner)
+    return n if len(v.owner.results) == 1 else f"{n}#{v.index}"
