@@ -109,34 +109,82 @@ def _conv_bwd(e: Emit, x_shape, w_shape):
     return None if pad is None else ([e.a["strides"][1], e.a["strides"][2]], list(pad))
 
 
+def _conv_grads(e: Emit, dz) -> dict:
+    """The gradient ops of one convolution, the ones reading the same dz with the same windows: {"data": op,
+    "filter": op, "bias": op} (those that exist). Computed together by one convolution_backward, as torch's
+    autograd does: the first of them in the schedule computes all, the later ones copy their part into place
+    (gen.deferred)."""
+    group = {}
+    for op in e.gen.readers.get(id(dz), ()):
+        role = {"netc.conv2d_grad_data": "data", "netc.conv2d_grad_filter": "filter", "netc.bias_grad": "bias"}.get(op.name)
+        k = 1 if role == "filter" else 0
+        if role is None or op.operands[k] is not dz or role in group:
+            return {}
+        if role != "bias" and any(op.attrs.get(x) != e.op.attrs.get(x) for x in ("strides", "padding")):
+            return {}
+        group[role] = op
+    return group
+
+
+def _conv_backward_all(e: Emit, group: dict, g: str, wp: str | None, x_shape, w_shape) -> list | None:
+    """convolution_backward of every gradient in `group` at once: the lines, with the parts of the later ops
+    left in locals for them (gen.deferred), or None."""
+    geo = _conv_bwd(e, x_shape, w_shape)
+    if geo is None:
+        return None
+    fop = group.get("filter")
+    x = None
+    if fop is not None:
+        x = _nchw(e, e.gen.name_of(fop.operands[0]))
+        if x is None or "data" in group and "weight" not in e.ps:
+            return None
+    if x is None:
+        x = e.bind(torch.empty(x_shape[0], x_shape[3], x_shape[1], x_shape[2]).contiguous(memory_format=CL),
+                   "shape_of_x")
+    if wp is None:
+        wp = e.bind(torch.empty(w_shape[3], w_shape[2], w_shape[0], w_shape[1]).contiguous(memory_format=CL),
+                    "shape_of_w")
+    else:
+        wp = f"{wp}.contiguous(memory_format=CL)"
+    mask = [k in group for k in ("data", "filter", "bias")]
+    local = "l_" + e.bind(None, f"grads_{e.gen.name_of(e.op.results[0]).removeprefix('v_')}")
+    lines = [f"{local} = torch.ops.aten.convolution_backward({g}, {x}, {wp}, {[w_shape[3]] if mask[2] else None}, "
+             f"{geo[0]}, {geo[1]}, [1, 1], False, [0, 0], 1, {mask})"]
+    for k, role in enumerate(("data", "filter", "bias")):
+        if role in group and group[role] is not e.op:
+            e.gen.deferred[id(group[role])] = (f"{local}[{k}]", local)
+    return lines
+
+
 def conv2d_grad_data(e: Emit):
+    if id(e.op) in e.gen.deferred:
+        out = _nchw(e, e.outs[0])
+        return None if out is None else [f"{out}.copy_({e.gen.deferred[id(e.op)][0]})"]
     w = e.t(e.ps["weight"])
     shape = tuple(e.a["input_shape"])
-    geo = _conv_bwd(e, shape, w.shape)
     g, out = _nchw(e, e.ins[0]), _nchw(e, e.outs[0])
     wp = e.view(e.ps["weight"], lambda t: t.permute(3, 2, 0, 1), "oihw")
-    if geo is None or g is None or out is None or wp is None:
+    if g is None or out is None or wp is None:
         return None
-    x = e.bind(torch.empty(shape[0], shape[3], shape[1], shape[2], dtype=w.dtype).contiguous(memory_format=CL),
-               "shape_of_x")
-    return [f"_d = torch.ops.aten.convolution_backward({g}, {x}, {wp}.contiguous(memory_format=CL), None, "
-            f"{geo[0]}, {geo[1]}, [1, 1], False, [0, 0], 1, [True, False, False])[0]",
-            f"{out}.copy_(_d)"]
+    group = _conv_grads(e, e.op.operands[0])
+    lines = _conv_backward_all(e, group or {"data": e.op}, g, wp, shape, tuple(w.shape))
+    return None if lines is None else lines + [f"{out}.copy_({lines[0].split(' = ')[0]}[0])"]
 
 
 def conv2d_grad_filter(e: Emit):
+    out = e.view(e.outs[0], lambda t: t.permute(3, 2, 0, 1), "oihw")
+    if out is None:
+        return None
+    if id(e.op) in e.gen.deferred:
+        return [f"{out}.copy_({e.gen.deferred[id(e.op)][0]})"]
     kh, kw = e.a["filter"][0], e.a["filter"][1]
     xt, dz = e.t(e.ins[0]), e.t(e.ins[1])
-    geo = _conv_bwd(e, tuple(xt.shape), (kh, kw))
-    x, g = _nchw(e, e.ins[0]), _nchw(e, e.ins[1])
-    out = e.view(e.outs[0], lambda t: t.permute(3, 2, 0, 1), "oihw")
-    if geo is None or x is None or g is None or out is None:
+    g = _nchw(e, e.ins[1])
+    if g is None:
         return None
-    w = e.bind(torch.empty(dz.shape[3], xt.shape[3], kh, kw, dtype=xt.dtype).contiguous(memory_format=CL),
-               "shape_of_w")
-    return [f"_d = torch.ops.aten.convolution_backward({g}, {x}, {w}, None, {geo[0]}, {geo[1]}, [1, 1], False, "
-            f"[0, 0], 1, [False, True, False])[1]",
-            f"{out}.copy_(_d)"]
+    group = {k: v for k, v in _conv_grads(e, e.op.operands[1]).items() if k != "data"}   # no weight here
+    lines = _conv_backward_all(e, group or {"filter": e.op}, g, None, tuple(xt.shape), (kh, kw, xt.shape[3], dz.shape[3]))
+    return None if lines is None else lines + [f"{out}.copy_({lines[0].split(' = ')[0]}[1])"]
 
 
 def _cl(e: Emit, name) -> bool:
@@ -220,6 +268,8 @@ def inner_product_grad_filter(e: Emit):
 
 
 def bias_grad(e: Emit):
+    if id(e.op) in e.gen.deferred:         # computed with its convolution's other gradients
+        return [f"{e.outs[0]}.copy_({e.gen.deferred[id(e.op)][0]})"]
     dz = e.view(e.ins[0], lambda t: t.view(-1, t.shape[-1]), "flat")
     return None if dz is None else [f"torch.sum({dz}, 0, out={e.outs[0]})"]
 

@@ -51,6 +51,9 @@ class _Generator:
         self.scalars: dict = {}
         self.pool_indices: dict = {}
         self.views: dict = {}         # (name, hint) -> the name of a view made once
+        self.readers: dict = {}       # id of an IR value -> the ops reading it
+        self.deferred: dict = {}      # id of an op -> (the expression holding its result, computed earlier, the local)
+        self.value_names: dict = {}   # id of an IR value -> the name of its arena view
         self.fast: list = []         # the layers whose out= lowering runs
         self.slow: list = []         # the layers that call their lowering or reference
 
@@ -62,6 +65,10 @@ class _Generator:
             name = f"{base}_{k}"
         self.env[name] = obj
         return name
+
+    def name_of(self, value) -> str:
+        """The name of an IR value's arena view."""
+        return self.value_names[id(value)]
 
     def scalar(self, name: str) -> str:
         if name not in self.scalars:
@@ -113,6 +120,12 @@ class CpuProgram:
         plan, T = self.plan, self.plan.tensors
         ops = {layer_name(op): op for op in layers(self.net)}
         ids = {t.name: t.id for t in plan.tensors}
+        for op in ops.values():
+            for v in op.operands:
+                gen.readers.setdefault(id(v), []).append(op)
+            for v in op.results:
+                if _vname(v) in ids and ids[_vname(v)] in self.names:
+                    gen.value_names[id(v)] = self.names[ids[_vname(v)]]
         body = []
         for i in plan.inputs:
             body.append(f"{self.names[i]}.copy_(feed[{T[i].name!r}])")
@@ -147,6 +160,10 @@ class CpuProgram:
             lines = emitter(Emit(gen, op, a, ins, outs, ps, ps if opdef.side_effects else {}, st.action == "inplace"))
             if lines is not None:
                 gen.fast.append(layer_name(op))
+                if id(op) in gen.deferred:     # the last reader of an earlier op's local frees it
+                    local = gen.deferred.pop(id(op))[1]
+                    if all(d[1] != local for d in gen.deferred.values()):
+                        lines.append(f"del {local}")
                 return lines
         gen.slow.append(layer_name(op))
         name = layer_name(op)
