@@ -299,6 +299,28 @@ def g_conv(g):
     return g.commit(g.try_layer("netc.conv2d", [x], a))
 
 
+def g_depthwise(g):
+    """A depthwise convolution (MobileNet's), channel multipliers 1 to 3."""
+    r = g.rng
+    x = g.pick(_img)
+    if x is None:
+        return None
+    s = g.vals[x]
+    a = {"filter": [r.randint(1, 3), r.randint(1, 3), r.choice([s[3], -1]), r.choice([1, 1, 2, 3])],
+         "strides": [1, r.choice([1, 1, 2]), r.choice([1, 1, 2]), 1], "padding": _pad(r)}
+    if r.random() < 0.5:
+        a["activation"] = _act(r)
+    if r.random() < 0.2:
+        a["bias"] = False
+    return g.commit(g.try_layer("netc.depthwise_conv2d", [x], a))
+
+
+def g_clip(g):
+    """ReLU6 (Clip's defaults) or a Clip of narrow bounds."""
+    a = g.rng.choice([{}, {"min": -0.5, "max": 0.5}, {"min": 0.0, "max": 0.25}])
+    return g.commit(g.try_layer("netc.clip", [g.pick()], a, "Clip" if a else "ReLU6"))
+
+
 def g_deconv(g):
     r = g.rng
     x = g.pick(_img)
@@ -364,7 +386,8 @@ def g_pool(type_):
         k1, k2 = r.randint(1, 3), r.randint(1, 3)
         a = {"ksize": [1, k1, k2, 1], "strides": [1, r.randint(1, 2), r.randint(1, 2), 1]}
         if r.random() < 0.6:
-            a["padding"] = r.choice(["VALID", "SAME", [r.randint(0, k1 // 2), r.randint(0, k2 // 2)]])
+            a["padding"] = r.choice(["VALID", "SAME", [r.randint(0, k1 // 2), r.randint(0, k2 // 2)],
+                                     [r.randint(0, k1 - 1), r.randint(0, k2 - 1), r.randint(0, k1 - 1), r.randint(0, k2 - 1)]])
         return g.commit(g.try_layer(_OPNAME[type_], [x], a, type_))
     return gen
 
@@ -548,6 +571,7 @@ OPS = {
     "netc.identity": (g_unary("Identity"), 1, False), "netc.dummy": (g_unary("Dummy"), 1, False),
     "netc.rbm_visible": (g_rbm_visible, 1, False),
     "netc.conv2d": (g_conv, 5, False), "netc.deconv2d": (g_deconv, 2, False),
+    "netc.depthwise_conv2d": (g_depthwise, 2, False), "netc.clip": (g_clip, 1, False),
     "netc.inner_product": (g_ip, 3, False), "netc.batch_norm": (g_bn, 2, False), "netc.lrn": (g_lrn, 1, False),
     "netc.maxpool": (g_pool("MaxPool"), 2, False), "netc.avgpool": (g_pool("AvgPool"), 2, False),
     "netc.upsample2d": (g_upsample, 1, False),
