@@ -14,8 +14,12 @@ NET: default examples/digits.nd and examples/lenet.nd (a softmax loss appended w
           torch.autograd, torch.optim), and with --torch-compile torch.compile of eager's forward and loss
   infer   one forward: netc cpu (run_cpu), eager (EagerNet under no_grad)
 
-Each is timed with time.perf_counter around every call after --warmup untimed ones; the median of --iters is the
-figure; ratios (netc cpu / eager) are from the same run. Peak memory is not measured yet. A benchmark, not a test.
+netc cpu, eager and torch.compile are interleaved: after --warmup untimed calls of each, every one of --iters rounds
+calls each once (in a rotating order), timed with time.perf_counter, so load from other processes on a shared
+machine falls on all of them alike; the median is the figure and the ratios (netc cpu / eager, / torch.compile)
+are of medians from the same rounds. The reference executor (slow, the oracle) is timed alone, fewer times.
+`cpu_step` records the generated step's planned arena bytes and the ops that took no out= lowering. Peak memory is
+not measured yet. A benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -31,6 +35,21 @@ import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, ROOT)
 DEFAULT = ["examples/digits.nd", "examples/lenet.nd"]
+
+
+def interleaved(fns: dict, warmup: int, iters: int) -> dict:
+    """{name: {median_ms, min_ms}}: `iters` rounds, each calling every fn once, the order rotating by round."""
+    names = list(fns)
+    for n in names:
+        for _ in range(warmup):
+            fns[n]()
+    ts = {n: [] for n in names}
+    for r in range(iters):
+        for n in names[r % len(names):] + names[:r % len(names)]:
+            t = time.perf_counter()
+            fns[n]()
+            ts[n].append((time.perf_counter() - t) * 1e3)
+    return {n: dict(median_ms=round(statistics.median(v), 4), min_ms=round(min(v), 4)) for n, v in ts.items()}
 
 
 def timed(fn, warmup: int, iters: int) -> dict:
@@ -69,7 +88,7 @@ def training_module(path: str):
 
 def bench(path: str, a) -> dict:
     import torch
-    from netc.runtime.cpu import CpuTrainer, run_cpu
+    from netc.runtime.cpu import CpuNet, CpuTrainer
     from netc.runtime.eager import EagerNet, EagerTrainer
     from netc.runtime.reference import module_params
     from netc.runtime.train import ReferenceTrainer
@@ -85,9 +104,8 @@ def bench(path: str, a) -> dict:
     ref = ReferenceTrainer(train, net, start, seed=a.seed, dtype=torch.float32)
     eager = EagerTrainer(inf, None, {k: v for k, v in start.items() if k in module_params(inf)},
                          net.attrs.get("optimizer"), dtype=torch.float32)
-    row["train"] = dict(netc_cpu=timed(lambda: cpu.step(data, lr), a.warmup, a.iters),
-                        netc_reference=timed(lambda: ref.step(data, lr), a.warmup, max(5, a.iters // 3)),
-                        eager=timed(lambda: eager.step(data, lr), a.warmup, a.iters))
+    train_fns = dict(netc_cpu=lambda: cpu.step(data, lr), eager=lambda: eager.step(data, lr))
+    compile_note = None
     if a.torch_compile:
         compiled = EagerTrainer(inf, None, {k: v for k, v in start.items() if k in module_params(inf)},
                                 net.attrs.get("optimizer"), dtype=torch.float32)
@@ -95,15 +113,23 @@ def bench(path: str, a) -> dict:
         try:
             t = time.perf_counter()
             compiled.step(data, lr)
-            row["train"]["torch_compile"] = dict(first_call_s=round(time.perf_counter() - t, 2),
-                                                 **timed(lambda: compiled.step(data, lr), a.warmup, a.iters))
+            compile_note = dict(first_call_s=round(time.perf_counter() - t, 2))
+            train_fns["torch_compile"] = lambda: compiled.step(data, lr)
         except Exception as e:        # report, do not hide (torch.compile's CPU backend needs a C++ compiler)
-            row["train"]["torch_compile"] = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+            compile_note = dict(error=f"{type(e).__name__}: {str(e).splitlines()[0][:200]}")
+    row["train"] = interleaved(train_fns, a.warmup, a.iters)
+    row["train"]["netc_reference"] = timed(lambda: ref.step(data, lr), a.warmup, max(5, a.iters // 3))
+    if compile_note is not None:
+        row["train"].setdefault("torch_compile", {}).update(compile_note)
     params = {k: v for k, v in cpu.params.items() if k in module_params(inf)}
+    cnet = CpuNet(inf, None, params)
     enet = EagerNet(inf, None, params, "cpu", torch.float32)
     with torch.no_grad():
-        row["infer"] = dict(netc_cpu=timed(lambda: run_cpu(inf, data, params), a.warmup, a.iters),
-                            eager=timed(lambda: enet(data), a.warmup, a.iters))
+        row["infer"] = interleaved(dict(netc_cpu=lambda: cnet(data), eager=lambda: enet(data)), a.warmup, a.iters)
+    prog = cpu.program
+    row["cpu_step"] = dict(arena_bytes=sum(prog.plan.arena_bytes()[:2]) if prog else None,
+                           without_out_lowering=list(prog.slow) if prog else None,
+                           inference_without_out_lowering=list(cnet.program.slow))
     for mode in ("train", "infer"):
         r = row[mode]
         r["netc_cpu_over_eager"] = round(r["netc_cpu"]["median_ms"] / r["eager"]["median_ms"], 3)
@@ -125,6 +151,7 @@ def main(argv=None) -> int:
     import torch
     torch.set_num_threads(a.threads)
     rows = []
+    load = [round(x, 2) for x in os.getloadavg()]
     for path in a.nets:
         r = bench(os.path.join(ROOT, path) if not os.path.isabs(path) else path, a)
         rows.append(r)
@@ -139,6 +166,8 @@ def main(argv=None) -> int:
     out = a.out or os.path.join(ROOT, "bench", "results", f"cpu-{datetime.date.today().isoformat()}.json")
     results_file.write(out, dict(settings=dict(threads=a.threads, iters=a.iters, warmup=a.warmup, seed=a.seed,
                                                torch_compile=a.torch_compile),
+                                 machine=results_file.machine(torch=torch.__version__),
+                                 load_average=dict(start=load, end=[round(x, 2) for x in os.getloadavg()]),
                                  note="median wall-clock ms per call (time.perf_counter), same process, inputs and "
                                       "parameters; netc cpu = runtime/cpu.py; eager = runtime/eager.py",
                                  results=rows))

@@ -168,6 +168,15 @@ def test_inference_is_the_reference():
         got = net(x)
         for k in want:
             torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
+    # new parameters: the convolution weights an inference step rearranged once follow
+    new = {"conv1.weight": net.params["conv1.weight"] * -0.5, "conv2.bias": net.params["conv2.bias"] + 1}
+    net.set_params(new)
+    with R.computing_in(torch.float32):
+        want = run_reference(module, x, {k: v.clone() for k, v in net.params.items()}, seed=2, dtype=torch.float32)
+    for k, v in net(x).items():
+        torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)
     from netc.diagnostics import NetcError
     with pytest.raises(NetcError, match="did you mean 'data'"):
         net({"dat": x["data"], "label": x["label"]})
+    with pytest.raises(NetcError, match="missing input 'label'"):
+        net({"data": x["data"]})

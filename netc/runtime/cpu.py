@@ -200,13 +200,14 @@ def captured_values(net) -> list:
 
 class CpuNet:
     """One network's inference on the CPU target, its step generated once: net = CpuNet(module, network,
-    params); outputs = net(inputs by name, every one; checked and converted as run_reference does)."""
+    params); outputs = net(inputs by name, every one; checked and converted as run_reference does). Parameters
+    live in the step's arena (`params`; change them with set_params: convolution weights are rearranged once)."""
 
     def __init__(self, module, network=None, params: dict | None = None, seed: int = 0):
         from ..ir.core import SymbolRef
-        from ..ir.query import layers
+        from ..ir.query import layer_name, layers, network_inputs, network_outputs
         from .cpu_step import CpuProgram
-        from .reference import module_params, network_of
+        from .reference import INT_DTYPES, module_params, network_of
         from ..diagnostics import NetcError
         from ..ops.registry import not_runnable
         self.module, self.net = module, network_of(module, network)
@@ -219,26 +220,33 @@ class CpuNet:
         self.program = CpuProgram(module, self.net, module_params(module, params, seed, torch.float32, names=used),
                                   CPU_LOWERINGS)
         self.params = self.program.params
+        self.inputs = [(layer_name(op), op.results[0].type.shape, INT_DTYPES.get(op.results[0].type.dtype, torch.float32))
+                       for op in network_inputs(self.net)]
+        self.outputs = [layer_name(op) for op in network_outputs(self.net)]
+
+    def set_params(self, values: dict) -> None:
+        """New values of parameters by sym_name (into the arena; the rearranged copies follow)."""
+        from .executor import unknown_params
+        unknown_params(values, self.params)
+        for k, v in values.items():
+            self.params[k].copy_(torch.as_tensor(v).reshape(self.params[k].shape))
+        self.program.repack()
 
     def __call__(self, inputs: dict) -> dict:
-        from ..ir.query import layer_name, network_inputs, network_outputs
-        from .reference import INT_DTYPES, feed_tensor
         from ..diagnostics import NetcError, did_you_mean
-        names = [layer_name(op) for op in network_inputs(self.net)]
-        for k in inputs:
-            if k not in names:
-                hint = did_you_mean(k, names)
-                raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no input '{k}'"
-                                + (f"; did you mean '{hint}'?" if hint else "") + f" (inputs: {', '.join(names)})")
-        feed = {}
-        for op in network_inputs(self.net):
-            v, name = op.results[0], layer_name(op)
-            if name not in inputs:
-                raise NetcError(f"missing input '{name}' of network '{self.net.attrs.get('sym_name')}'")
-            feed[name] = feed_tensor(inputs[name], v.type.shape, INT_DTYPES.get(v.type.dtype, torch.float32),
-                                     f"input '{name}'", "cpu")
+        from .reference import feed_tensor
+        if len(inputs) != len(self.inputs) or any(k not in inputs for k, _, _ in self.inputs):
+            names = [k for k, _, _ in self.inputs]
+            for k in inputs:
+                if k not in names:
+                    hint = did_you_mean(k, names)
+                    raise NetcError(f"network '{self.net.attrs.get('sym_name')}' has no input '{k}'"
+                                    + (f"; did you mean '{hint}'?" if hint else "") + f" (inputs: {', '.join(names)})")
+            missing = [k for k in names if k not in inputs]
+            raise NetcError(f"missing input '{missing[0]}' of network '{self.net.attrs.get('sym_name')}'")
+        feed = {name: feed_tensor(inputs[name], shape, dt, f"input '{name}'", "cpu") for name, shape, dt in self.inputs}
         out = self.program.run(feed)
-        return {layer_name(op): out[layer_name(op)] for op in network_outputs(self.net)}
+        return {k: out[k] for k in self.outputs}
 
 
 def run_cpu(module, inputs: dict | None = None, params: dict | None = None, network=None, seed: int = 0) -> dict:

@@ -100,7 +100,12 @@ def conv2d(e: Emit):
     act = _act_into(e.a["activation"], "_y", out)
     if act is None:
         return None
-    return [f"_y = torch.conv2d({x}, {wp}.contiguous(memory_format=CL), {b}, {s}, {tuple(pad)})"] + act
+    if e.gen.frozen:        # parameters no step updates: the weight rearranged once (CpuProgram.repack)
+        w = e.bind(e.t(wp).contiguous(memory_format=CL), f"{e.ps['weight']}_packed")
+        e.gen.packs.append((w, wp))
+    else:
+        w = f"{wp}.contiguous(memory_format=CL)"
+    return [f"_y = torch.conv2d({x}, {w}, {b}, {s}, {tuple(pad)})"] + act
 
 
 def _conv_bwd(e: Emit, x_shape, w_shape):

@@ -54,6 +54,8 @@ class _Generator:
         self.readers: dict = {}       # id of an IR value -> the ops reading it
         self.deferred: dict = {}      # id of an op -> (the expression holding its result, computed earlier, the local)
         self.value_names: dict = {}   # id of an IR value -> the name of its arena view
+        self.frozen = False           # no op of the step updates a parameter (inference)
+        self.packs: list = []         # (name of a rearranged copy of a parameter, name of the parameter's view)
         self.fast: list = []         # the layers whose out= lowering runs
         self.slow: list = []         # the layers that call their lowering or reference
 
@@ -104,12 +106,14 @@ class CpuProgram:
             raise NoArena("the CPU step needs every parameter aligned to its element size in the arena")
         self.capture = list(capture)
         gen = _Generator()
+        gen.frozen = not any(s.updates for s in plan.steps)
         self.names = {}
         for t in plan.tensors:
             if not t.fused:
                 self.names[t.id] = gen.bind(self.arenas.view(t), ("v_" + t.name) if t.kind != "param" else "p_" + t.name[1:])
         self.source = self._generate(gen, module, impls or {})
         self.fast, self.slow = gen.fast, gen.slow
+        self._packs = [(gen.env[a], gen.env[b]) for a, b in gen.packs]
         code = compile(self.source, f"<netc cpu step: {net.attrs.get('sym_name')}>", "exec")
         exec(code, gen.env)       # the generated source above: netc's own text, no user input in it
         self.fn = gen.env["step"]
@@ -175,6 +179,11 @@ class CpuProgram:
         if len(op.results) > 1:
             return [f"_y = {call}"] + [f"{o}.copy_(_y[{k}])" for k, o in enumerate(outs)]
         return [f"{outs[0]}.copy_({call})"]
+
+    def repack(self) -> None:
+        """After parameters changed outside a step (set_params): the copies an inference step rearranged once."""
+        for packed, view in self._packs:
+            packed.copy_(view)
 
     def run(self, feed: dict) -> dict:
         """One step: `feed` (every input by name, checked) into place, then the schedule. Returns the outputs
