@@ -328,10 +328,6 @@ def test_builders_refuse_what_is_not_a_sequence_located():
     assert "'average' strategy only" in _located(e.value, line)
     with pytest.raises(netc.api.Error) as e:
         line = here() + 1
-        L.lstm(v, 3, reverse=True)
-    assert "forward in time only" in _located(e.value, line)
-    with pytest.raises(netc.api.Error) as e:
-        line = here() + 1
         L.data("w", dt.integer_value_sequence(V), batch_size=4)
     assert "takes its batch from the feeding" in _located(e.value, line)
 

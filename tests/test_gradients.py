@@ -464,6 +464,16 @@ def case_seq_pool(rng, k):
     return with_loss(src, x[1:]), xs
 
 
+def case_seq_reverse(rng, k):
+    """Each sequence of a time-major [T, B, ...] backwards (T = 1 among them), with lengths [B] and without."""
+    t, b = (1, 3, 4)[k % 3], rng.randint(1, 3)
+    x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+    lengths = k % 4 != 3
+    src, xs = around("SequenceReverse", [x], {}, extra_inputs=f"  input n: i32[{b}]\n" if lengths else "",
+                     extra_operands=["n"] if lengths else [])
+    return with_loss(src, x), xs
+
+
 def case_rnn(kind):
     def case(rng, k):
         """A time-major sequence [T, B, ...] (T = 1 among them), with and without the initial state h0, every
@@ -518,6 +528,7 @@ CASES = {
     "clockwork_lstm": case_clockwork_lstm,
     "highway": case_highway,
     "seq_pool": case_seq_pool,
+    "seq_reverse": case_seq_reverse,
     "recurrent": case_rnn("Recurrent"),
     "clockwork": case_rnn("Clockwork"),
 }

@@ -40,7 +40,7 @@ from .data_type import InputType
 from .core import (AUTO, COMMON, Layer, ParamAttr, as_layers, check_common, check_name, layer_types,  # noqa: F401
                    make_layer, one_layer, plain)
 from .errors import error, user_loc
-from .sequence import (AvgPooling, MaxPooling, first_seq, fc_steps, gru, last_seq, lstm, pooling,  # noqa: F401
+from .sequence import (AvgPooling, MaxPooling, first_seq, fc_steps, gru, last_seq, lstm, pooling, seq_reverse,  # noqa: F401,E501
                        recurrent, sequence_data, step_cost)
 
 # -- the friendly builders -------------------------------------------------------------------------

@@ -67,10 +67,29 @@ def _activation(act, what, loc, allowed=tuple(_ACT)) -> str:
     return _ACT[key]
 
 
-def _forward_only(reverse, what, loc):
-    if reverse:
-        raise error(f"{what}(reverse=True): netc's recurrent layers run forward in time only (no reversed "
-                    f"recurrence yet)", loc)
+def seq_reverse(input, name=None, **attrs) -> Layer:
+    """Each sequence backwards over its valid steps, padding left at the end (netc.seq_reverse with the
+    sequence's lengths): [T, B, ...] -> [T, B, ...]."""
+    loc = user_loc()
+    x = sequence_input(input, "seq_reverse", loc)
+    return make_layer("SequenceReverse", [x, x.seq.lengths], dict(attrs), name, loc=loc, kind="seq_reverse")
+
+
+def _recurrence(kind, x, attrs, name, param_name, param_attr, reverse, loc) -> Layer:
+    """The recurrent layer `kind` over x; reverse=True runs it backwards in time as three layers:
+    SequenceReverse of x (named '<name>.reversed_input'), the forward recurrence (named `name`, its
+    parameters named as without reverse) and SequenceReverse of its steps ('<name>.reversed', returned),
+    both reversals with x's lengths: each sequence runs from its last valid step to its first, from a zero
+    state, its outputs at their own steps (PaddlePaddle's reverse=True; docs/sequences.md)."""
+    what = {"Lstm": "lstm", "GRU": "gru", "Recurrent": "recurrent"}[kind]
+    if not reverse:
+        return make_layer(kind, [x], attrs, name, param_name, param_attr, loc, what)
+    if name is None:
+        name = f"{what}_{next(AUTO[what])}"
+    check_name(name, loc)
+    xr = make_layer("SequenceReverse", [x, x.seq.lengths], {}, f"{name}.reversed_input", loc=loc)
+    y = make_layer(kind, [xr], attrs, name, param_name, param_attr, loc, what)
+    return make_layer("SequenceReverse", [y, x.seq.lengths], {}, f"{name}.reversed", loc=loc)
 
 
 def _fixed(value, want, what, loc):
@@ -91,14 +110,12 @@ def lstm(input, size: int, act="tanh", gate_act=None, state_act=None, reverse: b
     sequence itself: `lstm(emb, 32)` is PaddlePaddle's `lstmemory(fc(emb, 4 * 32))`."""
     loc = user_loc()
     x = sequence_input(input, "lstm", loc)
-    _forward_only(reverse, "lstm", loc)
     _fixed(gate_act, "sigmoid", "lstm's gate_act", loc)
     a = _activation(act, "lstm", loc)
     if state_act is not None and _activation(state_act, "lstm", loc) != a:
         raise error(f"lstm: state_act {state_act!r} differs from act {act!r}; netc's Lstm (Brainstorm's) "
                     f"applies one activation to the block input and the cell output", loc)
-    return make_layer("Lstm", [x], dict(size=size, activation=a, **attrs), name, param_name, param_attr, loc,
-                      "lstm")
+    return _recurrence("Lstm", x, dict(size=size, activation=a, **attrs), name, param_name, param_attr, reverse, loc)
 
 
 def gru(input, size: int, act=None, gate_act=None, reverse: bool = False, bias: bool = True,
@@ -113,12 +130,11 @@ def gru(input, size: int, act=None, gate_act=None, reverse: bool = False, bias: 
     gates (`act`, `gate_act` may say so)."""
     loc = user_loc()
     x = sequence_input(input, "gru", loc)
-    _forward_only(reverse, "gru", loc)
     _fixed(act, "tanh", "gru's act", loc)
     _fixed(gate_act, "sigmoid", "gru's gate_act", loc)
-    return make_layer("GRU", [x], dict(dim_hidden=size, bias=None if bias else False,
-                                       linear_before_reset=linear_before_reset, **attrs),
-                      name, param_name, param_attr, loc, "gru")
+    return _recurrence("GRU", x, dict(dim_hidden=size, bias=None if bias else False,
+                                      linear_before_reset=linear_before_reset, **attrs),
+                       name, param_name, param_attr, reverse, loc)
 
 
 def recurrent(input, size: int, act="tanh", reverse: bool = False, name=None, param_name=None, param_attr=None,
@@ -131,9 +147,8 @@ def recurrent(input, size: int, act="tanh", reverse: bool = False, name=None, pa
     layer's size (projected outside) and it has no input weights; this one has W."""
     loc = user_loc()
     x = sequence_input(input, "recurrent", loc)
-    _forward_only(reverse, "recurrent", loc)
-    return make_layer("Recurrent", [x], dict(size=size, activation=_activation(act, "recurrent", loc), **attrs),
-                      name, param_name, param_attr, loc, "recurrent")
+    return _recurrence("Recurrent", x, dict(size=size, activation=_activation(act, "recurrent", loc), **attrs),
+                       name, param_name, param_attr, reverse, loc)
 
 
 # -- the steps mask -----------------------------------------------------------------------------------
