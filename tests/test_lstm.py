@@ -40,6 +40,12 @@ def attrs(**given):
     return a
 
 
+def acts(act: str) -> dict:
+    """'relu/tanh': a block input activation and another for the cell output (cell_activation)."""
+    block, _, cell = act.partition("/")
+    return {"activation": block, **({"cell_activation": cell} if cell else {})}
+
+
 def params(x_dim, h, seed=0, scale=0.5):
     g = torch.Generator().manual_seed(seed)
     shapes = LSTM.param_shapes(attrs(size=h), [(1, 1, x_dim)], None)
@@ -145,11 +151,12 @@ def _loss(a, x, state, p, w):
     return (LSTM.reference(a, [x, *state], p) * w).sum()
 
 
-@pytest.mark.parametrize("act", ["tanh", "sigmoid", "none"])
+@pytest.mark.parametrize("act", ["tanh", "sigmoid", "none", "relu/tanh", "tanh/sigmoid"])
 @pytest.mark.parametrize("with_state", [False, True])
 def test_gradient_against_finite_differences(act, with_state):
-    """Central differences in float64 on every entry of x, h0, c0 and every parameter."""
-    a = attrs(size=3, activation=act)
+    """Central differences in float64 on every entry of x, h0, c0 and every parameter (relu/tanh: a relu block
+    input and a tanh cell output, PaddlePaddle's book's lstmemory)."""
+    a = attrs(size=3, **acts(act))
     x = rand(3, 2, 2, seed=8)
     state = [rand(2, 3, seed=9), rand(2, 3, seed=10)] if with_state else []
     p = params(2, 3, seed=11)
@@ -170,10 +177,10 @@ def test_gradient_against_finite_differences(act, with_state):
         torch.testing.assert_close(got[k], fd, rtol=1e-6, atol=1e-8, msg=lambda m: f"{k}: {m}")
 
 
-@pytest.mark.parametrize("act", ACTS)
+@pytest.mark.parametrize("act", ACTS + ("relu/tanh", "none/sigmoid"))
 @pytest.mark.parametrize("with_state", [False, True])
 def test_gradient_against_autograd(act, with_state):
-    a = attrs(size=4, activation=act)
+    a = attrs(size=4, **acts(act))
     x = rand(5, 3, 2, 2, seed=13).requires_grad_()
     state = [rand(3, 4, seed=14).requires_grad_(), rand(3, 4, seed=15).requires_grad_()] if with_state else []
     p = {k: v.requires_grad_() for k, v in params(4, 4, seed=16).items()}
@@ -362,3 +369,16 @@ def test_a_split_along_axis_0_is_refused(tmp_path, capsys):
     assert main(["run", str(path), "--reference", "--workers", "2"]) == 1
     err = capsys.readouterr().err
     assert "seq.nd:4:47: error: 'y' (Lstm) cannot be split along axis 0 (partition_dim 0): its batch is axis 1" in err
+
+
+def test_a_cell_activation_of_its_own_runs_on_the_reference_and_is_refused_by_the_kernels(tmp_path):
+    """PaddlePaddle's lstmemory(act=Relu, state_act=Tanh): the reference runs it (cell_activation); the kernels
+    apply one activation to both, so the compiled targets refuse it at the layer's line."""
+    path = tmp_path / "seq.nd"
+    path.write_text(NET_NO_STATE.replace("activation: sigmoid }", "activation: relu, cell_activation: tanh }"))
+    r = _netc("run", path, "--reference")
+    assert r.returncode == 0, r.stderr
+    r = _netc("run", path, "--target", "interp", interp=True)
+    assert r.returncode == 1
+    assert "seq.nd:4:3: error: layer 'y' (netc.lstm) has no CUDA kernel in netc yet: an Lstm whose cell activation " \
+           "(tanh) differs from its block input's (relu)" in r.stderr, r.stderr

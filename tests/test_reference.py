@@ -151,7 +151,8 @@ def _case(op: str, rng: random.Random):
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))
         h = rng.randint(1, 4)
         state = rng.choice([[], [(b, h), (b, h)]])   # the zero context, or an initial h0 and c0
-        return attrs(op, size=h, activation=rng.choice(["tanh", "sigmoid", "relu", "none"])), [x] + state
+        cell = {"cell_activation": rng.choice(["tanh", "sigmoid"])} if op == "lstm" and rng.random() < 0.3 else {}
+        return attrs(op, size=h, activation=rng.choice(["tanh", "sigmoid", "relu", "none"]), **cell), [x] + state
     if op in ("recurrent", "clockwork"):
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))

@@ -48,6 +48,16 @@ def lower_lstm(ctx, members) -> list:
     return [grows_with_steps(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
 
 
+def lstm_cell_activation(op) -> str | None:
+    """Why an Lstm (or its gates gradient) has no kernel: a cell activation other than the block input's
+    (kernels/lstm.py applies one activation to both)."""
+    a = op_attrs(op)
+    if a.get("cell_activation") not in (None, a["activation"]):
+        return (f"an Lstm whose cell activation ({a['cell_activation']}) differs from its block input's "
+                f"({a['activation']}) has no kernel yet")
+    return None
+
+
 def lower_lstm_grad_gates(ctx, members) -> list:
     """The input GEMM, the forward recomputed into the result's blocks, the recurrence backwards."""
     from .lstm import lstm_grad_gates, lstm_workspace
@@ -194,8 +204,8 @@ def lower_gru_grad_param(ctx, members) -> KernelSpec:
 
 # op name -> the keywords of its kernels/lowering.py Lowering
 RECURRENT_LOWERINGS = {
-    "netc.lstm": dict(lower=lower_lstm),
-    "netc.lstm_grad_gates": dict(lower=lower_lstm_grad_gates),
+    "netc.lstm": dict(lower=lower_lstm, unsupported=lstm_cell_activation),
+    "netc.lstm_grad_gates": dict(lower=lower_lstm_grad_gates, unsupported=lstm_cell_activation),
     "netc.lstm_grad_data": dict(lower=lower_lstm_grad_data),
     "netc.lstm_grad_param": dict(lower=lower_lstm_grad_param),
     "netc.gru": dict(lower=lower_gru),

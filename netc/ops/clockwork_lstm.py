@@ -71,6 +71,7 @@ class ClockworkLstm(Lstm):
     name = "clockwork_lstm"
     types = ("ClockworkLstm",)
     param_roles = CLOCK_ROLES
+    attrs = {k: v for k, v in Lstm.attrs.items() if k != "cell_activation"}   # Brainstorm's: one activation
     doc = ("Brainstorm's ClockworkLstm: an Lstm over a whole time-major sequence (x [T, B, ...], optionally h0, c0 "
            "[B, size]; y [T, B, size]) whose units update only where their clock ticks (t = 0 or fmod(t, timing) "
            "== 0) and elsewhere keep c and y. Parameters: the Lstm's and timing [size] (the periods; no gradient).")

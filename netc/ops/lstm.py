@@ -3,15 +3,16 @@ brainstorm/layers/lstm_layer.py), and its gradient, backpropagation through time
 
 x is [T, B, ...], time first, its trailing feature axes flattened to X (as Brainstorm does); the
 state is h (the output) and c (the cell), [B, H] each, H = `size`. With act = `activation`
-(default tanh; Brainstorm applies the same function to the block input and to the cell output)
-and sigma the logistic sigmoid, for t = 0 .. T-1:
+(default tanh; Brainstorm applies the same function to the block input and to the cell output),
+cact = `cell_activation` (unset: act; PaddlePaddle's lstmemory has its own, state_act, e.g. its book's
+Relu block input with a Tanh cell) and sigma the logistic sigmoid, for t = 0 .. T-1:
 
     z[t] = act(x[t] Wz^T + h[t-1] Rz^T + bz)                        block input
     i[t] = sigma(x[t] Wi^T + h[t-1] Ri^T + pi * c[t-1] + bi)        input gate  (peephole from c[t-1])
     f[t] = sigma(x[t] Wf^T + h[t-1] Rf^T + pf * c[t-1] + bf)        forget gate (peephole from c[t-1])
     c[t] = i[t] * z[t] + f[t] * c[t-1]                              cell
     o[t] = sigma(x[t] Wo^T + h[t-1] Ro^T + po * c[t] + bo)          output gate (peephole from c[t])
-    h[t] = y[t] = o[t] * act(c[t])                                  the output, [T, B, H]
+    h[t] = y[t] = o[t] * cact(c[t])                                 the output, [T, B, H]
 
 h[-1], c[-1] are the optional operands h0 and c0 [B, H] (Brainstorm's context: the state carried
 over from a previous call); without them both are 0. The op has one result, y; the final h is
@@ -108,6 +109,10 @@ class Lstm(OpDef):
         "activation": AttrSpec("enum", "tanh", ACTIVATIONS,
                                doc="of the block input and of the cell output (Brainstorm's; its 'rel' is "
                                    "relu, 'linear' none)"),
+        "cell_activation": AttrSpec("enum", None, ACTIVATIONS,
+                                    doc="of the cell output when it differs from the block input's (PaddlePaddle's "
+                                        "lstmemory: act for the block input, state_act for the cell); unset: "
+                                        "`activation` (Brainstorm)"),
     }
     doc = ("An LSTM over a whole time-major sequence, Brainstorm's Lstm: x [T, B, ...] (features flattened), "
            "optionally the initial state h0, c0 [B, size]; output y [T, B, size]. Peepholes pi, pf from c[t-1], "
@@ -128,13 +133,14 @@ class Lstm(OpDef):
         from .reference import in_compute_dtype
         x, h0, c0 = (in_compute_dtype(v) for v in (list(ins) + [None, None])[:3])
         p = {r: in_compute_dtype(params[r]) for r in ROLES}
-        return lstm_states(x, h0, c0, p, a["activation"])["y"]
+        return lstm_states(x, h0, c0, p, a["activation"], cell_act(a))["y"]
 
     def final_state(self, a, ins, params, out):
         """[h, c] after the last step: h = y[T-1], c recomputed (the forward again; y is the only result)."""
         from .reference import in_compute_dtype
         x, h0, c0 = (in_compute_dtype(v) for v in (list(ins) + [None, None])[:3])
-        c = lstm_states(x, h0, c0, {r: in_compute_dtype(params[r]) for r in ROLES}, a["activation"])["c_last"]
+        c = lstm_states(x, h0, c0, {r: in_compute_dtype(params[r]) for r in ROLES}, a["activation"],
+                        cell_act(a))["c_last"]
         return [out[-1], c]
 
     def gradient(self, g, op, dy):
@@ -151,8 +157,10 @@ def lstm_block_gradients(g, op, dy, gates_op: str, param_roles) -> tuple:
     a = lookup(op.name).attrs_of(op)
     x = op.operands[0]
     params = {r: g.param(r) for r in param_roles}
-    gates = g.emit(gates_op, list(op.operands) + [dy],
-                   {"size": a["size"], "activation": a["activation"]}, params=params, tag="grad_gates")
+    acts = {"activation": a["activation"]}
+    if a.get("cell_activation") not in (None, a["activation"]):
+        acts["cell_activation"] = a["cell_activation"]
+    gates = g.emit(gates_op, list(op.operands) + [dy], {"size": a["size"], **acts}, params=params, tag="grad_gates")
     data = []
     for k, wrt in enumerate(("x", "h0", "c0")[:len(op.operands)]):
         if not g.needs(k):
@@ -188,7 +196,8 @@ class LstmGradGates(OpDef):
     batch_axis = 1           # time-major like the Lstm: x, dy and the result lead with T; h0, c0 [B, H]
     arity = (2, 4)
     param_roles = ROLES
-    attrs = {"size": Lstm.attrs["size"], "activation": Lstm.attrs["activation"]}
+    attrs = {"size": Lstm.attrs["size"], "activation": Lstm.attrs["activation"],
+             "cell_activation": Lstm.attrs["cell_activation"]}
     doc = ("The recurrence of an Lstm's gradient, backwards through time: x, h0 and c0 (when the Lstm has "
            "them) and dy [T, B, size] -> [T, B, 9, size]: per step the gradients of the pre-activations of z, "
            "i, f, o, what the step sends back to c[t-1] and h[t-1] (dc0, dh0 at t = 0), and the forward c[t-1], "
@@ -212,7 +221,8 @@ class LstmGradGates(OpDef):
         from .reference import in_compute_dtype
         *fwd, dy = (in_compute_dtype(v) for v in ins)
         x, h0, c0 = (fwd + [None, None])[:3]
-        return lstm_grad_gates(x, h0, c0, dy, {r: in_compute_dtype(params[r]) for r in ROLES}, a["activation"])
+        return lstm_grad_gates(x, h0, c0, dy, {r: in_compute_dtype(params[r]) for r in ROLES}, a["activation"],
+                               cell_act(a))
 
 
 @register
@@ -304,10 +314,15 @@ class LstmGradParam(OpDef):
 
 # --------------------------------------------------------------------------- the reference, by hand
 
-def lstm_states(x, h0, c0, p: dict, act: str = "tanh") -> dict:
+def cell_act(a: dict) -> str:
+    """The cell output's activation of an Lstm's attributes: cell_activation, else activation."""
+    return a.get("cell_activation") or a["activation"]
+
+
+def lstm_states(x, h0, c0, p: dict, act: str = "tanh", cact: str | None = None) -> dict:
     """The forward recurrence (the module docstring's equations): every state, stacked over time, [T, B, H]
-    each: za (the block input's pre-activation), z, i, f, o, c, cb = act(c), y; also c_prev (c[t-1]),
-    h_prev (h[t-1]) and the final state h_last, c_last [B, H]."""
+    each: za (the block input's pre-activation), z, i, f, o, c, cb = cact(c) (cact: act unless given), y;
+    also c_prev (c[t-1]), h_prev (h[t-1]) and the final state h_last, c_last [B, H]."""
     from .reference import activation
     import torch
     t_len, b = x.shape[0], x.shape[1]
@@ -327,7 +342,7 @@ def lstm_states(x, h0, c0, p: dict, act: str = "tanh") -> dict:
         f = torch.sigmoid(pre("f", t) + p["pf"] * c)
         c_new = i * z + f * c
         o = torch.sigmoid(pre("o", t) + p["po"] * c_new)
-        cb = activation(c_new, act)
+        cb = activation(c_new, cact or act)
         y = o * cb
         for k, v in (("za", za), ("z", z), ("i", i), ("f", f), ("o", o), ("c", c_new), ("cb", cb), ("y", y),
                      ("c_prev", c), ("h_prev", h)):
@@ -338,12 +353,12 @@ def lstm_states(x, h0, c0, p: dict, act: str = "tanh") -> dict:
     return out
 
 
-def lstm_grad_gates(x, h0, c0, dy, p: dict, act: str = "tanh"):
+def lstm_grad_gates(x, h0, c0, dy, p: dict, act: str = "tanh", cact: str | None = None):
     """Backpropagation through time of lstm_states' y against dy [T, B, H], by hand: [T, B, 9, H], the
     blocks of BLOCKS at every step."""
     from .reference import activation, activation_grad   # float64 (or the compute dtype) like their inputs
     import torch
-    s = lstm_states(x, h0, c0, p, act)
+    s = lstm_states(x, h0, c0, p, act, cact)
     dh_next = torch.zeros_like(s["y"][0])     # what step t+1 sends back to h[t]
     dc_next = torch.zeros_like(s["c"][0])     # ... and to c[t]
     steps = []
@@ -351,7 +366,7 @@ def lstm_grad_gates(x, h0, c0, dy, p: dict, act: str = "tanh"):
         i, f, o, z, cb = s["i"][t], s["f"][t], s["o"][t], s["z"][t], s["cb"][t]
         dh = dy[t] + dh_next
         do = dh * cb * o * (1 - o)
-        dc = activation_grad(cb, dh * o, act) + dc_next + do * p["po"]
+        dc = activation_grad(cb, dh * o, cact or act) + dc_next + do * p["po"]
         df = dc * s["c_prev"][t] * f * (1 - f)
         di = dc * z * i * (1 - i)
         dz = activation_grad(z, dc * i, act)
