@@ -524,18 +524,6 @@ def opaque_diagnostics(ops) -> list:
     """One error per opaque layer (all of them at once): netc does not know what it computes."""
     from ..diagnostics import Diagnostic
     out = []
-    energy = [op for op in ops if op.attrs.get("energy_model")]
-    for op in energy:
-        name, kind = op.attrs.get("name"), op.attrs.get("type", "?")
-        hid = op.attrs.get("hidden")
-        hid = ", ".join(f"'{h}'" for h in (hid if isinstance(hid, list) else [hid] if hid else []))
-        out.append(Diagnostic("error", f"'{name}' ({kind}) is the visible layer of an energy model (RBM"
-                                       + (f", hidden {hid}" if hid else "") + "): compiling energy models to kernels "
-                                       "is not supported yet", op.loc, width=len(name or "x")))
-        out[-1].note("`netc explain` shows the visible -> hidden direction (shapes, parameters, costs)")
-    ops = [op for op in ops if not op.attrs.get("energy_model")]
-    if not ops:
-        return out
     for op in ops:
         name, kind = op.attrs.get("name"), op.attrs.get("type", "?")
         out.append(Diagnostic("error", f"layer '{name}' has type '{kind}', unknown to netc (an opaque pass-through, "
