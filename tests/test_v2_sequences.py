@@ -34,9 +34,14 @@ def sig(v):
     return 1 / (1 + np.exp(-v))
 
 
-def paddle_lstm(x, w, b, act=np.tanh):
+def relu(v):
+    return np.maximum(v, 0)
+
+
+def paddle_lstm(x, w, b, act=np.tanh, state_act=np.tanh):
     """PaddlePaddle's LSTM of one sequence x [T, 4H] (blocks in, ig, fg, og): w [H, 4H], b [7H] =
-    4H gate biases then the peepholes of ig, fg (read c[t-1]) and og (reads c[t])."""
+    4H gate biases then the peepholes of ig, fg (read c[t-1]) and og (reads c[t]); act the block input's
+    activation (LstmCompute's active_node), state_act the cell output's (active_state)."""
     h4 = x.shape[1]
     hs = h4 // 4
     h, c = np.zeros(hs), np.zeros(hs)
@@ -47,7 +52,7 @@ def paddle_lstm(x, w, b, act=np.tanh):
         f = sig(a_f + b[h4 + hs:h4 + 2 * hs] * c)
         c = i * act(a_in) + f * c
         o = sig(a_o + b[h4 + 2 * hs:] * c)
-        h = o * act(c)
+        h = o * state_act(c)
     return h
 
 
@@ -70,16 +75,22 @@ def sequences(rng, n, width, lo=1, hi=6):
     return [rng.randn(rng.randint(lo, hi), width) for _ in range(n)]
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_recurrent_layers_compute_paddles_cell_from_its_parameters(kind):
+@pytest.mark.parametrize("kind,reverse,act", [("lstm", False, "tanh"), ("lstm", False, "relu"),
+                                              ("lstm", True, "relu"), ("gru", False, "tanh"), ("gru", True, "tanh")])
+def test_recurrent_layers_compute_paddles_cell_from_its_parameters(kind, reverse, act):
     """Random PaddlePaddle-shaped w0 and wbias set through Parameters: netc.v2's last step of each
     sequence (lengths 1..5 in one batch) equals PaddlePaddle's cell computed from those values; the values
-    read back are the ones set, and only w0 and wbias are shown (the input selections are hidden)."""
+    read back are the ones set, and only w0 and wbias are shown (the input selections are hidden). With
+    reverse=True the recurrence runs from each sequence's last step to its first (LstmLayer's reversed_):
+    its result at step 0 (first_seq) is the cell run over the sequence backwards. act=Relu: the book's
+    block input activation, the cell output's staying Tanh (state_act's default)."""
     rng = np.random.RandomState(3)
     h, blocks = 5, 4 if kind == "lstm" else 3
     x = paddle.layer.data(name=f"x_{kind}", type=paddle.data_type.dense_vector_sequence(blocks * h))
-    rec = (paddle.layer.lstmemory(input=x) if kind == "lstm" else paddle.layer.grumemory(input=x))
-    last = paddle.layer.last_seq(input=rec)
+    a = paddle.activation.Relu() if act == "relu" else None
+    rec = (paddle.layer.lstmemory(input=x, reverse=reverse, act=a) if kind == "lstm" else
+           paddle.layer.grumemory(input=x, reverse=reverse))
+    last = (paddle.layer.first_seq if reverse else paddle.layer.last_seq)(input=rec)
     params = paddle.parameters.create(last)
     assert len(params.names()) == 2
     wname, bname = sorted(params.names())
@@ -94,13 +105,15 @@ def test_recurrent_layers_compute_paddles_cell_from_its_parameters(kind):
     seqs = sequences(rng, 4, blocks * h)
     got = paddle.infer(output_layer=last, parameters=params, input=[(s,) for s in seqs])
     for s, g in zip(seqs, got):
-        want = paddle_lstm(s, w.reshape(h, 4 * h), b.reshape(-1)) if kind == "lstm" else \
-            paddle_gru(s, w.reshape(-1), b.reshape(-1))
+        s = s[::-1] if reverse else s
+        want = paddle_lstm(s, w.reshape(h, 4 * h), b.reshape(-1), relu if act == "relu" else np.tanh) \
+            if kind == "lstm" else paddle_gru(s, w.reshape(-1), b.reshape(-1))
         np.testing.assert_allclose(g, want, rtol=1e-4, atol=1e-5)
 
 
-def torch_cell(kind, x, w, b):
-    """paddle_lstm / paddle_gru in torch (float64, autograd): the last output of one sequence x [T, k*H]."""
+def torch_cell(kind, x, w, b, block_act=None):
+    """paddle_lstm / paddle_gru in torch (float64, autograd): the last output of one sequence x [T, k*H]
+    (block_act: the LSTM's block input activation, tanh by default)."""
     import torch
     sg = torch.sigmoid
     if kind == "lstm":
@@ -110,7 +123,7 @@ def torch_cell(kind, x, w, b):
             g = x[t] + h @ w + b[:4 * hs]
             i = sg(g[hs:2 * hs] + b[4 * hs:5 * hs] * c)
             f = sg(g[2 * hs:3 * hs] + b[5 * hs:6 * hs] * c)
-            c = i * torch.tanh(g[:hs]) + f * c
+            c = i * (block_act or torch.tanh)(g[:hs]) + f * c
             h = sg(g[3 * hs:] + b[6 * hs:] * c) * torch.tanh(c)
         return h
     hs = x.shape[1] // 3
@@ -124,19 +137,23 @@ def torch_cell(kind, x, w, b):
     return h
 
 
-@pytest.mark.parametrize("kind", ["lstm", "gru"])
-def test_recurrent_layers_train_as_paddles(kind):
+@pytest.mark.parametrize("kind,reverse", [("lstm", False), ("gru", False), ("lstm", True), ("gru", True)])
+def test_recurrent_layers_train_as_paddles(kind, reverse):
     """One Momentum(momentum=0) step of square_error_cost on the last step: w0 and wbias move by
     -lr * (the gradient of the SUMMED cost), torch.autograd of PaddlePaddle's cell from the same values
     (so the composite parameters' gradients, the GRU's negated update gate included, are PaddlePaddle's);
-    the hidden input selections do not move."""
+    the hidden input selections do not move. reverse=True: the LSTM with the book's Relu block input, the
+    cost on step 0 (first_seq), the cell run over each sequence backwards."""
     import torch
     rng = np.random.RandomState(5)
     h, blocks, lr = 3, 4 if kind == "lstm" else 3, 0.05
     x = paddle.layer.data(name=f"tx_{kind}", type=paddle.data_type.dense_vector_sequence(blocks * h))
     y = paddle.layer.data(name=f"ty_{kind}", type=paddle.data_type.dense_vector(h))
-    rec = paddle.layer.lstmemory(input=x) if kind == "lstm" else paddle.layer.grumemory(input=x)
-    cost = paddle.layer.square_error_cost(input=paddle.layer.last_seq(input=rec), label=y)
+    act = paddle.activation.Relu() if reverse else None
+    rec = paddle.layer.lstmemory(input=x, reverse=reverse, act=act) if kind == "lstm" else \
+        paddle.layer.grumemory(input=x, reverse=reverse)
+    pick = paddle.layer.first_seq if reverse else paddle.layer.last_seq
+    cost = paddle.layer.square_error_cost(input=pick(input=rec), label=y)
     params = paddle.parameters.create(cost)
     wname, bname = sorted(params.names())
     for n in (wname, bname):
@@ -149,7 +166,8 @@ def test_recurrent_layers_train_as_paddles(kind):
     trainer.train(lambda: iter([batch]), num_passes=1, feeding={f"tx_{kind}": 0, f"ty_{kind}": 1})
     wt = torch.tensor(w0.reshape(-1), requires_grad=True)
     bt = torch.tensor(b0.reshape(-1), requires_grad=True)
-    total = sum(((torch_cell(kind, torch.tensor(s), wt, bt) - torch.tensor(t)) ** 2).sum() for s, t in batch)
+    total = sum(((torch_cell(kind, torch.tensor(s[::-1].copy() if reverse else s), wt, bt,
+                             torch.relu if reverse else None) - torch.tensor(t)) ** 2).sum() for s, t in batch)
     total.backward()
     np.testing.assert_allclose(params[wname].reshape(-1), w0.reshape(-1) - lr * wt.grad.numpy(), atol=2e-5)
     np.testing.assert_allclose(params[bname].reshape(-1), b0.reshape(-1) - lr * bt.grad.numpy(), atol=2e-5)
@@ -229,12 +247,22 @@ def test_stacked_lstm_parameter_count(stacked):
     """Chapter 06's stacked LSTM (hid 512: each lstmemory of size 128 over its 512-wide fc): PaddlePaddle's
     count by hand (stacked_sizes)."""
     m = sentiment_module()
-    cost, _ = m.stacked_lstm_net(5147, emb_dim=128, hid_dim=512, stacked_num=stacked, reverse=False,
-                                 lstm_act="tanh")
+    cost, _ = m.stacked_lstm_net(5147, emb_dim=128, hid_dim=512, stacked_num=stacked)
     params = paddle.parameters.create(cost)
     assert sum(params[n].size for n in params.names()) == stacked_sizes(5147, 128, 512, stacked)
-    lstms = [n for n in params.names() if "lstmemory" in n]
-    assert len(lstms) == 2 * stacked and all(params.get_shape(n) in ((128, 128, 4), (1, 896)) for n in lstms)
+    # stacked 3 = 1,581,826: the embedding 658,816, fc1 66,048, 3 lstmemory of 66,432 (w0 128*128*4, wbias
+    # 7*128), fc2 and fc3 of 328,192 (512*512 + 128*512 + 512), the softmax fc 1,282
+    assert stacked != 3 or stacked_sizes(5147, 128, 512, 3) == 1_581_826
+    # the book's LSTMs: Relu block inputs with Tanh cells; the even-numbered ones backwards in time (a reversal
+    # of their input and of their steps, with the words' lengths)
+    layers = paddle.topology.Topology(cost).topology.layers
+    lstms = [x for x in layers if x.type == "Lstm"]
+    assert len(lstms) == stacked and all(x.attrs["activation"] == "relu" and x.attrs["cell_activation"] == "tanh"
+                                         for x in lstms)
+    reversals = [x for x in layers if x.type == "SequenceReverse"]
+    assert len(reversals) == 2 * (stacked // 2) and all(x.inputs[1].name == "word.lengths" for x in reversals)
+    lstm_params = [n for n in params.names() if "lstmemory" in n]
+    assert len(lstm_params) == 2 * stacked and all(params.get_shape(n) in ((128, 128, 4), (1, 896)) for n in lstm_params)
 
 
 def test_simple_lstm_and_gru_names_and_counts():
@@ -357,7 +385,6 @@ def run_prog(tmp_path, body):
 
 
 @pytest.mark.parametrize("body,says", [
-    ("h = paddle.layer.lstmemory(input=e, reverse=True)", "reverse=True"),
     ("h = paddle.layer.lstmemory(input=paddle.layer.fc(input=e, size=6))", "width 6, not a multiple of 4"),
     ("h = paddle.networks.sequence_conv_pool(input=e, context_len=3, hidden_size=4, context_start=0)",
      "context_start 0"),
@@ -366,7 +393,6 @@ def run_prog(tmp_path, body):
      "size=2"),
     ("h = paddle.layer.grumemory(input=paddle.layer.fc(input=e, size=6), act=paddle.activation.Relu())",
      "act is Tanh"),
-    ("h = paddle.layer.lstmemory(input=e, act=paddle.activation.Relu())", "state_act differs"),
     ("h = paddle.layer.last_seq(input=paddle.layer.data(name='d', type=paddle.data_type.dense_vector(2)))",
      "runs over a sequence"),
 ])
@@ -492,12 +518,13 @@ def write_reviews(home, rng, n=120):
 
 
 def test_sentiment_example_trains_and_infers(tmp_path):
-    """Chapter 06's stacked LSTM (3 levels, every LSTM forwards with Tanh, narrow) with the book's Adam on 240 reviews
-    whose sentiment words decide the label: the test cost falls and the error ends below 25%."""
+    """Chapter 06's stacked LSTM as the book writes it (3 levels, the second backwards in time, Relu/Tanh cells),
+    narrow, with the book's Adam on 240 reviews whose sentiment words decide the label: the test cost falls and the
+    error ends below 25%."""
     rng = np.random.RandomState(0)
     write_reviews(tmp_path, rng)
-    r = run_example(["understand_sentiment.py", "--no-reverse", "--lstm-act", "tanh", "--passes", "4", "--emb", "16",
-                     "--hid", "32", "--cutoff", "0"], tmp_path, tmp_path)
+    r = run_example(["understand_sentiment.py", "--passes", "4", "--emb", "16", "--hid", "32", "--cutoff", "0"],
+                    tmp_path, tmp_path)
     assert r.returncode == 0, r.stderr
     lines = [line for line in r.stdout.splitlines() if line.startswith("test after")]
     costs = [float(line.split("cost ")[1].split(",")[0]) for line in lines]
@@ -517,12 +544,3 @@ def test_sentiment_example_conv_net_trains(tmp_path):
     costs = [float(line.split("cost ")[1].split(",")[0]) for line in lines]
     errors = [float(line.rsplit("error ", 1)[1].rstrip("%")) for line in lines]
     assert len(costs) == 4 and all(b < a for a, b in zip(costs, costs[1:])) and errors[-1] < 35
-
-
-def test_sentiment_examples_book_lstm_net_stops_at_what_is_missing(tmp_path):
-    rng = np.random.RandomState(0)
-    write_reviews(tmp_path, rng, n=5)
-    for args, says in (([], "state_act differs from act"),
-                       (["--lstm-act", "tanh"], "reverse=True")):
-        r = run_example(["understand_sentiment.py", *args, "--cutoff", "0"], tmp_path, tmp_path)
-        assert r.returncode != 0 and says in r.stderr and "understand_sentiment.py:" in r.stderr

@@ -4,18 +4,17 @@ the import says netc. IMDB reviews (word ids) -> positive / negative with the bo
 (--net conv: an embedding, sequence_conv_pool of 3 and of 4 steps, a softmax over both) or its stacked
 LSTM (the default): an
 embedding, fc + lstmemory, then (stacked_num - 1) times an fc of the previous fc and LSTM and an LSTM over
-it (the book runs every second one backwards in time), max pooling over time of the last fc and LSTM, a
-softmax; Adam(2e-3, L2 8e-4) with ModelAverage(0.5) (the tar files hold the averaged values), batches
+it, every second one backwards in time (reverse=True), each LSTM with a Relu block input and a Tanh cell,
+max pooling over time of the last fc and LSTM, a softmax; Adam(2e-3, L2 8e-4) with ModelAverage(0.5) (the tar files hold the averaged values), batches
 of 100. Tests after every pass, infers a few test reviews.
 
-    python examples/v2/understand_sentiment.py [--net lstm|conv] [--passes 2] [--stacked 3] [--no-reverse]
-                                               [--lstm-act relu|tanh]
+    python examples/v2/understand_sentiment.py [--net lstm|conv] [--passes 2] [--stacked 3]
                                                [--emb 128] [--hid 512] [--cutoff 150] [--out DIR] [--seed N]
 
-netc.v2 has no backwards recurrence yet, and netc's LSTM cell applies one activation to its block input
-and its cell output (the book's LSTMs have Relu and Tanh): the book's stacked network stops at a located
-error naming what is missing; --no-reverse --lstm-act tanh runs every LSTM forwards with Tanh (not the
-book's network: said so).
+Both networks are the book's functions as written (only the import differs): a reversed lstmemory is
+netc.seq_reverse, the forward LSTM, netc.seq_reverse (docs/sequences.md), and the Relu/Tanh cell netc's
+Lstm with cell_activation. They train on the reference executor (the LSTM kernels apply one activation
+to the block input and the cell, so the compiled targets refuse the book's cell, located).
 
 Data: PaddlePaddle's cache, ~/.cache/paddle/dataset/imdb/aclImdb_v1.tar.gz (netc.v2 downloads nothing;
 tests/test_v2_sequences.py writes a small file of that format). docs/v2.md.
@@ -41,17 +40,13 @@ def convolution_net(input_dim, class_dim=2, emb_dim=128, hid_dim=128):
     return paddle.layer.classification_cost(input=output, label=lbl), output
 
 
-def stacked_lstm_net(input_dim, class_dim=2, emb_dim=128, hid_dim=512, stacked_num=3, reverse=True,
-                     lstm_act="relu"):
-    """The book's network; reverse=False runs the even-numbered LSTMs forwards too; lstm_act="tanh" gives
-    the LSTMs Tanh block inputs (the book's Relu with the default Tanh state_act is refused: netc's cell has
-    one activation for both)."""
+def stacked_lstm_net(input_dim, class_dim=2, emb_dim=128, hid_dim=512, stacked_num=3):
     assert stacked_num % 2 == 1
     fc_para_attr = paddle.attr.Param(learning_rate=1e-3)
     lstm_para_attr = paddle.attr.Param(initial_std=0., learning_rate=1.)
     para_attr = [fc_para_attr, lstm_para_attr]
     bias_attr = paddle.attr.Param(initial_std=0., l2_rate=0.)
-    relu = paddle.activation.Relu() if lstm_act == "relu" else paddle.activation.Tanh()
+    relu = paddle.activation.Relu()
     linear = paddle.activation.Linear()
 
     data = paddle.layer.data("word", paddle.data_type.integer_value_sequence(input_dim))
@@ -61,7 +56,7 @@ def stacked_lstm_net(input_dim, class_dim=2, emb_dim=128, hid_dim=512, stacked_n
     inputs = [fc1, lstm1]
     for i in range(2, stacked_num + 1):
         fc = paddle.layer.fc(input=inputs, size=hid_dim, act=linear, param_attr=para_attr, bias_attr=bias_attr)
-        lstm = paddle.layer.lstmemory(input=fc, reverse=reverse and (i % 2) == 0, act=relu, bias_attr=bias_attr)
+        lstm = paddle.layer.lstmemory(input=fc, reverse=(i % 2) == 0, act=relu, bias_attr=bias_attr)
         inputs = [fc, lstm]
     fc_last = paddle.layer.pooling(input=inputs[0], pooling_type=paddle.pooling.Max())
     lstm_last = paddle.layer.pooling(input=inputs[1], pooling_type=paddle.pooling.Max())
@@ -76,9 +71,6 @@ def main():
     ap.add_argument("--net", choices=("lstm", "conv"), default="lstm")
     ap.add_argument("--passes", type=int, default=2)
     ap.add_argument("--stacked", type=int, default=3)
-    ap.add_argument("--no-reverse", action="store_true", help="run every LSTM forwards (not the book's network)")
-    ap.add_argument("--lstm-act", choices=("relu", "tanh"), default="relu",
-                    help="the LSTMs' act (the book's Relu needs a cell netc has not: tanh runs)")
     ap.add_argument("--emb", type=int, default=128)
     ap.add_argument("--hid", type=int, default=512)
     ap.add_argument("--cutoff", type=int, default=150, help="words counted more often than this are the "
@@ -96,10 +88,7 @@ def main():
     if args.net == "conv":
         cost, output = convolution_net(dict_dim, emb_dim=args.emb, hid_dim=args.hid)
     else:
-        if args.no_reverse or args.lstm_act != "relu":
-            print(f"note: every LSTM forwards (--no-reverse), act {args.lstm_act}: not the book's network")
-        cost, output = stacked_lstm_net(dict_dim, emb_dim=args.emb, hid_dim=args.hid, stacked_num=args.stacked,
-                                        reverse=not args.no_reverse, lstm_act=args.lstm_act)
+        cost, output = stacked_lstm_net(dict_dim, emb_dim=args.emb, hid_dim=args.hid, stacked_num=args.stacked)
     parameters = paddle.parameters.create(cost)
     adam = paddle.optimizer.Adam(learning_rate=2e-3, regularization=paddle.optimizer.L2Regularization(rate=8e-4),
                                  model_average=paddle.optimizer.ModelAverage(average_window=0.5))

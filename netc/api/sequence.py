@@ -101,7 +101,8 @@ def lstm(input, size: int, act="tanh", gate_act=None, state_act=None, reverse: b
          param_name=None, param_attr=None, **attrs) -> Layer:
     """An LSTM over a sequence [T, B, X] -> [T, B, size] (netc.lstm: Brainstorm's Lstm, peepholes
     included). `act` is the block input's and the cell output's activation (tanh by default; sigmoid,
-    relu, linear); the gates are sigmoids. Parameters Wz, Wi, Wf, Wo [size, X], pi, pf, po [1, size],
+    relu, linear), `state_act` the cell output's alone when it differs (PaddlePaddle's; the Lstm's
+    cell_activation); the gates are sigmoids. reverse=True runs it backwards in time (_recurrence). Parameters Wz, Wi, Wf, Wo [size, X], pi, pf, po [1, size],
     Rz..Ro [size, size], bz..bo [size].
 
     PaddlePaddle's lstmemory computes the same cell (peepholes W_ci c[t-1], W_cf c[t-1], W_co c[t]) but
@@ -112,10 +113,9 @@ def lstm(input, size: int, act="tanh", gate_act=None, state_act=None, reverse: b
     x = sequence_input(input, "lstm", loc)
     _fixed(gate_act, "sigmoid", "lstm's gate_act", loc)
     a = _activation(act, "lstm", loc)
-    if state_act is not None and _activation(state_act, "lstm", loc) != a:
-        raise error(f"lstm: state_act {state_act!r} differs from act {act!r}; netc's Lstm (Brainstorm's) "
-                    f"applies one activation to the block input and the cell output", loc)
-    return _recurrence("Lstm", x, dict(size=size, activation=a, **attrs), name, param_name, param_attr, reverse, loc)
+    cell = a if state_act is None else _activation(state_act, "lstm's state_act", loc)
+    attrs = dict(size=size, activation=a, **({"cell_activation": cell} if cell != a else {}), **attrs)
+    return _recurrence("Lstm", x, attrs, name, param_name, param_attr, reverse, loc)
 
 
 def gru(input, size: int, act=None, gate_act=None, reverse: bool = False, bias: bool = True,

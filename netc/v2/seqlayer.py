@@ -40,7 +40,10 @@ Sources: PaddlePaddle's python/paddle/trainer/config_parser.py (LstmLayer: w0 si
 FullMatrixProjection dims [input, output]), trainer_config_helpers/layers.py and networks.py
 (simple_lstm: a mixed layer 'lstm_transform_<name>' of 4H without bias in front; simple_gru likewise,
 '<name>_transform', 3H), gserver's LstmCompute / GruCompute (gate orders, the GRU's output formula).
-reverse=True (a recurrence backwards in time) is refused: netc's recurrent layers run forward only.
+reverse=True (a recurrence backwards in time, each sequence from its last valid step to its first,
+from a zero state, as PaddlePaddle's LstmLayer with `reversed`) is netc.api.sequence's: netc.seq_reverse of
+the input, the forward layer, netc.seq_reverse of its steps, with the sequence's lengths (the layer returned
+is the second reversal, '<name>.reversed'; the parameters keep their names).
 FIXED also holds cos_sim's summing weight."""
 from __future__ import annotations
 
@@ -226,11 +229,8 @@ def concat(input, name=None, act=None, layer_attr=None, bias_attr=None):  # noqa
 
 # -- recurrent layers --------------------------------------------------------------------------------
 
-def _recurrent_input(input, blocks, size, what, reverse, loc) -> tuple:
+def _recurrent_input(input, blocks, size, what, loc) -> tuple:
     x = S.sequence_input(as_layer(input, what, loc), what, loc)
-    if reverse:
-        raise error(f"{what}(reverse=True): netc's recurrent layers run forward in time only (no reversed "
-                    f"recurrence yet)", loc)
     width = x.shape[-1]
     h = width // blocks if size is None else size
     if len(x.shape) != 3 or width != blocks * h:
@@ -257,16 +257,14 @@ def _seq_act(act, default, what, loc) -> str:
 
 def lstmemory(input, name=None, size=None, reverse=False, act=None, gate_act=None, state_act=None,  # noqa: A002
               bias_attr=None, param_attr=None, layer_attr=None):
-    """PaddlePaddle's LSTM over a sequence projected to [T, B, 4 * size] (module doc): act (the block
-    input's, Tanh by default) must equal state_act (the cell output's: netc's cell has one), gate_act
-    Sigmoid. Parameters `_<name>.w0` (dims [H, H, 4]) and `_<name>.wbias` [1, 7H] (no bias: bias_attr=False
+    """PaddlePaddle's LSTM over a sequence projected to [T, B, 4 * size] (module doc): act the block
+    input's activation (Tanh by default), state_act the cell output's (Tanh by default; netc's Lstm
+    cell_activation when it differs), gate_act Sigmoid; reverse=True backwards in time. Parameters `_<name>.w0` (dims [H, H, 4]) and `_<name>.wbias` [1, 7H] (no bias: bias_attr=False
     is refused, netc's Lstm has its biases and peepholes)."""
     loc, what = user_loc(), "paddle.layer.lstmemory"
-    x, h = _recurrent_input(input, 4, size, what, reverse, loc)
+    x, h = _recurrent_input(input, 4, size, what, loc)
     a = _seq_act(act, A.Tanh(), what, loc)
-    if _seq_act(state_act, A.Tanh(), what, loc) != a:
-        raise error(f"{what}: state_act differs from act; netc's Lstm (Brainstorm's cell) applies one "
-                    f"activation to the block input and the cell output", loc)
+    cell = _seq_act(state_act, A.Tanh(), what, loc)
     if _seq_act(gate_act, A.Sigmoid(), what, loc) != "sigmoid":
         raise error(f"{what}: gate_act is Sigmoid in netc's Lstm", loc)
     if bias_attr is False:
@@ -285,16 +283,16 @@ def lstmemory(input, name=None, size=None, reverse=False, act=None, gate_act=Non
     _composite(wn, (h, h, 4), "columns", h, [(pn[f"R{g}"], (h, h), 1.0, True) for g in "zifo"])
     _composite(bn, (1, 7 * h), "flat", h,
                [(pn[f"b{g}"], (h,), 1.0, False) for g in "zifo"] + [(pn[f"p{g}"], (1, h), 1.0, False) for g in "ifo"])
-    out = S.lstm(x, h, act=a, name=name, param_name=pn, param_attr=pa)
+    out = S.lstm(x, h, act=a, state_act=cell, reverse=reverse, name=name, param_name=pn, param_attr=pa)
     return with_extra(out, layer_attr, name, loc)
 
 
 def grumemory(input, name=None, size=None, reverse=False, act=None, gate_act=None,  # noqa: A002
               bias_attr=None, param_attr=None, layer_attr=None):
     """PaddlePaddle's GRU over a sequence projected to [T, B, 3 * size] (module doc): act Tanh, gate_act
-    Sigmoid (netc's GRU has those only). Parameters `_<name>.w0` [H, 3H] and `_<name>.wbias` [1, 3H]."""
+    Sigmoid (netc's GRU has those only); reverse=True backwards in time. Parameters `_<name>.w0` [H, 3H] and `_<name>.wbias` [1, 3H]."""
     loc, what = user_loc(), "paddle.layer.grumemory"
-    x, h = _recurrent_input(input, 3, size, what, reverse, loc)
+    x, h = _recurrent_input(input, 3, size, what, loc)
     if _seq_act(act, A.Tanh(), what, loc) != "tanh" or _seq_act(gate_act, A.Sigmoid(), what, loc) != "sigmoid":
         raise error(f"{what}: act is Tanh and gate_act Sigmoid in netc's GRU", loc)
     if bias_attr is False:
@@ -312,7 +310,7 @@ def grumemory(input, name=None, size=None, reverse=False, act=None, gate_act=Non
         FIXED[pn[f"{g}_hx"]] = _select(h, 3, k, sign)
     _composite(wn, (h, 3 * h), "gru_w", h, [(pn[f"{g}_hh"], (h, h), s, True) for g, s in gates])
     _composite(bn, (1, 3 * h), "flat", h, [(pn[f"{g}_b"], (h,), s, False) for g, s in gates])
-    out = S.gru(x, h, linear_before_reset=False, name=name, param_name=pn, param_attr=pa)
+    out = S.gru(x, h, linear_before_reset=False, reverse=reverse, name=name, param_name=pn, param_attr=pa)
     return with_extra(out, layer_attr, name, loc)
 
 
