@@ -5,8 +5,8 @@ writes bench/results/cpu-<date>.json (machine, date, versions, settings, results
 
     python bench/cpu.py [NET.nd ...] [--threads 2] [--iters 30] [--warmup 3] [--torch-compile]
 
-NET: default examples/digits.nd and examples/lenet.nd (a softmax loss appended where a network has none, as
-`--loss softmax` does). Per network:
+NET: default examples/digits.nd, examples/lenet.nd and alexnet-narrow (ALEXNET_NARROW below); a softmax loss is
+appended where a network has none, as `--loss softmax` does. Per network:
 
   train   one training step (forward, backward, the optimizer's update: the file's optimizer, else SGD with
           momentum 0): netc cpu (CpuTrainer.step), netc reference (ReferenceTrainer, f32 storage and f64
@@ -34,7 +34,30 @@ import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, ROOT)
-DEFAULT = ["examples/digits.nd", "examples/lenet.nd"]
+DEFAULT = ["examples/digits.nd", "examples/lenet.nd", "alexnet-narrow"]
+# AlexNet's layer sequence (examples/alexnet.nd: five convolutions, overlapping 3x3/2 max pools, three fully
+# connected layers with dropout) narrowed to run on a laptop: 65x65 images, 16-48 channels, 256-wide fc layers,
+# 10 classes, batch 32 (the sizes chosen so that every pooling window lies inside its input)
+ALEXNET_NARROW = """
+network alexnet_narrow {
+  input data: f32[32, 65, 65, 3]
+  conv1 = Convolution(data) { filter: [5, 5, 3, 16], strides: [1, 2, 2, 1], padding: VALID, activation: relu }
+  pool1 = Pooling(conv1) { ksize: [1, 3, 3, 1], strides: [1, 2, 2, 1], padding: VALID }
+  conv2 = Convolution(pool1) { filter: [5, 5, 16, 32], padding: SAME, activation: relu }
+  pool2 = Pooling(conv2) { ksize: [1, 3, 3, 1], strides: [1, 2, 2, 1], padding: VALID }
+  conv3 = Convolution(pool2) { filter: [3, 3, 32, 48], padding: SAME, activation: relu }
+  conv4 = Convolution(conv3) { filter: [3, 3, 48, 48], padding: SAME, activation: relu }
+  conv5 = Convolution(conv4) { filter: [3, 3, 48, 32], padding: SAME, activation: relu }
+  pool5 = Pooling(conv5) { ksize: [1, 3, 3, 1], strides: [1, 2, 2, 1], padding: VALID }
+  fc6 = InnerProduct(pool5) { num_outputs: 256, activation: relu }
+  drop6 = Dropout(fc6) { dropout_keep_prob: 0.5 }
+  fc7 = InnerProduct(drop6) { num_outputs: 256, activation: relu }
+  drop7 = Dropout(fc7) { dropout_keep_prob: 0.5 }
+  fc8 = InnerProduct(drop7) { num_outputs: 10 }
+  prob = Softmax(fc8)
+}
+"""
+NAMED = {"alexnet-narrow": ALEXNET_NARROW}
 
 
 def interleaved(fns: dict, warmup: int, iters: int) -> dict:
@@ -84,6 +107,15 @@ def training_module(path: str):
             append_loss(n, "softmax", diag)
         reinfer_shapes(inf, ctx)
     return train, net, inf
+
+
+def named_file(name: str) -> str:
+    """A network NAMED here as a .nd file (in a fresh temporary folder)."""
+    import tempfile
+    path = os.path.join(tempfile.mkdtemp(prefix="netc-bench-"), name.replace("-", "_") + ".nd")
+    with open(path, "w") as f:
+        f.write(NAMED[name])
+    return path
 
 
 def bench(path: str, a) -> dict:
@@ -152,8 +184,10 @@ def main(argv=None) -> int:
     torch.set_num_threads(a.threads)
     rows = []
     load = [round(x, 2) for x in os.getloadavg()]
-    for path in a.nets:
-        r = bench(os.path.join(ROOT, path) if not os.path.isabs(path) else path, a)
+    for name in a.nets:
+        r = bench(named_file(name) if name in NAMED else os.path.join(ROOT, name), a)
+        if name in NAMED:
+            r["file"] = f"bench/cpu.py {name}"
         rows.append(r)
         t, i = r["train"], r["infer"]
         print(f"{r['network']}: train step netc cpu {t['netc_cpu']['median_ms']:.3f} ms, reference "

@@ -180,3 +180,36 @@ def test_inference_is_the_reference():
         net({"dat": x["data"], "label": x["label"]})
     with pytest.raises(NetcError, match="missing input 'label'"):
         net({"data": x["data"]})
+
+
+MIXED = """
+network mixed {
+  input data: f32[4, 8, 8, 2]
+  input label: i32[4]
+  conv1 = Convolution(data) { filter: [3, 3, 2, 5], strides: [1, 2, 2, 1], padding: SAME, activation: relu }
+  pool1 = Pooling(conv1) { ksize: [1, 2, 2, 1], strides: [1, 1, 1, 1], padding: SAME }
+  conv2 = Convolution(pool1) { filter: [3, 3, 5, 4], padding: SAME, activation: tanh }
+  fc1 = InnerProduct(conv2) { num_outputs: 6, activation: sigmoid }
+  drop = Dropout(fc1) { dropout_keep_prob: 0.6 }
+  fc2 = InnerProduct(drop) { num_outputs: 3 }
+  loss = SoftmaxLoss(fc2, label)
+  output loss
+}
+"""
+
+
+def test_fast_forms_and_references_mixed(tmp_path):
+    """Asymmetric SAME padding (conv1's 3x3 window at stride 2 on 8 rows, pool1's 2x2 at stride 1), tanh and sigmoid gradients,
+    dropout: the ops with an out= form and those calling their lowering or reference, in one step, agree with the
+    reference executor."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load_text
+    from netc.pipelines import Options, Training, program
+    module = load_text(MIXED, str(tmp_path / "mixed.nd"))
+    program(module, Options(phase="train", training=Training(optimizer={"name": "momentum", "momentum": 0.5})),
+            DiagnosticEngine())
+    net = [n for n in module.networks() if "gradients" in n.attrs][0]
+    cpu = _steps_agree(module, net, steps=2)
+    fast, slow = set(cpu.program.fast), set(cpu.program.slow)
+    assert {"drop", "conv2", "fc1", "fc2", "conv2.weight.grad"} <= fast
+    assert {"conv1", "conv1.weight.grad", "pool1", "drop.mask", "conv2.act_grad"} <= slow

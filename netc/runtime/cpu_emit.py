@@ -19,6 +19,7 @@ checks whole steps against the reference executor):
     bias_grad            sum over the rows into the arena
     activation_grad      relu: threshold_backward (dy where y > 0, else 0; a NaN y passes dy, where the
                          reference gives 0: the forward is NaN already)
+    dropout              x * mask into the arena (the mask op keeps its reference: netc's Philox draw)
     softmax, softmax_loss(_grad)   torch's softmax / cross_entropy; the gradient as softmax, minus one at
                          the label, over N
     sgd_update           w += -lr g in place (momentum: buf = mu buf + g first); adam_update in place, one
@@ -285,6 +286,13 @@ def activation_grad(e: Emit):
     return [f"torch.ops.aten.threshold_backward.grad_input({e.ins[1]}, {e.ins[0]}, 0, grad_input={e.outs[0]})"]
 
 
+def dropout(e: Emit):
+    """Training: x * mask (its mask op draws netc's Philox mask, by its reference); inference: a copy."""
+    if len(e.ins) == 2:
+        return [f"torch.mul({e.ins[0]}, {e.ins[1]}, out={e.outs[0]})"]
+    return [f"{e.outs[0]}.copy_({e.ins[0]})"]
+
+
 def softmax(e: Emit):
     x = _rows(e, e.ins[0])
     return None if x is None else [f"torch.softmax({x}, 1, out={e.outs[0]})"]
@@ -363,7 +371,7 @@ EMITTERS = {"netc.conv2d": conv2d, "netc.conv2d_grad_data": conv2d_grad_data,
             "netc.inner_product": inner_product, "netc.inner_product_grad_data": inner_product_grad_data,
             "netc.inner_product_grad_filter": inner_product_grad_filter, "netc.bias_grad": bias_grad,
             "netc.activation_grad": activation_grad, "netc.softmax": softmax, "netc.softmax_loss": softmax_loss,
-            "netc.softmax_loss_grad": softmax_loss_grad, "netc.sgd_update": sgd_update,
+            "netc.softmax_loss_grad": softmax_loss_grad, "netc.sgd_update": sgd_update, "netc.dropout": dropout,
             "netc.adam_update": adam_update}
 # the emitters whose lines stay right when the result is written over an operand (the plan's in-place steps)
-INPLACE_SAFE = {"netc.activation_grad"}
+INPLACE_SAFE = {"netc.activation_grad", "netc.dropout"}
