@@ -287,6 +287,81 @@ def test_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
     assert r.returncode == 0 and "y: max relative error" in r.stderr, r.stderr
 
 
+class Bidirectional(nn.Module):
+    """torch's bidirectional LSTM or GRU (exported as one node of direction "bidirectional", its Y transposed to
+    [T, B, 2, H] and reshaped to [T, B, 2H]), its first and last steps into a linear layer, and its final hidden
+    states h [2, B, H] as a second output; with `state`, the initial states [2, B, H] are model inputs."""
+
+    def __init__(self, kind, state=False):
+        super().__init__()
+        self.r, self.fc, self.kind, self.state = getattr(nn, kind)(5, 7, bidirectional=True), nn.Linear(14, 3), kind, state
+        if kind == "GRU":   # netc's GRU (SINGA's) has no recurrent bias on the new memory: torch's b_hn zero
+            with torch.no_grad():
+                self.r.bias_hh_l0[14:].zero_()
+                self.r.bias_hh_l0_reverse[14:].zero_()
+
+    def forward(self, x, h0=None, c0=None):
+        y, h = (self.r(x, (h0, c0)) if self.kind == "LSTM" else self.r(x, h0)) if self.state else self.r(x)
+        return self.fc(y[-1]) + self.fc(y[0]), h[0] if self.kind == "LSTM" else h
+
+
+@pytest.mark.parametrize("kind,state", [("LSTM", False), ("GRU", False), ("LSTM", True), ("GRU", True)])
+def test_bidirectional_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
+    """direction "bidirectional": the forward Lstm/GRU and one between two SequenceReverse, their outputs
+    concatenated (y) and their last steps stacked (h), against torch; without initial states also the kernels on
+    the interpreter against the reference (an initial state [2, B, H] is no batch-sized input: the compiled
+    targets refuse it, located)."""
+    torch.manual_seed(9)
+    model, x = Bidirectional(kind, state).eval(), torch.randn(5, 3, 5)
+    args = ((x, torch.randn(2, 3, 7)) + ((torch.randn(2, 3, 7),) if kind == "LSTM" else ())) if state else (x,)
+    names = ["x", "h0", "c0"][:len(args)]
+    path = exported(tmp_path, model, args, name="birnn.onnx", inputs=names, outputs=("y", "h"))
+    m = inferred(path)
+    out = run_reference(m, dict(zip(names, (a.double() for a in args))), None)
+    with torch.no_grad():
+        want = model(*args)
+    assert rel(out["y"], want[0].numpy()) < 1e-6 and rel(out["h"], want[1].numpy()) < 1e-6
+    ops = [op.name for n in m.networks() for op in n.regions[0].ops]
+    assert ops.count("netc.lstm" if kind == "LSTM" else "netc.gru") == 2 and ops.count("netc.seq_reverse") == 2
+    if not state:
+        r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                           capture_output=True, text=True, cwd=ROOT,
+                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+        assert r.returncode == 0 and "y: max relative error" in r.stderr and "h: max relative error" in r.stderr, \
+            r.stderr
+
+
+@pytest.mark.parametrize("op,lbr", [("LSTM", 0), ("GRU", 0), ("GRU", 1)])
+def test_a_reverse_recurrence_gives_onnx_references_outputs(tmp_path, op, lbr):
+    """direction "reverse" (torch never exports it): a one-node model with random weights, peepholes for the LSTM,
+    against onnx.reference's evaluator (an oracle that shares no code with netc): Y and Y_h."""
+    from onnx import TensorProto, helper, numpy_helper
+    from onnx.reference import ReferenceEvaluator
+    rng = np.random.default_rng(5 + lbr)
+    t, b, n, h = 4, 3, 5, 6
+    g = 4 if op == "LSTM" else 3
+    w = {"W": rng.normal(0, 0.5, (1, g * h, n)), "R": rng.normal(0, 0.5, (1, g * h, h)),
+         "B": rng.normal(0, 0.5, (1, 2 * g * h))}
+    if op == "GRU" and lbr:
+        w["B"][0, g * h + 2 * h:] = 0        # (no recurrent bias on the new memory: netc's GRU has none)
+    if op == "LSTM":
+        w["P"] = rng.normal(0, 0.5, (1, 3 * h))
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
+    ins = ["x", "W", "R", "B"] + (["", "", "", "P"] if op == "LSTM" else [])
+    attrs = {"hidden_size": h, "direction": "reverse"} | ({"linear_before_reset": lbr} if op == "GRU" else {})
+    node = helper.make_node(op, ins, ["Y", "Y_h"], name="rnn", **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [t, b, n])],
+                              [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [t, 1, b, h]),
+                               helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [1, b, h])], inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "reverse.onnx"
+    onnx.save(model, str(path))
+    x = rng.normal(0, 1, (t, b, n)).astype(np.float32)
+    want = ReferenceEvaluator(model).run(None, {"x": x})
+    out = run_reference(inferred(path), {"x": torch.from_numpy(x).double()}, None)
+    assert rel(out["Y"], want[0]) < 1e-5 and rel(out["Y_h"], want[1]) < 1e-5
+
+
 def test_a_gru_with_a_recurrent_bias_on_the_new_memory_is_refused(tmp_path):
     torch.manual_seed(8)
     path = exported(tmp_path, Recurrent("GRU").eval(), torch.randn(3, 2, 5), name="rnn.onnx", outputs=("y",))
