@@ -362,6 +362,37 @@ def test_a_reverse_recurrence_gives_onnx_references_outputs(tmp_path, op, lbr):
     assert rel(out["Y"], want[0]) < 1e-5 and rel(out["Y_h"], want[1]) < 1e-5
 
 
+@pytest.mark.parametrize("direction,acts", [("forward", ["Sigmoid", "Relu", "Tanh"]),
+                                             ("bidirectional", ["Sigmoid", "Tanh", "Sigmoid", "Sigmoid", "Relu", "Relu"])])
+def test_lstm_activations_give_onnxruntimes_outputs(tmp_path, direction, acts):
+    """An LSTM's activations [f, g, h] per direction (g the block input's, h the cell output's) as netc's Lstm's
+    activation and cell_activation, against onnxruntime (onnx.reference ignores them); other ones are refused."""
+    ort = pytest.importorskip("onnxruntime")
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(21)
+    t, b, n, h, nd = 4, 2, 3, 5, 2 if direction == "bidirectional" else 1
+    w = {"W": rng.normal(0, 0.5, (nd, 4 * h, n)), "R": rng.normal(0, 0.5, (nd, 4 * h, h)),
+         "B": rng.normal(0, 0.5, (nd, 8 * h))}
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
+
+    def model(activations):
+        node = helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y", "Y_h"], name="lstm", hidden_size=h,
+                                direction=direction, activations=activations)
+        graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [t, b, n])],
+                                  [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [t, nd, b, h]),
+                                   helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [nd, b, h])], inits)
+        return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    path = tmp_path / "acts.onnx"
+    onnx.save(model(acts), str(path))
+    x = rng.normal(0, 1, (t, b, n)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    out = run_reference(inferred(path), {"x": torch.from_numpy(x).double()}, None)
+    assert rel(out["Y"], want[0]) < 1e-5 and rel(out["Y_h"], want[1]) < 1e-5
+    onnx.save(model(["Sigmoid", "HardSigmoid", "Tanh"] * nd), str(path))
+    with pytest.raises(NetcError, match=r"not read yet: activations \['Sigmoid', 'HardSigmoid', 'Tanh'\]"):
+        load(str(path), DiagnosticEngine())
+
+
 def test_a_gru_with_a_recurrent_bias_on_the_new_memory_is_refused(tmp_path):
     torch.manual_seed(8)
     path = exported(tmp_path, Recurrent("GRU").eval(), torch.randn(3, 2, 5), name="rnn.onnx", outputs=("y",))

@@ -625,7 +625,8 @@ def _gather_index(imp, node, a):
 
 
 def _recurrent_node(imp, node, a, op):
-    """ONNX's LSTM and GRU (default activations; time-major [T, B, X]) as netc's Lstm and GRU over the whole
+    """ONNX's LSTM and GRU (time-major [T, B, X]; an LSTM's block input and cell output activations Tanh, Sigmoid
+    or Relu, netc's Lstm's activation and cell_activation; a GRU's the defaults) as netc's Lstm and GRU over the whole
     sequence, one per direction: "forward" as it is, "reverse" between two SequenceReverse (the recurrence runs
     from the last step to the first and writes each step's output at its own position), "bidirectional" both,
     W/R/B/P/initial states split by direction (index 0 forward, 1 reverse). LSTM: gates i, o, f, c in ONNX's W,
@@ -652,10 +653,7 @@ def _recurrent_node(imp, node, a, op):
         why.append(f"direction {direction!r} with {nd} directions of weights")
     if a.get("clip") is not None:
         why.append("clip")
-    if a.get("activations"):
-        acts = [v.decode() if isinstance(v, bytes) else v for v in a["activations"]]
-        if acts != (["Sigmoid", "Tanh", "Tanh"] if op == "LSTM" else ["Sigmoid", "Tanh"]) * nd:
-            why.append(f"activations {acts}")
+    acts = _activations(a, op, nd, why)
     if a.get("input_forget"):
         why.append("input_forget 1")
     if a.get("layout"):
@@ -679,7 +677,7 @@ def _recurrent_node(imp, node, a, op):
     base = node.name or node.output[0]
     t, bsz = imp.shape[ins[0]][0], imp.shape[ins[0]][1]
     seqs = [_direction(imp, node, op, (w[d], r[d], b[d], ins, d, nd), f"{base}_{kind}" if nd > 1 else base,
-                       kind == "reverse") for d, kind in enumerate(dirs)]
+                       kind == "reverse", acts[d]) for d, kind in enumerate(dirs or [])]
     if node.output[0] in used and not _transposed_directions(imp, node, seqs, t, bsz, hsz):
         parts = []
         for sq in seqs:
@@ -698,6 +696,32 @@ def _recurrent_node(imp, node, a, op):
 def _out_hint(imp, onnx_name, hint, parts=1):
     """The name a value gets: a model output's own (of the one part that is all of it), else the hint."""
     return onnx_name if parts == 1 and onnx_name in {o.name for o in imp.graph.output} else hint
+
+
+NETC_ACTIVATION = {"Tanh": "tanh", "Sigmoid": "sigmoid", "Relu": "relu"}
+
+
+def _activations(a, op, nd, why) -> list:
+    """Per direction, the netc Lstm's {activation, cell_activation} for ONNX's [f, g, h] (f the gates' sigmoid, g
+    the block input's, h the cell output's: Tanh, Sigmoid or Relu; onnxruntime's semantics), {} for a GRU (only
+    its defaults [Sigmoid, Tanh] read); what is not read goes to `why`."""
+    default = ["Sigmoid", "Tanh", "Tanh"] if op == "LSTM" else ["Sigmoid", "Tanh"]
+    acts = [v.decode() if isinstance(v, bytes) else v for v in a.get("activations") or []] or default * nd
+    per = len(default)
+    if len(acts) != per * nd or a.get("activation_alpha") or a.get("activation_beta"):
+        why.append(f"activations {acts}")
+        return [{}] * nd
+    out = []
+    for d in range(nd):
+        f, *rest = acts[d * per:(d + 1) * per]
+        if f != "Sigmoid" or (op == "GRU" and rest != ["Tanh"]) or any(x not in NETC_ACTIVATION for x in rest):
+            why.append(f"activations {acts[d * per:(d + 1) * per]}")
+            return [{}] * nd
+        g = {"activation": NETC_ACTIVATION[rest[0]]} if op == "LSTM" and rest[0] != "Tanh" else {}
+        if op == "LSTM" and rest[1] != rest[0]:
+            g["cell_activation"] = NETC_ACTIVATION[rest[1]]
+        out.append(g)
+    return out
 
 
 def _join(imp, onnx_name, parts, dim, hint):
@@ -731,7 +755,7 @@ def _transposed_directions(imp, node, seqs, t, bsz, hsz) -> bool:
     return True
 
 
-def _direction(imp, node, op, weights, base, reverse):
+def _direction(imp, node, op, weights, base, reverse, acts):
     """One direction's netc Lstm or GRU over the node's sequence (reversed before and after for "reverse"):
     its parameters and initial states from that direction's slices; returns its output's netc name [T, B, H]."""
     w, r, b, ins, d, nd = weights
@@ -750,7 +774,7 @@ def _direction(imp, node, op, weights, base, reverse):
             raise imp.err(node, "P must be a constant (an initializer)")
         for g, k in {"i": 0, "o": 1, "f": 2}.items():
             p[f"p{g}"] = part(pp[d], k).reshape(1, hsz)
-        layer, attrs = "Lstm", {"size": hsz}
+        layer, attrs = "Lstm", {"size": hsz, **acts}
     else:                       # ONNX z, r, h -> netc z, r, c
         lbr = bool(_attrs(node).get("linear_before_reset", 0))
         for g, k in {"z": 0, "r": 1, "c": 2}.items():
