@@ -17,6 +17,8 @@ from netc.frontend.singa.to_ir import _NO_OP, nhwc, nname
 from netc import pipelines
 from netc.pipelines import Options
 
+from cli_inprocess import netc_inprocess
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 CORPUS = "/work/shared/corpus/singa"
 REFS = sorted(glob.glob("/work/shared/reference/singa/*.jsonl"))
@@ -25,7 +27,14 @@ pytestmark = pytest.mark.skipif(not os.path.isdir(CORPUS), reason="SINGA corpus 
 
 
 def netc(*args):
-    env = dict(os.environ, PYTHONPATH=ROOT)
+    """The command in this process (tests/cli_inprocess.py): these commands read, check and explain."""
+    return netc_inprocess(*args)
+
+
+def netc_process(*args):
+    """The command in a process of its own: a compile needs Triton's compiled mode, whatever this worker's."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = ROOT
     return subprocess.run([sys.executable, "-m", "netc", *args], capture_output=True, text=True, cwd=ROOT, env=env)
 
 
@@ -100,7 +109,7 @@ def test_rbm_compiles(tmp_path):
     identity, aliased), and no opaque-layer or "not yet" error stops it (its CD-k training step runs on
     the interpreter: tests/test_singa_rbm.py)."""
     conf = os.path.join(CORPUS, "0.1.0_rbm_rbm1.conf")
-    r = netc("compile", conf, "-o", str(tmp_path / "rbm.so"))
+    r = netc_process("compile", conf, "-o", str(tmp_path / "rbm.so"))
     assert r.returncode == 0, r.stderr
     assert "error" not in r.stderr and "Traceback" not in r.stderr
     assert (tmp_path / "rbm.so").exists()
