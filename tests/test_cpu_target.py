@@ -8,6 +8,7 @@ import torch
 from netc.cli import main
 from netc.ops import reference as R
 from netc.runtime import cpu as C
+from netc.runtime import cpu_emit as C_emit
 from netc.runtime.cpu import maxpool_grad
 
 
@@ -211,5 +212,15 @@ def test_fast_forms_and_references_mixed(tmp_path):
     net = [n for n in module.networks() if "gradients" in n.attrs][0]
     cpu = _steps_agree(module, net, steps=2)
     fast, slow = set(cpu.program.fast), set(cpu.program.slow)
-    assert {"drop", "conv2", "fc1", "fc2", "conv2.weight.grad"} <= fast
-    assert {"conv1", "conv1.weight.grad", "pool1", "drop.mask", "conv2.act_grad"} <= slow
+    assert {"drop", "drop.mask", "conv2", "fc1", "fc2", "conv2.weight.grad"} <= fast
+    assert {"conv1", "conv1.weight.grad", "pool1", "conv2.act_grad"} <= slow
+
+
+@pytest.mark.parametrize("shape,keep,salt,offset", [((32, 256), 0.5, 123, 0), ((7, 13), 0.3, 2 ** 32 - 5, 17),
+                                                    ((4, 6), 0.9, 0, 2 ** 32 - 30)])
+def test_the_dropout_mask_draw_is_the_references_bit_for_bit(shape, keep, salt, offset):
+    out = torch.empty(shape)
+    draw = C_emit.PhiloxMask({"keep_prob": keep, "salt": salt, "offset": offset}, shape[0] * shape[1])
+    for seed in (0, 5, 2 ** 40 + 3, -1):
+        draw(torch.tensor(seed), out)
+        assert torch.equal(out, R.dropout_mask(seed, shape, keep, salt, offset).to(torch.float32))

@@ -19,7 +19,8 @@ checks whole steps against the reference executor):
     bias_grad            sum over the rows into the arena
     activation_grad      relu: threshold_backward (dy where y > 0, else 0; a NaN y passes dy, where the
                          reference gives 0: the forward is NaN already)
-    dropout              x * mask into the arena (the mask op keeps its reference: netc's Philox draw)
+    dropout              x * mask into the arena
+    dropout_mask         netc's Philox draw (the reference's, bit for bit) with its counters made once
     softmax, softmax_loss(_grad)   torch's softmax / cross_entropy; the gradient as softmax, minus one at
                          the label, over N
     sgd_update           w += -lr g in place (momentum: buf = mu buf + g first); adam_update in place, one
@@ -293,6 +294,47 @@ def dropout(e: Emit):
     return [f"{e.outs[0]}.copy_({e.ins[0]})"]
 
 
+# Philox4x32's multipliers and key increments (Salmon et al., 2011; Triton's tl.rand, ops/reference.py philox4x32)
+PHILOX_M0, PHILOX_M1, PHILOX_W0, PHILOX_W1 = 0xD2511F53, 0xCD9E8D57, 0x9E3779B9, 0xBB67AE85
+
+
+class PhiloxMask:
+    """netc.dropout_mask's draw (ops/reference.py dropout_mask, bit for bit: Philox4x32-10 at counters (salt * 2**32
+    + i + offset), key the seed's two words, tl.rand's float, 1/keep_prob where it is below keep_prob) with its
+    counters made once and the key schedule as scalars, into an f32 out tensor."""
+
+    def __init__(self, a: dict, n: int):
+        import numpy as np
+        from ..ops.reference import dropout_offsets
+        off = dropout_offsets(a["salt"], n, a.get("offset", 0)).view(np.uint64)
+        self.lo, self.hi = off & np.uint64(0xFFFFFFFF), off >> np.uint64(32)
+        self.keep = np.float32(a["keep_prob"])
+        self.scale = float(np.float32(1.0 / float(a["keep_prob"])))
+
+    def __call__(self, seed, out) -> None:
+        import numpy as np
+        u64, m32 = np.uint64, np.uint64(0xFFFFFFFF)
+        seed = int(seed) % 2 ** 64
+        k0, k1 = seed & 0xFFFFFFFF, seed >> 32
+        c0, c1 = self.lo, self.hi
+        c2 = c3 = np.zeros_like(c0)
+        for _ in range(10):
+            p0, p2 = u64(PHILOX_M0) * c0, u64(PHILOX_M1) * c2
+            c0, c1, c2, c3 = (p2 >> u64(32)) ^ c1 ^ u64(k0), p2 & m32, (p0 >> u64(32)) ^ c3 ^ u64(k1), p0 & m32
+            k0, k1 = (k0 + PHILOX_W0) & 0xFFFFFFFF, (k1 + PHILOX_W1) & 0xFFFFFFFF
+        x = c0.astype(np.uint32).view(np.int32)
+        u = np.where(x < 0, ~x, x).astype(np.float32) * np.float32(4.6566127342e-10)
+        torch.mul(torch.from_numpy(u < self.keep).reshape(out.shape), self.scale, out=out)
+
+
+def dropout_mask(e: Emit):
+    out = e.t(e.outs[0])
+    if out.dtype != torch.float32 or not out.is_contiguous():
+        return None
+    draw = e.bind(PhiloxMask(e.a, out.numel()), f"draw_{e.outs[0].removeprefix('v_')}")
+    return [f"{draw}({e.ins[0]}, {e.outs[0]})"]
+
+
 def softmax(e: Emit):
     x = _rows(e, e.ins[0])
     return None if x is None else [f"torch.softmax({x}, 1, out={e.outs[0]})"]
@@ -372,6 +414,7 @@ EMITTERS = {"netc.conv2d": conv2d, "netc.conv2d_grad_data": conv2d_grad_data,
             "netc.inner_product_grad_filter": inner_product_grad_filter, "netc.bias_grad": bias_grad,
             "netc.activation_grad": activation_grad, "netc.softmax": softmax, "netc.softmax_loss": softmax_loss,
             "netc.softmax_loss_grad": softmax_loss_grad, "netc.sgd_update": sgd_update, "netc.dropout": dropout,
+            "netc.dropout_mask": dropout_mask,
             "netc.adam_update": adam_update}
 # the emitters whose lines stay right when the result is written over an operand (the plan's in-place steps)
 INPLACE_SAFE = {"netc.activation_grad", "netc.dropout"}
