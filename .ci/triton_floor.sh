@@ -10,9 +10,9 @@
 #   bash .ci/triton_floor.sh [prepare|run]     # both when not given
 #
 # prepare: a virtual environment without system site packages (NETC_FLOOR_VENV, else a temporary
-# one) with torch's CPU wheel, Triton $TRITON_FLOOR, the newest NumPy and netc (editable) with its test
-# extras. An existing one is reused: .ci/run hands over the one .ci/isolated_install.sh made with
-# Triton held at $TRITON_FLOOR, and this adds the extras. run: the tests.
+# one) with torch's CPU wheel, Triton $TRITON_FLOOR, the newest NumPy, netc and the test runners. An
+# existing one is reused: .ci/run hands over the one .ci/isolated_install.sh made (netc installed, Triton
+# held at $TRITON_FLOOR), and this adds pytest and pytest-xdist. run: the tests.
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 PYTHON=${PYTHON:-python3}
@@ -27,7 +27,12 @@ if [ "$STAGE" != run ]; then
         "$VENV/bin/python" -m pip install -q "torch==2.13.0"
     fi
     echo "triton==$TRITON_FLOOR" >"$D/constraints.txt"
-    "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" -e "$ROOT[test,plot,data]"
+    # the kernel tests need netc and its dependencies (installed already where .ci/isolated_install.sh made the
+    # environment), pytest and pytest-xdist (their versions as the test extra declares them), nothing else
+    RUNNERS=$("$PYTHON" -c "import tomllib; t = tomllib.load(open('$ROOT/pyproject.toml', 'rb'))
+print(' '.join(r for r in t['project']['optional-dependencies']['test'] if r.startswith('pytest')))")
+    "$VENV/bin/python" -c "import netc" 2>/dev/null || "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" -e "$ROOT"
+    "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" $RUNNERS
 fi
 [ "$STAGE" = prepare ] && exit 0
 "$VENV/bin/python" -c "import triton, torch, numpy; print('triton', triton.__version__, 'torch', torch.__version__, 'numpy', numpy.__version__)"
@@ -35,5 +40,8 @@ fi
     echo "triton_floor: the environment has triton $("$VENV/bin/python" -c 'import triton; print(triton.__version__)'), not $TRITON_FLOOR"; exit 1; }
 export NETC_CACHE_DIR="$D/cache"
 cd "$ROOT"
-"$VENV/bin/python" -m pytest -q -n auto --dist worksteal -p no:cacheprovider --basetemp "$D/pytest" -m "triton_version and not sm80"
+# only the files that hold such tests are collected (tests/conftest.py TRITON_VERSION_TESTS), not the whole suite
+PATHS=$(cd tests && "$VENV/bin/python" -c "import conftest; print(' '.join('tests/' + p for p in conftest.TRITON_VERSION_TESTS))")
+"$VENV/bin/python" -m pytest -q -n auto --dist worksteal -p no:cacheprovider --basetemp "$D/pytest" \
+    -m "triton_version and not sm80" $PATHS
 echo "triton $TRITON_FLOOR: ok"
