@@ -120,7 +120,7 @@ def test_the_generated_step_is_the_reference(optimizer):
     module, net = _program("examples/digits.nd", optimizer)
     cpu = _steps_agree(module, net)
     prog = cpu.program
-    assert "def step(feed, cap):" in prog.source
+    assert "def step(feed, cap, threads):" in prog.source
     # every op of the digits network and its SGD/momentum/Adam update has its out= form; RMSProp's update
     # calls its reference (and still agrees)
     if optimizer["name"] == "rmsprop":
@@ -146,8 +146,11 @@ def test_a_step_stays_in_its_arenas():
     arenas = [a.data_ptr() for a in cpu.program.arenas.arenas]
     lo, hi = arenas[0], arenas[0] + cpu.program.arenas.arenas[0].numel()
     before = {k: v.clone() for k, v in cpu.params.items()}
+    threads = torch.get_num_threads()
     for _ in range(2):
         cpu.step(None, 0.01)
+    assert torch.get_num_threads() == threads        # the small ops' one thread is undone after the step
+    assert "torch.set_num_threads(1)" in cpu.program.source
     assert [a.data_ptr() for a in cpu.program.arenas.arenas] == arenas
     assert all(lo <= v.data_ptr() < hi for v in cpu.params.values())
     assert not torch.equal(cpu.params["fc1.weight"], before["fc1.weight"])

@@ -134,6 +134,7 @@ class CpuProgram:
         for i in plan.inputs:
             body.append(f"{self.names[i]}.copy_(feed[{T[i].name!r}])")
         head = len(body)
+        threaded_off = False
         for st in plan.steps:
             op = ops[st.members[0].layer] if st.members else ops[st.layer]
             body.append(f"# {st.index}: {layer_name(op)} = {op.name}({', '.join(layer_name(v.owner) for v in op.operands)})"
@@ -141,15 +142,21 @@ class CpuProgram:
             if st.action == "alias":
                 body.append("#    an alias of its operand's bytes: nothing runs")
                 continue
+            small = id(op) in gen.deferred or _small(op)     # deferred: a copy of what an earlier op computed
+            if small != threaded_off:
+                body.append(f"torch.set_num_threads({'1' if small else 'threads'})")
+                threaded_off = small
             body += self._op_lines(gen, op, st, ids, impls)
             for i in st.writes:
                 if T[i].name in self.capture:
                     body.append(f"cap[{T[i].name!r}] = {self.names[i]}.clone()")
         for name, var in gen.scalars.items():
             body.insert(head, f"{var} = float({name})")
+        if threaded_off:
+            body.append("torch.set_num_threads(threads)")
         outs = [t for t in T if t.output and not t.fused]
         body.append("return {" + ", ".join(f"{t.name!r}: {self.names[t.id]}.clone()" for t in outs) + "}")
-        return "def step(feed, cap):\n" + "".join(f"    {ln}\n" for ln in body)
+        return "def step(feed, cap, threads):\n" + "".join(f"    {ln}\n" for ln in body)
 
     def _op_lines(self, gen: _Generator, op, st, ids: dict, impls: dict) -> list:
         opdef = lookup(op.name)
@@ -190,10 +197,41 @@ class CpuProgram:
         and the captured values by plan tensor name (copies)."""
         from ..ops.reference import computing_in
         cap: dict = {}
-        with computing_in(torch.float32):
-            out = self.fn(feed, cap)
+        threads = torch.get_num_threads()
+        try:
+            with computing_in(torch.float32):
+                out = self.fn(feed, cap, threads)
+        finally:
+            if torch.get_num_threads() != threads:    # a step stopped by an error between its small ops
+                torch.set_num_threads(threads)
         out.update(cap)
         return out
+
+
+SMALL_FLOPS, SMALL_ELEMENTS = 4e6, 1 << 16
+
+
+def _small(op) -> bool:
+    """Whether an op is small enough to run on one thread: below SMALL_FLOPS and SMALL_ELEMENTS in every operand
+    and result. Waking a second thread costs more than it saves there, and on a loaded machine a parallel
+    region waits for a descheduled thread (milliseconds for a microsecond op), which the step then avoids."""
+    d = lookup(op.name)
+    shapes = [tuple(v.type.shape) for v in list(op.operands) + list(op.results)]
+    elements = max((_numel(s) for s in shapes), default=0)
+    try:
+        c = d.cost(d.attrs_of(op), [tuple(v.type.shape) for v in op.operands],
+                   tuple(op.results[0].type.shape) if op.results else (), False)
+        flops = c.flops_fwd or (c.flops_bwd_data + c.flops_bwd_filter)
+    except Exception:       # noqa: BLE001  (a cost rule that does not take this case: count it large)
+        return False
+    return flops < SMALL_FLOPS and elements < SMALL_ELEMENTS
+
+
+def _numel(shape) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
 
 
 def _vname(v) -> str:
