@@ -6,8 +6,6 @@ reading one (its weight rows permuted), a 4-d output, Paleo's asymmetric SAME pa
 that drops the last row and one that starts inside the image (a crop)."""
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +20,8 @@ from netc.export.onnx import export_onnx  # noqa: E402
 from netc.frontend import load, load_text  # noqa: E402
 from netc.pipelines import Options, inference  # noqa: E402
 from netc.runtime.reference import random_float_input, run_reference  # noqa: E402
+
+from cli_inprocess import netc_inprocess  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -145,16 +145,13 @@ def test_a_layer_without_an_onnx_form_is_named(tmp_path):
 
 def test_cli_writes_the_model_and_says_what_it_left_out(tmp_path):
     out = tmp_path / "lenet.onnx"
-    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/lenet.nd"), "--format", "onnx",
-                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = netc_inprocess("export", ROOT / "examples/lenet.nd", "--format", "onnx", "-o", out)
     assert r.returncode == 0, r.stderr
     assert "left out of the ONNX model (losses are not inference): loss; input 'label'" in r.stderr
     onnx.checker.check_model(onnx.load(str(out)))
-    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/sequences.nd"), "--format", "onnx",
-                        "-o", str(tmp_path / "s.onnx")], capture_output=True, text=True, cwd=ROOT)
+    r = netc_inprocess("export", ROOT / "examples/sequences.nd", "--format", "onnx", "-o", tmp_path / "s.onnx")
     assert r.returncode == 1 and "Traceback" not in r.stderr and "netc.lstm" in r.stderr, r.stderr
-    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/lenet.nd"), "--format", "paleo",
-                        "--params", "p.npz"], capture_output=True, text=True, cwd=ROOT)
+    r = netc_inprocess("export", ROOT / "examples/lenet.nd", "--format", "paleo", "--params", tmp_path / "p.npz")
     assert r.returncode == 1 and "--params goes with --format onnx" in r.stderr
 
 

@@ -22,6 +22,8 @@ from netc.frontend import load  # noqa: E402
 from netc.pipelines import Options, inference  # noqa: E402
 from netc.runtime.reference import run_reference  # noqa: E402
 
+from cli_inprocess import netc_inprocess  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -412,8 +414,7 @@ def test_netc_import_writes_the_nd_and_its_parameters(tmp_path):
     model, x = small(2)
     path = exported(tmp_path, model, x, fold=True)
     nd = tmp_path / "m.nd"
-    r = subprocess.run([sys.executable, "-m", "netc", "import", str(path), "-o", str(nd)], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = netc_inprocess("import", path, "-o", nd)
     assert r.returncode == 0, r.stderr
     assert f"wrote {nd} and its" in r.stderr and (tmp_path / "m.npz").exists()
     assert "input x: f32[2, 16, 16, 3]" in nd.read_text()          # NCHW read as NHWC
@@ -437,22 +438,20 @@ def test_unsupported_ops_are_listed_at_once(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     with pytest.raises(NetcError, match=r"2 nodes of op types netc does not read yet: 'first' \(Erf\), 'second' \(Softsign\)"):
         load(str(path), DiagnosticEngine())
-    r = subprocess.run([sys.executable, "-m", "netc", "check", str(path)], capture_output=True, text=True, cwd=ROOT)
+    r = netc_inprocess("check", path)
     assert r.returncode == 1 and "Traceback" not in r.stderr and str(path) in r.stderr, r.stderr
     (tmp_path / "junk.onnx").write_bytes(b"not a model")
-    r = subprocess.run([sys.executable, "-m", "netc", "check", str(tmp_path / "junk.onnx")], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = netc_inprocess("check", tmp_path / "junk.onnx")
     assert r.returncode == 1 and "Traceback" not in r.stderr and "not an ONNX model" in r.stderr, r.stderr
     (tmp_path / "cut.onnx").write_bytes(path.read_bytes()[:40])          # a truncated model
     for f, why in ((tmp_path / "cut.onnx", "not an ONNX model"), (tmp_path / "none.onnx", "no such file")):
-        r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--reference"], capture_output=True,
-                           text=True, cwd=ROOT)
+        r = netc_inprocess("run", f, "--reference")
         assert r.returncode == 1 and "Traceback" not in r.stderr and why in r.stderr, r.stderr
 
 
 def test_netcs_own_export_imports_back(tmp_path):
-    r = subprocess.run([sys.executable, "-m", "netc", "export", str(ROOT / "examples/cifar10_phases.nd"), "--format",
-                        "onnx", "-o", str(tmp_path / "c.onnx"), "--seed", "4"], capture_output=True, text=True, cwd=ROOT)
+    r = netc_inprocess("export", ROOT / "examples/cifar10_phases.nd", "--format", "onnx", "-o", tmp_path / "c.onnx",
+                       "--seed", "4")
     assert r.returncode == 0, r.stderr
     d = DiagnosticEngine()
     orig = load(str(ROOT / "examples/cifar10_phases.nd"), d)
