@@ -220,8 +220,8 @@ class CpuNet:
         self.program = CpuProgram(module, self.net, module_params(module, params, seed, torch.float32, names=used),
                                   CPU_LOWERINGS)
         self.params = self.program.params
-        self.inputs = [(layer_name(op), op.results[0].type.shape, INT_DTYPES.get(op.results[0].type.dtype, torch.float32))
-                       for op in network_inputs(self.net)]
+        self.inputs = [(layer_name(op), torch.Size(op.results[0].type.shape),
+                        INT_DTYPES.get(op.results[0].type.dtype, torch.float32)) for op in network_inputs(self.net)]
         self.outputs = [layer_name(op) for op in network_outputs(self.net)]
 
     def set_params(self, values: dict) -> None:
@@ -244,7 +244,15 @@ class CpuNet:
                                     + (f"; did you mean '{hint}'?" if hint else "") + f" (inputs: {', '.join(names)})")
             missing = [k for k in names if k not in inputs]
             raise NetcError(f"missing input '{missing[0]}' of network '{self.net.attrs.get('sym_name')}'")
-        feed = {name: feed_tensor(inputs[name], shape, dt, f"input '{name}'", "cpu") for name, shape, dt in self.inputs}
+        feed = {}
+        for name, shape, dt in self.inputs:
+            t = inputs[name]
+            # a tensor of the right shape and kind goes straight in (the step's copy into the arena converts an
+            # integer dtype); anything else is checked and converted as run_reference does
+            ok = (torch.is_tensor(t) and t.shape == shape and t.device.type == "cpu"
+                  and (t.dtype == dt or not (t.is_floating_point() or dt.is_floating_point or t.dtype == torch.bool
+                                             or t.is_complex())))
+            feed[name] = t if ok else feed_tensor(t, shape, dt, f"input '{name}'", "cpu")
         out = self.program.run(feed)
         return {k: out[k] for k in self.outputs}
 
