@@ -249,11 +249,11 @@ def batch_norm(x, scale, shift, **kw):
 
 def activation_grad(y, dy, activation="relu", negative_slope=0.0, **kw):
     """netc.activation_grad: the gradient before an activation from its output y and dy (relu, leaky:
-    relu with negative_slope, sigmoid, tanh): a one-op chain over dy."""
+    relu with negative_slope, sigmoid, tanh, stanh): a one-op chain over dy."""
     code = grad_activation_code(activation, negative_slope)
     if code == 0:
         return elementwise_chain(dy, [], **kw)
-    name = {1: "relu_grad", 2: "sigmoid_grad", 3: "tanh_grad", 4: "leaky_relu_grad"}[code]
+    name = {1: "relu_grad", 2: "sigmoid_grad", 3: "tanh_grad", 4: "leaky_relu_grad", 5: "stanh_grad"}[code]
     return elementwise_chain(dy, [(name, y, negative_slope)] if code == 4 else [(name, y)], **kw)
 
 

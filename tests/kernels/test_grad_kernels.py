@@ -470,11 +470,12 @@ def test_dropout_into_channel_slice(device, rng):
 
 # --------------------------------------------------------------------------- elementwise gradient ops
 
-@pytest.mark.parametrize("act,slope", [("relu", 0.0), ("relu", 0.2), ("sigmoid", 0.0), ("tanh", 0.0)])
+@pytest.mark.parametrize("act,slope", [("relu", 0.0), ("relu", 0.2), ("sigmoid", 0.0), ("tanh", 0.0), ("stanh", 0.0)])
 def test_activation_grad(device, rng, act, slope):
     z = randn(rng, 3, 5, 7, device=device)
     z[0, 0, :3] = 0.0                                 # y == 0: relu passes nothing, leaky the slope
-    y = R.activation(z, act if not slope else "leaky_relu", slope).float()
+    y = (1.7159047 * torch.tanh(0.66666667 * z.double())).float() if act == "stanh" else \
+        R.activation(z, act if not slope else "leaky_relu", slope).float()          # SINGA's scaled tanh
     big = randn(rng, 3, 5, 10, device=device)
     dy = big[..., 2:9]
     attrs = dict(activation=act, negative_slope=slope)
