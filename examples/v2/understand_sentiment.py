@@ -13,8 +13,8 @@ of 100. Tests after every pass, infers a few test reviews.
 
 Both networks are the book's functions as written (only the import differs): a reversed lstmemory is
 netc.seq_reverse, the forward LSTM, netc.seq_reverse (docs/sequences.md), and the Relu/Tanh cell netc's
-Lstm with cell_activation. They train on the reference executor (the LSTM kernels apply one activation
-to the block input and the cell, so the compiled targets refuse the book's cell, located).
+Lstm with cell_activation. They train on the reference executor (netc.v2's trainer); the LSTM kernels
+take the book's cell too, so the network's .nd also runs on the compiled targets.
 
 Data: PaddlePaddle's cache, ~/.cache/paddle/dataset/imdb/aclImdb_v1.tar.gz (netc.v2 downloads nothing;
 tests/test_v2_sequences.py writes a small file of that format). docs/v2.md.

@@ -131,11 +131,13 @@ def lstm_input_kernel(x_ptr, wz, wi, wf, wo, bz, bi, bf, bo, gx_ptr, M, B, X, H,
 def lstm_forward_kernel(gx_ptr, h0_ptr, c0_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, po_ptr, out_ptr, c_ptr,
                         T, B, H, s_h0, s_c0, s_ot, s_ob, s_og,
                         ACTIVATION: tl.constexpr, HAS_STATE: tl.constexpr, KEEP: tl.constexpr,
-                        ALLOW_TF32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """The recurrence over rows [pid * BLOCK_M, +BLOCK_M) of the batch. Not KEEP: out is y [T, B, H]
-    (h[t-1] read from y[t-1]), c_ptr the cell state [B, H] (fp32, updated in place). KEEP: out is the
-    gradient's [T, B, 9, H] (block g at g * s_og): pre-activations into blocks 0-3, c[t-1], c[t] into
-    blocks 6, 7, h[t-1] into block 8 (h[t] read back from block 8 of step t + 1)."""
+                        ALLOW_TF32: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                        CELL_ACTIVATION: tl.constexpr):
+    """The recurrence over rows [pid * BLOCK_M, +BLOCK_M) of the batch. ACTIVATION is the block input's,
+    CELL_ACTIVATION the cell output's (netc.lstm's cell_activation; codes of common.ACTIVATIONS). Not
+    KEEP: out is y [T, B, H] (h[t-1] read from y[t-1]), c_ptr the cell state [B, H] (fp32, updated in
+    place). KEEP: out is the gradient's [T, B, 9, H] (block g at g * s_og): pre-activations into blocks
+    0-3, c[t-1], c[t] into blocks 6, 7, h[t-1] into block 8 (h[t] read back from block 8 of step t + 1)."""
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     mask_m = rows < B
     h0_rows = h0_ptr + rows * s_h0
@@ -174,7 +176,7 @@ def lstm_forward_kernel(gx_ptr, h0_ptr, c0_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, 
             fa = acc2 + pf * c_prev
             c = sigmoid(ia) * activate(acc0, ACTIVATION, 0.0) + sigmoid(fa) * c_prev
             oa = acc3 + po * c
-            h = sigmoid(oa) * activate(c, ACTIVATION, 0.0)
+            h = sigmoid(oa) * activate(c, CELL_ACTIVATION, 0.0)
             if KEEP:
                 here = out_ptr + t * s_ot + rows[:, None] * s_ob + cols
                 ty = out_ptr.dtype.element_ty
@@ -199,13 +201,15 @@ def lstm_forward_kernel(gx_ptr, h0_ptr, c0_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, 
 @triton.jit
 def lstm_backward_kernel(g_ptr, dy_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, po_ptr, T, B, H, s_gt, s_gb, s_gg, s_dt, s_db,
                          ACTIVATION: tl.constexpr, ALLOW_TF32: tl.constexpr,
-                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+                         BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                         CELL_ACTIVATION: tl.constexpr):
     """Backpropagation through time over rows [pid * BLOCK_M, +BLOCK_M) of the batch, in g, the
     [T, B, 9, H] blocks that lstm_forward_kernel (KEEP) filled. Iteration t = T-1 .. -1: the
     recurrent delta dh_prev[t+1] = sum_g dA_g[t+1] R_g (stored in block 5 of step t + 1; at t = -1
     it is dh0), then, for t >= 0, the chain of netc.ops.lstm.lstm_grad_gates with dh = dy[t] +
     dh_prev[t+1] and dc_next = dc_prev[t+1] (block 4), storing dA_z..dA_o over the pre-activations
-    (blocks 0-3) and dc_prev[t] (block 4)."""
+    (blocks 0-3) and dc_prev[t] (block 4). ACTIVATION: the block input's, CELL_ACTIVATION the cell
+    output's, each differentiated where it was applied."""
     rows = (tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)).to(tl.int64)
     mask_m = rows < B
     for k in range(0, T + 1):
@@ -236,13 +240,13 @@ def lstm_backward_kernel(g_ptr, dy_ptr, rz, ri, rf, ro, pi_ptr, pf_ptr, po_ptr, 
             c_prev = tl.load(here + 6 * s_gg, mask=ml, other=0.0).to(tl.float32)
             c = tl.load(here + 7 * s_gg, mask=ml, other=0.0).to(tl.float32)
             zv = activate(za, ACTIVATION, 0.0)
-            cb = activate(c, ACTIVATION, 0.0)
+            cb = activate(c, CELL_ACTIVATION, 0.0)
             pi = tl.load(pi_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
             pf = tl.load(pf_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
             po = tl.load(po_ptr + offs_n, mask=mask_n, other=0.0).to(tl.float32)[None, :]
             dh = tl.load(dy_ptr + t * s_dt + rows[:, None] * s_db + cols, mask=ml, other=0.0).to(tl.float32) + dh_next
             do = dh * cb * o * (1.0 - o)
-            dc = activation_derivative(dh * o, cb, ACTIVATION, 0.0) + dc_next + do * po
+            dc = activation_derivative(dh * o, cb, CELL_ACTIVATION, 0.0) + dc_next + do * po
             df = dc * c_prev * f * (1.0 - f)
             di = dc * zv * i * (1.0 - i)
             dz = activation_derivative(dc * i, zv, ACTIVATION, 0.0)
@@ -368,10 +372,11 @@ def gates_input_call(x3, weights: list, biases, gx, allow_tf32, bm, bn, bk, num_
         dict(num_warps=num_warps), gx)
 
 
-def lstm(x, h0, c0, params: dict, activation="tanh", *, out=None, workspace=None, allow_tf32=False,
-         block_m=None, block_n=None, block_k=None, num_warps=4, launch=True):
+def lstm(x, h0, c0, params: dict, activation="tanh", *, cell_activation=None, out=None, workspace=None,
+         allow_tf32=False, block_m=None, block_n=None, block_k=None, num_warps=4, launch=True):
     """netc.lstm: y [T, B, H] from x [T, B, ...], the optional initial state h0, c0 [B, H] (both or
     neither) and the parameters by role (Wz..Wo [H, X], pi, pf, po [1, H], Rz..Ro [H, H], bz..bo [H]).
+    activation: the block input's; cell_activation: the cell output's (None: activation).
     `workspace`: lstm_workspace(T, B, H) fp32 elements (allocated if absent). launch=False returns the
     two KernelCalls (the input GEMM, the recurrence)."""
     x3 = as_sequence(x)
@@ -401,12 +406,14 @@ def lstm(x, h0, c0, params: dict, activation="tanh", *, out=None, workspace=None
         h0.stride(0) if h0 is not None else 0, c0.stride(0) if c0 is not None else 0,
         out.stride(0), out.stride(1), 0), dict(
         ACTIVATION=activation_code(activation), HAS_STATE=h0 is not None, KEEP=False, ALLOW_TF32=bool(allow_tf32),
-        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps), out)
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, CELL_ACTIVATION=activation_code(cell_activation or activation)),
+        dict(num_warps=num_warps), out)
     return finish_calls([first, second], launch)
 
 
-def lstm_grad_gates(x, h0, c0, dy, params: dict, activation="tanh", *, out=None, workspace=None, allow_tf32=False,
-                    block_m=None, block_n=None, block_k=None, num_warps=4, launch=True):
+def lstm_grad_gates(x, h0, c0, dy, params: dict, activation="tanh", *, cell_activation=None, out=None,
+                    workspace=None, allow_tf32=False, block_m=None, block_n=None, block_k=None, num_warps=4,
+                    launch=True):
     """netc.lstm_grad_gates: [T, B, 9, H] (netc.ops.lstm.BLOCKS) from x, h0, c0 (or None) and dy
     [T, B, H]: the input GEMM, the forward recomputed into the result's blocks, the recurrence
     backwards. `workspace`: lstm_workspace(T, B, H, forward=False) fp32 elements."""
@@ -432,16 +439,16 @@ def lstm_grad_gates(x, h0, c0, dy, params: dict, activation="tanh", *, out=None,
     bm, bn, bk = lstm_blocks(b, h, max(xd, h), block_m, block_n, block_k)
     z = dummy(x.device)
     tiles = dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
-    act = activation_code(activation)
+    act = dict(ACTIVATION=activation_code(activation), CELL_ACTIVATION=activation_code(cell_activation or activation))
     so = (out.stride(0), out.stride(1), out.stride(2))
     calls = [_input_call(x3, params, gx, allow_tf32, block_m, bn, bk, num_warps),
              KernelCall(lstm_forward_kernel, (triton.cdiv(b, bm),), (
                  gx, h0 if h0 is not None else z, c0 if c0 is not None else z, *rs, *ps, out, z, t, b, h,
                  h0.stride(0) if h0 is not None else 0, c0.stride(0) if c0 is not None else 0, *so),
-                 dict(ACTIVATION=act, HAS_STATE=h0 is not None, KEEP=True, **tiles), dict(num_warps=num_warps), out),
+                 dict(**act, HAS_STATE=h0 is not None, KEEP=True, **tiles), dict(num_warps=num_warps), out),
              KernelCall(lstm_backward_kernel, (triton.cdiv(b, bm),), (
                  out, dy, *rs, *ps, t, b, h, *so, dy.stride(0), dy.stride(1)),
-                 dict(ACTIVATION=act, **tiles), dict(num_warps=num_warps), out)]
+                 dict(**act, **tiles), dict(num_warps=num_warps), out)]
     return finish_calls(calls, launch)
 
 

@@ -43,19 +43,10 @@ def lower_lstm(ctx, members) -> list:
     x = ctx.value(op.operands[0])
     h0, c0 = _state(ctx, op, 1)
     ws = ctx.workspace(lstm_workspace(x.shape[0], x.shape[1], a["size"]))
-    first, second = lstm(x, h0, c0, {r: ctx.param(op, r) for r in _ROLES}, a["activation"], out=ctx.out, workspace=ws,
-                         allow_tf32=ctx.tf32, launch=False, **pinned(lstm, ctx))
+    first, second = lstm(x, h0, c0, {r: ctx.param(op, r) for r in _ROLES}, a["activation"],
+                         cell_activation=a.get("cell_activation"), out=ctx.out, workspace=ws, allow_tf32=ctx.tf32,
+                         launch=False, **pinned(lstm, ctx))
     return [grows_with_steps(ctx, x, first), KernelSpec(second, 1, FIXED_GRID)]
-
-
-def lstm_cell_activation(op) -> str | None:
-    """Why an Lstm (or its gates gradient) has no kernel: a cell activation other than the block input's
-    (kernels/lstm.py applies one activation to both)."""
-    a = op_attrs(op)
-    if a.get("cell_activation") not in (None, a["activation"]):
-        return (f"an Lstm whose cell activation ({a['cell_activation']}) differs from its block input's "
-                f"({a['activation']}) has no kernel yet")
-    return None
 
 
 def lower_lstm_grad_gates(ctx, members) -> list:
@@ -67,8 +58,8 @@ def lower_lstm_grad_gates(ctx, members) -> list:
     h0, c0 = _state(ctx, op, 1) if len(op.operands) == 4 else (None, None)
     ws = ctx.workspace(lstm_workspace(x.shape[0], x.shape[1], a["size"], forward=False))
     calls = lstm_grad_gates(x, h0, c0, ctx.value(op.operands[-1]), {r: ctx.param(op, r) for r in _ROLES},
-                            a["activation"], out=ctx.out, workspace=ws, allow_tf32=ctx.tf32, launch=False,
-                            **pinned(lstm_grad_gates, ctx))
+                            a["activation"], cell_activation=a.get("cell_activation"), out=ctx.out, workspace=ws,
+                            allow_tf32=ctx.tf32, launch=False, **pinned(lstm_grad_gates, ctx))
     return [grows_with_steps(ctx, x, calls[0])] + [KernelSpec(c, 1, FIXED_GRID) for c in calls[1:]]
 
 
@@ -204,8 +195,8 @@ def lower_gru_grad_param(ctx, members) -> KernelSpec:
 
 # op name -> the keywords of its kernels/lowering.py Lowering
 RECURRENT_LOWERINGS = {
-    "netc.lstm": dict(lower=lower_lstm, unsupported=lstm_cell_activation),
-    "netc.lstm_grad_gates": dict(lower=lower_lstm_grad_gates, unsupported=lstm_cell_activation),
+    "netc.lstm": dict(lower=lower_lstm),
+    "netc.lstm_grad_gates": dict(lower=lower_lstm_grad_gates),
     "netc.lstm_grad_data": dict(lower=lower_lstm_grad_data),
     "netc.lstm_grad_param": dict(lower=lower_lstm_grad_param),
     "netc.gru": dict(lower=lower_gru),

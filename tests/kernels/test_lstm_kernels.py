@@ -95,6 +95,36 @@ def test_grad_gates_and_the_gradients_it_feeds(t, b, x, h, state, act, tiles):
         _close(res, want, role)
 
 
+# (T, B, X, H, with h0/c0, block input activation, cell output activation, tiles)
+CELL_CASES = [
+    (3, 2, 4, 5, True, "relu", "tanh", None),                # PaddlePaddle's book: lstmemory(act=Relu), state_act Tanh
+    (4, 17, 5, 33, False, "tanh", "sigmoid", (16, 16, 16)),
+    (2, 3, 7, 18, True, "none", "sigmoid", (16, 32, 16)),
+]
+
+
+@pytest.mark.parametrize("t,b,x,h,state,act,cact,tiles", CELL_CASES, ids=[f"{c[5]}-{c[6]}" for c in CELL_CASES])
+def test_a_cell_activation_of_its_own(t, b, x, h, state, act, cact, tiles):
+    """cell_activation: the cell output's activation, applied to c (and differentiated there) where the
+    block input's is applied to z: the forward, the gates gradient and dx against the references."""
+    p, xs, st, dy = _problem(t, b, x, h, state, seed=5)
+    a = {"size": h, "activation": act, "cell_activation": cact}
+    h0, c0 = (st + [None, None])[:2]
+    pf = {r: _f(v) for r, v in p.items()}
+    y = lstm(_f(xs), _f(h0), _f(c0), pf, act, cell_activation=cact, out=torch.full((t, b, h), NAN), **_tiles(tiles))
+    ref = LSTM.reference(a, [xs, *st], p)
+    _close(y, ref, "y")
+    # the same activation for both would be another function: the test can tell them apart
+    assert (LSTM.reference({"size": h, "activation": act}, [xs, *st], p) - ref).abs().max() > 1e-3
+    g = lstm_grad_gates(_f(xs), _f(h0), _f(c0), _f(dy), pf, act, cell_activation=cact,
+                        out=torch.full((t, b, 9, h), NAN), **_tiles(tiles))
+    gref = GATES_OP.reference(a, [xs, *st, dy], p)
+    for name, k in BLOCKS.items():
+        _close(g[:, :, k], gref[:, :, k], name)
+    dx = lstm_grad_x(g, pf, xs.shape, out=torch.full(xs.shape, NAN), **_tiles(tiles))
+    _close(dx, DATA.reference({"wrt": "x", "input_shape": list(xs.shape)}, [gref], p), "dx")
+
+
 def test_into_a_column_slice_and_a_strided_state():
     """y written into columns [2, 2 + H) of a wider buffer; h0 and c0 rows of wider buffers."""
     t, b, x, h = 3, 2, 4, 5
