@@ -21,3 +21,17 @@ def netc_inprocess(*args) -> subprocess.CompletedProcess:
         except SystemExit as e:           # argparse: --help, usage errors
             rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 2)
     return subprocess.CompletedProcess(["netc", *argv], rc, out.getvalue(), err.getvalue())
+
+
+def netc_interp(*args) -> subprocess.CompletedProcess:
+    """`netc ARGS` of a command that runs kernels on the interpreter target: in this process when netc's kernels
+    run under Triton's interpreter here (or can still be made to: nothing imported them yet), else in a process
+    of its own with TRITON_INTERPRET=1 (tests/cli_process.py). Never skipped."""
+    from netc.diagnostics import NetcError
+    from netc.runtime.interp import ensure_interpreter
+    try:
+        ensure_interpreter()
+    except NetcError:
+        from cli_process import netc_process
+        return netc_process(*args, interp=True)
+    return netc_inprocess(*args)

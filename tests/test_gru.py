@@ -30,6 +30,7 @@ from netc.ops.recurrent import BLOCKS, ROLES, gru_states
 from netc import pipelines
 from netc.pipelines import Options, Training
 from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_interp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 GRU = lookup("netc.gru")
@@ -308,6 +309,11 @@ def test_the_gradient_ops_in_a_training_program():
 _netc = netc_process   # (tests/cli_process.py)
 
 
+def _netc_interp(*args, interp=True):
+    """An interpreter-target command, in this process where it can run here (tests/cli_inprocess.py)."""
+    return netc_interp(*args)
+
+
 @pytest.mark.parametrize("src,first", [(NET, True), (NET_NO_STATE, False)], ids=["state", "no_state"])
 def test_interpreter_target_runs_and_trains_against_the_reference(src, first, tmp_path):
     """netc's GRU kernels (kernels/gru.py) under Triton's interpreter: a forward and two training steps,
@@ -317,10 +323,10 @@ def test_interpreter_target_runs_and_trains_against_the_reference(src, first, tm
     path = tmp_path / "seq.nd"
     path.write_text(src)
     if first:   # the forward alone once (the training comparison runs the forward too)
-        r = _netc("run", path, "--target", "interp", "--compare", interp=True)
+        r = _netc_interp("run", path, "--target", "interp", "--compare")
         assert r.returncode == 0, r.stderr
         assert "loss: max relative error" in r.stderr
-    r = _netc("run", path, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    r = _netc_interp("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "compared 2 training steps of network 'seq' (sgd) on the interpreter target: ok" in r.stdout + r.stderr
 
@@ -342,10 +348,10 @@ def test_a_single_step_runs_on_the_interpreter_and_its_gradient_is_refused(tmp_p
     path = tmp_path / "step.nd"
     path.write_text(STEP)
     for extra in ((), ("--batch", "2")):
-        r = _netc("run", path, "--target", "interp", "--compare", *extra, interp=True)
+        r = _netc_interp("run", path, "--target", "interp", "--compare", *extra)
         assert r.returncode == 0, r.stderr
         assert "loss: max relative error" in r.stderr
-    r = _netc("run", path, "--target", "interp", "--train", "--steps", "1", interp=True)
+    r = _netc_interp("run", path, "--target", "interp", "--train", "--steps", "1")
     assert r.returncode == 1
     assert ("step.nd:5:3: error: layer 'y.grad_gates' (netc.gru_grad_gates, the gradient of layer 'y') has no CUDA "
             "kernel in netc yet: the gradient of a GRU's single step") in r.stderr

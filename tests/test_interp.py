@@ -196,6 +196,19 @@ def test_cli_run_and_compile(tmp_path):
     assert man["target"] == "interp" and [s["layers"] for s in man["schedule"]] == [["ip1"], ["ip2"], ["prob"]]
 
 
+def test_triton_imported_without_its_interpreter_is_a_clear_error(tmp_path):
+    """A process that imported triton before TRITON_INTERPRET was set (its standard library's @jit functions
+    decorated for the compiler) gets netc's error, not an internal error from inside a kernel."""
+    f = tmp_path / "dense.nd"
+    f.write_text(DENSE)
+    code = f"import sys, triton, netc.cli; sys.exit(netc.cli.main(['run', {str(f)!r}, '--target', 'interp']))"
+    env = dict(os.environ)
+    env.pop("TRITON_INTERPRET", None)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "the interpreter target needs Triton imported with TRITON_INTERPRET=1" in r.stderr
+
+
 # ------------------------------------------------------------------------------ losses, labels, copies
 
 LOSSES = """network losses {

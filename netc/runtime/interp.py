@@ -54,10 +54,23 @@ _KERNEL_MODULES = ("netc.kernels.common", "netc.kernels.conv", "netc.kernels.gem
                    "netc.kernels.lrn", "netc.kernels.softmax", "netc.kernels.elementwise")
 
 
+def _triton_compiled_mode() -> bool:
+    """Whether Triton itself was imported without its interpreter: its standard library's @jit functions (the
+    reductions' combine functions) were then decorated for the compiler, and an interpreted kernel that calls
+    one fails ("Cannot call @triton.jit'd outside of the scope of a kernel")."""
+    standard = sys.modules.get("triton.language.standard")
+    combine = getattr(standard, "_sum_combine", None)
+    return combine is not None and type(combine).__name__ != "InterpretedFunction"
+
+
 def ensure_interpreter() -> None:
     """Make netc.kernels run under Triton's interpreter, or raise if that is no longer possible."""
     common = sys.modules.get("netc.kernels.common")
     if common is None and not any(m in sys.modules for m in _KERNEL_MODULES):
+        if _triton_compiled_mode():
+            raise NetcError("the interpreter target needs Triton imported with TRITON_INTERPRET=1, but this process "
+                            "already imported triton without it; run it in a fresh process, or set "
+                            "TRITON_INTERPRET=1 before anything imports triton")
         os.environ["TRITON_INTERPRET"] = "1"
         from ..kernels import common  # noqa: F811  (decorates the shared helpers in interpreter mode)
     if not bool(common.INTERPRETING):
