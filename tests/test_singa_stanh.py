@@ -67,3 +67,17 @@ def test_the_kernels_compute_it(tmp_path):
                  "  t = STanh(h)\n  y = InnerProduct(t) { num_outputs: 3 }\n  loss = SoftmaxLoss(y, label)\n}\n")
     r = netc_process("run", f, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
     assert r.returncode == 0 and "on the interpreter target: ok" in r.stdout + r.stderr, r.stdout + r.stderr
+
+
+def test_its_gradient_runs_unfused_on_the_interpreter(tmp_path):
+    """A scaled tanh straight into the loss: its gradient (netc.activation_grad 'stanh') has no producer's
+    epilogue to fuse into, so it runs as the elementwise kernel's one-op chain (kernels/elementwise.py
+    activation_grad; its code 5 had no chain op there: an internal KeyError 5, found by bench/randnet.py's
+    train check). Two training steps on the interpreter target against the reference."""
+    from cli_process import netc_process
+    f = tmp_path / "s.nd"
+    f.write_text("network s {\n  input x: f32[4, 7]\n  input target: f32[4, 9]\n  h = InnerProduct(x) { num_outputs: 9 }\n"
+                 "  t = STanh(h)\n  loss = EuclideanLoss(t, target)\n}\n")
+    r = netc_process("run", f, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    assert r.returncode == 0 and "on the interpreter target: ok" in r.stdout + r.stderr, r.stdout + r.stderr
+    assert "internal error" not in r.stdout + r.stderr
