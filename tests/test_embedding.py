@@ -26,6 +26,7 @@ from netc.pipelines import Options, Training
 from netc.runtime.reference import random_input, run_reference
 from netc.runtime.train import Dataset, ReferenceTrainer, check_grads
 from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_interp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -255,10 +256,10 @@ def test_interpreter_target_against_the_reference(tmp_path, sparse):
     pytest.importorskip("triton")
     f = tmp_path / "emb.nd"
     f.write_text(net_src(sparse=sparse, idt="i64"))
-    r = _netc("run", f, "--target", "interp", "--compare", interp=True)
+    r = netc_interp("run", f, "--target", "interp", "--compare")
     assert r.returncode == 0, r.stderr
     assert "loss: max relative error" in r.stderr
-    r = _netc("run", f, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    r = netc_interp("run", f, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "compared 2 training steps of network 'emb' (sgd) on the interpreter target: ok" in r.stdout + r.stderr
 

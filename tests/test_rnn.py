@@ -31,7 +31,7 @@ from netc.diagnostics import NetcError
 from netc.frontend import load_text
 from netc.ops import ShapeError, lookup
 from netc.pipelines import Options, Training
-from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_interp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 REC, CLK = lookup("netc.recurrent"), lookup("netc.clockwork")
@@ -284,7 +284,7 @@ def test_the_gradient_ops_in_a_training_program(kind):
 
 
 def _netc(*args):
-    return netc_process(*args, interp=True)   # (tests/cli_process.py)
+    return netc_interp(*args)   # in this process where it can run here (tests/cli_inprocess.py)
 
 
 # a Clockwork over a Recurrent: the Recurrent's output needs its gradient (rnn_grad_data's dx kernel)

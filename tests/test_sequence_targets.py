@@ -13,8 +13,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 # the interpreter mode is fixed when netc.kernels is imported: set it at collection (the library replay below
 # runs in this process; the CLI runs set it for their subprocesses themselves)
@@ -28,6 +26,7 @@ from netc.frontend import load, load_text  # noqa: E402
 from netc.diagnostics import DiagnosticEngine  # noqa: E402
 from netc.pipelines import Options, Training  # noqa: E402
 from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_interp  # noqa: E402
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SEQUENCES = os.path.join(ROOT, "examples", "sequences.nd")
@@ -58,9 +57,9 @@ EVERY_FORM = """network tb {
 
 
 def _run(*args, interp=True) -> str:
-    """netc in a subprocess (TRITON_INTERPRET is read when the kernels are first imported: set for the
-    interpreter target, unset to build cubins)."""
-    r = netc_process(*args, interp=interp)
+    """netc on the interpreter target (in this process where it can run here: tests/cli_inprocess.py), or in a
+    subprocess without TRITON_INTERPRET to build cubins (it is read when the kernels are first imported)."""
+    r = netc_interp(*args) if interp else netc_process(*args)
     assert r.returncode == 0, r.stderr + r.stdout
     return r.stdout + r.stderr
 
@@ -201,9 +200,7 @@ def test_given_lengths_and_ids_out_of_range_are_located(tmp_path):
     path = tmp_path / "net.nd"
     path.write_text(API_JOINT)
     np.savez(tmp_path / "in.npz", **{**good, "words.lengths": np.array([5, 6, 3, 2], np.int32)})
-    env = dict(os.environ, TRITON_INTERPRET="1")
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--inputs",
-                        str(tmp_path / "in.npz")], capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+    r = netc_interp("run", path, "--target", "interp", "--inputs", tmp_path / "in.npz")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
     assert "net.nd:3:9: error: input 'words.lengths' holds 6 at [1]: sequence lengths must be 1 to T = 5" in r.stderr
 
