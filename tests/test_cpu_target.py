@@ -172,6 +172,8 @@ def test_inference_is_the_reference():
         got = net(x)
         for k in want:
             torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
+    # the convolutions' results stay in locals for the pooling that reads them (no copy into the arena)
+    assert "x_conv1_nchw = torch.conv2d(" in net.program.source
     # new parameters: the convolution weights an inference step rearranged once follow
     new = {"conv1.weight": net.params["conv1.weight"] * -0.5, "conv2.bias": net.params["conv2.bias"] + 1}
     net.set_params(new)
@@ -227,3 +229,33 @@ def test_the_dropout_mask_draw_is_the_references_bit_for_bit(shape, keep, salt, 
     for seed in (0, 5, 2 ** 40 + 3, -1):
         draw(torch.tensor(seed), out)
         assert torch.equal(out, R.dropout_mask(seed, shape, keep, salt, offset).to(torch.float32))
+
+
+def test_inference_local_results_reach_a_reference_reader(tmp_path):
+    """A convolution's result kept in a local for its one reader: a pooling with an out= form (pool2) takes the
+    local; one calling its lowering (pool1's asymmetric SAME window) gets the arena view filled first."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load_text
+    from netc.pipelines import Options, inference
+    from netc.runtime.reference import run_reference
+    text = """
+network loc {
+  input data: f32[2, 7, 7, 3]
+  conv1 = Convolution(data) { filter: [3, 3, 3, 4], padding: VALID, activation: relu }
+  pool1 = Pooling(conv1) { ksize: [1, 2, 2, 1], strides: [1, 1, 1, 1], padding: SAME }
+  conv2 = Convolution(pool1) { filter: [3, 3, 4, 2], padding: VALID, activation: tanh }
+  pool2 = Pooling(conv2) { ksize: [1, 3, 3, 1], strides: [1, 1, 1, 1], padding: VALID }
+  output pool2
+}
+"""
+    module = load_text(text, str(tmp_path / "loc.nd"))
+    inference(module, Options(), DiagnosticEngine())
+    net = C.CpuNet(module, None, None, seed=4)
+    src = net.program.source
+    assert net.program.slow == ["pool1"] and "x_conv1_nchw = " in src and "x_conv2_nchw = " in src
+    assert "conv1_nchw.copy_(x_conv1_nchw)" in src
+    x = {"data": torch.randn(2, 7, 7, 3)}
+    with R.computing_in(torch.float32):
+        want = run_reference(module, x, None, seed=4, dtype=torch.float32)
+    for k, v in net(x).items():
+        torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)

@@ -41,8 +41,8 @@ class Emit:
         self.ins, self.outs, self.ps, self.updates, self.inplace = ins, outs, ps, updates, inplace
 
     def t(self, name: str) -> torch.Tensor:
-        """The build-time tensor (an arena view) behind a name."""
-        return self.gen.env[name]
+        """The build-time tensor (an arena view) behind a name (a local's: the arena view it stands for)."""
+        return self.gen.env[self.gen.local_of.get(name, name)]
 
     def bind(self, obj, hint: str) -> str:
         """A name for `obj` in the step's namespace (a view made once, a scratch buffer, a constant)."""
@@ -69,7 +69,23 @@ class Emit:
 
 
 def _nchw(e, name):
-    return e.view(name, lambda t: t.permute(0, 3, 1, 2), "nchw")
+    """The NCHW view of a named NHWC value (channels_last storage), or the local holding it (_local_result)."""
+    v = e.view(name, lambda t: t.permute(0, 3, 1, 2), "nchw")
+    return e.gen.locals.get(v, v)
+
+
+def _local_result(e: Emit, out: str):
+    """Inference: a name for a convolution's result kept in a Python local of the step instead of being copied into
+    its arena view, where its one reader is the next convolution or pooling (which read its NCHW form); a reader
+    that calls its reference gets the arena view filled first (CpuProgram). None where that does not hold."""
+    readers = e.gen.readers.get(id(e.op.results[0]), [])
+    if (not e.gen.frozen or len(readers) != 1 or readers[0].name not in ("netc.maxpool", "netc.conv2d")
+            or e.outs[0] in e.gen.kept):
+        return None
+    local = "x_" + out
+    e.gen.locals[out], e.gen.local_of[local] = local, out
+    e.gen.materialize[e.outs[0]] = (out, local)
+    return local
 
 
 def _torch_pad(e, x_shape, kh, kw):
@@ -107,7 +123,12 @@ def conv2d(e: Emit):
         e.gen.packs.append((w, wp))
     else:
         w = f"{wp}.contiguous(memory_format=CL)"
-    return [f"_y = torch.conv2d({x}, {w}, {b}, {s}, {tuple(pad)})"] + act
+    conv = f"torch.conv2d({x}, {w}, {b}, {s}, {tuple(pad)})"
+    local = _local_result(e, out)
+    if local is not None:       # the activation in place on torch's result, which stays where it is
+        inplace = {"relu": ".clamp_min_(0)", "sigmoid": ".sigmoid_()", "tanh": ".tanh_()"}.get(e.a["activation"], "")
+        return [f"{local} = {conv}.contiguous(memory_format=CL){inplace}"]
+    return [f"_y = {conv}"] + act
 
 
 def _conv_bwd(e: Emit, x_shape, w_shape):

@@ -55,6 +55,10 @@ class _Generator:
         self.deferred: dict = {}      # id of an op -> (the expression holding its result, computed earlier, the local)
         self.value_names: dict = {}   # id of an IR value -> the name of its arena view
         self.frozen = False           # no op of the step updates a parameter (inference)
+        self.kept: set = set()        # the names of the values a step returns (outputs, captures)
+        self.locals: dict = {}        # name of an arena view -> the local holding its value instead
+        self.local_of: dict = {}      # the local -> the arena view it stands for
+        self.materialize: dict = {}   # name of a value's arena view -> (its NCHW view, the local holding it)
         self.packs: list = []         # (name of a rearranged copy of a parameter, name of the parameter's view)
         self.fast: list = []         # the layers whose out= lowering runs
         self.slow: list = []         # the layers that call their lowering or reference
@@ -130,6 +134,7 @@ class CpuProgram:
             for v in op.results:
                 if _vname(v) in ids and ids[_vname(v)] in self.names:
                     gen.value_names[id(v)] = self.names[ids[_vname(v)]]
+        gen.kept = {self.names[t.id] for t in T if not t.fused and (t.output or t.name in self.capture)}
         body = []
         for i in plan.inputs:
             body.append(f"{self.names[i]}.copy_(feed[{T[i].name!r}])")
@@ -178,14 +183,15 @@ class CpuProgram:
                 return lines
         gen.slow.append(layer_name(op))
         name = layer_name(op)
+        fill = [f"{gen.materialize[i][0]}.copy_({gen.materialize[i][1]})" for i in ins if i in gen.materialize]
         fn = gen.bind(impls.get(op.name, opdef.reference), f"ref_{name}")
         pdict = gen.bind({r: gen.env[v] for r, v in ps.items()}, f"params_{name}")
         call = f"{fn}({gen.bind(a, f'attrs_{name}')}, [{', '.join(ins)}], {pdict})"
         if opdef.side_effects:      # the new values of the symbols it writes, into place
-            return [f"for _k, _v in ({call} or {{}}).items():", f"    {pdict}[_k].copy_(_v)"]
+            return fill + [f"for _k, _v in ({call} or {{}}).items():", f"    {pdict}[_k].copy_(_v)"]
         if len(op.results) > 1:
-            return [f"_y = {call}"] + [f"{o}.copy_(_y[{k}])" for k, o in enumerate(outs)]
-        return [f"{outs[0]}.copy_({call})"]
+            return fill + [f"_y = {call}"] + [f"{o}.copy_(_y[{k}])" for k, o in enumerate(outs)]
+        return fill + [f"{outs[0]}.copy_({call})"]
 
     def repack(self) -> None:
         """After parameters changed outside a step (set_params): the copies an inference step rearranged once."""
