@@ -1,13 +1,14 @@
 """The fuse pass: groups printed as `fusion_group` / `fusion_anchor` attributes (netc opt -p fuse)."""
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from cli_inprocess import netc_interp
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -200,15 +201,11 @@ def test_fused_plan_runs_on_the_interpreter(tmp_path):
     fused plan (results written over residuals, no intermediates): it matches the reference."""
     f = tmp_path / "bottleneck.nd"
     f.write_text(BOTTLENECK)
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env=env)
+    r = netc_interp("run", f, "--target", "interp", "--compare")
     assert r.returncode == 0, r.stderr
     err = float(r.stderr.split("max relative error")[1].split()[0])
     assert err < 1e-5, r.stderr
-    r = subprocess.run([sys.executable, "-m", "netc", "compile", str(f), "--target", "interp", "-o",
-                        str(tmp_path / "m.json")], capture_output=True, text=True, cwd=ROOT, env=env)
+    r = netc_interp("compile", f, "--target", "interp", "-o", tmp_path / "m.json")
     assert r.returncode == 0, r.stderr
     import json
     man = json.loads((tmp_path / "m.json").read_text())
@@ -272,10 +269,7 @@ def test_activation_gradients_fold_into_data_gradient_epilogues_and_single_prolo
     from netc.ir.parser import parse_ir
     from netc.ir.printer import print_ir
     assert print_ir(parse_ir(r.stdout, "p.mlir"), with_locs=False) == r.stdout
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--train", "--target", "interp", "--steps", "2",
-                        "--compare", "--optimizer", "adam", "--interp-blocks", "large", "--freeze", "conv1.bias"],
-                       capture_output=True, text=True, cwd=ROOT, env=env)
+    r = netc_interp("run", f, "--train", "--target", "interp", "--steps", "2", "--compare", "--optimizer", "adam",
+                    "--interp-blocks", "large", "--freeze", "conv1.bias")
     assert r.returncode == 0, r.stderr
     assert "on the interpreter target: ok" in r.stdout

@@ -240,14 +240,10 @@ def test_dropout_on_shards_draws_the_single_process_mask(tmp_path):
 
 def _compiled_training_matches_the_reference(tmp_path, text):
     """`netc run --train --target interp --compare` (the randnet train check's decision) exits 0."""
-    import os
-    import subprocess
-    import sys
+    from cli_inprocess import netc_interp
     f = tmp_path / "rn.nd"
     f.write_text(text)
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--train", "--target", "interp", "--compare",
-                        "--steps", "2"], capture_output=True, text=True, env=dict(os.environ, OMP_NUM_THREADS="1"),
-                       timeout=300)
+    r = netc_interp("run", f, "--train", "--target", "interp", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]
 
 
