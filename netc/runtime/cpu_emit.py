@@ -79,7 +79,7 @@ def _local_result(e: Emit, out: str):
     its arena view, where its one reader is the next convolution or pooling (which read its NCHW form); a reader
     that calls its reference gets the arena view filled first (CpuProgram). None where that does not hold."""
     readers = e.gen.readers.get(id(e.op.results[0]), [])
-    if (not e.gen.frozen or len(readers) != 1 or readers[0].name not in ("netc.maxpool", "netc.conv2d")
+    if (not e.gen.frozen or len(readers) != 1 or readers[0].name not in LOCAL_READERS
             or e.outs[0] in e.gen.kept):
         return None
     local = "x_" + out
@@ -437,5 +437,7 @@ EMITTERS = {"netc.conv2d": conv2d, "netc.conv2d_grad_data": conv2d_grad_data,
             "netc.softmax_loss_grad": softmax_loss_grad, "netc.sgd_update": sgd_update, "netc.dropout": dropout,
             "netc.dropout_mask": dropout_mask,
             "netc.adam_update": adam_update}
+# the readers whose emitters take a convolution's result as a local NCHW tensor (_local_result)
+LOCAL_READERS = {"netc.maxpool", "netc.conv2d"}
 # the emitters whose lines stay right when the result is written over an operand (the plan's in-place steps)
 INPLACE_SAFE = {"netc.activation_grad", "netc.dropout"}
