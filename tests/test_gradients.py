@@ -475,6 +475,14 @@ def case_seq_reverse(rng, k):
     return with_loss(src, x), xs
 
 
+def case_seq_mask(rng, k):
+    """The padding of a time-major [T, B, ...] set to zero (T = 1 among them), with the required lengths [B]."""
+    t, b = (1, 3, 4)[k % 3], rng.randint(1, 3)
+    x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
+    src, xs = around("SequenceMask", [x], {}, extra_inputs=f"  input n: i32[{b}]\n", extra_operands=["n"])
+    return with_loss(src, x), xs
+
+
 def case_rnn(kind):
     def case(rng, k):
         """A time-major sequence [T, B, ...] (T = 1 among them), with and without the initial state h0, every
@@ -530,6 +538,7 @@ CASES = {
     "highway": case_highway,
     "seq_pool": case_seq_pool,
     "seq_reverse": case_seq_reverse,
+    "seq_mask": case_seq_mask,
     "recurrent": case_rnn("Recurrent"),
     "clockwork": case_rnn("Clockwork"),
 }

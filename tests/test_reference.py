@@ -138,6 +138,9 @@ def _case(op: str, rng: random.Random):
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
         return attrs(op), [x] + rng.choice([[], [(b,)]])
+    if op == "seq_mask":     # the lengths are required
+        t, b = rng.randint(1, 4), rng.randint(1, 3)
+        return attrs(op), [(t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2))), (b,)]
     if op == "gru":
         t, b, h = rng.randint(1, 4), rng.randint(1, 3), rng.randint(1, 5)
         x = rng.choice([(t,), ()]) + (b,) + tuple(rng.randint(1, 3) for _ in range(rng.randint(1, 2)))  # or one step
@@ -173,7 +176,7 @@ def _random_input(shape, op, i, ins, a=None):
         return torch.randint(0, a["num_embeddings"], shape, dtype=torch.int64 if len(shape) % 2 else torch.int32)
     if op == "accuracy" and i == 1:
         return torch.randint(0, max(1, ins[0][1] * ins[0][2]), shape, dtype=torch.int32)
-    if op in ("seq_pool", "seq_reverse", "softmax_loss", "euclidean_loss") and i == (2 if "loss" in op else 1):  # lengths
+    if op in ("seq_pool", "seq_reverse", "seq_mask", "softmax_loss", "euclidean_loss") and i == (2 if "loss" in op else 1):  # lengths
         return torch.randint(1, ins[0][0] + 1, shape, dtype=torch.int32)
     if op == "softmax_loss" and i == 1 and (len(ins) == 3 or len(ins[0]) == 3):   # per step
         c = ins[0][2]

@@ -58,6 +58,7 @@ from .rnn_lowering import RNN_LOWERINGS
 from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
 from .clip_lowering import CLIP_LOWERINGS, CLIP_TILES
 from .depthwise_lowering import DEPTHWISE_LOWERINGS, DEPTHWISE_TILES
+from .seq_mask_lowering import SEQ_MASK_LOWERINGS, SEQ_MASK_TILES
 from .seq_reverse_lowering import SEQ_REVERSE_LOWERINGS, SEQ_REVERSE_TILES
 from .spec import (FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between,  # noqa: F401  (the table's
                    row_factor, single_member)                                            # vocabulary: spec.py)
@@ -819,6 +820,8 @@ LOWERINGS: dict[str, Lowering] = {
     **{name: Lowering(**kw) for name, kw in SEQUENCE_LOWERINGS.items()},
     # SequenceReverse, also its own gradient (a gather, kernels/seq_reverse.py; seq_reverse_lowering.py)
     **{name: Lowering(lower=fn) for name, fn in SEQ_REVERSE_LOWERINGS.items()},
+    # SequenceMask, also its own gradient (a copy or zero, kernels/seq_mask.py; seq_mask_lowering.py)
+    **{name: Lowering(lower=fn) for name, fn in SEQ_MASK_LOWERINGS.items()},
     # an RBM's visible layer (out = in: aliased, else a copy) and contrastive divergence's ops
     # (kernels/energy.py; their entries in kernels/energy_lowering.py)
     "netc.rbm_visible": Lowering(lower=_lower_copy),
@@ -969,5 +972,6 @@ INTERPRETER_TILES: dict[str, Callable] = {
     **RECURRENT_TILES,
     **SEQUENCE_TILES,
     **SEQ_REVERSE_TILES,
+    **SEQ_MASK_TILES,
     **ENERGY_TILES,
 }
