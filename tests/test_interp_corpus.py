@@ -63,8 +63,10 @@ def _interp(interp_mode):
 
 # the biggest networks run with every channel width divisible by 8 divided by 8: the same kernels,
 # fusion groups and plan structure at ~1/64 of the interpreter's work (their full-width forward
-# takes minutes there; AlexNet, NiN, ResNet-50 and the rest run at full width)
-NARROWED = {"vgg16.nd", "vgg16.json", "overfeat.json", "inception_v3.nd", "inception_v3.json"}
+# takes minutes there); so do AlexNet's split variants (their splits, copies and concatenations are
+# what they add: examples/alexnet.nd keeps AlexNet's full widths, as do NiN, ResNet-50 and the rest)
+NARROWED = {"vgg16.nd", "vgg16.json", "overfeat.json", "inception_v3.nd", "inception_v3.json",
+            "alexnet_4gpu.nd", "alex_v2.json", "alex_v2_2gpu.json"}
 
 
 def _load(path: Path, phase: str, spatial=None, batch=None, narrowed=False):
