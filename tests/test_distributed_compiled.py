@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from netc.cli import main  # noqa: E402
 
-from workers import baseline, run_netc  # noqa: E402  (tests/workers.py)
+from workers import baseline, narrowed_paleo, run_netc  # noqa: E402  (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -70,6 +70,8 @@ def test_forward_equals_single_process(name, src, K, extra, tmp_path, capsys):
     if not src.exists():
         pytest.skip("the shared corpus is not beside the repository")
     one, many = tmp_path / "one.npz", tmp_path / "many.npz"
+    if name.startswith("alex"):      # AlexNet's towers at 1/8 of their widths (tests/workers.py)
+        src = narrowed_paleo(src, tmp_path / src.name)
     baseline(capsys, "run", src, *extra, "-o", one)
     r = netc("run", src, "--workers", K, *INTERP, *extra, "-o", many)
     assert r.returncode == 0, r.stderr

@@ -1,6 +1,7 @@
 """Helpers of the tests that run K workers (test_distributed.py, test_distributed_compiled.py)."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import time
@@ -26,3 +27,21 @@ def baseline(capsys, *args):
     out = capsys.readouterr()
     assert rc == 0, out.err
     return out.out
+
+
+def narrowed_paleo(path: Path, out: Path, div: int = 8) -> Path:
+    """A copy of a Paleo network whose convolutions (its fully connected layers are convolutions too) have
+    1/div of the input and output channels, and 1/div of the classes: the same layers, splits and shapes of
+    communication at a fraction of the f64 work (AlexNet's fc6 alone is 38M parameters)."""
+    def walk(layers):
+        for layer in layers.values():
+            f = layer.get("filter")
+            if f:
+                layer["filter"] = [f[0], f[1], f[2] if f[2] == 3 else f[2] // div, f[3] // div]
+            if "num_classes" in layer:
+                layer["num_classes"] //= div
+            walk(layer.get("layers", {}))
+    net = json.loads(path.read_text())
+    walk(net["layers"])
+    out.write_text(json.dumps(net))
+    return out
