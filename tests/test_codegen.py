@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from cli_inprocess import netc_interp
+
 ROOT = Path(__file__).resolve().parents[1]
 ABI = ["netc_abi_version", "netc_create", "netc_destroy", "netc_set_params", "netc_set_params_file",
        "netc_forward", "netc_last_error", "netc_last_create_error", "netc_manifest", "netc_embedded_params",
@@ -373,7 +375,7 @@ def test_interp_target_reports_layers_without_kernels(tmp_path):
     f = tmp_path / "op.nd"
     f.write_text("network op {\n  input data: f32[2, 4, 4, 8]\n"
                  "  bn = Opaque(data) { type: \"BatchNorm\" }\n  out = ReLU(bn)\n}\n")
-    r, _ = compile_cli(str(f), tmp_path / "op.so", "--target", "interp")
+    r = netc_interp("compile", f, "-o", tmp_path / "op.so", "--target", "interp")
     assert r.returncode == 1 and "'bn'" in r.stderr and "Traceback" not in r.stderr
     assert "--opaque-as-identity" in r.stderr
 
