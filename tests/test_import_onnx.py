@@ -395,6 +395,73 @@ def test_lstm_activations_give_onnxruntimes_outputs(tmp_path, direction, acts):
         load(str(path), DiagnosticEngine())
 
 
+def _padded_recurrence(op, direction, t, b, n, h, lens, seed):
+    """A one-node LSTM/GRU model with random weights (peepholes for the LSTM) reading sequence_lens: a model
+    input 'sl' (int32 [B]) where lens is None, else a constant of those values."""
+    from onnx import TensorProto, helper, numpy_helper
+    rng = np.random.default_rng(seed)
+    nd, g = 2 if direction == "bidirectional" else 1, 4 if op == "LSTM" else 3
+    w = {"W": rng.normal(0, 0.5, (nd, g * h, n)), "R": rng.normal(0, 0.5, (nd, g * h, h)),
+         "B": rng.normal(0, 0.5, (nd, 2 * g * h))}
+    if op == "LSTM":
+        w["P"] = rng.normal(0, 0.5, (nd, 3 * h))
+    inits = [numpy_helper.from_array(v.astype(np.float32), k) for k, v in w.items()]
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [t, b, n])]
+    if lens is None:
+        inputs.append(helper.make_tensor_value_info("sl", TensorProto.INT32, [b]))
+    else:
+        inits.append(numpy_helper.from_array(np.asarray(lens, np.int32), "sl"))
+    ins = ["x", "W", "R", "B", "sl"] + (["", "", "P"] if op == "LSTM" else [])
+    node = helper.make_node(op, ins, ["Y", "Y_h"], name="rnn", hidden_size=h, direction=direction)
+    graph = helper.make_graph([node], "g", inputs, [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [t, nd, b, h]),
+                                                    helper.make_tensor_value_info("Y_h", TensorProto.FLOAT, [nd, b, h])],
+                              inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse", "bidirectional"])
+@pytest.mark.parametrize("op", ["LSTM", "GRU"])
+def test_sequence_lens_give_onnxruntimes_outputs(tmp_path, op, direction):
+    """sequence_lens on a padded batch of different lengths (T, 1 and one between) against onnxruntime: Y zero
+    past each length (netc's SequenceMask), Y_h each sequence's last valid step, the reverse direction starting
+    at each sequence's last valid step (SequenceReverse and SequencePool 'last' over the lengths)."""
+    ort = pytest.importorskip("onnxruntime")
+    t, b, n, h = 5, 3, 3, 4
+    lens = np.array([5, 1, 3], np.int32)
+    path = tmp_path / "padded.onnx"
+    onnx.save(_padded_recurrence(op, direction, t, b, n, h, None, 31), str(path))
+    x = np.random.default_rng(32).normal(0, 1, (t, b, n)).astype(np.float32)
+    want = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x, "sl": lens})
+    assert not want[0][3:, :, 2].any() and want[0][3:, :, 0].all()        # the oracle pads with zeros
+    out = run_reference(inferred(path), {"x": torch.from_numpy(x).double(), "sl": torch.from_numpy(lens)}, None)
+    assert rel(out["Y"], want[0]) < 1e-5 and rel(out["Y_h"], want[1]) < 1e-5
+    assert not out["Y"][1:, :, 1].any()
+    # the lengths matter: the same batch read as T steps each differs from the oracle's padded answer
+    every = torch.full((b,), t, dtype=torch.int32)
+    full = run_reference(inferred(path), {"x": torch.from_numpy(x).double(), "sl": every}, None)
+    assert rel(full["Y_h"], want[1]) > 1e-3
+
+
+def test_sequence_lens_on_the_interpreter_and_as_constants(tmp_path):
+    """A bidirectional LSTM with sequence_lens through netc's kernels on the interpreter (random lengths 1 to T)
+    against the reference; a constant sequence_lens of T everywhere is none (the model without it), another
+    constant is refused, located."""
+    path = tmp_path / "padded.onnx"
+    onnx.save(_padded_recurrence("LSTM", "bidirectional", 4, 3, 2, 5, None, 33), str(path))
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "Y: max relative error" in r.stderr and "Y_h: max relative error" in r.stderr, \
+        r.stderr + r.stdout
+    onnx.save(_padded_recurrence("GRU", "reverse", 4, 3, 2, 5, [4, 4, 4], 34), str(path))
+    m = inferred(path)
+    ops = [op.name for n in m.networks() for op in n.regions[0].ops]
+    assert "netc.seq_mask" not in ops and "netc.seq_pool" not in ops and "netc.gru" in ops
+    onnx.save(_padded_recurrence("GRU", "reverse", 4, 3, 2, 5, [4, 2, 4], 34), str(path))
+    r = netc_inprocess("check", path)
+    assert r.returncode == 1 and f"{path}: error: node 'rnn' (GRU): a constant sequence_lens [4, 2, 4] other than " \
+        "T = 4 for every sequence: feed it as a model input" in r.stderr, r.stderr
+
+
 def test_a_gru_with_a_recurrent_bias_on_the_new_memory_is_refused(tmp_path):
     torch.manual_seed(8)
     path = exported(tmp_path, Recurrent("GRU").eval(), torch.randn(3, 2, 5), name="rnn.onnx", outputs=("y",))

@@ -231,11 +231,13 @@ def translate(path: str):
                             f"(onnx.tools.update_model_dims)", Loc(path))
         elem = vi.type.tensor_type.elem_type
         users = consumers.get(vi.name, [])
-        ids = elem in (6, 7) and users and all(u.op_type == "Gather" and len(u.input) > 1 and u.input[1] == vi.name
-                                                 for u in users)
+        ids = elem in (6, 7) and users and all(
+            (u.op_type == "Gather" and len(u.input) > 1 and u.input[1] == vi.name)
+            or (u.op_type in ("LSTM", "GRU") and list(u.input).index(vi.name) == 4) for u in users)
         if elem != 1 and not ids:
             raise NetcError(f"input '{vi.name}' is not float32 (ONNX type {elem}); netc reads float inputs, and "
-                            f"integer ones (int32, int64) only as the ids of a Gather from a table", Loc(path))
+                            f"integer ones (int32, int64) only as the ids of a Gather from a table or the "
+                            f"sequence_lens of an LSTM/GRU", Loc(path))
         name = imp.fresh(vi.name)
         imp.netc[vi.name] = name
         if len(dims) == 3 and dims[0] == 1 and users and all(

@@ -19,8 +19,13 @@ def recurrent_node(imp, node, a, op):
     not have: refused unless zero). Y [T, D, B, H] is the directions' outputs reshaped and concatenated (torch's
     Transpose of it to [T, B, D, H]: their concatenation along the features, _transposed_directions); Y_h
     [D, B, H] each direction's last step (the reverse one's is at t = 0); an initial state [D, B, H]: a model
-    input [1, B, H] is declared [B, H], others are sliced and reshaped per direction. Y_c (the final cell) and
-    sequence_lens are not read yet."""
+    input [1, B, H] is declared [B, H], others are sliced and reshaped per direction. sequence_lens (a model
+    input, int32 [B]) are the lengths of netc's sequence ops, with onnxruntime's semantics: the reverse
+    direction starts at each sequence's last valid step (SequenceReverse with the lengths), Y is zero past each
+    length (SequenceMask), Y_h is each direction's state after its last valid step (SequencePool 'last' of the
+    recurrence's own output: the forward's step lengths[b] - 1, the reverse's step 0); a constant
+    sequence_lens of T everywhere is none, another constant is refused (feed it as an input). Y_c (the final
+    cell) is not read yet."""
     gates = 4 if op == "LSTM" else 3
     ins = list(node.input) + [""] * (8 - len(node.input))
     w, r = imp.consts.get(ins[1]), imp.consts.get(ins[2])
@@ -41,8 +46,6 @@ def recurrent_node(imp, node, a, op):
         why.append("input_forget 1")
     if a.get("layout"):
         why.append("layout 1 (batch-major)")
-    if ins[4]:
-        why.append("sequence_lens")
     used = {i for n in imp.graph.node for i in n.input} | {o.name for o in imp.graph.output}
     if len(node.output) > 2 and node.output[2] in used and op == "LSTM":
         why.append("the final cell state Y_c, read")
@@ -59,8 +62,12 @@ def recurrent_node(imp, node, a, op):
                             "takes both")
     base = node.name or node.output[0]
     t, bsz = imp.shape[ins[0]][0], imp.shape[ins[0]][1]
-    seqs = [_direction(imp, node, op, (w[d], r[d], b[d], ins, d, nd), f"{base}_{kind}" if nd > 1 else base,
-                       kind == "reverse", acts[d]) for d, kind in enumerate(dirs or [])]
+    lens = _lengths(imp, node, ins[4], t)
+    runs = [_direction(imp, node, op, (w[d], r[d], b[d], ins, d, nd), f"{base}_{kind}" if nd > 1 else base,
+                       kind == "reverse", acts[d], lens) for d, kind in enumerate(dirs or [])]
+    seqs = [sq for sq, _ in runs]
+    if lens and node.output[0] in used:      # ONNX's Y is zero past each sequence's length
+        seqs = [_masked(imp, sq, lens, f"{sq}_masked") for sq in seqs]
     if node.output[0] in used and not _transposed_directions(imp, node, seqs, t, bsz, hsz):
         parts = []
         for sq in seqs:
@@ -69,11 +76,37 @@ def recurrent_node(imp, node, a, op):
         _join(imp, node.output[0], parts, 1, base + "_Y")
     if len(node.output) > 1 and node.output[1] in used:
         lasts = []
-        for sq, kind in zip(seqs, dirs):
+        for (sq, own), kind in zip(runs, dirs):
             lasts.append(imp.fresh(_out_hint(imp, node.output[1], base + "_Y_h", len(seqs))))
+            if lens:        # the recurrence's state after each sequence's last valid step
+                last = imp.fresh(base + "_last")
+                imp.lines.append(f"  {last} = SequencePool({own}, {lens}) {{ mode: \"last\" }}")
+                imp.lines.append(f"  {lasts[-1]} = Reshape({last}) {{ output_shape: [1, {bsz}, {hsz}] }}")
+                continue
             step = t - 1 if kind == "forward" else 0
             imp.lines.append(f"  {lasts[-1]} = Slice({sq}) {{ dim: 0, num_slices: {t}, index: {step} }}")
         _join(imp, node.output[1], lasts, 0, base + "_Y_h")
+
+
+def _lengths(imp, node, name, t):
+    """The netc name of an LSTM/GRU's sequence_lens (a model input), or None: none given, or a constant of T
+    for every sequence (every step valid); another constant is refused, located."""
+    if not name:
+        return None
+    if name in imp.consts:
+        v = np.asarray(imp.consts[name]).reshape(-1)
+        if v.size and np.all(v == t):
+            return None
+        raise imp.err(node, f"a constant sequence_lens {v.tolist()} other than T = {t} for every sequence: feed it "
+                            f"as a model input (int32 [B]), netc's lengths")
+    return imp.value(node, 4)
+
+
+def _masked(imp, x, lens, hint):
+    """x [T, B, H] zero past each sequence's length (netc's SequenceMask)."""
+    name = imp.fresh(hint)
+    imp.lines.append(f"  {name} = SequenceMask({x}, {lens})")
+    return name
 
 
 def _out_hint(imp, onnx_name, hint, parts=1):
@@ -138,9 +171,11 @@ def _transposed_directions(imp, node, seqs, t, bsz, hsz) -> bool:
     return True
 
 
-def _direction(imp, node, op, weights, base, reverse, acts):
-    """One direction's netc Lstm or GRU over the node's sequence (reversed before and after for "reverse"):
-    its parameters and initial states from that direction's slices; returns its output's netc name [T, B, H]."""
+def _direction(imp, node, op, weights, base, reverse, acts, lens=None):
+    """One direction's netc Lstm or GRU over the node's sequence (reversed before and after for "reverse", over
+    the lengths `lens` where given): its parameters and initial states from that direction's slices; returns
+    the netc names [T, B, H] of its output at each step's own position and of the recurrence's own output (the
+    same for "forward"; in the recurrence's order, reversed, for "reverse")."""
     w, r, b, ins, d, nd = weights
     gates = 4 if op == "LSTM" else 3
     gh = w.shape[0]
@@ -169,7 +204,7 @@ def _direction(imp, node, op, weights, base, reverse, acts):
         layer, attrs = "GRU", {"dim_hidden": hsz, "linear_before_reset": lbr}
     x = imp.value(node, 0)
     if reverse:
-        x = _reversed(imp, x, base + "_x_reversed")
+        x = _reversed(imp, x, base + "_x_reversed", lens)
     args = [x]
     for k in ((5, 6) if op == "LSTM" else (5,)):
         if not ins[k]:
@@ -191,11 +226,12 @@ def _direction(imp, node, op, weights, base, reverse, acts):
     seq = imp.fresh(f"{base}_seq")
     body = ", ".join(f"{k}: {imp.nd(v)}" for k, v in dict(attrs, params=params).items())
     imp.lines.append(f"  {seq} = {layer}({', '.join(args)}) {{ {body} }}")
-    return _reversed(imp, seq, base + "_seq_forward") if reverse else seq
+    return (_reversed(imp, seq, base + "_seq_forward", lens) if reverse else seq), seq
 
 
-def _reversed(imp, x, hint):
-    """x [T, B, ...] with its steps in reverse order (netc's SequenceReverse, no lengths)."""
+def _reversed(imp, x, hint, lens=None):
+    """x [T, B, ...] with each sequence's steps in reverse order (netc's SequenceReverse, over the lengths
+    `lens` where given: the valid steps reversed, padding in place)."""
     name = imp.fresh(hint)
-    imp.lines.append(f"  {name} = SequenceReverse({x})")
+    imp.lines.append(f"  {name} = SequenceReverse({x}{', ' + lens if lens else ''})")
     return name
