@@ -21,9 +21,13 @@ All of them on NCHW views of NHWC storage (channels_last), which torch's CPU ker
 contiguous NCHW copy made max pooling's backward ten times slower); Paleo's padding (asymmetric SAME, the crop
 of a negative pad) as the references apply it. tests/test_cpu_target.py checks each against its reference.
 
-What this first version does not do yet (issue 28): store values in the memory plan's arena (every value a view
-at its planned offset, no allocation per step), apply the fusion groups, and the remaining lowerings of ops whose
-reference is slow (bench/cpu.py measures where the time goes against PyTorch eager and torch.compile).
+CpuTrainer (training) and CpuNet / run_cpu (inference) run a program through its step generated once over the
+memory plan's arenas (runtime/cpu_step.py; each op's out= form in runtime/cpu_emit.py, or the lowering above or
+its reference copied into place); a program the generated step does not take (recurrent state carried between
+steps, a time-sized arena) runs op by op as the reference executor does, with these lowerings. Not done yet
+(issue 28): the fusion pass's groups (the step plans every op as its own step; its own groupings are a
+convolution's gradients in one call and a convolution's result handed to the next op in inference), and
+sequences' ops have no out= forms. docs/performance.md has the figures against PyTorch eager and torch.compile.
 """
 from __future__ import annotations
 
