@@ -259,3 +259,15 @@ network loc {
         want = run_reference(module, x, None, seed=4, dtype=torch.float32)
     for k, v in net(x).items():
         torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)
+
+
+def test_a_value_a_reference_refuses_is_located(tmp_path, capsys):
+    """An id outside an embedding's table, in a step that calls the embedding's reference: the error at its layer."""
+    import numpy as np
+    nd = tmp_path / "emb.nd"
+    nd.write_text("network emb {\n  input ids: i32[2, 3]\n  e = Embedding(ids) { num_embeddings: 10, dim: 4 }\n"
+                  "  fc = InnerProduct(e) { num_outputs: 2 }\n  output fc\n}\n")
+    np.savez(tmp_path / "in.npz", ids=np.array([[1, 2, 3], [4, 5, 12]], dtype=np.int32))
+    assert main(["run", str(nd), "--target", "cpu", "--inputs", str(tmp_path / "in.npz")]) == 1
+    err = capsys.readouterr().err
+    assert "emb.nd:3:3: error: Embedding 'e': id 12" in err and "Traceback" not in err

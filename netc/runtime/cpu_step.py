@@ -37,6 +37,14 @@ class NoArena(NetcError):
     it op by op instead."""
 
 
+def located(e: NetcError, loc) -> NetcError:
+    """`e` with `loc` on every diagnostic that has no location (as the reference executor's run_op places them)."""
+    for d in e.diagnostics:
+        if d.loc is None:
+            d.loc = loc
+    return e
+
+
 def _ident(s: str) -> str:
     return re.sub(r"\W", "_", s)
 
@@ -46,7 +54,7 @@ class _Generator:
 
     def __init__(self):
         import torch.nn.functional as F
-        self.env: dict = {"torch": torch, "F": F, "CL": torch.channels_last}
+        self.env: dict = {"torch": torch, "F": F, "CL": torch.channels_last, "NetcError": NetcError, "located": located}
         self.lines: list = []
         self.scalars: dict = {}
         self.pool_indices: dict = {}
@@ -188,10 +196,14 @@ class CpuProgram:
         pdict = gen.bind({r: gen.env[v] for r, v in ps.items()}, f"params_{name}")
         call = f"{fn}({gen.bind(a, f'attrs_{name}')}, [{', '.join(ins)}], {pdict})"
         if opdef.side_effects:      # the new values of the symbols it writes, into place
-            return fill + [f"for _k, _v in ({call} or {{}}).items():", f"    {pdict}[_k].copy_(_v)"]
-        if len(op.results) > 1:
-            return fill + [f"_y = {call}"] + [f"{o}.copy_(_y[{k}])" for k, o in enumerate(outs)]
-        return fill + [f"{outs[0]}.copy_({call})"]
+            lines = [f"for _k, _v in ({call} or {{}}).items():", f"    {pdict}[_k].copy_(_v)"]
+        elif len(op.results) > 1:
+            lines = [f"_y = {call}"] + [f"{o}.copy_(_y[{k}])" for k, o in enumerate(outs)]
+        else:
+            lines = [f"{outs[0]}.copy_({call})"]
+        # a value the reference refuses at run time (an id outside a table): the error at the op's layer
+        loc = gen.bind(op.loc, f"loc_{name}")
+        return fill + ["try:"] + [f"    {ln}" for ln in lines] + ["except NetcError as _e:", f"    raise located(_e, {loc})"]
 
     def repack(self) -> None:
         """After parameters changed outside a step (set_params): the copies an inference step rearranged once."""
