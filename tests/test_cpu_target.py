@@ -271,3 +271,13 @@ def test_a_value_a_reference_refuses_is_located(tmp_path, capsys):
     assert main(["run", str(nd), "--target", "cpu", "--inputs", str(tmp_path / "in.npz")]) == 1
     err = capsys.readouterr().err
     assert "emb.nd:3:3: error: Embedding 'e': id 12" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("train", [False, True])
+def test_a_label_outside_the_classes_is_located(tmp_path, capsys, train):
+    import numpy as np
+    np.savez(tmp_path / "in.npz", data=np.zeros((32, 8, 8, 1), np.float32), label=np.array([12] + [1] * 31, np.int32))
+    flags = ["--train", "--steps", "1"] if train else []
+    assert main(["run", "examples/digits.nd", "--target", "cpu", *flags, "--inputs", str(tmp_path / "in.npz")]) == 1
+    err = capsys.readouterr().err
+    assert "digits.nd:24:3: error: SoftmaxLoss 'loss': a label outside the classes 0 to 9" in err

@@ -63,6 +63,16 @@ class Emit:
         self.gen.views[key] = self.bind(v, f"{name.removeprefix('v_')}_{hint}")
         return self.gen.views[key]
 
+    def guarded(self, lines: list, what: str) -> list:
+        """`lines` with torch's index errors (a label outside the classes) turned into an error at the op's layer:
+        `what` and torch's message."""
+        from ..ir.query import layer_name
+        from ..ops import lookup
+        loc = self.bind(self.op.loc, f"loc_{layer_name(self.op)}")
+        msg = f"{lookup(self.op.name).type_name} '{layer_name(self.op)}': {what}"
+        return (["try:"] + [f"    {ln}" for ln in lines] + ["except (IndexError, RuntimeError) as _e:",
+                f"    raise located(NetcError({msg!r} + f' ({{_e}})'), {loc}) from None"])
+
     def scalar(self, name: str) -> str:
         """A Python float of a named scalar view (an input: the learning rate), read once at the top of the step."""
         return self.gen.scalar(name)
@@ -378,7 +388,8 @@ def softmax_loss(e: Emit):
     x = _rows(e, e.ins[0])
     if x is None or not _class_indices(e, 2):
         return None
-    return [f"{e.outs[0]}.copy_(F.cross_entropy({x}, {e.ins[1]}.reshape(-1).long()))"]
+    return e.guarded([f"{e.outs[0]}.copy_(F.cross_entropy({x}, {e.ins[1]}.reshape(-1).long()))"],
+                     f"a label outside the classes 0 to {e.t(x).shape[1] - 1}")
 
 
 def softmax_loss_grad(e: Emit):
@@ -393,7 +404,7 @@ def softmax_loss_grad(e: Emit):
              f"{out}.div_({n})"]
     if seeded:
         lines.append(f"{out}.mul_({e.ins[2]})")
-    return lines
+    return e.guarded(lines, f"a label outside the classes 0 to {e.t(x).shape[1] - 1}")
 
 
 def _plain_update(e: Emit) -> bool:
