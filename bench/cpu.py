@@ -19,8 +19,10 @@ calls each once (in a rotating order), timed with time.perf_counter, so load fro
 machine falls on all of them alike; the median is the figure and the ratios (netc cpu / eager, / torch.compile)
 are of medians from the same rounds; netc_cpu_over_eager_min is the ratio of the fastest calls (on a machine shared
 with other work, what a call costs when nothing else takes the cores). The reference executor (slow, the oracle) is timed alone, fewer times.
-`cpu_step` records the generated step's planned arena bytes and the ops that took no out= lowering. Peak memory is
-not measured yet. A benchmark, not a test.
+`cpu_step` records the generated step's planned arena bytes and the ops that took no out= lowering. `peak_bytes`:
+what lives between calls (netc: the arenas and the step's scratch tensors; eager: parameters, gradients, optimizer
+state) plus the most a call holds beyond it (transient_peak: torch.profiler's allocations, at op resolution). A
+benchmark, not a test.
 """
 from __future__ import annotations
 
@@ -110,6 +112,44 @@ def training_module(path: str):
     return train, net, inf
 
 
+def transient_peak(fn) -> int:
+    """The most bytes one call holds at once beyond what lives between calls: torch.profiler's allocations and frees
+    (profile_memory) summed in time order over the top-level ops, the peak of the running sum (the resolution is an
+    op: an allocation freed inside one op does not count)."""
+    from torch.profiler import ProfilerActivity, profile
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as p:
+        fn()
+    live = peak = 0
+    for e in sorted((e for e in p.events() if e.cpu_parent is None), key=lambda e: e.time_range.start):
+        live += e.cpu_memory_usage
+        peak = max(peak, live)
+    return peak
+
+
+def held_bytes(tensors) -> int:
+    """Bytes of the distinct storages of `tensors` (what lives between calls)."""
+    seen = {}
+    for t in tensors:
+        st = t.untyped_storage()
+        seen[st.data_ptr()] = st.nbytes()
+    return sum(seen.values())
+
+
+def netc_tensors(prog) -> list:
+    """The generated step's storage: its arenas and what its namespace holds (argmax indices, packed weights)."""
+    import torch
+    return [v for v in prog.fn.__globals__.values() if torch.is_tensor(v)] + list(prog.arenas.arenas)
+
+
+def eager_tensors(trainer) -> list:
+    """Eager's storage between steps: parameters, their gradients, the optimizer's state."""
+    import torch
+    ts = list(trainer.params.values()) + [p.grad for p in trainer.params.values() if p.grad is not None]
+    for st in trainer.optimizer.state.values():
+        ts += [v for v in st.values() if torch.is_tensor(v)]
+    return ts
+
+
 def named_file(name: str) -> str:
     """A network NAMED here as a .nd file (in a fresh temporary folder)."""
     import tempfile
@@ -160,6 +200,11 @@ def bench(path: str, a) -> dict:
     with torch.no_grad():
         row["infer"] = interleaved(dict(netc_cpu=lambda: cnet(data), eager=lambda: enet(data)), a.warmup, a.iters)
     prog = cpu.program
+    row["train"]["peak_bytes"] = dict(netc_cpu=held_bytes(netc_tensors(cpu.program)) + transient_peak(lambda: cpu.step(data, lr)),
+                                      eager=held_bytes(eager_tensors(eager)) + transient_peak(lambda: eager.step(data, lr)))
+    with torch.no_grad():
+        row["infer"]["peak_bytes"] = dict(netc_cpu=held_bytes(netc_tensors(cnet.program)) + transient_peak(lambda: cnet(data)),
+                                          eager=held_bytes(list(enet.param_tensors.values())) + transient_peak(lambda: enet(data)))
     row["cpu_step"] = dict(arena_bytes=sum(prog.plan.arena_bytes()[:2]) if prog else None,
                            without_out_lowering=list(prog.slow) if prog else None,
                            inference_without_out_lowering=list(cnet.program.slow))
@@ -199,7 +244,9 @@ def main(argv=None) -> int:
               + (f", torch.compile {t['torch_compile']['median_ms']:.3f}" if "median_ms" in t.get("torch_compile", {})
                  else f", torch.compile: {t['torch_compile']['error']}" if "torch_compile" in t else "")
               + f"; inference netc cpu {i['netc_cpu']['median_ms']:.3f} ms, eager {i['eager']['median_ms']:.3f} "
-              f"({i['netc_cpu_over_eager']:.2f}, {i['netc_cpu_over_eager_min']:.2f})")
+              f"({i['netc_cpu_over_eager']:.2f}, {i['netc_cpu_over_eager_min']:.2f}); peak MB train netc "
+              f"{t['peak_bytes']['netc_cpu'] / 2 ** 20:.2f} eager {t['peak_bytes']['eager'] / 2 ** 20:.2f}, inference "
+              f"netc {i['peak_bytes']['netc_cpu'] / 2 ** 20:.2f} eager {i['peak_bytes']['eager'] / 2 ** 20:.2f}")
     out = a.out or os.path.join(ROOT, "bench", "results", f"cpu-{datetime.date.today().isoformat()}.json")
     results_file.write(out, dict(settings=dict(threads=a.threads, iters=a.iters, warmup=a.warmup, seed=a.seed,
                                                torch_compile=a.torch_compile),

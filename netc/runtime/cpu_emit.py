@@ -11,7 +11,8 @@ checks whole steps against the reference executor):
 
     conv2d               torch's conv2d on channels_last views (bias fused), the activation into the arena
     conv2d_grad_*        aten's convolution_backward (torch's symmetric padding only)
-    maxpool              max_pool2d_with_indices into the arena; the indices kept for maxpool_grad
+    maxpool              max_pool2d_with_indices into the arena, the indices kept for maxpool_grad (inference:
+                         max_pool2d, no indices)
     maxpool_grad         max_pool2d_with_indices_backward from the forward's indices (the same routing:
                          each window's gradient to its first maximum in row-major window order)
     inner_product        addmm into the arena, the activation in place
@@ -252,6 +253,8 @@ def maxpool(e: Emit):
     x, out = _nchw(e, e.ins[0]), _nchw(e, e.outs[0])
     if geo is None or not (_cl(e, x) and _cl(e, out)):
         return None
+    if e.gen.frozen:        # no gradient reads the argmax: no indices kept (torch's result copied into place)
+        return [f"{out}.copy_(torch.max_pool2d({x}, {geo[0]}, {geo[1]}))"]
     yt = e.t(out)
     idx = e.bind(torch.empty(yt.shape, dtype=torch.int64).contiguous(memory_format=CL), "argmax")
     e.gen.pool_indices[_window_key(e)] = idx
