@@ -38,9 +38,11 @@ _V2_NODE = re.compile(r"^(\d+)#(.*):(\d+)(?:\.(label|loss|\d+))?$")
 _V1_NODE = re.compile(r"^(.*):(\d\d+)(?:\.(loss|\d+))?$")
 _GENERATED = re.compile(r"^(split|slice|concate|bridge_src|bridge_dst)\(")
 _CONCATE = re.compile(r"^concate\((split|slice)\((\d+)#(.*)\)\):(\d+)$")
-_V01_TYPES = {"kConvolution", "kPooling", "kLRN", "kReLU", "kSigmoid", "kSTanh", "kDropout", "kInnerProduct",
-              "kSoftmaxLoss", "kEuclideanLoss", "kRBMVis", "kRBMHid", "kConcate", "kShardData", "kMnist",
-              "kRGBImage", "kLabel"}
+# SINGA v0.1's LayerType enum, every name (src/proto/job.proto at tag v0.1.0): the types a v0.1 job may hold
+_V01_TYPES = {"kLMDBData", "kPrefetch", "kShardData", "kLabel", "kMnist", "kRGBImage", "kConvolution",
+              "kCConvolution", "kCPooling", "kDropout", "kInnerProduct", "kLRN", "kPooling", "kReLU", "kRBMVis",
+              "kRBMHid", "kSigmoid", "kSTanh", "kSoftmaxLoss", "kEuclideanLoss", "kBridgeDst", "kBridgeSrc",
+              "kConcate", "kSlice", "kSplit"}
 
 
 def _err(msg, op=None):
