@@ -475,6 +475,22 @@ def case_seq_reverse(rng, k):
     return with_loss(src, x), xs
 
 
+def case_channel_permute(rng, k):
+    """A random permutation of the last axis (an NHWC image's channels, a [N, C] value's features), ShuffleNet's
+    shuffle of 2 or 3 groups among them."""
+    x = _image(rng) if k % 2 else _rank(rng, 2, 3)
+    c = x[-1] * (1 + k % 3)
+    x = x[:-1] + (c,)
+    if k % 3 and c % (1 + k % 3) == 0:
+        g = 1 + k % 3
+        order = [(j % g) * (c // g) + j // g for j in range(c)]
+    else:
+        order = list(range(c))
+        rng.shuffle(order)
+    src, xs = around("ChannelPermute", [x], {"order": order})
+    return with_loss(src, x), xs
+
+
 def case_seq_mask(rng, k):
     """The padding of a time-major [T, B, ...] set to zero (T = 1 among them), with the required lengths [B]."""
     t, b = (1, 3, 4)[k % 3], rng.randint(1, 3)
@@ -539,6 +555,7 @@ CASES = {
     "seq_pool": case_seq_pool,
     "seq_reverse": case_seq_reverse,
     "seq_mask": case_seq_mask,
+    "channel_permute": case_channel_permute,
     "recurrent": case_rnn("Recurrent"),
     "clockwork": case_rnn("Clockwork"),
 }

@@ -138,6 +138,11 @@ def _case(op: str, rng: random.Random):
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         x = (t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2)))
         return attrs(op), [x] + rng.choice([[], [(b,)]])
+    if op == "channel_permute":   # a permutation of the last axis (a shuffle of 1 .. 3 groups among them)
+        c = rng.randint(1, 7)
+        order = list(range(c))
+        rng.shuffle(order)
+        return attrs(op, order=order), [rng.choice([any_shape[:-1] + (c,), (n, c), (c,)])]
     if op == "seq_mask":     # the lengths are required
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         return attrs(op), [(t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2))), (b,)]

@@ -60,6 +60,7 @@ from .clip_lowering import CLIP_LOWERINGS, CLIP_TILES
 from .depthwise_lowering import DEPTHWISE_LOWERINGS, DEPTHWISE_TILES
 from .seq_mask_lowering import SEQ_MASK_LOWERINGS, SEQ_MASK_TILES
 from .seq_reverse_lowering import SEQ_REVERSE_LOWERINGS, SEQ_REVERSE_TILES
+from .channel_permute_lowering import CHANNEL_PERMUTE_LOWERINGS, CHANNEL_PERMUTE_TILES
 from .spec import (FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between,  # noqa: F401  (the table's
                    row_factor, single_member)                                            # vocabulary: spec.py)
 
@@ -820,6 +821,8 @@ LOWERINGS: dict[str, Lowering] = {
     **{name: Lowering(**kw) for name, kw in SEQUENCE_LOWERINGS.items()},
     # SequenceReverse, also its own gradient (a gather, kernels/seq_reverse.py; seq_reverse_lowering.py)
     **{name: Lowering(lower=fn) for name, fn in SEQ_REVERSE_LOWERINGS.items()},
+    # ChannelPermute, also its own gradient's form (a gather through an embedded order, kernels/channel_permute.py)
+    **{name: Lowering(lower=fn) for name, fn in CHANNEL_PERMUTE_LOWERINGS.items()},
     # SequenceMask, also its own gradient (a copy or zero, kernels/seq_mask.py; seq_mask_lowering.py)
     **{name: Lowering(lower=fn) for name, fn in SEQ_MASK_LOWERINGS.items()},
     # an RBM's visible layer (out = in: aliased, else a copy) and contrastive divergence's ops
@@ -972,6 +975,7 @@ INTERPRETER_TILES: dict[str, Callable] = {
     **RECURRENT_TILES,
     **SEQUENCE_TILES,
     **SEQ_REVERSE_TILES,
+    **CHANNEL_PERMUTE_TILES,
     **SEQ_MASK_TILES,
     **ENERGY_TILES,
 }
