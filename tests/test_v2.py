@@ -339,6 +339,30 @@ def test_tar_format_is_paddles(tmp_path):
     assert paramconf.decode(paramconf.encode("w", 6, [2, 3]))["dims"] == [2, 3]
 
 
+def test_tar_files_opened_in_text_mode_as_the_books_python_2_does(tmp_path):
+    """The book opens its tar files with 'w' (binary in Python 2): to_tar and trainer.save_parameter_to_tar
+    write the text file's bytes, from_tar reads a file opened with 'r' -- the same bytes as 'wb' / 'rb'; a
+    file object with no bytes under it (StringIO) is a located error, not tarfile's TypeError."""
+    x = paddle.layer.data(name="tx", type=paddle.data_type.dense_vector(3))
+    y = paddle.layer.data(name="ty", type=paddle.data_type.dense_vector(1))
+    out = paddle.layer.fc(input=x, size=1, act=paddle.activation.Linear(), name="tout")
+    cost = paddle.layer.square_error_cost(input=out, label=y)
+    params = paddle.parameters.create(cost)
+    params["_tout.w0"] = np.array([[1.0], [2.0], [-3.0]], np.float32)
+    with open(tmp_path / "text.tar", "w") as f:
+        paddle.trainer.SGD(cost=cost, parameters=params,
+                           update_equation=paddle.optimizer.Momentum()).save_parameter_to_tar(f)
+    with open(tmp_path / "binary.tar", "wb") as f:
+        params.to_tar(f)
+    assert (tmp_path / "text.tar").read_bytes() == (tmp_path / "binary.tar").read_bytes()
+    with open(tmp_path / "text.tar", "r") as f:
+        back = paddle.parameters.Parameters.from_tar(f)
+    np.testing.assert_array_equal(back["_tout.w0"], params["_tout.w0"])
+    with pytest.raises(paddle.names.Error) as e:
+        params.to_tar(io.StringIO())
+    assert "test_v2.py:" in str(e.value) and "binary file object" in str(e.value)
+
+
 # -- datasets ----------------------------------------------------------------------------------------------
 
 def test_uci_housing_reads_paddles_cache_file(home):

@@ -221,8 +221,8 @@ class Parameters:
         f.write(arr.tobytes())
 
     def to_tar(self, f):
-        """Write PaddlePaddle's parameter tar file to the binary file object f."""
-        tar = tarfile.TarFile(fileobj=f, mode="w")
+        """Write PaddlePaddle's parameter tar file to the file object f (binary, or a text file's buffer)."""
+        tar = tarfile.TarFile(fileobj=binary_file(f, user_loc()), mode="w")
         for name in self.names():
             for member, data in ((name, None), (f"{name}.protobuf", self._config(name))):
                 if data is None:
@@ -253,9 +253,21 @@ class Parameters:
         return f"<paddle Parameters: {len(self)} parameters>"
 
 
+def binary_file(f, loc):
+    """f, or the bytes under a text file: the book's Python 2 programs open their tar files with 'w' / 'r',
+    which Python 2 made binary; Python 3's text file of the same open() writes and reads its buffer here."""
+    if not isinstance(f, io.TextIOBase):
+        return f
+    if getattr(f, "buffer", None) is None:
+        raise error(f"a parameter tar file needs a binary file object (open(..., 'wb') / 'rb'), got {type(f).__name__}",
+                    loc)
+    f.flush()
+    return f.buffer
+
+
 def _read_tar(f, loc) -> dict:
     try:
-        tar = tarfile.TarFile(fileobj=f, mode="r")
+        tar = tarfile.TarFile(fileobj=binary_file(f, loc), mode="r")
         members = {m.name: m for m in tar.getmembers()}
     except tarfile.TarError as e:
         raise error(f"not a PaddlePaddle parameter tar file: {e}", loc) from None
