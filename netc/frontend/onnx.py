@@ -60,6 +60,7 @@ class _Import:
         self.image: dict = {}      # ONNX name -> True for a 4-d NCHW value held NHWC
         self.flat_of: dict = {}    # ONNX name -> (c, h, w) of the image a Flatten made it from
         self.nhwc_inputs: set = set()
+        self.channel_of: set = set()  # [N, H, W]: one channel of an image (x[:, c]), held NHWC [N, H, W, 1]
         self.squeezed: set = set()  # inputs [1, B, H] declared [B, H]: a recurrent op's initial state
         self.transposed: set = set()  # Transposes of a recurrence's Y [T, D, B, H] read as [T, B, D, H] (translated)
         for vi in list(self.graph.value_info) + list(self.graph.input) + list(self.graph.output):
@@ -441,7 +442,10 @@ def _translate_node(imp, node):
             raise imp.err(node, f"reads '{i}', an image flattened in ONNX's (c, h, w) order, which netc holds as "
                                 f"(h, w, c): only a Gemm/MatMul (its weight rows reordered) or an elementwise "
                                 f"activation may read it")
-    if op in ("Identity", "Dropout"):
+        if i in imp.channel_of and op != "Unsqueeze":
+            raise imp.err(node, f"reads '{i}', one channel of an NCHW image taken without its axis: netc reads it "
+                                f"only unsqueezed back to [N, 1, H, W]")
+    if op in ("Identity", "Dropout") or (op == "Concat" and len(node.input) == 1):   # (DenseNet's torch.cat([x]))
         imp.netc[node.output[0]] = _in(imp, node)
         imp.image[node.output[0]] = imp.image.get(node.input[0], False)
         if node.input[0] in imp.flat_of:
@@ -500,6 +504,12 @@ def _translate_node(imp, node):
             raise imp.err(node, "a concatenation of images with other values")
         _emit(imp, node, "Concatenate", [_in(imp, node, i) for i in range(len(node.input))], {"dim": axis},
               image=r == 4 and all(images))
+        return
+    if op == "Unsqueeze" and node.input[0] in imp.channel_of:
+        n, h, w = imp.shape[node.input[0]]
+        if list(imp.shape[node.output[0]]) != [n, 1, h, w]:
+            raise imp.err(node, "one channel of an image unsqueezed elsewhere than at its channel axis")
+        imp.netc[node.output[0]], imp.image[node.output[0]] = imp.netc[node.input[0]], True
         return
     if op in ("Squeeze", "Unsqueeze") and not imp.image.get(node.input[0]):   # (an image's: below, refused)
         _emit(imp, node, "Reshape", [_in(imp, node)], {"output_shape": list(imp.shape[node.output[0]])}, image=False)
@@ -625,9 +635,17 @@ def _constant_affine(imp, node, op):
 
 def _gather_index(imp, node, a):
     """A Gather of one constant index of a computed value (torch's y[-1]: a sequence's last step) as netc's Slice
-    of that index along the axis, reshaped where the index was a scalar (the axis dropped)."""
+    of that index along the axis, reshaped where the index was a scalar (the axis dropped). One channel of an
+    NCHW image (torchvision GoogLeNet's transform_input: x[:, 0], unsqueezed) is netc's Slice of the channels."""
     idx = np.asarray(imp.consts[node.input[1]])
     shape = imp.shape.get(node.input[0]) or []
+    if imp.image.get(node.input[0]) and idx.size == 1 and a.get("axis", 0) % 4 == 1:
+        c = shape[1]
+        _emit(imp, node, "Slice", [_in(imp, node)], {"dim": 3, "num_slices": c, "index": int(idx.reshape(-1)[0]) % c},
+              image=idx.ndim == 1)
+        if idx.ndim == 0:
+            imp.channel_of.add(node.output[0])
+        return
     if imp.image.get(node.input[0]) or idx.size != 1 or not shape:
         raise imp.err(node, "a Gather of a computed value is read for one constant index of a value that is not "
                             "an NCHW image (a sequence's step)")
