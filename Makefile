@@ -16,7 +16,18 @@ $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv --system-site-packages $(VENV)
 	@$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q "torch==2.13.0"
 	$(PY) -m pip install -q -e ".[test,plot,data]"
+	@pin=$$($(PY) -c "$(TORCHVISION_PIN)"); test -z "$$pin" || $(PY) -m pip install -q --no-deps "$$pin" || \
+	    echo "netc: could not install $$pin (tests/test_onnx_torchvision.py will skip): $(TORCHVISION_HOW)"
 	@touch $(STAMP)
+
+# torchvision for tests/test_onnx_torchvision.py (torchvision's CNNs through torch.onnx): the release made for the
+# installed torch (2.N -> 0.(N+15): 2.13 -> 0.28), with --no-deps. Not a pyproject extra: pip would resolve the
+# newest torchvision and upgrade torch to its (with GBs of CUDA packages). Prints the pin, or nothing where the
+# matching release is installed already.
+TORCHVISION_PIN = import importlib.metadata as m, torch; v = torch.__version__.split('+')[0].split('.'); \
+    want = f'0.{int(v[1]) + 15}.'; have = [d.version for d in m.distributions() if d.metadata['Name'] == 'torchvision']; \
+    print('' if have and have[0].startswith(want) else f'torchvision=={want}*')
+TORCHVISION_HOW = pip install --no-deps torchvision==0.(N+15).* for torch 2.N
 
 demo: install
 	$(NETC) check examples/alexnet.nd
