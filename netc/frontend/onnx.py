@@ -27,6 +27,7 @@ import numpy as np
 
 from ..diagnostics import Loc, NetcError
 from .onnx_recurrent import recurrent_node
+from .onnx_shuffle import channel_shuffle
 
 OPSET = 17
 _CACHE: dict = {}
@@ -62,7 +63,7 @@ class _Import:
         self.nhwc_inputs: set = set()
         self.channel_of: set = set()  # [N, H, W]: one channel of an image (x[:, c]), held NHWC [N, H, W, 1]
         self.squeezed: set = set()  # inputs [1, B, H] declared [B, H]: a recurrent op's initial state
-        self.transposed: set = set()  # Transposes of a recurrence's Y [T, D, B, H] read as [T, B, D, H] (translated)
+        self.transposed: set = set()  # nodes translated with another: a recurrence's Y Transposes, a channel shuffle's
         for vi in list(self.graph.value_info) + list(self.graph.input) + list(self.graph.output):
             dims = [d.dim_value if d.HasField("dim_value") else None for d in vi.type.tensor_type.shape.dim]
             self.shape[vi.name] = dims
@@ -451,7 +452,7 @@ def _translate_node(imp, node):
         if node.input[0] in imp.flat_of:
             imp.flat_of[node.output[0]] = imp.flat_of[node.input[0]]
         return
-    if op == "Transpose" and node.output[0] in imp.transposed:     # (done with its recurrence)
+    if node.output[0] in imp.transposed:     # (done with its recurrence or its channel shuffle)
         return
     if op == "Transpose":
         perm = list(a.get("perm", []))
@@ -513,6 +514,8 @@ def _translate_node(imp, node):
         return
     if op in ("Squeeze", "Unsqueeze") and not imp.image.get(node.input[0]):   # (an image's: below, refused)
         _emit(imp, node, "Reshape", [_in(imp, node)], {"output_shape": list(imp.shape[node.output[0]])}, image=False)
+        return
+    if op == "Reshape" and imp.image.get(node.input[0]) and channel_shuffle(imp, node):   # onnx_shuffle.py
         return
     if op in ("Flatten", "Reshape", "Squeeze", "Unsqueeze"):
         src = node.input[0]

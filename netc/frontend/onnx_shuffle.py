@@ -1,0 +1,55 @@
+"""ONNX import (frontend/onnx.py): a channel shuffle, the Reshape -> Transpose -> Reshape triple over an NCHW
+image whose net effect is a fixed permutation of its channels, read as one netc ChannelPermute.
+
+ShuffleNet's (and torchvision's ShuffleNetV2's channel_shuffle) is
+
+    Reshape [N, C, H, W] -> [N, g, C/g, H, W],  Transpose perm (0, 2, 1, 3, 4),  Reshape -> [N, C, H, W]
+
+More generally: the first Reshape splits the channel axis into factors [d1, ..., dk] (N, H and W kept), the
+Transpose permutes only those factor axes, and the second Reshape merges them back into the same [N, C, H, W].
+Then y[:, j] = x[:, order[j]] with order = arange(C).reshape(d).transpose(p).reshape(C), which netc's NHWC
+image holds as a permutation of its last axis. The two intermediate 5-d (or more) values must be read by
+nothing else. Any other reshape of an image, or transpose, is left to frontend/onnx.py's located refusals.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+def _consumers(imp, name: str) -> list:
+    return [n for n in imp.graph.node if name in n.input]
+
+
+def channel_shuffle(imp, node) -> bool:
+    """Translate the triple starting at Reshape `node` (its input an NCHW image) as a ChannelPermute, marking the
+    Transpose and the second Reshape done (imp.transposed); False (nothing written) when it is not one."""
+    src, mid = node.input[0], node.output[0]
+    x = list(imp.shape.get(src) or [])
+    split = list(imp.shape.get(mid) or [])
+    outputs = {o.name for o in imp.graph.output}
+    if len(x) != 4 or len(split) < 5 or split[0] != x[0] or split[-2:] != x[2:] or mid in outputs:
+        return False
+    dims = split[1:-2]
+    if int(np.prod(dims)) != x[1]:
+        return False
+    users = _consumers(imp, mid)
+    if len(users) != 1 or users[0].op_type != "Transpose":
+        return False
+    tr = users[0]
+    perm = list(imp.attrs(tr).get("perm") or [])
+    k = len(dims)
+    if len(perm) != k + 3 or perm[0] != 0 or perm[-2:] != [k + 1, k + 2] or sorted(perm[1:-2]) != list(range(1, k + 1)):
+        return False
+    users = _consumers(imp, tr.output[0])
+    if tr.output[0] in outputs or len(users) != 1 or users[0].op_type != "Reshape":
+        return False
+    back = users[0]
+    if list(imp.shape.get(back.output[0]) or []) != x:
+        return False
+    order = np.arange(x[1]).reshape(dims).transpose([p - 1 for p in perm[1:-2]]).reshape(-1)
+    name = imp.fresh(back.output[0] if back.output[0] in outputs else (back.name or back.output[0]))
+    imp.lines.append(f"  {name} = ChannelPermute({imp.value(node)}) {{ order: {imp.nd([int(o) for o in order])} }}")
+    imp.netc[back.output[0]] = name
+    imp.image[back.output[0]] = True
+    imp.transposed.update((tr.output[0], back.output[0]))
+    return True
