@@ -7,7 +7,9 @@
 One program does the whole reduction, so the result does not depend on how rows are split among
 programs and needs no atomics (a loss reads [N, C] logits: small next to the layers before it).
 It walks BLOCK_R rows at a time; for each tile of rows, the features in BLOCK_C chunks with an
-online log-sum-exp (as softmax.py: a running max per row, the running sum rescaled when it grows).
+online log-sum-exp (as softmax.py: a running max per row, the running sum rescaled when it grows),
+the sum kept without the max's own exp(0) = 1, so logsumexp - max = log1p(that sum) keeps a saturated
+row's small loss to f32's relative precision.
 Rows and features are read with their own strides (features contiguous), in any float dtype,
 accumulated in fp32. Labels are any integer dtype (or float holding integers: SINGA-style); a label
 outside [0, C) makes the loss NaN rather than reading past the row. The scalar result is written in
@@ -57,6 +59,16 @@ def rows_counted(len_ptr, NB, NSEQ, MASKED: tl.constexpr, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def log1p(r):
+    """log(1 + r) for r >= 0 to f32's relative precision: log(u) * r / (u - 1), u = 1 + r rounded (the
+    rounding error of u cancels; Goldberg, "What every computer scientist should know...", thm. 4);
+    r itself where u rounds to 1."""
+    u = 1.0 + r
+    d = u - 1.0
+    return tl.where(d == 0.0, r, tl.log(u) * (r / tl.where(d == 0.0, 1.0, d)))
+
+
+@triton.jit
 def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym, len_ptr, NSEQ,
                         ONE_HOT: tl.constexpr, MASKED: tl.constexpr, BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):
     offs_r = tl.arange(0, BLOCK_R)
@@ -67,7 +79,7 @@ def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym, len_
         mask_r = rows < NB
         x_rows = x_ptr + rows.to(tl.int64) * stride_xm
         m_i = tl.full((BLOCK_R,), float("-inf"), dtype=tl.float32)
-        l_i = tl.zeros((BLOCK_R,), dtype=tl.float32)
+        r_i = tl.zeros((BLOCK_R,), dtype=tl.float32)    # sum of exp(x - max) less the max's own 1
         sy = tl.zeros((BLOCK_R,), dtype=tl.float32)     # one-hot: sum of the targets
         syx = tl.zeros((BLOCK_R,), dtype=tl.float32)    # one-hot: sum of target * logit
         for c0 in range(0, C, BLOCK_C):
@@ -77,17 +89,23 @@ def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym, len_
             m_new = tl.maximum(m_i, tl.max(x, axis=1))
             # rows that have seen only -inf (masked rows) subtract 0 instead: -inf - -inf is nan
             m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
-            l_i = l_i * tl.exp(m_i - m_ref) + tl.sum(tl.exp(x - m_ref[:, None]), axis=1)
+            below = tl.sum(tl.where(x < m_new[:, None], tl.exp(x - m_ref[:, None]), 0.0), axis=1)
+            ties = tl.sum(tl.where(x == m_new[:, None], 1.0, 0.0), axis=1)
+            # a chunk that raises the max brings the new max's 1 (kept out of r) and rescales the old
+            # 1 + r: alpha + alpha r, never 1 + r rounded
+            alpha = tl.exp(m_i - m_ref)
+            r_i = tl.where(m_new > m_i, alpha + alpha * r_i + below + (ties - 1.0), r_i + below + ties)
             m_i = m_new
             if ONE_HOT:
                 y = tl.load(y_ptr + rows.to(tl.int64)[:, None] * stride_ym + cols[None, :], mask=m,
                             other=0).to(tl.float32)
                 sy += tl.sum(y, axis=1)
                 syx += tl.sum(y * tl.where(m, x, 0.0), axis=1)   # masked lanes: y = 0, x = -inf
-        # the loss is (max - the label's logit) + log(sum): adding the log term last keeps a saturated
-        # row's small loss (log(1 + tiny)), which max + log(sum) would round away against the max
+        # the loss is (max - the label's logit) + log1p(r): adding the log term last keeps a saturated
+        # row's small loss, which max + log(sum) would round away against the max, and log1p of r
+        # keeps its relative precision, which log(1 + r) rounded in f32 loses (eps / r)
         mx = tl.where(mask_r, m_i, 0.0)
-        lg = tl.log(tl.where(mask_r, l_i, 1.0))
+        lg = log1p(tl.where(mask_r, r_i, 0.0))
         if ONE_HOT:
             row_loss = (mx * sy - syx) + lg * sy
         else:

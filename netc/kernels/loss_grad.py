@@ -5,7 +5,9 @@ reductions stay in one program: deterministic, no atomics), an elementwise pass 
                          row in BLOCK_C chunks (the dot product, then the write)
     softmax_loss_grad    dx = (softmax(x) - t) / N * dloss, t the one-hot of the class index; soft or
                          one-hot targets [N, C]: softmax(x) * sum(t) - t. Pass 1: online max and sum
-                         (as softmax.py), pass 2: the write. A label outside [0, C) gives a NaN row.
+                         (as softmax.py; the sum kept without the max's own 1, r), pass 2: the write,
+                         where the max's softmax is 1 - r / (1 + r) (a saturated row's p - 1 keeps its
+                         relative precision). A label outside [0, C) gives a NaN row.
     euclidean_loss_grad  (x - y) / N * dloss for wrt=0, its negation (in y's shape) for wrt=1
 
 With lengths [B] (MASKED; kernels/loss.py: the T*B steps as rows), N is the valid steps (the sum of the
@@ -51,26 +53,33 @@ def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, 
     offs = tl.arange(0, BLOCK_C)
     x_row = x_ptr + row * stride_x
     m_i = tl.full((BLOCK_C,), float("-inf"), dtype=tl.float32)
-    l_i = tl.zeros((BLOCK_C,), dtype=tl.float32)
+    r_i = tl.zeros((BLOCK_C,), dtype=tl.float32)    # each lane's sum of exp(x - its max) less the max's 1
     st = tl.zeros((BLOCK_C,), dtype=tl.float32)
     for c0 in range(0, C, BLOCK_C):
         m = c0 + offs < C
         x = tl.load(x_row + c0 + offs, mask=m, other=float("-inf")).to(tl.float32)
         m_new = tl.maximum(m_i, x)
         m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
-        l_i = l_i * tl.exp(m_i - m_ref) + tl.exp(x - m_ref)
+        alpha = tl.exp(m_i - m_ref)
+        r_i = tl.where(x > m_i, alpha + alpha * r_i, r_i + tl.exp(x - m_ref))
         m_i = m_new
         if ONE_HOT:
             st += tl.load(t_ptr + row * stride_t + c0 + offs, mask=m, other=0).to(tl.float32)
     mx = tl.max(m_i, axis=0)
-    inv = 1.0 / tl.sum(l_i * tl.exp(m_i - mx), axis=0)
+    # r: the row's sum of exp(x - mx) less one 1, kept apart from the 1 (the lanes holding the max give
+    # their 1 + r_lane: the 1s counted exactly), so p - 1 = -r / (1 + r) at the max keeps its precision
+    e = tl.exp(m_i - mx)
+    at_max = m_i == mx
+    r = tl.sum(tl.where(at_max, 0.0, e) + r_i * e, axis=0) + (tl.sum(tl.where(at_max, 1.0, 0.0), axis=0) - 1.0)
+    inv = 1.0 / (1.0 + r)
     g = 1.0 / rows_counted(len_ptr, NB, NSEQ, MASKED, BLOCK_L)
     if MASKED:      # a padding step: 0
         g = tl.where(step_valid(len_ptr, row, row < NB, NB, NSEQ), g, 0.0)
     if HAS_DLOSS:
         g = g * tl.load(dloss_ptr).to(tl.float32)
     if ONE_HOT:
-        inv_t = inv * tl.sum(st, axis=0)         # soft targets need not sum to one
+        s_t = tl.sum(st, axis=0)
+        inv_t = inv * s_t                        # soft targets need not sum to one
     else:
         label = tl.load(t_ptr + row * stride_t).to(tl.float32)
         ok = (label >= 0.0) & (label < C) & (label == tl.floor(label))
@@ -80,11 +89,13 @@ def softmax_loss_grad_kernel(x_ptr, t_ptr, dloss_ptr, out_ptr, NB, C, stride_x, 
         cols = c0 + offs
         m = cols < C
         x = tl.load(x_row + cols, mask=m, other=float("-inf")).to(tl.float32)
+        # at the max, softmax = 1 - r / (1 + r): p * s - t = (s - t) - r * inv * s, without p - 1's cancellation
         if ONE_HOT:
             t = tl.load(t_ptr + row * stride_t + cols, mask=m, other=0).to(tl.float32)
-            d = tl.exp(x - mx) * inv_t - t
+            d = tl.where(x == mx, (s_t - t) - r * inv_t, tl.exp(x - mx) * inv_t - t)
         else:
-            d = tl.exp(x - mx) * inv - tl.where(cols == lab, 1.0, 0.0)
+            t = tl.where(cols == lab, 1.0, 0.0)
+            d = tl.where(x == mx, (1.0 - t) - r * inv, tl.exp(x - mx) * inv - t)
         tl.store(out_ptr + row * stride_o + cols, (d * g).to(out_ptr.dtype.element_ty), mask=m)
 
 

@@ -105,3 +105,55 @@ def test_euclidean_loss_half_precision(device, rng):
 def test_euclidean_loss_rejects_mismatch(device):
     with pytest.raises(ValueError, match="same batch"):
         euclidean_loss(torch.ones(3, 4, device=device), torch.ones(3, 5, device=device))
+
+
+def saturated():
+    """Logits of rows whose label is the max by 12-15 (rows 0, 1), or tied with it (rows 2, 3)."""
+    gaps = torch.tensor([[0.0, -12.0, -14.0, -15.0, -13.0, -12.5, -14.5],
+                         [-13.0, 0.0, -15.0, -14.0, -12.0, -13.5, -14.2],
+                         [0.0, -13.0, -14.0, 0.0, -15.0, -12.0, -14.0],   # a tie: r = 1 + small
+                         [-12.0, -13.0, 0.0, -14.0, -14.0, -15.0, 0.0]], dtype=torch.float64)
+    x64 = gaps + torch.tensor([[3.0], [-20.0], [7.5], [0.0]], dtype=torch.float64)   # shift each row
+    return x64.to(torch.float32), torch.tensor([0, 1, 0, 2])
+
+
+@pytest.mark.parametrize("block_c", [None, 4], ids=["one_chunk", "chunks"])
+@pytest.mark.parametrize("targets", ["indices", "one_hot"])
+def test_softmax_loss_saturated_keeps_relative_precision(device, block_c, targets):
+    """A confident, right net (issue 24: SINGA's MNIST MLP after one kAdam step): each row's loss is
+    log(1 + r), r = sum over the other classes of exp(x_c - x_label), far below f32's epsilon next to 1.
+    The kernel keeps r apart from the 1 (log1p): the loss within 1e-5 relative of the f64 value, where
+    log(1 + r) rounded in f32 is off by up to eps / r (here ~1e-2). Ties with the max (rows 2, 3) are
+    counted once. The max gap is 15, so every exp is far above f32's underflow."""
+    x, labels = saturated()
+    want = torch.nn.functional.cross_entropy(x.to(torch.float64), labels)   # exact for these f32 logits
+    if targets == "one_hot":
+        labels = torch.nn.functional.one_hot(labels, 7).to(torch.float32)
+    got = softmax_loss(x.to(device), labels.to(device), out=poisoned(device), block_r=2, block_c=block_c)
+    assert abs(got.item() - want.item()) <= 1e-5 * want.item(), (got.item(), want.item())
+    # and the rows one at a time: the saturated rows alone (loss ~1e-6), where the error would show most
+    for r in (0, 1):
+        want_r = torch.nn.functional.cross_entropy(x[r:r + 1].to(torch.float64), labels[r:r + 1].argmax(-1)
+                                                   if targets == "one_hot" else labels[r:r + 1])
+        got_r = softmax_loss(x[r:r + 1].to(device), labels[r:r + 1].to(device), block_c=block_c)
+        assert abs(got_r.item() - want_r.item()) <= 1e-5 * want_r.item(), (r, got_r.item(), want_r.item())
+
+
+@pytest.mark.parametrize("block_c", [None, 4], ids=["one_chunk", "chunks"])
+@pytest.mark.parametrize("targets", ["indices", "one_hot", "soft"])
+def test_softmax_loss_grad_saturated_keeps_relative_precision(device, block_c, targets):
+    """The gradient of the saturated rows: at the label, softmax - 1 = -r / (1 + r), tiny; computed as
+    p - 1 in f32 it is off by up to eps / r relative. Every element within 1e-5 relative of the f64
+    gradient (of these f32 logits), the other classes' tiny probabilities included."""
+    from netc.kernels.loss_grad import softmax_loss_grad
+    x, labels = saturated()
+    x64 = x.to(torch.float64).requires_grad_(True)
+    t = torch.nn.functional.one_hot(labels, 7).to(torch.float64)
+    if targets == "soft":      # a target mass of 0.75 at the label: sum(t) = 1 stays exact in f32
+        t = t * 0.75 + 0.25 * torch.nn.functional.one_hot((labels + 1) % 7, 7).to(torch.float64)
+    loss = -(t * torch.log_softmax(x64, dim=1)).sum(1).mean()
+    (want,) = torch.autograd.grad(loss, x64)
+    arg = labels if targets == "indices" else t.to(torch.float32)
+    got = softmax_loss_grad(x.to(device), arg.to(device), block_c=block_c).cpu().to(torch.float64)
+    rel = ((got - want).abs() / want.abs()).max().item()
+    assert rel <= 1e-5, (rel, got, want)
