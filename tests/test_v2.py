@@ -673,7 +673,7 @@ def resnet_cifar10(image, depth):
 
 
 def test_chapter_03_parameter_counts_are_paddles():
-    """By hand from the v2 definitions: img_conv C_out * C_in * k^2 (+ C_out bias unless bias_attr=False),
+    """The book's VGG and its ResNet at depth 20 and 32 (train.py's resnet_cifar10 default). By hand from the v2 definitions: img_conv C_out * C_in * k^2 (+ C_out bias unless bias_attr=False),
     batch_norm 4 C (scale, shift, moving mean and variance: PaddlePaddle's w0, wbias, w1, w2), fc
     width * size + size."""
     def conv(c_in, c_out, k=3, bias=True):
@@ -686,15 +686,19 @@ def test_chapter_03_parameter_counts_are_paddles():
             vgg += conv(c_in, w) + bn * w
             c_in = w
     vgg += (512 * 1 * 1 * 512 + 512) + bn * 512 + (512 * 512 + 512) + (512 * 10 + 10)   # 32 px -> 1 after 5 pools
-    res, depth = conv(3, 16, bias=False) + bn * 16, 20
-    for c_in, c_out in ((16, 16), (16, 32), (32, 64)):
-        for i in range((depth - 2) // 6):
-            first = c_in if i == 0 else c_out
-            res += conv(first, c_out, bias=False) + bn * c_out + conv(c_out, c_out, bias=False) + bn * c_out
-            if first != c_out:
-                res += conv(first, c_out, k=1, bias=False) + bn * c_out
-    res += 64 * 10 + 10
-    for net, want in ((vgg_bn_drop, vgg), (lambda x: resnet_cifar10(x, depth), res)):
+    def resnet(depth):
+        res = conv(3, 16, bias=False) + bn * 16
+        for c_in, c_out in ((16, 16), (16, 32), (32, 64)):
+            for i in range((depth - 2) // 6):
+                first = c_in if i == 0 else c_out
+                res += conv(first, c_out, bias=False) + bn * c_out + conv(c_out, c_out, bias=False) + bn * c_out
+                if first != c_out:
+                    res += conv(first, c_out, k=1, bias=False) + bn * c_out
+        return res + 64 * 10 + 10
+    # the totals, PaddlePaddle's count of the book's train.py networks (moving mean and variance included)
+    assert (vgg, resnet(20), resnet(32)) == (15_264_074, 274_042, 469_370)
+    for net, want in ((vgg_bn_drop, vgg), (lambda x: resnet_cifar10(x, 20), resnet(20)),
+                      (lambda x: resnet_cifar10(x, 32), resnet(32))):
         image = paddle.layer.data(name="image", type=paddle.data_type.dense_vector(3072))
         out = paddle.layer.fc(input=net(image), size=10, act=paddle.activation.Softmax())
         params = paddle.parameters.create(out)
