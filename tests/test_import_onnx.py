@@ -754,3 +754,86 @@ def test_a_clip_with_computed_bounds_and_large_groups_are_refused(tmp_path):
     path = exported(tmp_path, nn.Conv2d(132, 132, 1, groups=66).eval(), torch.randn(1, 132, 3, 3), name="g.onnx")
     with pytest.raises(NetcError, match=r"group 66: netc writes a grouped convolution as one convolution per group"):
         load(str(path), DiagnosticEngine())
+
+
+# -- a channel shuffle (ShuffleNet) ----------------------------------------------------------------------------------
+
+def channel_shuffle(x, groups: int):
+    """torchvision's ShuffleNetV2 channel_shuffle (torchvision/models/shufflenetv2.py), as it is written there."""
+    batchsize, num_channels, height, width = x.size()
+    channels_per_group = num_channels // groups
+    x = x.view(batchsize, groups, channels_per_group, height, width)
+    x = torch.transpose(x, 1, 2).contiguous()
+    return x.view(batchsize, -1, height, width)
+
+
+class Shuffled(nn.Module):
+    """A 1x1 convolution to 12 channels, a shuffle of 3 groups, a depthwise 3x3, a shuffle of 2 groups (the image is
+    an output too: a wrong permutation shows there), a 1x1 convolution, a global pool and a linear layer."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.dw = nn.Conv2d(4, 12, 1), nn.Conv2d(12, 12, 3, padding=1, groups=12)
+        self.b, self.fc = nn.Conv2d(12, 6, 1), nn.Linear(6, 5)
+
+    def forward(self, x):
+        y = channel_shuffle(self.dw(channel_shuffle(torch.relu(self.a(x)), 3)), 2)
+        return self.fc(torch.flatten(nn.functional.adaptive_avg_pool2d(torch.relu(self.b(y)), 1), 1)), y
+
+
+def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
+    """torchvision's channel_shuffle exported by torch.onnx (Reshape -> Transpose -> Reshape, the shapes computed by
+    Shape -> Gather -> Concat subgraphs) imports as ChannelPermutes and gives torch's outputs on the reference and the
+    interpreter's kernels; netc's export writes it as a Gather that onnxruntime runs to the reference's results;
+    reshapes and transposes of images that are no channel permutation stay located refusals."""
+    from onnx import TensorProto, helper
+    ort = pytest.importorskip("onnxruntime")
+    torch.manual_seed(15)
+    model, x = Shuffled().eval(), torch.randn(2, 4, 6, 5)
+    path = exported(tmp_path, model, x, name="shuffle.onnx", outputs=("prob", "feat"))
+    mod, out = reference(path, x)
+    with torch.no_grad():
+        want, feat = model(x)
+    assert rel(out["prob"], want.numpy()) < 1e-6
+    assert rel(np.asarray(out["feat"]).transpose(0, 3, 1, 2), feat.numpy()) < 1e-6
+    ops = [op for n in mod.networks() for op in n.regions[0].ops]
+    from netc.ops.channel_permute import shuffle_order
+    assert [op.attrs["order"] for op in ops if op.name == "netc.channel_permute"] == [shuffle_order(12, 3),
+                                                                                       shuffle_order(12, 2)]
+    assert not any(op.name in ("netc.reshape", "netc.transpose") and len(op.results[0].type.shape) != 2 for op in ops)
+    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
+                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    assert r.returncode == 0 and "feat: max relative error" in r.stderr and "prob: max relative error" in r.stderr, \
+        r.stderr
+    # written back: the permutation as a Gather of the channel axis, onnxruntime against the reference
+    from netc.export.onnx import export_onnx
+    data = export_onnx(mod)
+    assert sum(n.op_type == "Gather" for n in onnx.load_from_string(data).graph.node) == 2
+    feed = np.ascontiguousarray(x.permute(0, 2, 3, 1).numpy())
+    got = dict(zip(["prob", "feat"], ort.InferenceSession(data, providers=["CPUExecutionProvider"]).run(
+        ["prob", "feat"], {"x": feed})))
+    ref = run_reference(mod, {"x": torch.from_numpy(feed).double()}, None)
+    assert rel(got["prob"], ref["prob"].numpy()) < 1e-5 and rel(got["feat"], ref["feat"].numpy()) < 1e-5
+
+    def triple(perm, back, name):
+        s5 = helper.make_tensor("s5", TensorProto.INT64, [5], [1, 2, 3, 4, 5])
+        s4 = helper.make_tensor("s4", TensorProto.INT64, [4], back)
+        g = helper.make_graph([helper.make_node("Reshape", ["x", "s5"], ["r"], name="split"),
+                               helper.make_node("Transpose", ["r"], ["t"], name="swap", perm=perm),
+                               helper.make_node("Reshape", ["t", "s4"], ["y"], name="merge")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4, 5])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, back)], [s5, s4])
+        p = tmp_path / name
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
+        return p
+    ok = triple([0, 2, 1, 3, 4], [1, 6, 4, 5], "ok.onnx")       # the same triple by hand, against numpy's
+    xs = np.random.default_rng(15).standard_normal((1, 6, 4, 5))
+    got = run_reference(inferred(ok), {"x": torch.from_numpy(xs.transpose(0, 2, 3, 1).copy())}, None)["y"]
+    assert np.array_equal(np.asarray(got).transpose(0, 3, 1, 2), xs.reshape(1, 2, 3, 4, 5).transpose(0, 2, 1, 3, 4)
+                          .reshape(1, 6, 4, 5))
+    for perm, back, name in (([0, 1, 2, 4, 3], [1, 6, 5, 4], "rows.onnx"), ([0, 3, 1, 2, 4], [1, 6, 4, 5], "mixed.onnx"),
+                             ([0, 2, 1, 3, 4], [1, 3, 8, 5], "other.onnx")):
+        with pytest.raises(NetcError, match=r"node 'split' \(Reshape\): a reshape of an NCHW image to \[1, 2, 3, 4, 5\]"
+                                            ) as e:
+            load(str(triple(perm, back, name)), DiagnosticEngine())
+        assert e.value.diagnostics[0].loc.file.endswith(name)
