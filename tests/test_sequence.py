@@ -244,6 +244,26 @@ def test_masked_softmax_loss_refuses_labels_outside_the_classes():
         SOFTMAX.reference({"name": "loss"}, [x, labels, lengths], {})
 
 
+def test_softmax_loss_refuses_labels_outside_the_classes_per_sample(tmp_path):
+    """Class indices [N] outside 0..C-1 (or fractional) are the user's data error, at the loss's line, not an
+    index error from inside torch (an internal error before)."""
+    import numpy as np
+    from cli_inprocess import netc_inprocess
+    x = torch.randn(3, 4, dtype=torch.float64)
+    with pytest.raises(NetcError, match="the label 7 of sample 2 is not a class 0 to 3"):
+        SOFTMAX.reference({"name": "loss"}, [x, torch.tensor([0, 3, 7])], {})
+    with pytest.raises(NetcError, match="its labels must be class indices, got fractional values"):
+        SOFTMAX.reference({"name": "loss"}, [x, torch.tensor([0.0, 1.5, 2.0])], {})
+    f = tmp_path / "net.nd"
+    f.write_text("network n {\n  input x: f32[2, 6]\n  input label: i32[2]\n  y = InnerProduct(x) { num_outputs: 4 }\n"
+                 "  loss = SoftmaxLoss(y, label)\n}\n")
+    np.savez(tmp_path / "in.npz", x=np.ones((2, 6), np.float32), label=np.array([1, -1], np.int32))
+    for extra in ((), ("--train", "--steps", "1")):
+        r = netc_inprocess("run", f, "--reference", "--inputs", tmp_path / "in.npz", *extra)
+        assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+        assert f"{f}:5:3: error: SoftmaxLoss 'loss': the label -1 of sample 1 is not a class 0 to 3" in r.stderr
+
+
 # -- a network ---------------------------------------------------------------------------------------
 
 NET = """network tagger {

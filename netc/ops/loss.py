@@ -62,6 +62,22 @@ def step_weights(a: dict, lengths, x, what: str):
     return step_mask(n, t, x.dtype) / float(n.sum())
 
 
+def class_ids(a: dict, ids, c: int, b: int | None = None):
+    """A SoftmaxLoss's class-index labels as int64, or NetcError naming the first that is not a class 0 to C-1
+    (a fractional one too); `b`: the batch of a per-step loss (labels [T*B], named by step and sample)."""
+    import torch
+    name = a.get("name")
+    if ids.is_floating_point() and not bool(torch.equal(ids, ids.round())):
+        raise NetcError(f"SoftmaxLoss '{name}': its labels must be class indices, got fractional values")
+    ids = ids.long()
+    bad = (ids < 0) | (ids >= c)
+    if bool(bad.any()):
+        k = int(bad.nonzero()[0, 0])
+        where = f"at step {k // b} of sample {k % b}" if b else f"of sample {k}"
+        raise NetcError(f"SoftmaxLoss '{name}': the label {int(ids[k])} {where} is not a class 0 to {c - 1}")
+    return ids
+
+
 def _step_softmax(a: dict, ins: list):
     """(weights [T*B], log_softmax [T*B, C], targets [T*B, C]) of a per-step SoftmaxLoss."""
     import torch
@@ -71,16 +87,8 @@ def _step_softmax(a: dict, ins: list):
     logp = torch.log_softmax(x.reshape(t * b, -1), dim=1)
     c = logp.shape[1]
     if y[0, 0].numel() == 1:    # class indices
-        ids = y.reshape(-1)
-        if ids.is_floating_point() and not bool(torch.equal(ids, ids.round())):
-            raise NetcError(f"SoftmaxLoss '{a.get('name')}': its labels must be class indices, got fractional values")
-        ids = ids.long().to(x.device)
-        bad = (ids < 0) | (ids >= c)
-        if bool(bad.any()):
-            k = int(bad.nonzero()[0, 0])
-            raise NetcError(f"SoftmaxLoss '{a.get('name')}': the label {int(ids[k])} at step {k // b} of sample "
-                            f"{k % b} is not a class 0 to {c - 1}")
-        target = torch.nn.functional.one_hot(ids, c).to(x.dtype)
+        ids = class_ids(a, y.reshape(-1), c, b)
+        target = torch.nn.functional.one_hot(ids.to(x.device), c).to(x.dtype)
     else:
         target = in_compute_dtype(y).reshape(logp.shape).to(x.device)
     w = step_weights(a, ins[2] if len(ins) > 2 else None, x, "SoftmaxLoss")
@@ -157,7 +165,8 @@ class SoftmaxLoss(OpDef):
         x, y = ins
         logp = torch.log_softmax(in_compute_dtype(x).reshape(x.shape[0], -1), dim=1)
         if y[0].numel() == 1 and logp.shape[1] != 1:   # class indices [N] / [N, 1]
-            return -logp.gather(1, y.reshape(-1, 1).long()).mean()
+            ids = class_ids(a, y.reshape(-1), logp.shape[1]).to(logp.device)
+            return -logp.gather(1, ids.reshape(-1, 1)).mean()
         return -(in_compute_dtype(y).reshape(logp.shape) * logp).sum(1).mean()   # one-hot (or soft) targets
 
     def cost(self, a, ins, out, needs_input_grad=True):
