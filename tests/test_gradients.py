@@ -476,18 +476,18 @@ def case_seq_reverse(rng, k):
 
 
 def case_channel_permute(rng, k):
-    """A random permutation of the last axis (an NHWC image's channels, a [N, C] value's features), ShuffleNet's
-    shuffle of 2 or 3 groups among them."""
+    """A random permutation of the last axis (an NHWC image's channels, a [N, C] value's features), and ShuffleNet's
+    shuffle of 2 or 3 groups (`groups`: its gradient the shuffle of C/g groups)."""
     x = _image(rng) if k % 2 else _rank(rng, 2, 3)
     c = x[-1] * (1 + k % 3)
     x = x[:-1] + (c,)
-    if k % 3 and c % (1 + k % 3) == 0:
-        g = 1 + k % 3
-        order = [(j % g) * (c // g) + j // g for j in range(c)]
+    if k % 3:
+        a = {"groups": 1 + k % 3}
     else:
         order = list(range(c))
         rng.shuffle(order)
-    src, xs = around("ChannelPermute", [x], {"order": order})
+        a = {"order": order}
+    src, xs = around("ChannelPermute", [x], a)
     return with_loss(src, x), xs
 
 

@@ -797,9 +797,7 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
     assert rel(out["prob"], want.numpy()) < 1e-6
     assert rel(np.asarray(out["feat"]).transpose(0, 3, 1, 2), feat.numpy()) < 1e-6
     ops = [op for n in mod.networks() for op in n.regions[0].ops]
-    from netc.ops.channel_permute import shuffle_order
-    assert [op.attrs["order"] for op in ops if op.name == "netc.channel_permute"] == [shuffle_order(12, 3),
-                                                                                       shuffle_order(12, 2)]
+    assert [op.attrs["groups"] for op in ops if op.name == "netc.channel_permute"] == [3, 2]
     assert not any(op.name in ("netc.reshape", "netc.transpose") and len(op.results[0].type.shape) != 2 for op in ops)
     r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
                        capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
@@ -815,8 +813,8 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
     ref = run_reference(mod, {"x": torch.from_numpy(feed).double()}, None)
     assert rel(got["prob"], ref["prob"].numpy()) < 1e-5 and rel(got["feat"], ref["feat"].numpy()) < 1e-5
 
-    def triple(perm, back, name):
-        s5 = helper.make_tensor("s5", TensorProto.INT64, [5], [1, 2, 3, 4, 5])
+    def triple(perm, back, name, split=(1, 2, 3, 4, 5)):
+        s5 = helper.make_tensor("s5", TensorProto.INT64, [len(split)], list(split))
         s4 = helper.make_tensor("s4", TensorProto.INT64, [4], back)
         g = helper.make_graph([helper.make_node("Reshape", ["x", "s5"], ["r"], name="split"),
                                helper.make_node("Transpose", ["r"], ["t"], name="swap", perm=perm),
@@ -826,11 +824,15 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
         p = tmp_path / name
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
         return p
-    ok = triple([0, 2, 1, 3, 4], [1, 6, 4, 5], "ok.onnx")       # the same triple by hand, against numpy's
     xs = np.random.default_rng(15).standard_normal((1, 6, 4, 5))
-    got = run_reference(inferred(ok), {"x": torch.from_numpy(xs.transpose(0, 2, 3, 1).copy())}, None)["y"]
-    assert np.array_equal(np.asarray(got).transpose(0, 3, 1, 2), xs.reshape(1, 2, 3, 4, 5).transpose(0, 2, 1, 3, 4)
-                          .reshape(1, 6, 4, 5))
+    for shape, perm in (([1, 2, 3, 4, 5], [0, 2, 1, 3, 4]), ([1, 1, 2, 3, 4, 5], [0, 3, 2, 1, 4, 5])):
+        # by hand, against numpy's: a shuffle of 2 groups (groups: 2), and 3 factors reversed (an order)
+        m = inferred(triple(perm, [1, 6, 4, 5], "ok.onnx", shape))
+        got = run_reference(m, {"x": torch.from_numpy(xs.transpose(0, 2, 3, 1).copy())}, None)["y"]
+        assert np.array_equal(np.asarray(got).transpose(0, 3, 1, 2), xs.reshape(shape).transpose(perm)
+                              .reshape(1, 6, 4, 5))
+        (cp,) = [op for n in m.networks() for op in n.regions[0].ops if op.name == "netc.channel_permute"]
+        assert set(cp.attrs) & {"groups", "order"} == {"groups" if len(shape) == 5 else "order"}
     for perm, back, name in (([0, 1, 2, 4, 3], [1, 6, 5, 4], "rows.onnx"), ([0, 3, 1, 2, 4], [1, 6, 4, 5], "mixed.onnx"),
                              ([0, 2, 1, 3, 4], [1, 3, 8, 5], "other.onnx")):
         with pytest.raises(NetcError, match=r"node 'split' \(Reshape\): a reshape of an NCHW image to \[1, 2, 3, 4, 5\]"

@@ -142,7 +142,9 @@ def _case(op: str, rng: random.Random):
         c = rng.randint(1, 7)
         order = list(range(c))
         rng.shuffle(order)
-        return attrs(op, order=order), [rng.choice([any_shape[:-1] + (c,), (n, c), (c,)])]
+        a = attrs(op, groups=rng.choice([g for g in (1, 2, 3) if c % g == 0])) if rng.random() < 0.4 else \
+            attrs(op, order=order)
+        return a, [rng.choice([any_shape[:-1] + (c,), (n, c), (c,)])]
     if op == "seq_mask":     # the lengths are required
         t, b = rng.randint(1, 4), rng.randint(1, 3)
         return attrs(op), [(t, b) + tuple(rng.randint(1, 3) for _ in range(rng.randint(0, 2))), (b,)]

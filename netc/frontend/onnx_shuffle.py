@@ -8,12 +8,14 @@ ShuffleNet's (and torchvision's ShuffleNetV2's channel_shuffle) is
 More generally: the first Reshape splits the channel axis into factors [d1, ..., dk] (N, H and W kept), the
 Transpose permutes only those factor axes, and the second Reshape merges them back into the same [N, C, H, W].
 Then y[:, j] = x[:, order[j]] with order = arange(C).reshape(d).transpose(p).reshape(C), which netc's NHWC
-image holds as a permutation of its last axis. The two intermediate 5-d (or more) values must be read by
+image holds as a permutation of its last axis (written `groups: g` where it is the shuffle of g groups). The two intermediate 5-d (or more) values must be read by
 nothing else. Any other reshape of an image, or transpose, is left to frontend/onnx.py's located refusals.
 """
 from __future__ import annotations
 
 import numpy as np
+
+from ..ops.channel_permute import shuffle_order
 
 
 def _consumers(imp, name: str) -> list:
@@ -48,7 +50,9 @@ def channel_shuffle(imp, node) -> bool:
         return False
     order = np.arange(x[1]).reshape(dims).transpose([p - 1 for p in perm[1:-2]]).reshape(-1)
     name = imp.fresh(back.output[0] if back.output[0] in outputs else (back.name or back.output[0]))
-    imp.lines.append(f"  {name} = ChannelPermute({imp.value(node)}) {{ order: {imp.nd([int(o) for o in order])} }}")
+    order = [int(o) for o in order]
+    attr = f"groups: {dims[0]}" if order == shuffle_order(x[1], dims[0]) else f"order: {imp.nd(order)}"
+    imp.lines.append(f"  {name} = ChannelPermute({imp.value(node)}) {{ {attr} }}")
     imp.netc[back.output[0]] = name
     imp.image[back.output[0]] = True
     imp.transposed.update((tr.output[0], back.output[0]))

@@ -6,16 +6,17 @@ op again (the inverse order), so this one entry serves the backward too. Like th
 imports no launcher until an entry runs."""
 from __future__ import annotations
 
-import torch
-
+from ..ops.channel_permute import channel_order
 from .spec import FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between, single_member
 
 
 def lower_channel_permute(ctx, members) -> KernelSpec:
+    import torch
+
     from .channel_permute import channel_permute
     op = single_member(members)
     x = ctx.value(op.operands[0])
-    order = ctx.constant(torch.tensor(list(op_attrs(op)["order"]), dtype=torch.int32))
+    order = ctx.constant(torch.tensor(channel_order(op_attrs(op), x.shape[-1]), dtype=torch.int32))
     call = channel_permute(x, order, out=ctx.out, launch=False, **pinned(channel_permute, ctx))
     rows = x.numel() // max(x.shape[-1], 1)
     if x.dim() >= 2 and ctx.batch in tuple(x.shape[:2]) and rows % ctx.batch == 0:

@@ -74,8 +74,9 @@ def test_strided_out_half_and_bad_arguments(device, rng):
 
 
 def test_a_training_step_through_the_kernels_matches_the_reference(device):
-    """A convolution, a shuffle, a convolution and a loss compiled for training: the forward and the gradient (the
-    inverse order) run as kernels on the interpreter, one SGD step within f32 tolerance of the f64 reference."""
+    """A convolution, a shuffle (groups: its gradient the shuffle of C/g groups), a permutation (order: its gradient
+    the inverse order), a convolution and a loss compiled for training: the forward and the gradients run as kernels
+    on the interpreter, one SGD step within f32 tolerance of the f64 reference."""
     if device != "cpu":
         pytest.skip("the interpreter target runs on the CPU")
     from netc.diagnostics import DiagnosticEngine
@@ -87,8 +88,9 @@ def test_a_training_step_through_the_kernels_matches_the_reference(device):
   input x: f32[2, 4, 4, 6]
   input label: f32[2, 4, 4, 6]
   c = Convolution(x) {{ filter: [3, 3, 6, 6], strides: [1, 1, 1, 1], padding: "SAME" }}
-  s = ChannelPermute(c) {{ order: {shuffle_order(6, 2)} }}
-  d = Convolution(s) {{ filter: [1, 1, 6, 6], strides: [1, 1, 1, 1], padding: "SAME" }}
+  s = ChannelPermute(c) {{ groups: 2 }}
+  t = ChannelPermute(s) {{ order: [5, 0, 4, 1, 3, 2] }}
+  d = Convolution(t) {{ filter: [1, 1, 6, 6], strides: [1, 1, 1, 1], padding: "SAME" }}
   loss = EuclideanLoss(d, label)
 }}
 """
@@ -100,3 +102,24 @@ def test_a_training_step_through_the_kernels_matches_the_reference(device):
     r = compare_step(InterpTrainer(m, net, seed=0, blocks="large"),
                      ReferenceTrainer(m, net, seed=0, dtype=torch.float64), None, 0.01, 1e-4)
     assert r["loss_err"] < 1e-6 and r["grad_err"] < 1e-5 and r["param_err"] < 1e-6, r
+
+
+@pytest.mark.parametrize("body,message", [
+    ("order: [0, 2, 4, 1, 3, 3]", "order is not a permutation of 0 .. 5 (missing 5)"),
+    ("order: [0, 2, 1]", "order has 3 entries for 6 channels (the last axis of [2, 4, 4, 6])"),
+    ("groups: 4", "groups 4 does not divide the 6 channels"),
+    ("groups: 2, order: [0, 1, 2, 3, 4, 5]", "takes an order or groups (a channel shuffle), one of the two"),
+    ("", "takes an order or groups (a channel shuffle), one of the two"),
+])
+def test_the_shape_rule_refuses_what_is_no_permutation(body, message):
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend.dsl import parse_nd
+    from netc.pipelines import Options, inference
+    src = ("network cp {\n  input x: f32[2, 4, 4, 6]\n"
+           f"  s = ChannelPermute(x){' { ' + body + ' }' if body else ''}\n  output s\n}}\n")
+    from netc.diagnostics import NetcError
+    diag = DiagnosticEngine()
+    with pytest.raises(NetcError) as e:
+        inference(parse_nd(src, "cp.nd", diag), Options(phase="test"), diag)
+    errors = [d for d in e.value.diagnostics if d.severity == "error"]
+    assert len(errors) == 1 and message in errors[0].message and errors[0].loc.line == 3, e.value.diagnostics
