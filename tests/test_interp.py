@@ -243,6 +243,28 @@ def test_losses_and_integer_labels():
     assert torch.isnan(out["xent"]) and not torch.isnan(out["l2"])
 
 
+def test_given_labels_outside_the_classes_are_located(tmp_path):
+    """Class labels outside 0..C-1 fed to the kernels (which cannot raise: the loss would be NaN) are an error
+    at the input, for a run and for training from --inputs and from --data; one-hot rows are not indices."""
+    import numpy as np
+    from cli_inprocess import netc_interp
+    f = tmp_path / "losses.nd"
+    f.write_text(LOSSES)
+    good = dict(data=np.zeros((3, 6, 6, 2), np.float32), label=np.array([0, 4, 2], np.int32),
+                onehot=np.eye(5, dtype=np.int64)[[1, 2, 3]], target=np.zeros((3, 5), np.float32))
+    np.savez(tmp_path / "good.npz", **good)
+    np.savez(tmp_path / "bad.npz", **{**good, "label": np.array([0, 5, 2], np.int32)})
+    np.savez(tmp_path / "data.npz", **{k: np.concatenate([v, v]) for k, v in good.items()} | {
+        "label": np.array([0, 1, 2, 3, 4, -1], np.int32)})
+    want = f"{f}:3:9: error: input 'label' holds"
+    r = netc_interp("run", f, "--target", "interp", "--inputs", tmp_path / "good.npz")
+    assert r.returncode == 0, r.stderr
+    for args in (("--inputs", tmp_path / "bad.npz"), ("--train", "--steps", "1", "--inputs", tmp_path / "bad.npz"),
+                 ("--train", "--epochs", "1", "--data", tmp_path / "data.npz")):
+        r = netc_interp("run", f, "--target", "interp", *args)
+        assert r.returncode == 1 and want in r.stderr and "class labels must be 0 to 4" in r.stderr, r.stderr
+
+
 def test_loss_at_a_smaller_batch_than_planned():
     """The loss averages over the run's batch: its row count is an argument affine in the batch."""
     from netc.ops import reference as R

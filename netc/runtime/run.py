@@ -23,11 +23,12 @@ def given_inputs(args) -> dict:
 
 
 def check_given_indices(net, inputs: dict) -> None:
-    """A given input read as sequence lengths outside 1..T, or as row ids outside 0..V-1, is an error located at
-    the input: the kernels cannot raise (they clamp a length, read a zero row for an id), the reference does."""
+    """A given input read as sequence lengths outside 1..T, as row ids outside 0..V-1 or as class labels outside
+    0..C-1 is an error located at the input: the kernels cannot raise (they clamp a length, read a zero row for
+    an id, a NaN loss for a label), the reference does."""
     import torch
     from ..ir.query import layer_name, network_inputs
-    from .reference import index_bound_of, lengths_bound_of
+    from .reference import index_bound_of, label_reading_of, lengths_bound_of
     for op in network_inputs(net):
         x = inputs.get(layer_name(op))
         if x is None:
@@ -35,10 +36,13 @@ def check_given_indices(net, inputs: dict) -> None:
         x = torch.as_tensor(x)
         v = op.results[0]
         steps, rows = lengths_bound_of(net, v), index_bound_of(net, v)
+        labels = label_reading_of(net, v) if not x.is_floating_point() else None
         if steps is not None:
             lo, hi, what = 1, steps, f"sequence lengths must be 1 to T = {steps} (the kernels would clamp it)"
         elif rows is not None:
             lo, hi, what = 0, rows - 1, f"row ids must be 0 to {rows - 1} (the kernels would read a zero row)"
+        elif labels is not None and labels[1]:      # class indices (not one-hot rows)
+            lo, hi, what = 0, labels[0] - 1, f"class labels must be 0 to {labels[0] - 1}"
         else:
             continue
         bad = (x < lo) | (x > hi) | (x != x.round() if x.is_floating_point() else torch.zeros_like(x, dtype=torch.bool))
@@ -137,6 +141,11 @@ def fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer
     50 for a long run) and the summary; returns the history."""
     from ..ops.optim import learning_rate
     from .train import fit
+    net = getattr(trainer, "net", None)
+    if net is not None:     # labels, ids and lengths out of range: an error at the input, on every target
+        for given in (inputs, data.arrays if data is not None else None):
+            if given:
+                check_given_indices(net, given)
     every = 1
     if data is not None:
         per_epoch = data.size // trainer.data_batch(data)
