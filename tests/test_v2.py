@@ -416,6 +416,32 @@ def test_a_missing_v2_name_is_one_located_error(tmp_path):
         paddle.dataset.conll05  # noqa: B018
 
 
+@pytest.mark.parametrize("line, where, name", [
+    ("h = paddle.networks.gru_unit(input=x)", "4:5", "paddle.networks.gru_unit"),
+    ("import netc.v2.dataset.conll05 as conll05", "4:1", "paddle.dataset.conll05"),
+    ("from netc.v2.dataset import wmt14", "4:1", "paddle.dataset.wmt14"),
+    ("paddle.init(trainer_count=0)", "4:1", None),
+])
+def test_an_uncaught_v2_error_is_its_diagnostic_alone(tmp_path, line, where, name):
+    """Uncaught in a program, a missing name -- also an import of a module netc.v2 lacks -- or another netc.v2
+    error is printed as its diagnostic only (file:line:col, the line, the caret): no Python traceback; exit
+    status 1. NETC_DEBUG=1 keeps the traceback; an error that is not netc's keeps Python's own report."""
+    prog = tmp_path / "prog.py"
+    prog.write_text("import netc.v2 as paddle\n\n"
+                    "x = paddle.layer.data(name='x', type=paddle.data_type.dense_vector(3))\n" + line + "\n")
+    r = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith(f"prog.py:{where}: error: ") and "Traceback" not in r.stderr
+    assert r.stderr.count("error:") == 1 and r.stderr.endswith(line + "\n" + " " * (int(where.split(":")[1]) - 1) + "^\n")
+    assert name is None or f"netc.v2 has no '{name}'" in r.stderr
+    env = dict(os.environ, NETC_DEBUG="1")
+    debug = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+    prog.write_text("import netc.v2 as paddle\nimport netc.nonexistent\n")
+    other = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path)
+    assert "Traceback" in other.stderr and "ModuleNotFoundError: No module named 'netc.nonexistent'" in other.stderr
+
+
 def test_refusals_are_located():
     """What netc.v2 does not do yet says so at the caller's line."""
     x = paddle.layer.data(name="x", type=paddle.data_type.dense_vector(12))

@@ -8,7 +8,7 @@ Modules: layer, activation, attr, data_type, pooling, networks, optimizer (Model
 trainer, event, evaluator, parameters, topology, reader, dataset (uci_housing, mnist, cifar, imikolov, imdb,
 movielens); functions init, batch, infer. Sequences and ids (embedding, lstmemory, grumemory, sequence_conv_pool,
 ...): netc.v2.seqlayer. A PaddlePaddle v2 name netc.v2 does not have is one located error naming it
-(netc.v2.names)."""
+(netc.v2.names); importing netc.v2 makes an uncaught netc error print as that diagnostic alone."""
 from __future__ import annotations
 
 from ..api.errors import error, user_loc
@@ -17,7 +17,7 @@ from . import optimizer, parameters, pooling  # noqa: F401
 from . import reader, topology, trainer  # noqa: F401
 from .inference import infer  # noqa: F401
 from .minibatch import batch  # noqa: F401
-from .names import missing_names
+from .names import install_report, missing_names
 
 
 def init(use_gpu=False, trainer_count=1, **kwargs):
@@ -27,6 +27,8 @@ def init(use_gpu=False, trainer_count=1, **kwargs):
         raise error(f"paddle.init: trainer_count is a positive integer, got {trainer_count!r}", user_loc())
     trainer.SETTINGS.update(threads=trainer_count, use_gpu=bool(use_gpu), flags=dict(kwargs))
 
+
+install_report()   # an uncaught netc error prints as its diagnostic, without the traceback (netc.v2.names)
 
 __all__ = ["init", "batch", "infer", "activation", "attr", "data_type", "dataset", "evaluator", "event", "layer",
            "networks",
