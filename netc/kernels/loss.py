@@ -89,7 +89,8 @@ def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym, len_
             m_new = tl.maximum(m_i, tl.max(x, axis=1))
             # rows that have seen only -inf (masked rows) subtract 0 instead: -inf - -inf is nan
             m_ref = tl.where(m_new > float("-inf"), m_new, 0.0)
-            below = tl.sum(tl.where(x < m_new[:, None], tl.exp(x - m_ref[:, None]), 0.0), axis=1)
+            # (a NaN logit is neither below nor a tie: its exp makes the row NaN, as it must)
+            below = tl.sum(tl.where(x == m_new[:, None], 0.0, tl.exp(x - m_ref[:, None])), axis=1)
             ties = tl.sum(tl.where(x == m_new[:, None], 1.0, 0.0), axis=1)
             # a chunk that raises the max brings the new max's 1 (kept out of r) and rescales the old
             # 1 + r: alpha + alpha r, never 1 + r rounded
@@ -106,6 +107,7 @@ def softmax_loss_kernel(x_ptr, y_ptr, out_ptr, NB, C, stride_xm, stride_ym, len_
         # keeps its relative precision, which log(1 + r) rounded in f32 loses (eps / r)
         mx = tl.where(mask_r, m_i, 0.0)
         lg = log1p(tl.where(mask_r, r_i, 0.0))
+        lg = tl.where(mx < float("inf"), lg, float("nan"))   # a +inf logit: NaN (torch's), not inf
         if ONE_HOT:
             row_loss = (mx * sy - syx) + lg * sy
         else:

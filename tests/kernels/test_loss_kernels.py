@@ -157,3 +157,15 @@ def test_softmax_loss_grad_saturated_keeps_relative_precision(device, block_c, t
     got = softmax_loss_grad(x.to(device), arg.to(device), block_c=block_c).cpu().to(torch.float64)
     rel = ((got - want).abs() / want.abs()).max().item()
     assert rel <= 1e-5, (rel, got, want)
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf")], ids=["nan", "inf"])
+def test_softmax_loss_and_grad_nan_logit_is_nan(device, bad):
+    """A NaN or +inf logit makes its row's loss and gradient NaN (as torch's), never a finite number."""
+    from netc.kernels.loss_grad import softmax_loss_grad
+    x = torch.tensor([[1.0, bad, 0.5], [0.2, 0.1, 3.0]], device=device)
+    labels = torch.tensor([0, 2], device=device)
+    for block_c in (None, 2):
+        assert torch.isnan(softmax_loss(x, labels, block_c=block_c))
+        g = softmax_loss_grad(x, labels, block_c=block_c).cpu()
+        assert torch.isnan(g[0]).all() and not torch.isnan(g[1]).any()
