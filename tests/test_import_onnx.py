@@ -784,8 +784,9 @@ class Shuffled(nn.Module):
 def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
     """torchvision's channel_shuffle exported by torch.onnx (Reshape -> Transpose -> Reshape, the shapes computed by
     Shape -> Gather -> Concat subgraphs) imports as ChannelPermutes and gives torch's outputs on the reference and the
-    interpreter's kernels; netc's export writes it as a Gather that onnxruntime runs to the reference's results;
-    reshapes and transposes of images that are no channel permutation stay located refusals."""
+    interpreter's kernels; netc's export writes it as a Gather that onnxruntime runs to the reference's results and
+    that imports back as the same ChannelPermutes; reshapes and transposes of images that are no channel permutation
+    stay located refusals."""
     from onnx import TensorProto, helper
     ort = pytest.importorskip("onnxruntime")
     torch.manual_seed(15)
@@ -812,25 +813,35 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
         ["prob", "feat"], {"x": feed})))
     ref = run_reference(mod, {"x": torch.from_numpy(feed).double()}, None)
     assert rel(got["prob"], ref["prob"].numpy()) < 1e-5 and rel(got["feat"], ref["feat"].numpy()) < 1e-5
+    # ... and read back: a Gather permuting the channels is a ChannelPermute again
+    (tmp_path / "back.onnx").write_bytes(data)
+    back = inferred(tmp_path / "back.onnx")
+    assert [op.attrs["groups"] for n in back.networks() for op in n.regions[0].ops
+            if op.name == "netc.channel_permute"] == [3, 2]
+    again = run_reference(back, {"x": torch.from_numpy(feed).double()}, None)
+    io = back.attrs["onnx_io"]["outputs"]           # (the model's outputs by their netc names)
+    assert all(rel(again[io[k][0]], ref[k].numpy()) < 1e-6 for k in ("prob", "feat"))
 
     def triple(perm, back, name, split=(1, 2, 3, 4, 5)):
         s5 = helper.make_tensor("s5", TensorProto.INT64, [len(split)], list(split))
+        c = int(np.prod(split[1:-2]))
         s4 = helper.make_tensor("s4", TensorProto.INT64, [4], back)
         g = helper.make_graph([helper.make_node("Reshape", ["x", "s5"], ["r"], name="split"),
                                helper.make_node("Transpose", ["r"], ["t"], name="swap", perm=perm),
                                helper.make_node("Reshape", ["t", "s4"], ["y"], name="merge")], "g",
-                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4, 5])],
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, c, 4, 5])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, back)], [s5, s4])
         p = tmp_path / name
         onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(p))
         return p
-    xs = np.random.default_rng(15).standard_normal((1, 6, 4, 5))
-    for shape, perm in (([1, 2, 3, 4, 5], [0, 2, 1, 3, 4]), ([1, 1, 2, 3, 4, 5], [0, 3, 2, 1, 4, 5])):
+    for shape, perm in (([1, 2, 3, 4, 5], [0, 2, 1, 3, 4]), ([1, 2, 2, 3, 4, 5], [0, 3, 2, 1, 4, 5])):
         # by hand, against numpy's: a shuffle of 2 groups (groups: 2), and 3 factors reversed (an order)
-        m = inferred(triple(perm, [1, 6, 4, 5], "ok.onnx", shape))
+        c = int(np.prod(shape[1:-2]))
+        xs = np.random.default_rng(15).standard_normal((1, c, 4, 5))
+        m = inferred(triple(perm, [1, c, 4, 5], "ok.onnx", shape))
         got = run_reference(m, {"x": torch.from_numpy(xs.transpose(0, 2, 3, 1).copy())}, None)["y"]
         assert np.array_equal(np.asarray(got).transpose(0, 3, 1, 2), xs.reshape(shape).transpose(perm)
-                              .reshape(1, 6, 4, 5))
+                              .reshape(1, c, 4, 5))
         (cp,) = [op for n in m.networks() for op in n.regions[0].ops if op.name == "netc.channel_permute"]
         assert set(cp.attrs) & {"groups", "order"} == {"groups" if len(shape) == 5 else "order"}
     for perm, back, name in (([0, 1, 2, 4, 3], [1, 6, 5, 4], "rows.onnx"), ([0, 3, 1, 2, 4], [1, 6, 4, 5], "mixed.onnx"),
@@ -839,3 +850,11 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
                                             ) as e:
             load(str(triple(perm, back, name)), DiagnosticEngine())
         assert e.value.diagnostics[0].loc.file.endswith(name)
+    # a Gather of the channels that is no permutation (a channel twice) stays refused
+    idx = helper.make_tensor("idx", TensorProto.INT64, [6], [0, 1, 1, 3, 4, 5])
+    g = helper.make_graph([helper.make_node("Gather", ["x", "idx"], ["y"], name="pick", axis=1)], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 4, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 6, 4, 5])], [idx])
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "pick.onnx"))
+    with pytest.raises(NetcError, match=r"node 'pick' \(Gather\): a Gather of a computed value is read for one"):
+        load(str(tmp_path / "pick.onnx"), DiagnosticEngine())

@@ -27,7 +27,7 @@ import numpy as np
 
 from ..diagnostics import Loc, NetcError
 from .onnx_recurrent import recurrent_node
-from .onnx_shuffle import channel_shuffle
+from .onnx_shuffle import channel_gather, channel_shuffle
 
 OPSET = 17
 _CACHE: dict = {}
@@ -640,6 +640,8 @@ def _gather_index(imp, node, a):
     """A Gather of one constant index of a computed value (torch's y[-1]: a sequence's last step) as netc's Slice
     of that index along the axis, reshaped where the index was a scalar (the axis dropped). One channel of an
     NCHW image (torchvision GoogLeNet's transform_input: x[:, 0], unsqueezed) is netc's Slice of the channels."""
+    if channel_gather(imp, node, a):      # a permutation of the channels (onnx_shuffle.py; netc's ChannelPermute)
+        return
     idx = np.asarray(imp.consts[node.input[1]])
     shape = imp.shape.get(node.input[0]) or []
     if imp.image.get(node.input[0]) and idx.size == 1 and a.get("axis", 0) % 4 == 1:
