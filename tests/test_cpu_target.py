@@ -281,6 +281,6 @@ def test_a_label_outside_the_classes_is_located(tmp_path, capsys, train):
     assert main(["run", "examples/digits.nd", "--target", "cpu", *flags, "--inputs", str(tmp_path / "in.npz")]) == 1
     err = capsys.readouterr().err
     if train:   # training checks its inputs first, on every target (runtime/run.py check_given_indices)
-        assert "digits.nd:14:9: error: input 'label' holds 12 at [0]: class labels must be 0 to 9" in err
+        assert "in.npz: error: 'label' holds 12 at [0]: class labels must be 0 to 9 (input 'label' of" in err
     else:       # the generated step's guard
         assert "digits.nd:24:3: error: SoftmaxLoss 'loss': a label outside the classes 0 to 9" in err

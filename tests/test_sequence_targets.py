@@ -202,7 +202,8 @@ def test_given_lengths_and_ids_out_of_range_are_located(tmp_path):
     np.savez(tmp_path / "in.npz", **{**good, "words.lengths": np.array([5, 6, 3, 2], np.int32)})
     r = netc_interp("run", path, "--target", "interp", "--inputs", tmp_path / "in.npz")
     assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
-    assert "net.nd:3:9: error: input 'words.lengths' holds 6 at [1]: sequence lengths must be 1 to T = 5" in r.stderr
+    assert (f"{tmp_path / 'in.npz'}: error: 'words.lengths' holds 6 at [1]: sequence lengths must be 1 to T = 5 (the "
+            f"kernels would clamp it) (input 'words.lengths' of {path}:3:9)") in r.stderr, r.stderr
 
 
 def test_per_sample_values_follow_the_pool_past_a_seed():

@@ -22,13 +22,17 @@ def given_inputs(args) -> dict:
 
 
 
-def check_given_indices(net, inputs: dict) -> None:
+def check_given_indices(net, inputs: dict, source: str | None = None) -> None:
     """A given input read as sequence lengths outside 1..T, as row ids outside 0..V-1 or as class labels outside
-    0..C-1 is an error located at the input: the kernels cannot raise (they clamp a length, read a zero row for
-    an id, a NaN loss for a label), the reference does."""
+    0..C-1 is an error located at the file that gave it (--inputs, --data), else at the input's declaration: the
+    kernels cannot raise (they clamp a length, read a zero row for an id, a NaN loss for a label), the reference
+    does."""
     import torch
+    from ..diagnostics import Loc
     from ..ir.query import layer_name, network_inputs
+    from .io import source_of
     from .reference import index_bound_of, label_reading_of, lengths_bound_of
+    src = source or source_of(inputs)     # arrays read from a file (--inputs, --data): their file
     for op in network_inputs(net):
         x = inputs.get(layer_name(op))
         if x is None:
@@ -48,7 +52,10 @@ def check_given_indices(net, inputs: dict) -> None:
         bad = (x < lo) | (x > hi) | (x != x.round() if x.is_floating_point() else torch.zeros_like(x, dtype=torch.bool))
         if bool(bad.any()):
             at = [int(i) for i in bad.nonzero()[0]]
-            raise NetcError(f"input '{layer_name(op)}' holds {x[tuple(at)].item()} at {at}: {what}", op.loc)
+            name, value = layer_name(op), x[tuple(at)].item()
+            if src:     # the value is the file's: located there, with the input it feeds
+                raise NetcError(f"'{name}' holds {value} at {at}: {what} (input '{name}' of {op.loc})", Loc(src))
+            raise NetcError(f"input '{name}' holds {value} at {at}: {what}", op.loc)
 
 
 def check_state_flags(args, compiled: bool) -> None:
@@ -142,10 +149,8 @@ def fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer
     from ..ops.optim import learning_rate
     from .train import fit
     net = getattr(trainer, "net", None)
-    if net is not None:     # labels, ids and lengths out of range: an error at the input, on every target
-        for given in (inputs, data.arrays if data is not None else None):
-            if given:
-                check_given_indices(net, given)
+    if net is not None and inputs:  # labels, ids and lengths out of range: an error, on every target (a --data
+        check_given_indices(net, inputs)    # file's: Dataset.check)
     every = 1
     if data is not None:
         per_epoch = data.size // trainer.data_batch(data)
@@ -252,6 +257,7 @@ def run_interp(module, args, inputs, params, precision):
     precision's tolerance (runtime.compare.NETWORK_TOLERANCES). Outputs are keyed 'network.layer'
     when the file has several networks (as --reference does). Returns (outputs, diagnostics)."""
     from .interp import InterpProgram, default_inputs, split_inputs
+    from .io import source_of
     nets = [args.network] if args.network else [n.attrs.get("sym_name") for n in module.networks()]
     per = split_inputs(module, nets, inputs)
     tuning = None
@@ -270,7 +276,7 @@ def run_interp(module, args, inputs, params, precision):
             n = sum(1 for L in prog.launches if L.tuned)
             sys.stderr.write(f"{prog.plan.network}: {n} of {len(prog.launches)} launches tuned by {args.tuning}\n")
         if per[name] is not None:
-            check_given_indices(prog.net, per[name])
+            check_given_indices(prog.net, per[name], source_of(inputs))
         ins = per[name] if per[name] is not None else default_inputs(module, prog.net, args.seed)
         got = prog.run(ins)
         prefix = f"{prog.plan.network}." if len(nets) > 1 else ""
