@@ -479,13 +479,14 @@ def case_channel_permute(rng, k):
     """A random permutation of the last axis (an NHWC image's channels, a [N, C] value's features), and ShuffleNet's
     shuffle of 2 or 3 groups (`groups`: its gradient the shuffle of C/g groups)."""
     x = _image(rng) if k % 2 else _rank(rng, 2, 3)
-    c = x[-1] * (1 + k % 3)
+    c = x[-1] * (1 + k % 3) if k % 3 else x[-1] + 2
     x = x[:-1] + (c,)
     if k % 3:
         a = {"groups": 1 + k % 3}
     else:
         order = list(range(c))
-        rng.shuffle(order)
+        while [order[o] for o in order] == list(range(c)):     # not its own inverse (the rule's inverse shows)
+            rng.shuffle(order)
         a = {"order": order}
     src, xs = around("ChannelPermute", [x], a)
     return with_loss(src, x), xs
@@ -618,6 +619,18 @@ def test_example_gradient_costs(path):
 # -- finite differences ----------------------------------------------------------------------------
 
 FD_NETS = {
+    "channel_shuffle": """
+network t {
+  input data: f32[2, 3, 4, 3]
+  input label: f32[2, 3, 4, 2]
+  a = Convolution(data) { filter: [1, 1, 3, 6], strides: [1, 1, 1, 1], padding: SAME, activation: tanh }
+  s = ChannelPermute(a) { groups: 3 }
+  d = DepthwiseConvolution(s) { filter: [3, 3, 6, 1], strides: [1, 1, 1, 1], padding: SAME }
+  p = ChannelPermute(d) { order: [4, 0, 5, 2, 1, 3] }
+  b = Convolution(p) { filter: [1, 1, 6, 2], strides: [1, 1, 1, 1], padding: SAME }
+  loss = EuclideanLoss(b, label)
+}
+""",
     "conv_lrn_bn_pool": """
 network t {
   input data: f32[2, 7, 6, 3]
