@@ -98,7 +98,8 @@ class DepthwiseConv2D(OpDef):
         from . import reference as R      # lazy: torch is slow to import
         x, w = R.product_operand(ins[0]), R.product_operand(params["weight"])
         s, (t, b, l, r) = _sweep(a, x.shape)
-        y = F.conv2d(F.pad(x.permute(0, 3, 1, 2), (l, r, t, b)), _grouped_weight(w), stride=s, groups=w.shape[2])
+        y = F.conv2d(F.pad(x.permute(0, 3, 1, 2).contiguous(), (l, r, t, b)), _grouped_weight(w), stride=s,
+                     groups=w.shape[2])   # (contiguous: torch's grouped conv of a permuted view is ~7x slower)
         return R.epilogue(y.permute(0, 2, 3, 1), params.get("bias"), activation_=a["activation"])
 
     def eager(self, a, params, x_shape, out_shape, training):
@@ -178,7 +179,7 @@ class DepthwiseConv2DGradData(OpDef):
         from . import reference as R      # lazy: torch is slow to import
         dz, w = R.in_compute_dtype(ins[0]), R.in_compute_dtype(params["weight"])
         s, (t, b, l, r) = _sweep(a, a["input_shape"])
-        dxp = F.conv_transpose2d(dz.permute(0, 3, 1, 2), _grouped_weight(w), stride=s, groups=w.shape[2])
+        dxp = F.conv_transpose2d(dz.permute(0, 3, 1, 2).contiguous(), _grouped_weight(w), stride=s, groups=w.shape[2])
         return F.pad(dxp, (-l, -r, -t, -b)).permute(0, 2, 3, 1)
 
 
