@@ -760,3 +760,25 @@ def test_chapter_03_networks_train_test_and_keep_their_moving_statistics(home):
         xs = [(s[0],) for s in list(paddle.dataset.cifar.test10()())[:4]]
         np.testing.assert_allclose(paddle.infer(output_layer=out, parameters=back, input=xs),
                                    paddle.infer(output_layer=out, parameters=params, input=xs), rtol=1e-5)
+
+
+def test_image_classification_example_is_the_books_networks_and_trains(tmp_path):
+    """examples/v2/image_classification.py: at full width its VGG and ResNet-32 have the book's parameter counts
+    (test_chapter_03_parameter_counts_are_paddles's); narrow ones, with the book's Momentum and discexp schedule on
+    60 cifar-format images, lower their training cost, and the last tar file read back infers the same classes."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("image_classification", ROOT / "examples/v2/image_classification.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    for net, want in ((mod.vgg_bn_drop, 15_264_074), (lambda x: mod.resnet_cifar10(x, 32), 469_370)):
+        image = paddle.layer.data(name="image", type=paddle.data_type.dense_vector(3072))
+        params = paddle.parameters.create(paddle.layer.fc(input=net(image), size=10, act=paddle.activation.Softmax()))
+        assert sum(params[n].size for n in params.names()) == want
+    write_cifar(tmp_path, train=60, test=20)
+    for args in (["--net", "vgg", "--narrow", "8"], ["--net", "resnet", "--depth", "8", "--narrow", "2"]):
+        out = run_example(["image_classification.py", *args, "--passes", "4", "--batch", "20"], tmp_path, tmp_path)
+        costs = [float(line.split("cost ")[1].split(",")[0]) for line in out.splitlines() if line.startswith("pass ")]
+        assert len(costs) == 4 and min(costs[2:]) < costs[0], out
+        inferred = [line.split(":")[1].split() for line in out.splitlines() if line.startswith(("inferred", "from the"))]
+        assert len(inferred) == 2 and inferred[0] == inferred[1] and len(inferred[0]) == 8
+        assert (tmp_path / "params_pass_3.tar").exists()
