@@ -858,3 +858,22 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(tmp_path / "pick.onnx"))
     with pytest.raises(NetcError, match=r"node 'pick' \(Gather\): a Gather of a computed value is read for one"):
         load(str(tmp_path / "pick.onnx"), DiagnosticEngine())
+
+
+def test_netc_compile_builds_a_library_from_an_onnx_file_without_a_gpu(tmp_path, nvidia_toolchain):
+    """`netc compile model.onnx -o model.so` on a machine without a GPU (Triton compiles the cubins on the CPU):
+    the library's manifest holds the model's input and output, in netc's NHWC layout, and every parameter of the
+    import."""
+    nvidia_toolchain(90, cc=True)
+    import math
+    from cli_process import netc_process
+    from netc.runtime.native import read_manifest
+    model, x = small(2)
+    path = exported(tmp_path, model, x, fold=True)
+    r = netc_process("compile", path, "-o", tmp_path / "m.so")
+    assert r.returncode == 0, r.stderr
+    man = read_manifest(tmp_path / "m.so")
+    assert [(i["name"], i["shape"]) for i in man["inputs"]] == [("x", [2, 16, 16, 3])]
+    assert [o["name"] for o in man["outputs"]] == ["prob"]
+    imported = {p.attrs["sym_name"]: math.prod(p.attrs["type"].shape) for p in inferred(path).params()}
+    assert {p["name"]: math.prod(p["shape"]) for p in man["parameters"]} == imported
