@@ -154,11 +154,11 @@ def run_example(tmp_path, *args, passes=4):
 
 
 def test_recommender_example_trains_and_infers(tmp_path):
-    """The chapter's network at batches of 256 on 3,000 synthetic ratings (each user likes one kind of
+    """The chapter's network at batches of 256 on 1,500 synthetic ratings (each user likes one kind of
     movie): with the book's Adam(1e-4) the test cost falls in each of 2 passes; at 2e-3 it falls below 0.6 of its
     first value in 4 passes and user 2 (index 1) rates movie 4 (index 3, the kind it likes) above 3
     stars; tar files are written."""
-    synthetic_movielens(tmp_path, np.random.RandomState(0))
+    synthetic_movielens(tmp_path, np.random.RandomState(0), n_ratings=1500)
     costs, _ = run_example(tmp_path, passes=2)
     assert len(costs) == 2 and costs[1] < costs[0], costs
     costs, rating = run_example(tmp_path, "--lr", "2e-3")
