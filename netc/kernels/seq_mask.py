@@ -17,7 +17,7 @@ import triton
 import triton.language as tl
 
 from .common import KernelCall, check_float, finish
-from .seq_reverse import LENGTH_DTYPES, steps_view
+from .sequence import checked_lengths, steps_out, steps_view, tiles
 
 
 @triton.jit
@@ -42,19 +42,11 @@ def seq_mask(x: torch.Tensor, lengths: torch.Tensor, *, out=None, block_m=None, 
     x3, t, b, f, st, sb = steps_view(x, "x")
     if t < 1:
         raise ValueError("seq_mask needs at least one step")
-    if lengths is None or lengths.dtype not in LENGTH_DTYPES:
-        raise TypeError(f"lengths must be int32 or int64, got {None if lengths is None else lengths.dtype}")
-    if lengths.numel() != b or (lengths.dim() and lengths.stride(-1) != 1 and b > 1):
-        raise ValueError(f"lengths must be [B] = [{b}] (contiguous), got {list(lengths.shape)}")
-    lengths = lengths.reshape(b)
-    if out is None:
-        out = torch.empty(tuple(x.shape), dtype=x.dtype, device=x.device)
-    if tuple(out.shape) != tuple(x.shape):
-        raise ValueError(f"out must be {list(x.shape)}, got {list(out.shape)}")
-    check_float(out, "out")
-    o3, _, _, _, sot, sob = steps_view(out, "out")
-    bn = int(block_n) if block_n else min(triton.next_power_of_2(max(f, 1)), 128)
-    bm = int(block_m) if block_m else max(1, min(triton.next_power_of_2(max(t * b, 1)), 64, 4096 // bn))
+    if lengths is None:
+        raise TypeError("lengths must be int32 or int64, got None")
+    lengths = checked_lengths(lengths, b)
+    out, o3, sot, sob = steps_out(x, out)
+    bm, bn = tiles(t * b, f, block_m, block_n)
     grid = (triton.cdiv(t * b, bm), triton.cdiv(max(f, 1), bn))
     return finish(KernelCall(seq_mask_kernel, grid, (x3, lengths, o3, t * b, b, f, st, sb, sot, sob),
                              dict(BLOCK_M=bm, BLOCK_N=bn), dict(num_warps=num_warps), out), launch)

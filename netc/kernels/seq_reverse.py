@@ -18,8 +18,8 @@ import triton
 import triton.language as tl
 
 from .common import KernelCall, check_float, dummy, finish
+from .sequence import checked_lengths, steps_out, steps_view, tiles
 
-LENGTH_DTYPES = (torch.int32, torch.int64)
 
 
 @triton.jit
@@ -41,22 +41,6 @@ def seq_reverse_kernel(x_ptr, len_ptr, out_ptr, M, T, B, F, stride_xt, stride_xb
     tl.store(out_ptr + (t * stride_ot + b * stride_ob)[:, None] + f[None, :], v.to(out_ptr.dtype.element_ty), mask=m)
 
 
-def steps_view(x: torch.Tensor, what: str):
-    """x [T, B, ...] as [T, B, F] with contiguous features: (view, T, B, F, stride_t, stride_b)."""
-    if x.dim() < 2:
-        raise ValueError(f"{what} must be a time-major sequence [T, B, ...], got {list(x.shape)}")
-    t, b = x.shape[0], x.shape[1]
-    f = x.numel() // (t * b) if t * b else 0
-    try:
-        x3 = x.view(t, b, f)
-    except RuntimeError:
-        raise ValueError(f"{what} {list(x.shape)} with strides {x.stride()} cannot be viewed as [{t}, {b}, {f}]") \
-            from None
-    if f > 1 and x3.stride(2) != 1:
-        raise ValueError(f"{what} needs contiguous features (stride 1), got strides {x.stride()}")
-    return x3, t, b, f, (x3.stride(0) if t > 1 else b * f), (x3.stride(1) if b > 1 else f)
-
-
 def seq_reverse(x: torch.Tensor, lengths=None, *, out=None, block_m=None, block_n=None, num_warps=4, launch=True):
     """netc.seq_reverse: x [T, B, ...] (any float dtype, contiguous features) and optional lengths [B] (int32 /
     int64) -> [T, B, ...] in x's dtype or `out`'s (`out`, not overlapping x, may have strided steps and samples)."""
@@ -64,20 +48,9 @@ def seq_reverse(x: torch.Tensor, lengths=None, *, out=None, block_m=None, block_
     x3, t, b, f, st, sb = steps_view(x, "x")
     if t < 1:
         raise ValueError("seq_reverse needs at least one step")
-    if lengths is not None:
-        if lengths.dtype not in LENGTH_DTYPES:
-            raise TypeError(f"lengths must be int32 or int64, got {lengths.dtype}")
-        if lengths.numel() != b or (lengths.dim() and lengths.stride(-1) != 1 and b > 1):
-            raise ValueError(f"lengths must be [B] = [{b}] (contiguous), got {list(lengths.shape)}")
-        lengths = lengths.reshape(b)
-    if out is None:
-        out = torch.empty(tuple(x.shape), dtype=x.dtype, device=x.device)
-    if tuple(out.shape) != tuple(x.shape):
-        raise ValueError(f"out must be {list(x.shape)}, got {list(out.shape)}")
-    check_float(out, "out")
-    o3, _, _, _, sot, sob = steps_view(out, "out")
-    bn = int(block_n) if block_n else min(triton.next_power_of_2(max(f, 1)), 128)
-    bm = int(block_m) if block_m else max(1, min(triton.next_power_of_2(max(t * b, 1)), 64, 4096 // bn))
+    lengths = checked_lengths(lengths, b)
+    out, o3, sot, sob = steps_out(x, out)
+    bm, bn = tiles(t * b, f, block_m, block_n)
     grid = (triton.cdiv(t * b, bm), triton.cdiv(max(f, 1), bn))
     return finish(KernelCall(seq_reverse_kernel, grid, (
         x3, lengths if lengths is not None else dummy(x.device), o3, t * b, t, b, f, st, sb, sot, sob),

@@ -13,7 +13,12 @@ def lower_seq_reverse(ctx, members) -> KernelSpec:
     op = single_member(members)
     x = ctx.value(op.operands[0])
     n = ctx.value(op.operands[1]) if len(op.operands) > 1 else None
-    call = seq_reverse(x, n, out=ctx.out, launch=False, **pinned(seq_reverse, ctx))
+    return steps_spec(ctx, seq_reverse(x, n, out=ctx.out, launch=False, **pinned(seq_reverse, ctx)), x)
+
+
+def steps_spec(ctx, call, x) -> KernelSpec:
+    """The spec of a kernel over the T * B rows of a sequence x [T, B, ...] (seq_reverse's, seq_mask's): its grid
+    grows with T (B rows a step) when T is the program's batch, with B (T rows a sample) when B is, else fixed."""
     t, b = x.shape[0], x.shape[1]
     if t == ctx.batch:
         return KernelSpec(call, b, "BLOCK_M")
@@ -25,11 +30,12 @@ def lower_seq_reverse(ctx, members) -> KernelSpec:
 SEQ_REVERSE_LOWERINGS = {"netc.seq_reverse": lower_seq_reverse}
 
 
-def _tiles(call):
+def steps_tiles(call):
+    """The interpreter's tiles of such a kernel: as large as the problem."""
     a = call_args(call)
     bn = pow2_between(a["F"], 1, 1024)
     return dict(block_n=bn, block_m=pow2_between(a["M"], 1, max(1, 2 ** 16 // bn)))
 
 
 # the interpreter's tiles (kernels/lowering.py INTERPRETER_TILES): as large as the problem
-SEQ_REVERSE_TILES = {"seq_reverse_kernel": _tiles}
+SEQ_REVERSE_TILES = {"seq_reverse_kernel": steps_tiles}

@@ -113,13 +113,15 @@ def seq_pool_grad_kernel(x_ptr, len_ptr, dy_ptr, out_ptr, T, B, F, stride_xt, st
 
 # --------------------------------------------------------------------------- launchers
 
-def _tiles(b: int, f: int, block_m, block_n) -> tuple:
+def tiles(b: int, f: int, block_m, block_n) -> tuple:
+    """(BLOCK_M, BLOCK_N) of a kernel over b rows of f features: the given ones, else up to 64 x 128 (4096 a tile)."""
     bn = int(block_n) if block_n else min(triton.next_power_of_2(max(f, 1)), 128)
     bm = int(block_m) if block_m else max(1, min(triton.next_power_of_2(max(b, 1)), 64, 4096 // bn))
     return bm, bn
 
 
-def _lengths(lengths, b: int, device):
+def checked_lengths(lengths, b: int, device=None):
+    """Per-sample lengths [B] (int32 / int64, contiguous) as a [B] view; None stays None."""
     if lengths is None:
         return None
     if lengths.dtype not in ID_DTYPES:
@@ -129,7 +131,7 @@ def _lengths(lengths, b: int, device):
     return lengths.reshape(b)
 
 
-def _steps_view(x: torch.Tensor, what: str):
+def steps_view(x: torch.Tensor, what: str):
     """x [T, B, ...] as [T, B, F] with contiguous features, (T, B, F, stride_t, stride_b)."""
     if x.dim() < 2:
         raise ValueError(f"{what} must be a time-major sequence [T, B, ...], got {list(x.shape)}")
@@ -143,6 +145,18 @@ def _steps_view(x: torch.Tensor, what: str):
     if f > 1 and x3.stride(2) != 1:
         raise ValueError(f"{what} needs contiguous features (stride 1), got strides {x.stride()}")
     return x3, t, b, f, (x3.stride(0) if t > 1 else b * f), (x3.stride(1) if b > 1 else f)
+
+
+def steps_out(x: torch.Tensor, out):
+    """The output of an op that keeps x's shape [T, B, ...]: `out` checked (or a new tensor in x's dtype) and its
+    steps view, (out, out [T, B, F], stride_t, stride_b)."""
+    if out is None:
+        out = torch.empty(tuple(x.shape), dtype=x.dtype, device=x.device)
+    if tuple(out.shape) != tuple(x.shape):
+        raise ValueError(f"out must be {list(x.shape)}, got {list(out.shape)}")
+    check_float(out, "out")
+    o3, _, _, _, sot, sob = steps_view(out, "out")
+    return out, o3, sot, sob
 
 
 def one_hot(ids: torch.Tensor, depth: int, on_value: float = 1.0, *, out=None, out_dtype=torch.float32,
@@ -169,7 +183,7 @@ def one_hot(ids: torch.Tensor, depth: int, on_value: float = 1.0, *, out=None, o
     if v > 1 and o2.stride(1) != 1:
         raise ValueError(f"out needs a contiguous last axis, got strides {out.stride()}")
     so = o2.stride(0) if m > 1 else v
-    bm, bn = _tiles(m, v, block_m, block_n)
+    bm, bn = tiles(m, v, block_m, block_n)
     grid = (triton.cdiv(max(m, 1), bm), triton.cdiv(v, bn))
     return finish(KernelCall(one_hot_kernel, grid, (ids.reshape(-1), o2, m, v, so, float(on_value)),
                              dict(BLOCK_M=bm, BLOCK_N=bn), dict(num_warps=num_warps), out), launch)
@@ -182,10 +196,10 @@ def seq_pool(x: torch.Tensor, lengths=None, mode: str = "last", *, out=None, blo
     check_float(x, "x")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    x3, t, b, f, st, sb = _steps_view(x, "x")
+    x3, t, b, f, st, sb = steps_view(x, "x")
     if t < 1:
         raise ValueError("seq_pool needs at least one step")
-    n = _lengths(lengths, b, x.device)
+    n = checked_lengths(lengths, b, x.device)
     if out is None:
         out = torch.empty(tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
     if tuple(out.shape) != tuple(x.shape[1:]):
@@ -194,7 +208,7 @@ def seq_pool(x: torch.Tensor, lengths=None, mode: str = "last", *, out=None, blo
     o2 = out.reshape(b, f)
     if f > 1 and o2.stride(1) != 1:
         raise ValueError(f"out needs contiguous features, got strides {out.stride()}")
-    bm, bn = _tiles(b, f, block_m, block_n)
+    bm, bn = tiles(b, f, block_m, block_n)
     grid = (triton.cdiv(max(b, 1), bm), triton.cdiv(max(f, 1), bn))
     return finish(KernelCall(seq_pool_kernel, grid, (x3, n if n is not None else dummy(x.device), o2, t, b, f, st, sb,
                                                      o2.stride(0) if b > 1 else f),
@@ -210,20 +224,20 @@ def seq_pool_grad(x: torch.Tensor, lengths, dy: torch.Tensor, mode: str = "last"
     check_float(dy, "dy")
     if mode not in MODES:
         raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
-    x3, t, b, f, st, sb = _steps_view(x, "x")
+    x3, t, b, f, st, sb = steps_view(x, "x")
     if tuple(dy.shape) != tuple(x.shape[1:]):
         raise ValueError(f"dy must be the pool's output {list(x.shape[1:])}, got {list(dy.shape)}")
-    n = _lengths(lengths, b, x.device)
+    n = checked_lengths(lengths, b, x.device)
     if out is None:
         out = torch.empty(tuple(x.shape), dtype=out_dtype or dy.dtype, device=x.device)
     if tuple(out.shape) != tuple(x.shape):
         raise ValueError(f"out must be {list(x.shape)}, got {list(out.shape)}")
     check_float(out, "out")
-    o3, _, _, _, sot, sob = _steps_view(out, "out")
+    o3, _, _, _, sot, sob = steps_view(out, "out")
     d2 = dy.reshape(b, f)
     if f > 1 and d2.stride(1) != 1:
         raise ValueError(f"dy needs contiguous features, got strides {dy.stride()}")
-    bm, bn = _tiles(b, f, block_m, block_n)
+    bm, bn = tiles(b, f, block_m, block_n)
     grid = (triton.cdiv(max(b, 1), bm), triton.cdiv(max(f, 1), bn))
     return finish(KernelCall(seq_pool_grad_kernel, grid, (
         x3, n if n is not None else dummy(x.device), d2, o3, t, b, f, st, sb, d2.stride(0) if b > 1 else f, sot, sob),
