@@ -35,7 +35,7 @@ ALL = bool(os.environ.get("NETC_ONNX_ALL_MODELS"))
 # name -> (input size, batch, heavy: only with NETC_ONNX_ALL_MODELS=1)
 MODELS = {"mobilenet_v2": (32, 2, False), "squeezenet1_0": (32, 2, False), "googlenet": (32, 2, False),
           "resnet50": (32, 1, False), "densenet121": (32, 1, False), "alexnet": (224, 1, True), "vgg16": (224, 1, True)}
-INTERP = ("mobilenet_v2", "squeezenet1_0", "googlenet", "resnet50", "densenet121")
+INTERP = ("mobilenet_v2", "squeezenet1_0", "googlenet", "resnet50", "densenet121", "alexnet", "vgg16")
 
 
 def torchvision():
