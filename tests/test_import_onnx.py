@@ -23,6 +23,7 @@ from netc.pipelines import Options, inference  # noqa: E402
 from netc.runtime.reference import run_reference  # noqa: E402
 
 from cli_inprocess import netc_inprocess  # noqa: E402
+from onnx_models import exported_unfolded, inferred, rel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -76,15 +77,6 @@ def exported(tmp_path, model, x, opset=17, name="m.onnx", fold=False, inputs=("x
     return path
 
 
-def inferred(path):
-    """The imported model through the inference pipeline, without errors."""
-    d = DiagnosticEngine()
-    m = load(str(path), d)
-    inference(m, Options(phase="test"), d)
-    assert not d.has_errors(), d.diagnostics
-    return m
-
-
 def small(seed=0):
     torch.manual_seed(seed)
     m = Small().eval()
@@ -101,11 +93,6 @@ def reference(path, x):
     inference(m, Options(phase="test"), d)
     assert not d.has_errors(), d.diagnostics
     return m, run_reference(m, {"x": x.permute(0, 2, 3, 1).double()}, None)
-
-
-def rel(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
 
 
 @pytest.mark.parametrize("opset", [17, 11])
@@ -657,18 +644,6 @@ def _with_statistics(model, seed):
                 m.weight.uniform_(0.5, 1.5)
                 m.bias.uniform_(-0.2, 0.2)
     return model
-
-
-def exported_unfolded(tmp_path, model, x, name):
-    """torch.onnx's export keeping each batch norm a BatchNormalization (TrainingMode.PRESERVE of a model in eval
-    mode: the exporter's eval-mode pass would fold them into the convolutions, and the ONNX model would hold
-    fewer parameters than torch's)."""
-    path = tmp_path / name
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"],
-                          output_names=["prob"], training=torch.onnx.TrainingMode.PRESERVE)
-    return path
 
 
 def _matches_torch_on_both_targets(tmp_path, model, x, name):

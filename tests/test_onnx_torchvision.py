@@ -13,7 +13,6 @@ NETC_ONNX_ALL_MODELS=1 (docs/formats.md has the figures). Skipped, with how to i
 from __future__ import annotations
 
 import os
-import warnings
 
 import numpy as np
 import pytest
@@ -25,10 +24,10 @@ onnx = pytest.importorskip("onnx")
 from netc.diagnostics import DiagnosticEngine, NetcError  # noqa: E402
 from netc.explain import layer_rows  # noqa: E402
 from netc.frontend import load  # noqa: E402
-from netc.pipelines import Options, inference  # noqa: E402
 from netc.runtime.reference import run_reference  # noqa: E402
 
 from cli_inprocess import netc_interp  # noqa: E402
+from onnx_models import exported_unfolded, inferred, rel  # noqa: E402
 from torchvision_models import load_torchvision  # noqa: E402
 
 ALL = bool(os.environ.get("NETC_ONNX_ALL_MODELS"))
@@ -62,32 +61,10 @@ def model_of(name, seed=0, **kw):
     return model
 
 
-def exported(tmp_path, model, x, name):
-    path = tmp_path / f"{name}.onnx"
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        torch.onnx.export(model, (x,), str(path), dynamo=False, opset_version=17, input_names=["x"],
-                          output_names=["prob"], training=torch.onnx.TrainingMode.PRESERVE)
-    return path
-
-
-def imported(path):
-    d = DiagnosticEngine()
-    m = load(str(path), d)
-    inference(m, Options(phase="test"), d)
-    assert not d.has_errors(), d.diagnostics
-    return m
-
-
-def rel(a, b) -> float:
-    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
-    return float(np.abs(a - b).max() / max(np.abs(b).max(), 1e-30))
-
-
 def check_against_torch(tmp_path, name, model, x):
     """The imported model's reference outputs against torch's (f32 tolerance); returns it and its path."""
-    path = exported(tmp_path, model, x, name)
-    mod = imported(path)
+    path = exported_unfolded(tmp_path, model, x, name)
+    mod = inferred(path)
     out = run_reference(mod, {"x": x.permute(0, 2, 3, 1).double()}, None)["prob"]
     with torch.no_grad():
         want = model(x).numpy()
@@ -115,7 +92,7 @@ def test_the_kernels_on_the_interpreter_give_the_references_outputs(tmp_path, na
     size, _, _ = MODELS[name]
     model = model_of(name)
     torch.manual_seed(1)
-    path = exported(tmp_path, model, torch.randn(1, 3, size, size), name)
+    path = exported_unfolded(tmp_path, model, torch.randn(1, 3, size, size), name)
     r = netc_interp("run", path, "--target", "interp", "--compare", "--interp-blocks", "large")
     assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
 
@@ -149,9 +126,9 @@ class Channels(nn.Module):
 def test_channels_of_an_image(tmp_path):
     torch.manual_seed(5)
     model, x = Channels().eval(), torch.randn(2, 3, 5, 6)
-    path = exported(tmp_path, model, x, "channels")
+    path = exported_unfolded(tmp_path, model, x, "channels")
     assert [n.op_type for n in onnx.load(str(path)).graph.node].count("Gather") == 2
-    out = run_reference(imported(path), {"x": x.permute(0, 2, 3, 1).double()}, None)["prob"]
+    out = run_reference(inferred(path), {"x": x.permute(0, 2, 3, 1).double()}, None)["prob"]
     with torch.no_grad():
         assert rel(np.asarray(out).transpose(0, 3, 1, 2), model(x).numpy()) < 1e-6
 
@@ -166,7 +143,7 @@ def test_a_concat_of_one_input_is_the_identity(tmp_path):
     path = tmp_path / "cat1.onnx"
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), str(path))
     v = np.random.default_rng(7).standard_normal((2, 3, 4, 5))
-    out = run_reference(imported(path), {"x": torch.from_numpy(v.transpose(0, 2, 3, 1).copy())}, None)["y"]
+    out = run_reference(inferred(path), {"x": torch.from_numpy(v.transpose(0, 2, 3, 1).copy())}, None)["y"]
     assert np.array_equal(np.asarray(out).transpose(0, 3, 1, 2), np.maximum(v, 0))
 
 
@@ -177,7 +154,7 @@ class ChannelMisread(nn.Module):
 
 def test_one_channel_read_without_its_axis_is_a_located_error(tmp_path):
     torch.manual_seed(6)
-    path = exported(tmp_path, ChannelMisread().eval(), torch.randn(1, 3, 4, 4), "misread")
+    path = exported_unfolded(tmp_path, ChannelMisread().eval(), torch.randn(1, 3, 4, 4), "misread")
     with pytest.raises(NetcError, match=r"one channel of an NCHW image taken without its axis: netc reads it only "
                                         r"unsqueezed back to \[N, 1, H, W\]"):
         load(str(path), DiagnosticEngine())
