@@ -12,6 +12,19 @@ from netc.frontend import load
 from netc.pipelines import Options, inference
 
 
+def randomize_batch_norms(model):
+    """model's batch norms given random running statistics and affines (not the identity), from torch's
+    current random state; returns model."""
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2)
+                m.weight.uniform_(0.5, 1.5)
+                m.bias.uniform_(-0.2, 0.2)
+    return model
+
+
 def exported_unfolded(tmp_path, model, x, name):
     """torch.onnx's export keeping each batch norm a BatchNormalization (TrainingMode.PRESERVE of a model in eval
     mode: the exporter's eval-mode pass would fold them into the convolutions, and the ONNX model would hold

@@ -23,7 +23,7 @@ from netc.pipelines import Options, inference  # noqa: E402
 from netc.runtime.reference import run_reference  # noqa: E402
 
 from cli_inprocess import netc_inprocess  # noqa: E402
-from onnx_models import exported_unfolded, inferred, rel  # noqa: E402
+from onnx_models import exported_unfolded, inferred, randomize_batch_norms, rel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -635,15 +635,7 @@ class GoogLeNetish(nn.Module):
 def _with_statistics(model, seed):
     """model in eval mode, its batch norms given random running statistics and affines (not the identity)."""
     torch.manual_seed(seed)
-    model.eval()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
-    return model
+    return randomize_batch_norms(model.eval())
 
 
 def _matches_torch_on_both_targets(tmp_path, model, x, name):

@@ -27,7 +27,7 @@ from netc.frontend import load  # noqa: E402
 from netc.runtime.reference import run_reference  # noqa: E402
 
 from cli_inprocess import netc_interp  # noqa: E402
-from onnx_models import exported_unfolded, inferred, rel  # noqa: E402
+from onnx_models import exported_unfolded, inferred, randomize_batch_norms, rel  # noqa: E402
 from torchvision_models import load_torchvision  # noqa: E402
 
 ALL = bool(os.environ.get("NETC_ONNX_ALL_MODELS"))
@@ -50,15 +50,7 @@ def model_of(name, seed=0, **kw):
     torch.manual_seed(seed)
     if name == "googlenet":        # its auxiliary classifiers run only in training (their parameters unexported)
         kw = {"aux_logits": False, "init_weights": True, **kw}
-    model = getattr(tv.models, name)(weights=None, **kw).eval()
-    with torch.no_grad():
-        for m in model.modules():
-            if isinstance(m, nn.BatchNorm2d):
-                m.running_mean.uniform_(-0.5, 0.5)
-                m.running_var.uniform_(0.5, 2)
-                m.weight.uniform_(0.5, 1.5)
-                m.bias.uniform_(-0.2, 0.2)
-    return model
+    return randomize_batch_norms(getattr(tv.models, name)(weights=None, **kw).eval())
 
 
 def check_against_torch(tmp_path, name, model, x):
