@@ -284,3 +284,28 @@ def test_a_label_outside_the_classes_is_located(tmp_path, capsys, train):
         assert "in.npz: error: 'label' holds 12 at [0]: class labels must be 0 to 9 (input 'label' of" in err
     else:       # the generated step's guard
         assert "digits.nd:24:3: error: SoftmaxLoss 'loss': a label outside the classes 0 to 9" in err
+
+
+SEQUENCE_ROWS = """
+network rows {
+  input data: i32[6, 4] { batch_axis: 1 }
+  input label: i32[6, 4] { batch_axis: 1 }
+  onehot = OneHot(data) { depth: 7 }
+  gru1 = GRU(onehot) { dim_hidden: 5 }
+  ip1.in = Reshape(gru1) { output_shape: [-1, 5] }
+  ip1 = InnerProduct(ip1.in) { num_outputs: 7 }
+  labels = Reshape(label) { output_shape: [-1] }
+  loss = SoftmaxLoss(ip1, labels)
+}
+"""
+
+
+def test_a_sequences_steps_flattened_into_rows(tmp_path, capsys):
+    """char-rnn's pattern: a GRU's [T, B, H] reshaped to [T*B, H] rows for an inner product (the plan places them as
+    [T, B, H]: the step's views take the IR's shape), inference and training against the reference."""
+    path = tmp_path / "rows.nd"
+    path.write_text(SEQUENCE_ROWS)
+    assert main(["run", str(path), "--target", "cpu", "--compare"]) == 0
+    assert "loss: max relative error" in capsys.readouterr().err
+    assert main(["run", str(path), "--target", "cpu", "--train", "--steps", "2", "--compare"]) == 0
+    assert "on the CPU target: ok" in capsys.readouterr().out

@@ -85,8 +85,9 @@ class PlannedProgram:
         return buf.offset + t.offset, fshape, fstr
 
     def view(self, t) -> torch.Tensor:
-        """The arena view of plan tensor t (TensorPlan) at the compiled batch, with its strides
-        (its address must be a multiple of its element size: see read/write otherwise)."""
+        """The arena view of plan tensor t (TensorPlan) at the compiled batch, with its strides, in the IR value's
+        shape (a `flat` tensor's [T*B, ...] rows) (its address must be a multiple of its element size: see
+        read/write otherwise)."""
         addr, shape, strides = self._place(t)
         dt, isz = TORCH_DTYPES[t.dtype], t.itemsize
         if addr % isz:
@@ -94,14 +95,20 @@ class PlannedProgram:
         key = (t.cls, dt)
         if key not in self._typed:
             self._typed[key] = self.arenas[t.cls].view(dt)
-        return self._typed[key].as_strided(shape, strides, addr // isz)
+        typed = self._typed[key]     # as_strided's offset counts from the storage's start, not the arena's
+        v = typed.as_strided(shape, strides, typed.storage_offset() + addr // isz)
+        if t.flat:      # the IR's [T*B, ...] rows of a [T, B, ...] placement (memory/graph.py)
+            from ..codegen.lower import flat_rows
+            return flat_rows(v, t.name)
+        return v
 
     def _bytes(self, t) -> torch.Tensor:
         """t's bytes as a uint8 view [*shape, itemsize]: any alignment (a plan made with an
         alignment below the element size places an i64 seed at a multiple of 4)."""
         addr, shape, strides = self._place(t)
         isz = t.itemsize
-        return self.arenas[t.cls].as_strided(shape + (isz,), tuple(s * isz for s in strides) + (1,), addr)
+        arena = self.arenas[t.cls]
+        return arena.as_strided(shape + (isz,), tuple(s * isz for s in strides) + (1,), arena.storage_offset() + addr)
 
     def read(self, t) -> torch.Tensor:
         """A contiguous copy of t's value as the arena holds it."""
