@@ -5,7 +5,7 @@ writes bench/results/cpu-<date>.json (machine, date, versions, settings, results
 
     python bench/cpu.py [NET.nd ...] [--threads 2] [--iters 30] [--warmup 3] [--torch-compile]
 
-NET: default examples/digits.nd, examples/lenet.nd and alexnet-narrow (ALEXNET_NARROW below); a softmax loss is
+NET: default examples/digits.nd, examples/lenet.nd, alexnet-narrow and char-rnn (ALEXNET_NARROW, CHAR_RNN below); a softmax loss is
 appended where a network has none, as `--loss softmax` does. Per network:
 
   train   one training step (forward, backward, the optimizer's update: the file's optimizer, else SGD with
@@ -37,7 +37,7 @@ import results_file  # noqa: E402  (bench/results_file.py, beside this script)
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 sys.path.insert(0, ROOT)
-DEFAULT = ["examples/digits.nd", "examples/lenet.nd", "alexnet-narrow"]
+DEFAULT = ["examples/digits.nd", "examples/lenet.nd", "alexnet-narrow", "char-rnn"]
 # AlexNet's layer sequence (examples/alexnet.nd: five convolutions, overlapping 3x3/2 max pools, three fully
 # connected layers with dropout) narrowed to run on a laptop: 65x65 images, 16-48 channels, 256-wide fc layers,
 # 10 classes, batch 32 (the sizes chosen so that every pooling window lies inside its input)
@@ -60,7 +60,22 @@ network alexnet_narrow {
   prob = Softmax(fc8)
 }
 """
-NAMED = {"alexnet-narrow": ALEXNET_NARROW}
+# SINGA's char-rnn (corpus/singa/0.2.0_char-rnn_job.conf: one-hot characters -> GRU -> fc at every step -> softmax
+# cost at every step, 101 characters, windows of T = 50) with a 128-wide GRU and 32 windows a batch, the labels class
+# indices (the job's one-hot targets scaled by 50 are its summed objective; the mean here)
+CHAR_RNN = """
+network char_rnn {
+  input data: i32[50, 32] { batch_axis: 1 }
+  input label: i32[50, 32] { batch_axis: 1 }
+  onehot = OneHot(data) { depth: 101 }
+  gru1 = GRU(onehot) { dim_hidden: 128 }
+  ip1.in = Reshape(gru1) { output_shape: [-1, 128] }
+  ip1 = InnerProduct(ip1.in) { num_outputs: 101 }
+  labels = Reshape(label) { output_shape: [-1] }
+  loss = SoftmaxLoss(ip1, labels)
+}
+"""
+NAMED = {"alexnet-narrow": ALEXNET_NARROW, "char-rnn": CHAR_RNN}
 
 
 def interleaved(fns: dict, warmup: int, iters: int) -> dict:

@@ -309,3 +309,20 @@ def test_a_sequences_steps_flattened_into_rows(tmp_path, capsys):
     assert "loss: max relative error" in capsys.readouterr().err
     assert main(["run", str(path), "--target", "cpu", "--train", "--steps", "2", "--compare"]) == 0
     assert "on the CPU target: ok" in capsys.readouterr().out
+
+
+def test_the_eager_baseline_flattens_a_sequence_into_rows(tmp_path):
+    """bench/cpu.py's PyTorch baseline (runtime/eager.py) on the same pattern: the Reshape that merges the time axis
+    into the rows equals the reference's."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load_text
+    from netc.pipelines import Options, inference
+    from netc.runtime.eager import EagerNet
+    from netc.runtime.reference import module_params, run_reference
+    module = load_text(SEQUENCE_ROWS, str(tmp_path / "rows.nd"))
+    inference(module, Options(), DiagnosticEngine())
+    params = module_params(module, None, 3, torch.float64)
+    x = {"data": torch.randint(0, 7, (6, 4), dtype=torch.int32), "label": torch.randint(0, 7, (6, 4), dtype=torch.int32)}
+    want = run_reference(module, x, params, dtype=torch.float64)
+    got = EagerNet(module, None, params, "cpu", torch.float64)(x)
+    torch.testing.assert_close(got["loss"], want["loss"], rtol=1e-10, atol=1e-12)

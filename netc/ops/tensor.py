@@ -260,6 +260,8 @@ class Reshape(OpDef):
 
     def eager(self, a, params, x_shape, out_shape, training):
         shape = tuple(out_shape[1:])
+        if x_shape[0] != out_shape[0]:      # the leading axis changes too (a sequence's [T, B, H] into [T*B, H] rows)
+            return lambda x: x.reshape((-1,) + shape)
         return lambda x: x.reshape((x.shape[0],) + shape)
 
     def infer(self, a, ins):
