@@ -326,3 +326,26 @@ def test_the_eager_baseline_flattens_a_sequence_into_rows(tmp_path):
     want = run_reference(module, x, params, dtype=torch.float64)
     got = EagerNet(module, None, params, "cpu", torch.float64)(x)
     torch.testing.assert_close(got["loss"], want["loss"], rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("lbr", [True, False])
+@pytest.mark.parametrize("h0,bias,step", [(False, True, False), (True, False, False), (True, True, True)])
+def test_the_gru_lowerings_are_the_references(lbr, h0, bias, step):
+    """runtime/cpu_recurrent.py's GRU forward and recurrence gradient against ops/recurrent.py's references, in float64:
+    both conventions of the reset, with and without h0 and biases, a single unrolled step [B, X]."""
+    from netc.ops import lookup
+    from netc.runtime import cpu_recurrent as CR
+    from netc.ops.recurrent import ROLES
+    g = torch.Generator().manual_seed(7)
+    t, b, x_dim, hid = 5, 3, 4, 6
+    a = {"dim_hidden": hid, "bias": bias, "linear_before_reset": lbr}
+    shapes = {**{f"{k}_hx": (hid, x_dim) for k in "zrc"}, **{f"{k}_hh": (hid, hid) for k in "zrc"},
+              **{f"{k}_b": (hid,) for k in "zrc"}}
+    p = {r: torch.randn(shapes[r], generator=g, dtype=torch.float64) for r in (ROLES if bias else ROLES[:6])}
+    x = torch.randn((b, x_dim) if step else (t, b, x_dim), generator=g, dtype=torch.float64)
+    ins = [x] + ([torch.randn(b, hid, generator=g, dtype=torch.float64)] if h0 else [])
+    want = lookup("netc.gru").reference(a, ins, p)
+    torch.testing.assert_close(CR.gru(a, ins, p), want, rtol=1e-12, atol=1e-12)
+    dy = torch.randn(want.shape, generator=g, dtype=torch.float64)
+    want = lookup("netc.gru_grad_gates").reference(a, ins + [dy], p)
+    torch.testing.assert_close(CR.gru_grad_gates(a, ins + [dy], p), want, rtol=1e-10, atol=1e-12)

@@ -17,7 +17,10 @@ for the interpreter target.
     netc.conv2d_grad_filter, netc.conv2d_grad_data
                            aten's convolution_backward (the reference: a correlation with the batch as channels,
                            a transposed convolution)
-All of them on NCHW views of NHWC storage (channels_last), which torch's CPU kernels take as they are (a
+    netc.gru, netc.gru_grad_gates
+                           runtime/cpu_recurrent.py: the input products of all steps as one GEMM, the recurrent
+                           ones of a step as one (the references: a product per gate and step)
+The pooling and convolution lowerings work on NCHW views of NHWC storage (channels_last), which torch's CPU kernels take as they are (a
 contiguous NCHW copy made max pooling's backward ten times slower); Paleo's padding (asymmetric SAME, the crop
 of a negative pad) as the references apply it. tests/test_cpu_target.py checks each against its reference.
 
@@ -34,6 +37,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
+from .cpu_recurrent import LOWERINGS as RECURRENT_LOWERINGS
 from .train import ReferenceTrainer
 
 
@@ -143,7 +147,8 @@ def conv2d_grad_data(a, ins, params):
 
 
 CPU_LOWERINGS = {"netc.maxpool_grad": maxpool_grad, "netc.maxpool": maxpool, "netc.conv2d": conv2d,
-                 "netc.conv2d_grad_filter": conv2d_grad_filter, "netc.conv2d_grad_data": conv2d_grad_data}
+                 "netc.conv2d_grad_filter": conv2d_grad_filter, "netc.conv2d_grad_data": conv2d_grad_data,
+                 **RECURRENT_LOWERINGS}
 
 
 class CpuTrainer(ReferenceTrainer):
