@@ -60,10 +60,11 @@ def _stdout_output(p, metavar, what):
 def _training(p, run: bool = False):
     """The training flags: the backward and optimizer passes' options (explain, opt, run) and,
     for `run`, the training loop's."""
-    what = ("run training steps on the reference executor: forward, the generated gradient ops and the "
-            "optimizer's updates; print the loss per step; -o writes the trained parameters (and optimizer "
-            "state)" if run else "the training program: the backward and optimizer passes after the default "
-                                "pipeline (a training step: forward, gradients, updates)")
+    what = ("run training steps (on the CPU target unless --target/--reference say otherwise): forward, the "
+            "generated gradient ops and the optimizer's updates; print the loss per step; -o writes the trained "
+            "parameters (and optimizer state)" if run else
+            "the training program: the backward and optimizer passes after the default pipeline (a training step: "
+            "forward, gradients, updates)")
     t = p.add_argument_group("training")
     t.add_argument("--train", action="store_true", help=what)
     t.add_argument("--optimizer", default=None, metavar="NAME",
@@ -205,15 +206,17 @@ def _parser_run(sub):
     _common(p)
     p.set_defaults(batch=None)   # NET.so: the compiled batch; sources: the file's (--batch B rescales them)
     p.add_argument("--reference", action="store_true",
-                   help="run the torch reference executor (the oracle); same as --target reference")
+                   help="run the torch reference executor (the oracle, f64 arithmetic); same as --target reference")
     p.add_argument("--target", choices=("reference", "cpu", "interp", "cuda"), default=None,
                    help="reference: the torch reference executor; cpu: the same ops in f32 arithmetic with fast CPU "
                         "lowerings (runtime/cpu.py); interp: the compiled kernels, schedule and memory plan on the "
                         "CPU through Triton's interpreter (f32); cuda (with --workers K): each rank's program "
-                        "compiled to a library and run on a GPU")
+                        "compiled to a library and run on a GPU. Default: cpu; the reference executor where a flag "
+                        "only it takes is given (--dtype f64, --check-grads, --state-in/--state-out) and with "
+                        "--workers 1")
     p.add_argument("--compare", action="store_true",
-                   help="with --target interp or a NET.so: also print the max relative error against the reference "
-                        "(exit 1 beyond the precision's tolerance)")
+                   help="with --target interp or cpu (the default) or a NET.so: also print the max relative error "
+                        "against the reference (exit 1 beyond the precision's tolerance)")
     p.add_argument("--source", metavar="FILE",
                    help="with NET.so --compare: the network source (default: the one recorded at compile time)")
     p.add_argument("--input", action="append", default=[], metavar="NAME=PATH.npy",
@@ -225,7 +228,8 @@ def _parser_run(sub):
     p.add_argument("--seed", type=int, default=0, help="seed of the random inputs and parameters (default 0)")
     p.add_argument("--network", metavar="NAME", help="run this network only (default: every network)")
     p.add_argument("--dtype", default=None, metavar="DTYPE",
-                   help="--reference: the executor's floating dtype, f64 (default) or f32; --target interp: the "
+                   help="--reference: the executor's floating dtype, f64 (default) or f32 (without --target, f64 "
+                        "runs the reference executor); --target interp: the "
                         "dtype the network is compiled in, f32 (default), bf16 or fp16 (--compare then checks "
                         "against the f64 reference with that dtype's tolerance)")
     p.add_argument("--tf32", action="store_true",
@@ -656,16 +660,12 @@ def cmd_run(args, diag):
     if args.train or args.check_grads:
         return R.train_source(args, diag)
     F.no_training_flags(args)
-    # --workers 1 is the baseline of a K-worker run, which runs on the reference executor
-    target = args.target or ("reference" if args.reference or args.partition_workers else None)
-    if target is None:
-        raise NetcError("netc run needs a target: --reference (the torch reference executor), --target cpu or "
-                        "--target interp")
+    target = F.run_target(args)     # no --target: the CPU target, or the reference where a flag needs it
     if target == "cuda":
         raise NetcError("--target cuda runs the ranks of --workers K; a single network runs on the GPU compiled: "
                         "netc compile FILE -o NET.so, then netc run NET.so")
     if args.reference and target != "reference":
-        raise NetcError("--reference and --target interp contradict each other; give one")
+        raise NetcError(f"--reference and --target {target} contradict each other; give one")
     if args.compare and target not in ("interp", "cpu"):
         raise NetcError("--compare needs --target interp or cpu")
     if args.interp_blocks and target != "interp":
@@ -696,9 +696,8 @@ def cmd_run(args, diag):
     failed = []
     if target == "interp":
         outs, failed = R.run_interp(module, args, inputs or None, params, precision)
-    elif target == "cpu":
-        if args.dtype not in (None, "f32", "fp32") or args.tf32 or args.state_in or args.state_out:
-            raise NetcError("--target cpu computes in f32 (no --dtype/--tf32) without carried state (--state-in/out)")
+    elif target == "cpu":     # its --dtype/--tf32 refused by run_dtypes, --state-in/out by check_state_flags
+        R.warn_opaque_pass_through(module, diag, "the CPU target")
         outs, failed = R.run_cpu(module, args, inputs or None, params)
     else:
         R.warn_opaque_pass_through(module, diag)

@@ -281,7 +281,8 @@ def test_cli_trains_and_writes_parameters(tmp_path, capsys):
     with pytest.raises(NetcError, match="--compare needs --target interp"):
         from netc.cli import build_parser
         from netc.runtime.run import train_source
-        train_source(build_parser().parse_args(["run", str(ROOT / "examples/lenet.nd"), "--train", "--compare"]),
+        train_source(build_parser().parse_args(["run", str(ROOT / "examples/lenet.nd"), "--train", "--compare",
+                                                        "--reference"]),
                    DiagnosticEngine())
 
 

@@ -532,7 +532,6 @@ def test_cli_run_files_roundtrip(capsys, tmp_path):
 
 
 @pytest.mark.parametrize("args,message", [
-    ([], "needs a target: --reference"),
     (["--reference", "--input", "x"], "--input expects NAME=PATH.npy, got 'x'"),
     (["--reference", "--input", "x=missing.npy"], "input 'x': no such file: 'missing.npy'"),
     (["--reference", "--input", "x=bad.npy"], "cannot read 'bad.npy' as a .npy array"),

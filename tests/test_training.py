@@ -248,7 +248,7 @@ def test_run_check_grads(capsys):
     (["--steps", "3"], "add --train"),
     (["--train", "--epochs", "2"], "--epochs counts passes over --data"),
     (["--train", "--steps", "0"], "positive"),
-    (["--train", "--compare"], "needs --target interp"),
+    (["--train", "--compare", "--reference"], "needs --target interp"),
     (["--train", "--freeze", "nothing_like_this"], "names no parameter or layer"),
     (["--train", "--plot", "x.txt"], "PNG, SVG or PDF"),
 ])

@@ -113,10 +113,41 @@ def no_training_flags(args):
 REFERENCE_DTYPES = {"f64": "f64", "fp64": "f64", "f32": "f32", "fp32": "f32"}
 
 
+def reference_flags(args) -> list:
+    """The flags of `netc run` on a network source that the CPU target does not take and the reference executor
+    does (or refuses with its own message: a compiled --dtype, --tf32): --dtype other than f32, --tf32,
+    --state-in/--state-out, --check-grads. The CPU target refuses each of them when it is named (--target cpu)."""
+    given = [f"--dtype {args.dtype}"] if args.dtype not in (None, "f32", "fp32") else []
+    given += [f for f, v in (("--tf32", args.tf32), ("--state-in", args.state_in), ("--state-out", args.state_out),
+                             ("--check-grads", getattr(args, "check_grads", False))) if v]
+    return given
+
+
+def cpu_in_f32(args, verb: str = "computes") -> None:
+    """--target cpu computes (and trains) in f32: another --dtype, or --tf32, is an error naming where it runs."""
+    d = args.dtype
+    given = [f for f, v in ((f"--dtype {d}", d not in (None, "f32", "fp32")), ("--tf32", args.tf32)) if v]
+    if given:
+        raise NetcError(f"--target cpu {verb} in f32: drop {' and '.join(given)} (without --target, --dtype f64 "
+                        f"runs the reference executor; bf16, fp16 and TF32 are --target interp's)")
+
+
+def run_target(args) -> str:
+    """The target `netc run` runs a network source on: --target, --reference; --workers 1 (the baseline of a
+    K-worker run) the reference executor; else the CPU target (issue 28), unless a flag only the reference
+    executor takes is given (reference_flags): then the reference executor, as if --reference were given."""
+    if args.target:
+        return args.target
+    if args.reference or args.partition_workers or reference_flags(args):
+        return "reference"
+    return "cpu"
+
+
 def run_dtypes(args, target):
     """(reference executor dtype, interp precision {dtype, tf32}) from `netc run`'s --dtype/--tf32.
     One flag, one meaning per target: the reference executor computes in f64 or f32; the interpreter
-    target runs the network compiled in f32, bf16 or fp16 (default: as the file declares it)."""
+    target runs the network compiled in f32, bf16 or fp16 (default: as the file declares it); the CPU target
+    computes in f32."""
     from ..diagnostics import did_you_mean
     from ..passes.set_dtype import DTYPE_NAMES
     d = args.dtype
@@ -131,6 +162,9 @@ def run_dtypes(args, target):
         hint = did_you_mean(d, list(REFERENCE_DTYPES) + list(DTYPE_NAMES))
         raise NetcError(f"unknown --dtype '{d}' (the reference executor: f64, f32; --target interp: f32, bf16, "
                         f"fp16)" + (f"; did you mean '{hint}'?" if hint else ""))
+    if target == "cpu":
+        cpu_in_f32(args)
+        return "f32", None
     if d in ("f64", "fp64"):
         raise NetcError("--target interp runs f32, bf16 or fp16 kernels; f64 is the reference executor's "
                         "(--reference --dtype f64), which --compare checks against")

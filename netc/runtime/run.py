@@ -66,7 +66,7 @@ def check_state_flags(args, compiled: bool) -> None:
     why = ("a compiled NET.so" if compiled else "--train (ReferenceTrainer(carry_state=True) carries it from step "
            "to step in Python)" if args.train or args.check_grads else
            "--workers" if (args.partition_workers or 1) > 1 else
-           "--target interp" if args.target not in (None, "reference") else None)
+           f"--target {args.target}" if args.target not in (None, "reference") else None)
     if why:
         raise NetcError(f"{' and '.join(given)} carr{'y' if len(given) > 1 else 'ies'} state between runs of the "
                         f"reference executor (--reference), not of {why}")
@@ -143,9 +143,9 @@ def step_log(every: int = 1):
 
 
 
-def fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer):
+def fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer, where: str = ""):
     """Train (runtime.train.fit: --steps, or --epochs over --data) and print a line per step (about
-    50 for a long run) and the summary; returns the history."""
+    50 for a long run) and the summary (saying `where` it trained: ' on the CPU target'); returns the history."""
     from ..ops.optim import learning_rate
     from .train import fit
     net = getattr(trainer, "net", None)
@@ -159,7 +159,7 @@ def fit_and_report(args, trainer, schedule, inputs, data, grads, name, optimizer
 
     history = fit(trainer, lambda k: learning_rate(schedule, k), steps=args.steps, epochs=args.epochs, data=data,
                   inputs=inputs, log=step_log(every), grads_out=grads)
-    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{name}' ({optimizer}): "
+    print(f"trained {len(history)} step{'s' if len(history) != 1 else ''} of network '{name}' ({optimizer}){where}: "
           f"loss {history[0]['loss']:.6f} -> {history[-1]['loss']:.6f}")
     return history
 
@@ -188,11 +188,11 @@ def write_training(args, history, trainer, given, name):
 
 
 
-def warn_opaque_pass_through(module, diag):
-    """The reference executor runs a layer of a type netc does not know (netc.opaque, Paleo's
-    Generic) as its shape rule says: a pass-through. Say so, once per type, naming the layers, so an
-    output downstream of one is not taken for the real network's. (An RBM's visible layer passes its
-    input through in SINGA's positive phase too: no warning.)"""
+def warn_opaque_pass_through(module, diag, executor: str = "the reference executor"):
+    """The reference executor (and the CPU target, running the same ops: `executor`) runs a layer of a type netc
+    does not know (netc.opaque, Paleo's Generic) as its shape rule says: a pass-through. Say so, once per type,
+    naming the layers, so an output downstream of one is not taken for the real network's. (An RBM's visible layer
+    passes its input through in SINGA's positive phase too: no warning.)"""
     by_type: dict = {}
     for net in module.networks():
         for op in net.regions[0].ops:
@@ -200,7 +200,7 @@ def warn_opaque_pass_through(module, diag):
                 by_type.setdefault(op.attrs.get("type", "?"), []).append(op)
     for kind, ops in by_type.items():
         names = [op.attrs.get("name") for op in ops]
-        diag.warning(f"the reference executor passes {len(names)} layer{'s' if len(names) != 1 else ''} of unknown "
+        diag.warning(f"{executor} passes {len(names)} layer{'s' if len(names) != 1 else ''} of unknown "
                      f"type '{kind}' through unchanged (what '{kind}' computes is unknown to netc): "
                      f"{', '.join(names)}", ops[0].loc, width=len(names[0] or "x"))
 
@@ -392,6 +392,10 @@ def train_library(args):
 
 
 
+TRAINED_ON = {"reference": " on the reference executor", "cpu": " on the CPU target",
+              "interp": " on the interpreter target"}     # a training run's summary line: where its steps ran
+
+
 FIXED_IN_A_LIBRARY = ("optimizer", "momentum", "weight_decay", "clip_norm", "freeze", "loss", "loss_on",
                        "train_network")
 
@@ -435,18 +439,22 @@ def plot_to(path: str, draw) -> None:
 def train_source(args, diag):
     """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
     executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
-    from .flags import load_network, load_source, pipeline_options, run_dtypes
+    from .flags import cpu_in_f32, load_network, load_source, pipeline_options, run_dtypes, run_target
     import torch
     from ..pipelines import inference as inference_pipeline, program
     from . import io
     from .train import Dataset, ReferenceTrainer, check_grads, evaluate, evaluate_rule_metrics
-    target = args.target or "reference"
+    target = run_target(args)   # no --target: the CPU target, or the reference where a flag needs it
     if args.reference and target != "reference":
-        raise NetcError("--reference and --target interp contradict each other; give one")
-    if target == "cpu" and (args.check_grads or args.dtype not in (None, "f32", "fp32") or args.tf32
-                            or args.interp_blocks):
-        raise NetcError("--target cpu trains in f32 (no --dtype/--tf32/--interp-blocks); --check-grads checks the "
-                        "reference executor's gradient ops")
+        raise NetcError(f"--reference and --target {target} contradict each other; give one")
+    if target == "cpu":
+        cpu_in_f32(args, "trains")
+        if args.check_grads:
+            raise NetcError("--target cpu trains in f32 through its generated step; --check-grads checks the reference "
+                            "executor's gradient ops against torch.autograd: drop --target cpu (--target cpu --train "
+                            "--compare checks the CPU target's step against the reference)")
+        if args.interp_blocks:
+            raise NetcError("--interp-blocks needs --target interp (the compiled kernels' tiles)")
     if target == "interp":
         # before anything imports netc.kernels: the interpreter mode is fixed at import
         from .interp import ensure_interpreter
@@ -457,10 +465,11 @@ def train_source(args, diag):
         if args.dtype not in (None, "f32", "fp32") or args.tf32:
             raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32")
     elif target != "cpu":
-        for flag in ("compare", "interp_blocks"):
-            if getattr(args, flag):
-                raise NetcError(f"--{flag.replace('_', '-')} needs --target interp (or cpu) with --train (the "
-                                f"compiled training step on the CPU)")
+        if args.compare:
+            raise NetcError("--compare needs --target interp or cpu with --train (the compiled training step on the "
+                            "CPU against the reference executor)")
+        if args.interp_blocks:
+            raise NetcError("--interp-blocks needs --target interp (the compiled kernels' tiles)")
     if args.profile:
         raise NetcError("--profile does not apply to --train")
     check_training_flags(args)
@@ -530,7 +539,7 @@ def train_source(args, diag):
     data = Dataset(io.load_npz(args.data, "--data"), "--data") if args.data else None
     grads = {} if args.grads else None
     history = fit_and_report(args, trainer, schedule, inputs or None, data, grads, net.attrs["sym_name"],
-                              net.attrs.get("optimizer", {}).get("name", "sgd"))
+                              net.attrs.get("optimizer", {}).get("name", "sgd"), TRAINED_ON[target])
     if args.eval:
         inference = load_source(args, diag)
         scale_for_run(inference, args, load_source)
