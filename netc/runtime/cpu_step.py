@@ -15,6 +15,11 @@ inside (a convolution's result before the activation writes it into place).
 The values a step returns: the network's outputs (copies, so the next step does not overwrite them) and
 the `capture` values (copies taken right after the op that computes them: the gradients and forward values
 --compare reads, before the plan reuses their bytes).
+
+A rank's program (`netc run --workers K --target cpu`): CpuRank plans it as codegen plans a rank (rank_plan:
+its communication ops in the program's order), and its step is a generator that yields at each communication
+op (the operands in their arena views by then); distributed.CompiledRank runs the communication on those views
+and resumes it, so segment k is the ops between communication op k-1 and k, as for the interpreter target.
 """
 from __future__ import annotations
 
@@ -29,6 +34,7 @@ from ..ir.core import SymbolRef
 from ..ir.query import layer_name, layers
 from ..memory.model import TIME
 from ..ops import lookup
+from ..ops.comm import is_comm
 from .cpu_emit import EMITTERS, INPLACE_SAFE, Emit
 
 
@@ -117,6 +123,7 @@ class CpuProgram:
         if self.params is None:
             raise NoArena("the CPU step needs every parameter aligned to its element size in the arena")
         self.capture = list(capture)
+        self.comm_steps: list = []     # the plan steps of the communication ops, where the step yields (a rank's)
         gen = _Generator()
         gen.frozen = not any(s.updates for s in plan.steps)
         self.names = {}
@@ -152,6 +159,15 @@ class CpuProgram:
             op = ops[st.members[0].layer] if st.members else ops[st.layer]
             body.append(f"# {st.index}: {layer_name(op)} = {op.name}({', '.join(layer_name(v.owner) for v in op.operands)})"
                         + ("  [in place]" if st.action == "inplace" else ""))
+            if is_comm(op):     # the distributed runtime runs it on the arena's views of its operands and result
+                body += [f"{gen.materialize[i][0]}.copy_({gen.materialize[i][1]})"
+                         for i in (self.names[ids[_vname(v)]] for v in op.operands) if i in gen.materialize]
+                if threaded_off:
+                    body.append("torch.set_num_threads(threads)")
+                    threaded_off = False
+                body.append(f"yield {len(self.comm_steps)}")
+                self.comm_steps.append(st)
+                continue
             if st.action == "alias":
                 body.append("#    an alias of its operand's bytes: nothing runs")
                 continue
@@ -162,13 +178,16 @@ class CpuProgram:
             body += self._op_lines(gen, op, st, ids, impls)
             for i in st.writes:
                 if T[i].name in self.capture:
-                    body.append(f"cap[{T[i].name!r}] = {self.names[i]}.clone()")
+                    body.append(f"if cap is not None: cap[{T[i].name!r}] = {self.names[i]}.clone()")
         for name, var in gen.scalars.items():
             body.insert(head, f"{var} = float({name})")
         if threaded_off:
             body.append("torch.set_num_threads(threads)")
         outs = [t for t in T if t.output and not t.fused]
-        body.append("return {" + ", ".join(f"{t.name!r}: {self.names[t.id]}.clone()" for t in outs) + "}")
+        if self.comm_steps:     # a generator of segments: the caller reads the outputs from the arena
+            body.append("return")
+        else:
+            body.append("return {" + ", ".join(f"{t.name!r}: {self.names[t.id]}.clone()" for t in outs) + "}")
         return "def step(feed, cap, threads):\n" + "".join(f"    {ln}\n" for ln in body)
 
     def _op_lines(self, gen: _Generator, op, st, ids: dict, impls: dict) -> list:
@@ -214,6 +233,9 @@ class CpuProgram:
         """One step: `feed` (every input by name, checked) into place, then the schedule. Returns the outputs
         and the captured values by plan tensor name (copies)."""
         from ..ops.reference import computing_in
+        if self.comm_steps:
+            raise NetcError(f"'{self.net.attrs.get('sym_name')}' has communication ops: it runs in segments (CpuRank), "
+                            f"with torch.distributed between them (netc run --workers K --target cpu)")
         cap: dict = {}
         threads = torch.get_num_threads()
         try:
@@ -227,6 +249,121 @@ class CpuProgram:
                 torch.set_num_threads(threads)
         out.update(cap)
         return out
+
+
+def rank_plan(module, net):
+    """The memory plan of a rank's program (split-workers) for the CPU step: every op its own step, the best
+    schedule that keeps the communication ops in the program's order and a gradient bucket's all-reduces
+    together (codegen.comm_order_problem), else the program's own order -- as codegen.plan_program plans it."""
+    from ..codegen.compile import comm_order_problem
+    from ..memory.model import PlanError
+    from ..memory.plan import plan_memory
+    try:
+        plan = plan_memory(module, net, fusion="none")
+        if comm_order_problem(net, plan):
+            plan = plan_memory(module, net, fusion="none", schedule="original")
+    except PlanError as e:
+        raise NoArena(f"no memory plan for the CPU step: {e}") from None
+    return plan
+
+
+class CpuRank:
+    """A rank's program (a network of a split-workers module, forward or training step) on the CPU target, as
+    distributed.CompiledRank runs a compiled rank: its step generated once (CpuProgram), yielding at each
+    communication op, so that segment k is the ops between communication op k-1 and k. What CompiledRank reads is
+    InterpProgram's -- `segmented` (codegen.segment_manifest's section: segments, comms with the places of their
+    operands and results, the outputs' places), `arena` and `regions`, run_segment(k, feed, capture),
+    param_views() -- and `region_arenas`: the plan's constant and batch arenas are two uint8 tensors (a place's
+    offset is from its region's tensor's start). Nothing is allocated per step but the generator."""
+
+    def __init__(self, module, net, params: dict, impls: dict | None = None):
+        plan = rank_plan(module, net)
+        capture = sorted((net.attrs.get("gradients") or {}).values())    # --grads: taken only when asked
+        self.program = prog = CpuProgram(module, net, params, impls, capture=capture, plan=plan)
+        self.net, self.plan = net, plan
+        # the plan's constant and batch arenas, each a tensor of its own (CompiledRank.view: region_arenas)
+        self.region_arenas = {"constant": prog.arenas.arenas[0], "batch": prog.arenas.arenas[1]}
+        self.arena, self.regions = prog.arenas.arenas[0], {"constant": 0, "batch": 0}
+        self.segmented = self._segmented()
+        self._gen, self._next, self._cap = None, 0, None
+
+    def _place(self, t) -> dict:
+        from ..memory.model import BATCH
+        v = self.program.arenas.view(t)
+        region = "batch" if t.cls == BATCH else "constant"
+        return dict(name=t.name, region=region, offset=v.storage_offset() * v.element_size(),
+                    shape=list(v.shape), strides=list(v.stride()), dtype=t.dtype)
+
+    def _segmented(self) -> dict:
+        ops = {layer_name(op): op for op in layers(self.net)}
+        comm = {st.index for st in self.program.comm_steps}
+        counts, n = [], 0
+        for st in self.plan.steps:
+            if st.index in comm:
+                counts.append(n)
+                n = 0
+            elif st.action != "alias":
+                n += 1
+        counts.append(n)
+        firsts = [sum(counts[:k]) for k in range(len(counts))]
+        comms = []
+        for k, st in enumerate(self.program.comm_steps):
+            op = ops[st.layer]
+            comms.append(dict(index=k, op=op.name, kind=op.name.split(".", 1)[1], name=layer_name(op), step=st.index,
+                              attrs={a: v for a, v in op.attrs.items() if a != "name"},
+                              operands=[self._place(self.plan.tensor(_vname(v))) for v in op.operands],
+                              results=[self._place(self.plan.tensor(_vname(v))) for v in op.results]))
+        return dict(program="training" if "gradients" in self.net.attrs else "forward", batch=self.plan.batch,
+                    fixed_batch=True, comms=comms,
+                    segments=[dict(index=k, first=f, launches=c) for k, (f, c) in enumerate(zip(firsts, counts))],
+                    outputs=[self._place(t) for t in self.plan.tensors if t.output])
+
+    def run_segment(self, k: int, feed: dict | None = None, capture=()) -> dict:
+        """Segment k: the ops between communication op k-1 and k (segment 0 first copies `feed`, every input by
+        name, the learning rate and seed included). Returns the values of `capture` (gradients) this segment
+        computed, copies taken as they are computed."""
+        from ..ops.reference import computing_in
+        threads = torch.get_num_threads()
+        if k == 0:
+            if feed is None:
+                raise NetcError("segment 0 takes the inputs")
+            self._cap = {} if capture else None
+            if self.program.comm_steps:
+                self._gen = self.program.fn(feed, self._cap, threads)   # a generator: nothing runs yet
+        elif self._gen is None or k != self._next:
+            raise NetcError(f"segment {k} runs after segment {k - 1} of the same step")
+        # a program without communication ops (a data-parallel forward) is one segment: its step a plain function
+        go = (lambda: next(self._gen, None)) if self.program.comm_steps else \
+            (lambda: self.program.fn(feed, self._cap, threads) and None)
+        try:
+            if self.program.slow:       # the references compute in f32 (as CpuProgram.run)
+                with computing_in(torch.float32):
+                    at = go()
+            else:
+                at = go()
+        except BaseException:
+            self._gen = None
+            torch.set_num_threads(threads)      # a step stopped by an error between its small ops
+            raise
+        self._next = k + 1
+        if at is None:
+            self._gen = None
+        return self._captured(capture)
+
+    def _captured(self, capture) -> dict:
+        got = self._cap or {}
+        return {n: got.pop(n) for n in capture if n in got}
+
+    def set_params(self, values: dict) -> None:
+        from .executor import unknown_params
+        unknown_params(values, self.program.params)
+        for n, v in values.items():
+            self.program.params[n].copy_(torch.as_tensor(v).reshape(self.program.params[n].shape))
+        self.program.repack()
+
+    def param_views(self) -> dict:
+        """Every parameter and state tensor by name, a view of the arena (updates show through)."""
+        return dict(self.program.params)
 
 
 SMALL_FLOPS, SMALL_ELEMENTS = 4e6, 1 << 16

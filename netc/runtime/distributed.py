@@ -1,6 +1,6 @@
 """K workers on torch.distributed: each process runs its rank's program (split-workers) with the
-reference executor, or compiled (the interpreter target, or a rank library on a GPU), and the
-communication ops as plain torch.distributed calls (docs/partitioning.md).
+reference executor, or compiled (the interpreter target, the CPU target's generated step, or a rank library
+on a GPU), and the communication ops as plain torch.distributed calls (docs/partitioning.md).
 
 Processes follow torchrun's protocol: RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT, LOCAL_RANK in the
 environment (`netc run FILE --workers K` starts them itself, netc/runtime/launch.py; `torchrun
@@ -33,16 +33,18 @@ Test hook: NETC_FAULT="RANK:N:exit|hang" makes rank RANK exit (status 17) or han
 communication op (0-based), "RANK:bN:..." before its N-th barrier, to check that the others exit
 cleanly and name it.
 
-Compiled ranks (Worker target "interp" or "cuda"): the rank's program is compiled as `netc compile
+Compiled ranks (Worker target "interp", "cpu" or "cuda"): the rank's program is compiled as `netc compile
 --workers K` compiles it -- its schedule cut into segments at its communication ops, each op a
 manifest entry with the arena places of its operands and results (codegen.segment_manifest) -- and
 CompiledRank runs segment 0 (which feeds the inputs), communication op 0 on views of the arena,
 segment 1, and so on. Only two things differ between the targets: how a segment runs and how the
 arena is obtained. The interpreter's InterpProgram runs its launches through Triton's interpreter
 on a CPU arena; a rank library (SegmentLibrary over native.Net) calls netc_run_segment and wraps
-the device arena (netc_arena) as a torch tensor. Everything else -- the inputs, parameters and their
-broadcast, the communication ops and their bucketing, reading the outputs -- is this module's, for
-both. With gloo and a device arena, the communication ops stage their tensors through host memory.
+the device arena (netc_arena) as a torch tensor; the CPU target's cpu_step.CpuRank runs its generated
+step, a generator that yields at each communication op, over the plan's constant and batch arenas (two
+tensors: `region_arenas`; its segments and places built from its own unfused plan). Everything else --
+the inputs, parameters and their broadcast, the communication ops and their bucketing, reading the
+outputs -- is this module's, for all of them. With gloo and a device arena, the communication ops stage their tensors through host memory.
 """
 from __future__ import annotations
 
@@ -496,9 +498,10 @@ class CommEntry:
 
 class CompiledRank:
     """One rank's compiled program run in segments, its communication ops between them on views of
-    the arena. `program` (InterpProgram, or SegmentLibrary for a rank library) gives `segmented` (the
-    manifest section), `arena` (a uint8 tensor), `regions` (region -> byte offset) and
-    run_segment(k, feed, capture) -> captured values; the rest is shared."""
+    the arena. `program` (InterpProgram, SegmentLibrary for a rank library, cpu_step.CpuRank) gives
+    `segmented` (the manifest section), `arena` (a uint8 tensor), `regions` (region -> byte offset),
+    optionally `region_arenas` (region -> a uint8 tensor of its own, where the region is not in `arena`: the
+    CPU target's) and run_segment(k, feed, capture) -> captured values; the rest is shared."""
 
     def __init__(self, program, comm: Comm, backend: str = "gloo"):
         self.program, self.comm = program, comm
@@ -508,6 +511,8 @@ class CompiledRank:
         self.nseg = len(seg["segments"])
         self.empty = [s["launches"] == 0 for s in seg["segments"]]
         self.arena, self.regions = program.arena, program.regions
+        # a program whose regions are tensors of their own (the CPU target's constant and batch arenas)
+        self.region_arenas = getattr(program, "region_arenas", None) or {}
         # gloo runs on host memory: a device arena's tensors go through it
         self.stage = self.arena.device.type != "cpu" and backend == "gloo"
         self._typed: dict = {}
@@ -515,10 +520,11 @@ class CompiledRank:
     def view(self, place: dict) -> torch.Tensor:
         """The arena's tensor at a manifest place: a view (shape, element strides, dtype)."""
         dt = torch_dtype(place["dtype"])
-        if dt not in self._typed:
+        arena = self.region_arenas.get(place["region"], self.arena)
+        if (id(arena), dt) not in self._typed:
             isz = torch.empty((), dtype=dt).element_size()
-            self._typed[dt] = self.arena[:self.arena.numel() // isz * isz].view(dt)
-        typed = self._typed[dt]
+            self._typed[id(arena), dt] = arena[:arena.numel() // isz * isz].view(dt)
+        typed = self._typed[id(arena), dt]
         isz = typed.element_size()
         addr = self.regions[place["region"]] + place["offset"]
         if addr % isz:
@@ -616,6 +622,19 @@ class SegmentLibrary:
         return self.net.get_params()
 
 
+def cpu_rank(module, net, params: dict):
+    """A rank's program on the CPU target (cpu_step.CpuRank, with the CPU lowerings), or the error saying why the
+    generated step does not take it (a recurrent program's time-sized arena)."""
+    from .cpu import CPU_LOWERINGS
+    from .cpu_step import CpuRank, NoArena
+    try:
+        return CpuRank(module, net, params, CPU_LOWERINGS)
+    except NoArena as e:
+        msg = e.diagnostics[0].message if e.diagnostics else str(e)
+        raise NetcError(f"rank {net.attrs.get('rank')}'s program does not run on --target cpu ({msg}): use --target "
+                        f"reference or interp", net.loc) from None
+
+
 def rank_library_path(directory: str, net) -> str:
     """Where a rank's library lies: `<directory>/<network>.so` (network: `<net>.rank<r>`)."""
     return os.path.join(directory, f"{net.attrs['sym_name']}.so")
@@ -628,8 +647,9 @@ class Worker:
                  dtype=torch.float64, seed: int = 0, params: dict | None = None, backend: str | None = None,
                  target: str = "reference", blocks: str = "cuda", library: str | None = None):
         """target: "reference" (the reference executor in `dtype`), "interp" (the compiled program on
-        the interpreter target, tiles `blocks`; parameters and inputs drawn in `dtype`, run in f32) or
-        "cuda" (the rank library at `library`, on device LOCAL_RANK modulo the devices)."""
+        the interpreter target, tiles `blocks`; parameters and inputs drawn in `dtype`, run in f32), "cpu"
+        (the CPU target's step generated over the plan's arena, f32: cpu_step.CpuRank) or "cuda" (the rank
+        library at `library`, on device LOCAL_RANK modulo the devices)."""
         self.module, self.rank, self.world, self.dtype, self.seed = module, rank, world, dtype, seed
         self.timeout = timeout
         self.target = target
@@ -637,8 +657,8 @@ class Worker:
         if self.net.attrs.get("world") != world:
             raise NetcError(f"the program was split for {self.net.attrs.get('world')} workers, but {world} processes "
                             f"run it (WORLD_SIZE)")
-        if target not in ("reference", "interp", "cuda"):
-            raise NetcError(f"unknown target '{target}' for a rank (reference, interp, cuda)")
+        if target not in ("reference", "interp", "cpu", "cuda"):
+            raise NetcError(f"unknown target '{target}' for a rank (reference, interp, cpu, cuda)")
         device = None
         if target == "cuda":
             if not torch.cuda.is_available():
@@ -675,6 +695,8 @@ class Worker:
                 from .interp import InterpProgram
                 program = InterpProgram(module, self.net.attrs["sym_name"], params=self.params, seed=seed,
                                         blocks=blocks, training=training)
+            elif target == "cpu":
+                program = cpu_rank(module, self.net, self.params)
             else:
                 from .native import load
                 program = SegmentLibrary(load(library, device=device))

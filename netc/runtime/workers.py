@@ -1,7 +1,7 @@
 """`netc run FILE --workers K` below the CLI: run_workers checks the flags, runs the workers pipeline
 and launches the ranks (runtime/launch.py); run_rank is one rank's program on the reference executor, the interpreter
-target or its own library (--target cuda), its training steps or forward, rank 0 printing what the
-single-process run prints. `args` is netc run's parsed options."""
+target, the CPU target (--target cpu: its generated step, f32) or its own library (--target cuda), its training
+steps or forward, rank 0 printing what the single-process run prints. `args` is netc run's parsed options."""
 from __future__ import annotations
 
 import os
@@ -132,11 +132,13 @@ def run_workers(args, diag):
     if args.interp_blocks and target != "interp":
         raise NetcError("--interp-blocks needs --target interp")
     if target != "reference":
-        if args.dtype is not None or args.tf32:
+        f32 = target == "cpu" and args.dtype in ("f32", "fp32")      # --target cpu's own dtype, as single-process
+        if (args.dtype is not None and not f32) or args.tf32:
             raise NetcError(f"--target {target} runs each rank's program compiled in f32: drop --dtype/--tf32 (the "
                             f"reference run to compare with: --workers 1 --dtype f64)")
         if target == "cuda" and args.grads:
-            raise NetcError("--grads with --target cuda: a rank library keeps no gradients (use --target interp)")
+            raise NetcError("--grads with --target cuda: a rank library keeps no gradients (use --target interp or "
+                            "cpu)")
         if target == "cuda" and not torch.cuda.is_available():
             raise NetcError("--target cuda runs each rank's program compiled on a GPU, and torch sees none here "
                             "(--target interp runs the same programs on the CPU)")
