@@ -349,3 +349,41 @@ def test_the_gru_lowerings_are_the_references(lbr, h0, bias, step):
     dy = torch.randn(want.shape, generator=g, dtype=torch.float64)
     want = lookup("netc.gru_grad_gates").reference(a, ins + [dy], p)
     torch.testing.assert_close(CR.gru_grad_gates(a, ins + [dy], p), want, rtol=1e-10, atol=1e-12)
+
+
+CONVS = """
+network convs {
+  input data: f32[3, 9, 9, 2]
+  input label: i32[3]
+  conv1 = Convolution(data) { filter: [3, 3, 2, 4], strides: [1, 2, 2, 1], padding: VALID, activation: relu }
+  conv2 = Convolution(conv1) { filter: [3, 3, 4, 5], padding: SAME, activation: tanh }
+  pool = Pooling(conv2) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1], padding: VALID }
+  fc = InnerProduct(pool) { num_outputs: 3 }
+  loss = SoftmaxLoss(fc, label)
+}
+"""
+
+
+@pytest.mark.parametrize("form", ["cl", "nchw", "im2col"])
+def test_every_convolution_form_is_the_reference(form, monkeypatch, tmp_path):
+    """Each form runtime/cpu_tune.py may choose (forced by NETC_CPU_TUNE) -- oneDNN on channels_last views or on
+    NCHW copies, im2col and a GEMM -- in training steps and in inference (where a convolution's result stays a local)
+    agrees with the reference."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load_text
+    from netc.pipelines import Options, Training, inference, program
+    from netc.runtime.reference import run_reference
+    monkeypatch.setenv("NETC_CPU_TUNE", form)
+    module = load_text(CONVS, str(tmp_path / "convs.nd"))
+    program(module, Options(phase="train", training=Training(optimizer={"name": "sgd"})), DiagnosticEngine())
+    cpu = _steps_agree(module, [n for n in module.networks() if "gradients" in n.attrs][0], steps=2)
+    assert f"# {form} (runtime/cpu_tune.py)" in cpu.program.source or form == "im2col"
+    module = load_text(CONVS, str(tmp_path / "convs.nd"))
+    inference(module, Options(), DiagnosticEngine())
+    net = C.CpuNet(module, None, None, seed=2)
+    assert f"# {form} (runtime/cpu_tune.py)" in net.program.source
+    x = {"data": torch.randn(3, 9, 9, 2), "label": torch.tensor([0, 2, 1], dtype=torch.int32)}
+    with R.computing_in(torch.float32):
+        want = run_reference(module, x, None, seed=2, dtype=torch.float32)
+    for k, v in net(x).items():
+        torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)

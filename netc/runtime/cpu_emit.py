@@ -129,17 +129,44 @@ def conv2d(e: Emit):
     act = _act_into(e.a["activation"], "_y", out)
     if act is None:
         return None
-    if e.gen.frozen:        # parameters no step updates: the weight rearranged once (CpuProgram.repack)
-        w = e.bind(e.t(wp).contiguous(memory_format=CL), f"{e.ps['weight']}_packed")
-        e.gen.packs.append((w, wp))
-    else:
-        w = f"{wp}.contiguous(memory_format=CL)"
-    conv = f"torch.conv2d({x}, {w}, {b}, {s}, {tuple(pad)})"
+    weights = {}
+    for fmt, hint in ((CL, "packed"), (torch.contiguous_format, "packed_nchw")):
+        if e.gen.frozen:        # parameters no step updates: the weight rearranged once (CpuProgram.repack)
+            weights[fmt] = e.bind(e.t(wp).contiguous(memory_format=fmt), f"{e.ps['weight']}_{hint}")
+        else:
+            weights[fmt] = f"{wp}.contiguous(memory_format={'CL' if fmt is CL else 'torch.contiguous_format'})"
+    k = [int(w.shape[0]), int(w.shape[1])]
+    forms = {"cl": f"torch.conv2d({x}, {weights[CL]}, {b}, {s}, {tuple(pad)})",      # oneDNN on channels_last
+             "nchw": f"torch.conv2d({x}.contiguous(), {weights[torch.contiguous_format]}, {b}, {s}, {tuple(pad)})",
+             "im2col": f"torch.ops.aten._slow_conv2d_forward({x}.contiguous(), {weights[torch.contiguous_format]}, "
+                       f"{k}, {b}, {list(s)}, {list(pad)})"}
     local = _local_result(e, out)
     if local is not None:       # the activation in place on torch's result, which stays where it is
         inplace = {"relu": ".clamp_min_(0)", "sigmoid": ".sigmoid_()", "tanh": ".tanh_()"}.get(e.a["activation"], "")
-        return [f"{local} = {conv}.contiguous(memory_format=CL){inplace}"]
-    return [f"_y = {conv}"] + act
+        lines = {n: [f"{local} = {c}.contiguous(memory_format=CL){inplace}"] for n, c in forms.items()}
+    else:
+        lines = {n: [f"_y = {c}"] + act for n, c in forms.items()}
+    key = f"conv2d x{list(e.t(x).shape)} w{list(w.shape)} s{list(s)} p{list(pad)} {e.a['activation']} {local is not None}"
+    choice = _fastest(e, key, lines)
+    if e.gen.frozen:            # the rearranged weight the chosen form reads (the other one dropped)
+        used, unused = (CL, torch.contiguous_format) if choice == "cl" else (torch.contiguous_format, CL)
+        e.gen.packs.append((weights[used], wp))
+        del e.gen.env[weights[unused]]
+    return [f"# {choice} (runtime/cpu_tune.py)"] + lines[choice]
+
+
+def _fastest(e: Emit, key: str, lines: dict) -> str:
+    """The name of the fastest of equivalent forms ({name: lines}), each run as a function over the step's namespace
+    (its build-time arena views) by runtime/cpu_tune.py."""
+    from .cpu_tune import fastest
+    fns = {}
+    for n, body in lines.items():
+        src = "def _form():\n" + "".join(f"    {ln}\n" for ln in body)
+        env = dict(e.gen.env)       # a local of the step (_local_result) stands for its arena view here
+        env.update({loc: e.gen.env[view] for loc, view in e.gen.local_of.items()})
+        exec(compile(src, f"<netc cpu form: {n}>", "exec"), env)      # netc's own text, as the step
+        fns[n] = env["_form"]
+    return fastest(key, fns)
 
 
 def _conv_bwd(e: Emit, x_shape, w_shape):
@@ -177,18 +204,24 @@ def _conv_backward_all(e: Emit, group: dict, g: str, wp: str | None, x_shape, w_
         x = _nchw(e, e.gen.name_of(fop.operands[0]))
         if x is None or "data" in group and "weight" not in e.ps:
             return None
-    if x is None:
-        x = e.bind(torch.empty(x_shape[0], x_shape[3], x_shape[1], x_shape[2]).contiguous(memory_format=CL),
-                   "shape_of_x")
-    if wp is None:
-        wp = e.bind(torch.empty(w_shape[3], w_shape[2], w_shape[0], w_shape[1]).contiguous(memory_format=CL),
-                    "shape_of_w")
-    else:
-        wp = f"{wp}.contiguous(memory_format=CL)"
+    xs, ws = (x_shape[0], x_shape[3], x_shape[1], x_shape[2]), (w_shape[3], w_shape[2], w_shape[0], w_shape[1])
+    forms = {}
+    for name, fmt, copy in (("cl", CL, ""), ("nchw", torch.contiguous_format, ".contiguous()")):
+        # the operands as channels_last views (oneDNN takes them as they are) or as contiguous NCHW copies
+        xf = (e.bind(torch.empty(xs).contiguous(memory_format=fmt), "shape_of_x") if x is None else x + copy)
+        wf = (e.bind(torch.empty(ws).contiguous(memory_format=fmt), "shape_of_w") if wp is None else
+              f"{wp}.contiguous(memory_format={'CL' if fmt is CL else 'torch.contiguous_format'})")
+        forms[name] = (g + copy, xf, wf)
     mask = [k in group for k in ("data", "filter", "bias")]
     local = "l_" + e.bind(None, f"grads_{e.gen.name_of(e.op.results[0]).removeprefix('v_')}")
-    lines = [f"{local} = torch.ops.aten.convolution_backward({g}, {x}, {wp}, {[w_shape[3]] if mask[2] else None}, "
-             f"{geo[0]}, {geo[1]}, [1, 1], False, [0, 0], 1, {mask})"]
+    lines = {n: [f"{local} = torch.ops.aten.convolution_backward({gf}, {xf}, {wf}, {[w_shape[3]] if mask[2] else None}, "
+                 f"{geo[0]}, {geo[1]}, [1, 1], False, [0, 0], 1, {mask})"] for n, (gf, xf, wf) in forms.items()}
+    choice = _fastest(e, f"conv2d_backward x{list(xs)} w{list(ws)} s{geo[0]} p{geo[1]} {mask}", lines)
+    for n, operands in forms.items():       # the shape-only stand-ins of the forms not chosen: not kept
+        for v in operands[1:] if n != choice else ():
+            if v.startswith("shape_of_"):
+                del e.gen.env[v]
+    lines = [f"# {choice} (runtime/cpu_tune.py)"] + lines[choice]
     for k, role in enumerate(("data", "filter", "bias")):
         if role in group and group[role] is not e.op:
             e.gen.deferred[id(group[role])] = (f"{local}[{k}]", local)
@@ -207,7 +240,7 @@ def conv2d_grad_data(e: Emit):
         return None
     group = _conv_grads(e, e.op.operands[0])
     lines = _conv_backward_all(e, group or {"data": e.op}, g, wp, shape, tuple(w.shape))
-    return None if lines is None else lines + [f"{out}.copy_({lines[0].split(' = ')[0]}[0])"]
+    return None if lines is None else lines + [f"{out}.copy_({lines[-1].split(' = ')[0]}[0])"]
 
 
 def conv2d_grad_filter(e: Emit):
@@ -223,7 +256,7 @@ def conv2d_grad_filter(e: Emit):
         return None
     group = {k: v for k, v in _conv_grads(e, e.op.operands[1]).items() if k != "data"}   # no weight here
     lines = _conv_backward_all(e, group or {"filter": e.op}, g, None, tuple(xt.shape), (kh, kw, xt.shape[3], dz.shape[3]))
-    return None if lines is None else lines + [f"{out}.copy_({lines[0].split(' = ')[0]}[1])"]
+    return None if lines is None else lines + [f"{out}.copy_({lines[-1].split(' = ')[0]}[1])"]
 
 
 def _cl(e: Emit, name) -> bool:

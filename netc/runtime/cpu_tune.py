@@ -1,0 +1,110 @@
+"""The CPU target's choice among equivalent forms of one op (issue 28), measured once per shape: what cuDNN's benchmark
+mode does for a GPU, for the convolutions of the generated step (runtime/cpu_emit.py).
+
+torch's CPU convolutions run as oneDNN's on channels_last or on contiguous NCHW tensors, or as im2col and a GEMM
+(torch's "slow" convolution), and which is fastest depends on the shape, the thread count and the machine: on 2 cores
+of one machine LeNet's second convolution ran in 1.2 ms as im2col against 1.4 ms on oneDNN, and its first
+convolution's filter gradient in 0.42 ms on NCHW copies against 0.77 ms on channels_last views. Every form computes
+the same function (tests/test_cpu_target.py checks each against the reference); only the time differs.
+
+    choice = fastest(key, {"cl": fn, "nchw": fn, ...}, env)
+
+times each candidate (a function running the op's lines on the build-time arena views) -- once after a warm-up call,
+again only while it is within 25% of the best -- and returns the fastest candidate's name. Choices are remembered per
+process and on disk ($NETC_CACHE_DIR/cpu-tuning.json, else ~/.cache/netc/cpu-tuning.json), keyed by the op's shapes,
+strides, torch's version, the thread count and the processor, so a network is tuned once per machine.
+
+NETC_CPU_TUNE=0 turns tuning off (the first candidate, channels_last oneDNN, as before); NETC_CPU_TUNE=<name> forces a
+candidate wherever it is one (the tests run every form this way).
+"""
+from __future__ import annotations
+
+import json
+import os
+import platform
+import time
+
+import torch
+
+_MEMO: dict = {}
+
+
+def _path() -> str:
+    d = os.environ.get("NETC_CACHE_DIR") or os.path.join(os.path.expanduser("~"), ".cache", "netc")
+    return os.path.join(d, "cpu-tuning.json")
+
+
+def _disk() -> dict:
+    try:
+        with open(_path()) as f:
+            got = json.load(f)
+        return got if isinstance(got, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(key: str, name: str) -> None:
+    """The choice into the disk cache (read, update, written atomically; a cache that cannot be written is skipped)."""
+    path = _path()
+    try:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        data = _disk()
+        data[key] = name
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=0, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def machine_key() -> str:
+    return f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()} {_processor()}"
+
+
+def _processor() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def _time(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def fastest(key: str, candidates: dict) -> str:
+    """The name of the fastest of `candidates` ({name: a function of no arguments}), the first one first; see the
+    module docstring for NETC_CPU_TUNE and the caches."""
+    names = list(candidates)
+    mode = os.environ.get("NETC_CPU_TUNE", "1")
+    if mode == "0" or len(names) == 1:
+        return names[0]
+    if mode in candidates:
+        return mode
+    full = f"{key} | {machine_key()}"
+    if full in _MEMO:
+        return _MEMO[full]
+    known = _disk().get(full)
+    if known in candidates:
+        _MEMO[full] = known
+        return known
+    best: dict = {}
+    for n in names:
+        candidates[n]()                          # warm-up: oneDNN builds its primitive, torch its buffers
+        best[n] = _time(candidates[n])
+    for _ in range(2):                           # the close ones again; the best of each
+        lead = min(best.values())
+        for n in names:
+            if best[n] <= 1.25 * lead:
+                best[n] = min(best[n], _time(candidates[n]))
+    choice = min(names, key=lambda n: (best[n], names.index(n)))
+    _MEMO[full] = choice
+    _save(full, choice)
+    return choice
