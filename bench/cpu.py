@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
+import re
 import statistics
 import sys
 import time
@@ -222,7 +223,10 @@ def bench(path: str, a) -> dict:
                                           eager=held_bytes(list(enet.param_tensors.values())) + transient_peak(lambda: enet(data)))
     row["cpu_step"] = dict(arena_bytes=sum(prog.plan.arena_bytes()[:2]) if prog else None,
                            without_out_lowering=list(prog.slow) if prog else None,
-                           inference_without_out_lowering=list(cnet.program.slow))
+                           inference_without_out_lowering=list(cnet.program.slow),
+                           # the convolution forms runtime/cpu_tune.py chose, in schedule order
+                           train_forms=re.findall(r"# (\w+) \(runtime/cpu_tune.py\)", prog.source) if prog else None,
+                           inference_forms=re.findall(r"# (\w+) \(runtime/cpu_tune.py\)", cnet.program.source))
     for mode in ("train", "infer"):
         r = row[mode]
         r["netc_cpu_over_eager"] = round(r["netc_cpu"]["median_ms"] / r["eager"]["median_ms"], 3)
@@ -243,8 +247,12 @@ def main(argv=None) -> int:
     ap.add_argument("--torch-compile", action="store_true", help="also torch.compile (its first call takes a while)")
     ap.add_argument("--out", metavar="FILE.json")
     a = ap.parse_args(argv)
+    import tempfile
     import torch
     torch.set_num_threads(a.threads)
+    # the CPU target's choices of convolution forms (runtime/cpu_tune.py) measured in this run, not read from a cache
+    # another run (another load, thread count) wrote
+    os.environ["NETC_CACHE_DIR"] = tempfile.mkdtemp(prefix="netc-bench-cache-")
     rows = []
     load = [round(x, 2) for x in os.getloadavg()]
     for name in a.nets:
