@@ -62,16 +62,18 @@ def test_embedding_of_ids_equals_the_one_hot_inner_product_in_f64():
     assert set(p_hot) == {"table", "w", "b"}     # the one-hot InnerProduct has no bias (`bias: False`)
     ids = np.array([0, 3, 3, 7, 10, 3, 1, 7], np.int32)            # repeats: 3 three times, 7 twice
     hot = np.eye(V)[ids]
-    rows_ids = netc.infer(e_ids, p_ids, list(ids))
-    rows_hot = netc.infer(e_hot, p_hot, list(hot))
+    rows_ids = netc.infer(e_ids, p_ids, list(ids), target="reference")       # f64, as the set
+    rows_hot = netc.infer(e_hot, p_hot, list(hot), target="reference")
     assert rows_ids.dtype == np.float64 and rows_ids.shape == (8, D)
     np.testing.assert_allclose(rows_ids, p_ids["table"].numpy()[ids], rtol=0, atol=1e-12)
     np.testing.assert_allclose(rows_ids, rows_hot, rtol=0, atol=1e-12)
 
     labels = np.array([0, 1, 2, 0, 1, 2, 0, 1], np.int32)
     before = p_ids["table"].clone()
-    netc.train(cost_ids, p_ids, lambda: iter(zip(ids, labels)), netc.optimizer.SGD(0.3), batch_size=8)
-    netc.train(cost_hot, p_hot, lambda: iter(zip(hot, labels)), netc.optimizer.SGD(0.3), batch_size=8)
+    netc.train(cost_ids, p_ids, lambda: iter(zip(ids, labels)), netc.optimizer.SGD(0.3), batch_size=8,
+               target="reference")
+    netc.train(cost_hot, p_hot, lambda: iter(zip(hot, labels)), netc.optimizer.SGD(0.3), batch_size=8,
+               target="reference")
     moved = (p_ids["table"] - before).abs().sum(1) > 0
     assert moved.tolist() == [i in set(ids.tolist()) for i in range(V)]     # only the rows the ids touch
     for n in ("table", "w", "b"):

@@ -202,7 +202,7 @@ def test_the_api_equals_the_network_written_as_nd_in_f64(tmp_path):
     np.savez(tmp_path / "p.npz", **{k: v.numpy() for k, v in nd_params.items()})
     _cli_run(nd, tmp_path)
     cli = np.load(tmp_path / "out.npz")
-    api = netc.infer(top, params, batch)
+    api = netc.infer(top, params, batch, target="reference")
     for k in ("cls_cost", "tag_cost"):
         assert abs(float(cli[k]) - float(api[k])) < 1e-12, (k, float(cli[k]), float(api[k]))
 
@@ -213,7 +213,7 @@ def test_the_api_equals_the_network_written_as_nd_in_f64(tmp_path):
     tr = ReferenceTrainer(module, None, nd_params, dtype=torch.float64)
     named = tr.step({k: torch.as_tensor(v) for k, v in feed.items()}, lr=0.5)
     costs = []
-    netc.train(top, params, lambda: iter(batch), netc.optimizer.SGD(0.5), batch_size=len(batch),
+    netc.train(top, params, lambda: iter(batch), netc.optimizer.SGD(0.5), batch_size=len(batch), target="reference",
                event_handler=lambda ev: costs.append(ev.cost) if isinstance(ev, netc.event.EndIteration) else None)
     assert abs(costs[0] - float(named["cls_cost"]) - float(named["tag_cost"])) < 1e-12
     assert len(params) == len(nd_params) == 32     # emb 1, lstm 15, rnn 3, gru 9, cls 2, tagger 2
@@ -255,8 +255,8 @@ def test_padding_changes_no_output_and_no_gradient():
     assert abs(float(_step_values(top, full, params, t, b)["tag_cost"]) - float(a["tag_cost"])) > 1e-6
     # and a batch padded further (a longer neighbour) leaves a sample's results alone
     outs = [top.layer("last"), top.layer("tagger")]
-    lone = netc.infer(outs, params, [batch[0][0]])
-    long = netc.infer(outs, params, [batch[0][0], list(range(1, 12))])
+    lone = netc.infer(outs, params, [batch[0][0]], target="reference")
+    long = netc.infer(outs, params, [batch[0][0], list(range(1, 12))], target="reference")
     assert len(long["tagger"][1]) == 11 and len(long["tagger"][0]) == len(batch[0][0])
     np.testing.assert_allclose(long["last"][0], lone["last"][0], rtol=0, atol=1e-13)
     np.testing.assert_allclose(long["tagger"][0], lone["tagger"][0], rtol=0, atol=1e-13)
@@ -353,7 +353,7 @@ def test_to_nd_writes_a_network_netc_runs(tmp_path):
     np.savez(tmp_path / "in.npz", **{k: v.numpy() for k, v in feed.items()})
     np.savez(tmp_path / "p.npz", **{k: v.numpy() for k, v in params.items()})
     _cli_run(path, tmp_path)
-    cli, api = np.load(tmp_path / "out.npz"), netc.infer(top, params, batch)
+    cli, api = np.load(tmp_path / "out.npz"), netc.infer(top, params, batch, target="reference")
     assert set(api) == {"cls_cost", "tag_cost"}
     for k in api:
         assert abs(float(cli[k]) - float(api[k])) < 1e-12
@@ -374,9 +374,9 @@ def test_a_per_step_square_error_cost_reads_the_valid_steps_only():
     for n in (3, 1, 5, 2):
         x = rng.normal(size=(n, 3))
         data.append((x, np.cumsum(x[:, :2], 0) * 0.3))
-    preds = netc.infer(pred, params, [x for x, _ in data])
+    preds = netc.infer(pred, params, [x for x, _ in data], target="reference")
     want = 0.5 * sum(((p - y) ** 2).sum() for p, (_, y) in zip(preds, data)) / sum(len(y) for _, y in data)
-    got = float(netc.infer(cost, params, data))
+    got = float(netc.infer(cost, params, data, target="reference"))
     assert abs(got - want) < 1e-12
     netc.train(cost, params, lambda: iter(data), netc.optimizer.SGD(0.05), batch_size=4, num_passes=20)
     assert float(netc.infer(cost, params, data)) < 0.8 * got

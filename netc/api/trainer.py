@@ -2,20 +2,14 @@
 
 train() compiles the topology's training program -- netc/pipelines.py's training pipeline: the backward
 pass (Training.freeze = immutable_parameters) and the optimizer pass (the optimizer object's
-options) after the inference pipeline -- once per batch size it meets, and runs it step by step on the reference
-executor (netc.runtime.train.ReferenceTrainer: every op's reference semantics, the generated
-gradient ops included). The trainer computes on the ParameterSet's own tensors: updates write into
-them in place, so a parameter shared by name with another topology is one tensor that both see.
-Optimizer state and running statistics the program creates are kept in the set's `state`.
-
-Targets: "reference" (this), and "interp": the compiled kernels, schedule and memory plan run on the
-CPU through Triton's interpreter (netc.runtime.interp: InterpTrainer for a training step,
-InterpProgram for test and infer; tiles as large as the problem, the interpreter's fast policy), in
-f32 -- what `netc run --target interp` runs. Its parameters live in the program's arena: before each
-step the ParameterSet's values are written there, after it the updated ones (and the optimizer
-state) are copied back, so sharing by name works as on the reference target. "cuda" (a compiled
-library on the GPU) is not wired into this API yet: `netc compile --train` and
-netc.runtime.load(...).train_step, or `netc run NET.so --train`, train one.
+options) after the inference pipeline -- once per batch size it meets, and runs it step by step on a
+target (netc/api/targets.py): "cpu" by default (the CPU target's generated step over the memory plan's
+arenas, f32), "reference" (netc.runtime.train.ReferenceTrainer: every op's reference semantics in f64,
+computing on the ParameterSet's own tensors) or "interp" (the compiled kernels under Triton's
+interpreter). Whatever the target, a step's updates land in the set's tensors, so a parameter shared by
+name with another topology is one tensor that both see; optimizer state and running statistics the
+program creates are kept in the set's `state`. test() and infer() run the inference program on the same
+targets. Feeding (Feeder), metrics, events and the progress bar are the same on every target.
 """
 from __future__ import annotations
 
@@ -29,17 +23,14 @@ import torch
 from ..ir.query import layer_name, layers, network_outputs
 from ..ops import lookup
 from ..pipelines import Training
-from ..runtime.reference import run_reference
-from ..runtime.train import ReferenceTrainer, classified_right, classifiers, inference_params
+from ..runtime.train import classified_right, classifiers, inference_params
 from . import event as ev
 from .errors import Error, error, user_errors, user_loc
 from .optimizer import SGD, Optimizer, Recorded
 from .parameters import ParameterSet
 from .sequence import aligned_sequences, check_ids, padded, sample_steps, unpad
+from .targets import DEFAULT_TARGET, TARGETS, check_target, forward, forward_layers, training
 from .topology import as_topology
-
-TARGETS = ("reference", "interp", "cuda")
-
 
 class _threads:
     """torch's intra-op threads for the duration of a call (None: leave them). The reference executor runs
@@ -59,19 +50,6 @@ class _threads:
     def __exit__(self, *exc):
         if self.n is not None:
             torch.set_num_threads(self.before)
-
-
-def _check_target(target, what, loc):
-    if target not in TARGETS:
-        raise error(f"unknown target {target!r} (targets: {', '.join(TARGETS)})", loc)
-    if target == "cuda":
-        raise error(f"{what} on target 'cuda' is not wired into the Python API yet: compile the network (`netc "
-                    f"compile`, with --train for training) and use netc.runtime.load(...) (run, train_step), or "
-                    f"target=\"interp\" for the same kernels on the CPU", loc)
-    if target == "interp":
-        from ..runtime.interp import ensure_interpreter
-        with user_errors(loc):
-            ensure_interpreter()
 
 
 def _logits(net) -> list:
@@ -338,7 +316,7 @@ def _given(module, parameters: ParameterSet, top, loc) -> dict:
 
 
 def train(topology, parameters, reader, optimizer: Optimizer | None = None, event_handler=None,
-          immutable_parameters=(), num_passes: int = 1, target: str = "reference", batch_size: int | None = None,
+          immutable_parameters=(), num_passes: int = 1, target: str = DEFAULT_TARGET, batch_size: int | None = None,
           feeding=None, seed: int = 0, progress: bool | None = None, threads: int | None = None,
           observe=None) -> dict:
     """Train `topology` (a Topology or its cost layer(s)) on the batches of `reader` for `num_passes`
@@ -357,7 +335,7 @@ def train(topology, parameters, reader, optimizer: Optimizer | None = None, even
 def _train(loc, topology, parameters, reader, optimizer, event_handler, immutable_parameters, num_passes, target,
            batch_size, feeding, seed, progress, observe=None):
     top = as_topology(topology)
-    _check_target(target, "training", loc)
+    check_target(target, "training", loc)
     if not isinstance(parameters, ParameterSet):
         raise error(f"parameters: expected a ParameterSet (netc.parameters.create), got {type(parameters).__name__}",
                     loc)
@@ -382,36 +360,10 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                     freeze=tuple(freeze), freeze_name="immutable_parameters",
                     no_loss_hint="train a cost (netc.layer.softmax_loss, euclidean, rank_cost), not its outputs",
                     optimizer=optimizer.batch_options(n)))
-            with user_errors(loc):
                 net = next(x for x in module.networks() if "gradients" in x.attrs)
                 given = _given(module, parameters, top, loc)
-                if target == "interp":
-                    from ..runtime.interp import InterpTrainer
-                    known = {**given, **{k: v for k, v in parameters.state.items()}}
-                    tr = InterpTrainer(module, net, known, seed, blocks="large", capture=_logits(net))
-                    parameters.adopt_state({k: v.detach().to(parameters.dtype).clone() for k, v in tr.params.items()
-                                            if k not in given})
-                else:
-                    tr = ReferenceTrainer(module, net, given, seed, dtype=parameters.dtype)
-            if target == "reference":
-                for k, t in given.items():     # the trainer computes on the set's own tensors
-                    assert tr.params[k] is t, f"parameter '{k}' was copied, not shared"
-                parameters.adopt_state(tr.params)
-            programs[n, t] = (tr, given)
+            programs[n, t] = training(target, module, net, parameters, given, seed, _captures(net, observe), loc)
         return programs[n, t]
-
-    def step(tr, given, feed, lr, step_seed):
-        """One step; on the interpreter target the set's values go into the arena first and the
-        updated ones come back after (the set stays the one copy that topologies share)."""
-        if target != "interp":
-            return tr.step(feed, lr, step_seed=step_seed)
-        held = {**given, **{k: v for k, v in parameters.state.items()}}
-        tr.program.set_params(held)
-        named = tr.step(feed, lr, step_seed=step_seed)
-        for k, v in tr.params.items():
-            if k in held:
-                held[k].copy_(v.reshape(held[k].shape).to(held[k].dtype))
-        return {**tr.last_feed, **named}
 
     def send(e):
         for h in handlers:
@@ -429,10 +381,10 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
                 feed = feeder(samples)
                 n = len(samples)
                 send(ev.BeginIteration(pass_id, batch_id))
-                tr, given = program(n, feeder.steps)
+                tr = program(n, feeder.steps)
                 lr = optimizer.batch_learning_rate(n)
                 with user_errors(loc):
-                    named = step(tr, given, feed, lr, seed * 1_000_003 + optimizer.steps)
+                    named = tr.step(feed, lr, seed * 1_000_003 + optimizer.steps)
                 optimizer.steps += 1
                 iterations += 1
                 cost, metrics = _measure(tr.net, named, n)
@@ -458,19 +410,13 @@ def _train(loc, topology, parameters, reader, optimizer, event_handler, immutabl
 
 # -- test and infer ---------------------------------------------------------------------------------
 
-def _forward(target, module, net, feed, params, dtype, capture, cache, n) -> dict:
-    """An inference program's values: on the reference executor every value (intermediates), on the
-    interpreter target the outputs, the inputs and `capture` (its program cached per batch size)."""
-    if target != "interp":
-        return run_reference(module, feed, params, net, dtype=dtype, intermediates=bool(capture))
-    from ..runtime.interp import InterpProgram
-    key = ("interp", n)
-    if key not in cache:
-        cache[key] = InterpProgram(module, net.attrs.get("sym_name"), params=params, blocks="large")
-    prog = cache[key]
-    prog.set_params({k: v for k, v in params.items()})
-    out = prog.run(feed, capture=capture)
-    return {**{k: torch.as_tensor(v) for k, v in feed.items()}, **out}
+def _captures(net, observe) -> tuple:
+    """The values a compiled target's training step returns besides the outputs: each softmax loss's logits
+    and what `observe` reads (its `layers` attribute, else every forward layer)."""
+    if observe is None:
+        return tuple(_logits(net))
+    seen = getattr(observe, "layers", None)
+    return tuple(dict.fromkeys(_logits(net) + list(forward_layers(net) if seen is None else seen)))
 
 
 class TestResult:
@@ -494,7 +440,7 @@ def _inference(top, parameters, n, loc, steps=None):
     return module, inference_params(module, merged)
 
 
-def test(topology, parameters, reader, batch_size: int | None = None, feeding=None, target: str = "reference",
+def test(topology, parameters, reader, batch_size: int | None = None, feeding=None, target: str = DEFAULT_TARGET,
          threads: int | None = None, observe=None) -> TestResult:
     """The cost and metrics (accuracy for softmax losses) of `topology` on every sample of `reader`,
     with inference semantics (dropout off, batch norm with its running statistics). observe: as
@@ -506,7 +452,7 @@ def test(topology, parameters, reader, batch_size: int | None = None, feeding=No
 
 def _test(loc, topology, parameters, reader, batch_size, feeding, target, observe=None) -> TestResult:
     top = as_topology(topology)
-    _check_target(target, "testing", loc)
+    check_target(target, "testing", loc)
     feeder = Feeder(top, feeding, loc)
     mean = _Mean()
     cache: dict = {}
@@ -520,7 +466,7 @@ def _test(loc, topology, parameters, reader, batch_size, feeding, target, observ
         net = module.networks()[0]
         capture = tuple(_logits(net)) + (tuple(getattr(observe, "layers", ())) if observe is not None else ())
         with user_errors(loc):
-            named = _forward(target, module, net, feed, params, parameters.dtype, capture, cache, key)
+            named = forward(target, module, net, feed, params, parameters.dtype, capture, cache, key)
         cost, metrics = _measure(net, named, n)
         mean.add(n, cost, metrics)
         if observe is not None:
@@ -532,7 +478,7 @@ def _test(loc, topology, parameters, reader, batch_size, feeding, target, observ
 test.__test__ = False     # (pytest: not a test function when imported into a test module)
 
 
-def infer(output_layer, parameters, input, feeding=None, batch_size: int | None = None, target: str = "reference",
+def infer(output_layer, parameters, input, feeding=None, batch_size: int | None = None, target: str = DEFAULT_TARGET,
           threads: int | None = None):
     """The outputs of `output_layer` (a layer, a list of layers or a Topology) for `input`: a list of
     samples (the forms of netc.api.reader) or {data layer: array with a sample axis}. Returns a numpy
@@ -546,7 +492,7 @@ def infer(output_layer, parameters, input, feeding=None, batch_size: int | None 
 
 def _infer(loc, output_layer, parameters, input, feeding, batch_size, target):
     top = as_topology(output_layer)
-    _check_target(target, "inference", loc)
+    check_target(target, "inference", loc)
     feeder = Feeder(top, feeding, loc)
     if isinstance(input, dict) and top.sequences():     # padded per batch: as samples
         cols = {k: list(v) for k, v in input.items()}
@@ -572,7 +518,7 @@ def _infer(loc, output_layer, parameters, input, feeding, batch_size, target):
         module, params = cache[key]
         net = module.networks()[0]
         with user_errors(loc):
-            outs = _forward(target, module, net, feed, params, parameters.dtype, (), cache, key)
+            outs = forward(target, module, net, feed, params, parameters.dtype, (), cache, key)
         for op in network_outputs(net):
             y, seq = outs[layer_name(op)], top.layer(layer_name(op)).seq
             if seq is not None:      # a sequence: each sample's valid steps
