@@ -151,6 +151,7 @@ def test_segments_and_places_of_a_rank_program():
     for net in nets:
         used = {r.name for op in layers(net) for r in (op.attrs.get("params") or {}).values() if isinstance(r, SymbolRef)}
         rank = CpuRank(module, net, D.rank_params(module, used, 0, torch.float64))
+        assert isinstance(rank, D.SegmentProgram)
         seg, plan = rank.segmented, rank.plan
         assert len(seg["segments"]) == len(seg["comms"]) + 1 and seg["comms"]
         assert [c["name"] for c in seg["comms"]] == [op.attrs["name"] for op in layers(net) if is_comm(op)]

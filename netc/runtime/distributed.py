@@ -54,6 +54,7 @@ import re
 import sys
 import time
 import warnings
+from typing import Protocol, runtime_checkable
 
 import torch
 import torch.distributed as dist
@@ -484,6 +485,23 @@ class _Value:
         self.type = _Type(place["shape"], place["dtype"])
 
 
+@runtime_checkable
+class SegmentProgram(Protocol):
+    """What CompiledRank runs: a rank's program in segments between its communication ops, over an arena.
+    Implemented by interp.InterpProgram, SegmentLibrary (a rank library) and cpu_step.CpuRank (the CPU target,
+    which also has `region_arenas`: region -> a uint8 tensor of its own, where a region is not in `arena`)."""
+
+    segmented: dict         # codegen.segment_manifest's section: segments, comms (places), outputs (places)
+    arena: torch.Tensor     # uint8; its device says whether gloo stages the communication through host memory
+    regions: dict           # region name -> byte offset in `arena`
+
+    def run_segment(self, k: int, feed: dict | None = None, capture=()) -> dict:
+        """Segment k (0 first takes `feed`: every input by name); the values of `capture` it computed."""
+
+    def param_views(self) -> dict:
+        """Every parameter and state tensor by name, as the program holds it."""
+
+
 class CommEntry:
     """A manifest's communication op (codegen.segment_manifest's `comms`) seen as the IR op Comm runs:
     its op name, attributes (with its layer name) and results' types."""
@@ -498,7 +516,7 @@ class CommEntry:
 
 class CompiledRank:
     """One rank's compiled program run in segments, its communication ops between them on views of
-    the arena. `program` (InterpProgram, SegmentLibrary for a rank library, cpu_step.CpuRank) gives
+    the arena. `program` (a SegmentProgram: InterpProgram, SegmentLibrary, cpu_step.CpuRank) gives
     `segmented` (the manifest section), `arena` (a uint8 tensor), `regions` (region -> byte offset),
     optionally `region_arenas` (region -> a uint8 tensor of its own, where the region is not in `arena`: the
     CPU target's) and run_segment(k, feed, capture) -> captured values; the rest is shared."""
