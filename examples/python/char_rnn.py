@@ -58,6 +58,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("-o", "--output", help="write the trained parameters here (.npz or .safetensors)")
     ap.add_argument("--fast", action="store_true", default=os.environ.get("NETC_EXAMPLES_FAST") == "1")
+    ap.add_argument("--target", default="cpu", choices=("cpu", "reference"),
+                    help="where train/test/infer run: cpu (default, f32) or reference (the f64 oracle, slower)")
     a = ap.parse_args(argv)
     if a.fast:
         a.steps, a.hidden, a.batch, a.window, a.max_bytes = 8, 16, 8, 12, 60_000
@@ -77,8 +79,8 @@ def main(argv=None) -> int:
             print(f"step {e.batch_id + 1:4d}: cost {e.cost:.3f} nats per character  ({time.time() - start:.1f}s)")
 
     reader = netc.reader.firstn(netc.reader.shuffle(lambda: iter(train), 4096, seed=a.seed), a.steps * a.batch)
-    netc.train(cost, params, reader, rmsprop, batch_size=a.batch, event_handler=report, threads=1)
-    result = netc.test(cost, params, lambda: iter(held), batch_size=a.batch)
+    netc.train(cost, params, reader, rmsprop, batch_size=a.batch, event_handler=report, target=a.target, threads=1)
+    result = netc.test(cost, params, lambda: iter(held), batch_size=a.batch, target=a.target)
     print(f"held-out cost {result.cost:.3f} nats per character on {result.samples} windows "
           f"(uniform over 101 ids: 4.615)")
     if a.output:

@@ -81,6 +81,8 @@ def main(argv=None) -> int:
     ap.add_argument("--plot", metavar="GAN.png", default="build/gan.png",
                     help="generated vs real samples (default build/gan.png; '' for none)")
     ap.add_argument("--fast", action="store_true", default=os.environ.get("NETC_EXAMPLES_FAST") == "1")
+    ap.add_argument("--target", default="cpu", choices=("cpu", "reference"),
+                    help="where train/test/infer run: cpu (default, f32) or reference (the f64 oracle, slower)")
     a = ap.parse_args(argv)
     if a.fast:
         a.iterations = 100
@@ -98,21 +100,22 @@ def main(argv=None) -> int:
     t0, d_losses, g_losses = time.time(), [], []
     for it in range(1, a.iterations + 1):
         z = rng.standard_normal((BATCH, NOISE)).astype(np.float32)
-        fake = netc.infer(sample, params, {"noise": z}, threads=1)    # G alone, with the current parameters
+        # G alone, with the current parameters
+        fake = netc.infer(sample, params, {"noise": z}, target=a.target, threads=1)
         real = real_samples(BATCH, rng)
         x = np.concatenate([real, fake])
         y = np.concatenate([ones, 0 * ones])
-        r = netc.train(d1, params, one_batch(list(zip(x, y))), opt_d, seed=it, threads=1)
+        r = netc.train(d1, params, one_batch(list(zip(x, y))), opt_d, seed=it, target=a.target, threads=1)
         d_losses.append(r["cost"])
         z = rng.standard_normal((BATCH, NOISE)).astype(np.float32)
         r = netc.train(d0, params, one_batch(list(zip(z, ones))), opt_g, immutable_parameters={"D.*"}, seed=it,
-                       threads=1)
+                       target=a.target, threads=1)
         g_losses.append(r["cost"])
         if it % max(1, a.iterations // 10) == 0 or it == 1:
             print(f"iteration {it:5d}: discriminator loss {np.mean(d_losses[-50:]):.4f}, generator loss "
                   f"{np.mean(g_losses[-50:]):.4f}  ({time.time() - t0:.1f}s)", flush=True)
     z = rng.standard_normal((1000, NOISE)).astype(np.float32)
-    generated = netc.infer(sample, params, {"noise": z}, threads=1)
+    generated = netc.infer(sample, params, {"noise": z}, target=a.target, threads=1)
     real = real_samples(1000, rng)
     print(f"mean distance of a generated sample to the nearest real one: {nearest(generated, real):.3f} "
           f"(real to real: {nearest(real_samples(1000, rng), real):.3f}, noise to real: "

@@ -77,6 +77,8 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=3000, help="training triples (default 3000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fast", action="store_true", default=os.environ.get("NETC_EXAMPLES_FAST") == "1")
+    ap.add_argument("--target", default="cpu", choices=("cpu", "reference"),
+                    help="where train/test/infer run: cpu (default, f32) or reference (the f64 oracle, slower)")
     a = ap.parse_args(argv)
     if a.fast:
         a.passes, a.samples = 1, a.samples // 5
@@ -92,15 +94,15 @@ def main(argv=None) -> int:
 
     def report(e):
         if isinstance(e, netc.event.EndPass):
-            r = netc.test(cost, params, test_reader, batch_size=250, threads=1)
+            r = netc.test(cost, params, test_reader, batch_size=250, target=a.target, threads=1)
             print(f"pass {e.pass_id + 1}: ranking loss {e.cost:.4f} (train), {r.cost:.4f} (held out); ranking "
                   f"accuracy {100 * r.metrics['accuracy']:.1f}% held out  ({time.time() - t0:.1f}s)", flush=True)
 
     netc.train(cost, params, reader, netc.optimizer.Adam(0.02), event_handler=report, num_passes=a.passes,
-               batch_size=32, seed=a.seed, threads=1)
+               batch_size=32, seed=a.seed, target=a.target, threads=1)
 
     # the sub-network fA alone, with the trained (shared) parameters: semantic vectors of documents
-    vectors = netc.infer(fa, params, [s[1] for s in test_samples], threads=1)
+    vectors = netc.infer(fa, params, [s[1] for s in test_samples], target=a.target, threads=1)
     unit = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     cos = unit @ unit.T
     same = test_topics[:, None] == test_topics[None, :]
@@ -109,7 +111,7 @@ def main(argv=None) -> int:
           f"similarity {cos[same & off].mean():.2f} between documents of one topic, {cos[~same].mean():.2f} across "
           f"topics")
     print("the first two:", np.array2string(vectors[:2], precision=2, suppress_small=True).replace("\n", ""))
-    final = netc.test(cost, params, test_reader, batch_size=250, threads=1)
+    final = netc.test(cost, params, test_reader, batch_size=250, target=a.target, threads=1)
     print(f"held-out ranking accuracy: {100 * final.metrics['accuracy']:.1f}% ({time.time() - t0:.1f}s)")
     return 0 if a.fast or final.metrics["accuracy"] >= 0.9 else 1
 

@@ -71,6 +71,8 @@ def main(argv=None) -> int:
     ap.add_argument("--samples", type=int, default=2000, help="training sentences (default 2000)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fast", action="store_true", default=os.environ.get("NETC_EXAMPLES_FAST") == "1")
+    ap.add_argument("--target", default="cpu", choices=("cpu", "reference"),
+                    help="where train/test/infer run: cpu (default, f32) or reference (the f64 oracle, slower)")
     a = ap.parse_args(argv)
     if a.fast:
         a.passes, a.samples = 1, a.samples // 5
@@ -84,17 +86,17 @@ def main(argv=None) -> int:
 
     def report(e):
         if isinstance(e, netc.event.EndPass):
-            r = netc.test(cost, params, lambda: iter(test_samples), batch_size=100, threads=1)
+            r = netc.test(cost, params, lambda: iter(test_samples), batch_size=100, target=a.target, threads=1)
             print(f"pass {e.pass_id + 1}: train cost {e.cost:.4f}, accuracy {100 * e.metrics['accuracy']:.1f}%; "
                   f"held-out cost {r.cost:.4f}, accuracy {100 * r.metrics['accuracy']:.1f}%  ({time.time() - t0:.1f}s)",
                   flush=True)
 
     netc.train(cost, params, reader, netc.optimizer.Adam(0.01), event_handler=report, num_passes=a.passes,
-               batch_size=32, seed=a.seed, threads=1)
-    final = netc.test(cost, params, lambda: iter(test_samples), batch_size=100, threads=1)
+               batch_size=32, seed=a.seed, target=a.target, threads=1)
+    final = netc.test(cost, params, lambda: iter(test_samples), batch_size=100, target=a.target, threads=1)
     good, bad = 0, POS                                       # a positive word and a negative one
     for words in ([good, 30, 31], [NOT, good, 30, 31], [32, bad], [NOT, bad, 33, 34, 35]):
-        p = netc.infer(prob, params, [words], threads=1)[0]
+        p = netc.infer(prob, params, [words], target=a.target, threads=1)[0]
         print(f"  {words}: sentiment {sentiment(words):+d}, P(positive) {p[1]:.2f}")
     print(f"held-out accuracy: {100 * final.metrics['accuracy']:.1f}% on {final.samples} sentences "
           f"({time.time() - t0:.1f}s)")

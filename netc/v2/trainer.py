@@ -130,6 +130,8 @@ class SGD:
             batch.add(values, n)
             whole.add(values, n)
 
+        observe.layers = batch.layers       # the values the evaluators read (a compiled target captures those)
+
         def relay(e):
             if isinstance(e, api_event.BeginPass):
                 whole.start()
