@@ -209,3 +209,17 @@ def test_an_unknown_target_is_located():
     with pytest.raises(netc.api.Error) as e:
         netc.infer(cost, params, [(np.zeros(3), 0)], target="gpu")
     assert f"test_api_cpu.py:{line}:9: error: unknown target 'gpu' (targets: cpu, reference, interp, cuda)" in str(e.value)
+
+
+def test_programs_are_kept_across_calls_and_the_least_recently_used_go(monkeypatch):
+    data = _images(8, seed=6)
+    cost, _ = _convnet()
+    params = netc.parameters.create(cost, seed=0)
+    netc.train(cost, params, lambda: iter(data), netc.optimizer.SGD(0.1), batch_size=8)
+    kept = dict(targets.KEPT)
+    netc.train(cost, params, lambda: iter(data), netc.optimizer.SGD(0.1), batch_size=8)
+    assert targets.KEPT == kept          # the same programs, none made again
+    monkeypatch.setattr(targets, "KEPT_PROGRAMS", 1)
+    other, _ = _convnet()
+    netc.train(other, netc.parameters.create(other, seed=0), lambda: iter(data), netc.optimizer.SGD(0.1), batch_size=8)
+    assert len(targets.KEPT) == 1 and not set(targets.KEPT) & set(kept)

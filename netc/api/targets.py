@@ -20,6 +20,8 @@ loss's logits for its accuracy, an observer's layers); the reference executor re
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import torch
 
 from ..runtime.reference import run_reference
@@ -52,16 +54,20 @@ def forward_layers(net) -> list:
 
 # -- the programs kept across calls (the CPU target) -----------------------------------------------
 
-_KEPT: dict = {}        # (id of the module, kind, captures) -> (the module, its program); the module keeps the id
+KEPT: OrderedDict = OrderedDict()    # (id of the module, kind, captures) -> (the module, its program), oldest first
+KEPT_PROGRAMS = 128                   # the most kept; the least recently used goes first
 
 
 def _kept(module, kind: str, capture: tuple, make):
+    """The program kept for (module, kind, capture), made by make() the first time (the module, held in the entry,
+    keeps its id from being reused)."""
     key = (id(module), kind, capture)
-    hit = _KEPT.get(key)
+    hit = KEPT.get(key)
     if hit is None or hit[0] is not module:
-        if len(_KEPT) >= 64:
-            _KEPT.clear()
-        hit = _KEPT[key] = (module, make())
+        hit = KEPT[key] = (module, make())
+        while len(KEPT) > KEPT_PROGRAMS:
+            KEPT.popitem(last=False)
+    KEPT.move_to_end(key)
     return hit[1]
 
 
