@@ -135,7 +135,7 @@ class CpuTraining:
         if tr.program is not None:
             want, self.derived = captures(tr.program.plan, tr.net, capture)
             if want:        # the step returns them too: generated again with the captures (once per program)
-                tr.program = CpuProgram(module, tr.net, tr.params, CPU_LOWERINGS, capture=want)
+                tr.program = CpuProgram(module, tr.net, tr.params, CPU_LOWERINGS, capture=want, plan=tr.program.plan)
                 tr.params = tr.program.params
         self.state = {k: v.detach().clone() for k, v in tr.params.items() if k in state}
         self.updated = set((tr.net.attrs.get("gradients") or {})) | set(self.state)
@@ -250,7 +250,8 @@ class CpuForward:
         self.net = self.cpu_net.net
         want, self.derived = captures(self.cpu_net.program.plan, self.net, capture)
         if want:
-            self.cpu_net.program = CpuProgram(module, self.net, self.cpu_net.params, CPU_LOWERINGS, capture=want)
+            self.cpu_net.program = CpuProgram(module, self.net, self.cpu_net.params, CPU_LOWERINGS, capture=want,
+                                              plan=self.cpu_net.program.plan)
             self.cpu_net.params = self.cpu_net.program.params
 
     def set_params(self, params: dict) -> None:
