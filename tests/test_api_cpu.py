@@ -223,3 +223,23 @@ def test_programs_are_kept_across_calls_and_the_least_recently_used_go(monkeypat
     other, _ = _convnet()
     netc.train(other, netc.parameters.create(other, seed=0), lambda: iter(data), netc.optimizer.SGD(0.1), batch_size=8)
     assert len(targets.KEPT) == 1 and not set(targets.KEPT) & set(kept)
+
+
+def test_a_program_without_an_arena_runs_op_by_op(monkeypatch):
+    """Where the generated step takes no arena (NoArena: a time-sized one, a plan it cannot make) the CPU target
+    runs the ops one by one with its lowerings, in f32: training, test and infer still equal the reference."""
+    from netc.runtime import cpu_step
+
+    def no_arena(self, *a, **kw):
+        raise cpu_step.NoArena("no arena (this test)")
+
+    data = _images(12, seed=7)
+    opt = lambda: netc.optimizer.Adam(0.01)     # noqa: E731
+    ref = _run("reference", _convnet, data, opt, passes=1)
+    monkeypatch.setattr(cpu_step.CpuProgram, "__init__", no_arena)
+    targets.KEPT.clear()
+    _compare(ref, _run("cpu", _convnet, data, opt, passes=1))
+    kinds = [type(p).__name__ for _, p in targets.KEPT.values()]
+    assert "CpuTraining" in kinds and "CpuForward" in kinds
+    for _, p in targets.KEPT.values():       # each runs op by op
+        assert (p.trainer.program if isinstance(p, targets.CpuTraining) else p.cpu_net) is None
