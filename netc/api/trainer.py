@@ -110,6 +110,18 @@ class Feeder:
             raise error(f"feeding takes field {i} for '{name}', and the sample has {len(s)}", self.loc)
         return s[i]
 
+    def _columns(self, samples) -> dict:
+        """{data layer name: its values, one per sample}: tuples of one length taken apart at once, any other
+        form (and any mistake, to be reported) field by field."""
+        n = len(self.names)
+        if (n > 1 or self.explicit) and samples and all(type(s) is tuple for s in samples):
+            width = len(samples[0])
+            fits = width == n if not self.explicit else width > max(self.index.values(), default=-1)
+            if fits and all(len(s) == width for s in samples):
+                fields = list(zip(*samples))
+                return {name: list(fields[self.index[name]]) for name in self.names}
+        return {name: [self._field(s, name) for s in samples] for name in self.names}
+
     def __call__(self, samples) -> dict:
         if isinstance(samples, dict):      # {name: array with a sample axis}
             cols = {n: samples[n] for n in self.names if n in samples}
@@ -118,7 +130,7 @@ class Feeder:
                 raise error(f"no array for data layer{'s' if len(missing) > 1 else ''} {', '.join(map(repr, missing))}",
                             self.loc)
         else:
-            cols = {n: [self._field(s, n) for s in samples] for n in self.names}
+            cols = self._columns(samples)
         out = self._sequences(cols)
         for x in self.layers:
             if x.seq is x:
@@ -126,9 +138,12 @@ class Feeder:
             col = cols[x.name]
             if x.itype is not None and x.itype.is_sparse and not isinstance(col, np.ndarray):
                 col = ones_at(x, col, self.loc)
-            arr = (col.detach().cpu().numpy() if torch.is_tensor(col) else
-                   np.stack([np.asarray(v.detach().cpu() if torch.is_tensor(v) else v) for v in col])
-                   if isinstance(col, list) else np.asarray(col))
+            if isinstance(col, list) and all(type(v) is np.ndarray for v in col):
+                arr = np.stack(col)
+            else:
+                arr = (col.detach().cpu().numpy() if torch.is_tensor(col) else
+                       np.stack([np.asarray(v.detach().cpu() if torch.is_tensor(v) else v) for v in col])
+                       if isinstance(col, list) else np.asarray(col))
             want = tuple(x.sample_shape)
             if tuple(arr.shape[1:]) != want:
                 if arr.ndim >= 1 and math.prod(arr.shape[1:]) == math.prod(want):
