@@ -437,8 +437,9 @@ def plot_to(path: str, draw) -> None:
 
 
 def train_source(args, diag):
-    """`netc run FILE --train`: the training program (backward + optimizer passes) on the reference
-    executor, step by step; or --check-grads: one step's gradients against torch.autograd."""
+    """`netc run FILE --train`: the training program (backward + optimizer passes) step by step on the target
+    flags.run_target picks (the CPU target unless told otherwise; the reference executor, the interpreter target);
+    or --check-grads: one step's gradients against torch.autograd (the reference executor's ops)."""
     from .flags import cpu_in_f32, load_network, load_source, pipeline_options, run_dtypes, run_target
     import torch
     from ..pipelines import inference as inference_pipeline, program
