@@ -60,9 +60,9 @@ def _stdout_output(p, metavar, what):
 def _training(p, run: bool = False):
     """The training flags: the backward and optimizer passes' options (explain, opt, run) and,
     for `run`, the training loop's."""
-    what = ("run training steps (on the CPU target unless --target/--reference say otherwise): forward, the "
-            "generated gradient ops and the optimizer's updates; print the loss per step; -o writes the trained "
-            "parameters (and optimizer state)" if run else
+    what = ("run training steps (on the CPU target unless --target, --reference or --dtype f64 say otherwise): "
+            "forward, the generated gradient ops and the optimizer's updates; print the loss per step; -o writes "
+            "the trained parameters (and optimizer state)" if run else
             "the training program: the backward and optimizer passes after the default pipeline (a training step: "
             "forward, gradients, updates)")
     t = p.add_argument_group("training")
@@ -237,10 +237,11 @@ def _parser_run(sub):
                         "as the tensor cores do)")
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
     p.add_argument("--state-in", metavar="S.npz",
-                   help="--reference: start every recurrent layer from the state in S.npz (a --state-out of a previous "
+                   help="--reference (the default with it): start every recurrent layer from the state in S.npz (a "
+                        "--state-out of a previous "
                         "run: Brainstorm's context), fed to the inputs that give it its initial state (an Lstm's h0, c0)")
     p.add_argument("--state-out", metavar="S.npz",
-                   help="--reference: write every recurrent layer's final state (an Lstm's h and c) to S.npz, by the "
+                   help="--reference (the default with it): write every recurrent layer's final state (an Lstm's h and c) to S.npz, by the "
                         "name of the input it starts the next run from (--state-in)")
     p.add_argument("--spatial", metavar="N|HxW|min",
                    help="scale the network down (or up): every 4-D input gets H x W = N x N (or HxW; min: the "
