@@ -387,3 +387,25 @@ def test_every_convolution_form_is_the_reference(form, monkeypatch, tmp_path):
         want = run_reference(module, x, None, seed=2, dtype=torch.float32)
     for k, v in net(x).items():
         torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("act,cact,state", [("tanh", None, False), ("relu", "tanh", True), ("sigmoid", None, True)])
+def test_the_lstm_lowerings_are_the_references(act, cact, state):
+    """runtime/cpu_recurrent.py's LSTM forward and recurrence gradient against ops/lstm.py's references, in float64:
+    block-input and cell activations, with and without the carried state h0, c0 (peepholes from both)."""
+    from netc.ops import lookup
+    from netc.ops.lstm import ROLES
+    from netc.runtime import cpu_recurrent as CR
+    g = torch.Generator().manual_seed(11)
+    t, b, x_dim, hid = 4, 3, 5, 6
+    a = {"size": hid, "activation": act, "cell_activation": cact}
+    shape = {"W": (hid, x_dim), "R": (hid, hid), "p": (1, hid), "b": (hid,)}
+    p = {r: torch.randn(shape[r[0]], generator=g, dtype=torch.float64) * 0.5 for r in ROLES}
+    ins = [torch.randn(t, b, x_dim, generator=g, dtype=torch.float64)]
+    if state:
+        ins += [torch.randn(b, hid, generator=g, dtype=torch.float64) for _ in range(2)]
+    want = lookup("netc.lstm").reference(a, ins, p)
+    torch.testing.assert_close(CR.lstm(a, ins, p), want, rtol=1e-12, atol=1e-12)
+    dy = torch.randn(want.shape, generator=g, dtype=torch.float64)
+    want = lookup("netc.lstm_grad_gates").reference(a, ins + [dy], p)
+    torch.testing.assert_close(CR.lstm_grad_gates(a, ins + [dy], p), want, rtol=1e-10, atol=1e-12)

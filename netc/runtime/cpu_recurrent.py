@@ -1,5 +1,6 @@
-"""The CPU target's lowerings of the GRU and its recurrence gradient (issue 28): ops/recurrent.py's netc.gru and
-netc.gru_grad_gates, the same functions computed the way torch's CPU kernels go fast.
+"""The CPU target's lowerings of the GRU, the LSTM and their recurrence gradients (issue 28): ops/recurrent.py's netc.gru
+and netc.gru_grad_gates, ops/lstm.py's netc.lstm and netc.lstm_grad_gates, the same functions computed the way
+torch's CPU kernels go fast.
 
 The references (ops/recurrent.py gru_states, gru_grad_gates) are written for clarity: per step, one product per
 gate with x and one with h, the states appended to lists and stacked. Here, as kernels/gru.py splits the work:
@@ -9,7 +10,8 @@ gate with x and one with h, the states appended to lists and stacked. Here, as k
     per step, the recurrent products as one: h [B, H] times z_hh, r_hh (and c_hh, where the reset follows the
     product) stacked; the gates' elementwise work on slices of preallocated [T, B, H] states;
     the backward per step: what step t sends back to h[t-1] as one product of [dz, dr] with [z_hh; r_hh] stacked
-    plus c_hh's, written straight into the [T, B, 7, H] blocks of gru_grad_gates' result.
+    plus c_hh's, written straight into the [T, B, 7, H] blocks of gru_grad_gates' result (the LSTM's: the four
+    gate blocks of its [T, B, 9, H] result times Rz, Ri, Rf, Ro stacked, one product a step).
 
 Same equations, same operand order in every sum where it matters for rounding to f32 within the reference's
 tolerance (tests/test_cpu_target.py checks both against the references in float64, where they agree to
@@ -116,4 +118,80 @@ def gru_grad_gates(a, ins, params):
     return out
 
 
-LOWERINGS = {"netc.gru": gru, "netc.gru_grad_gates": gru_grad_gates}
+def lstm_states(x, h0, c0, p: dict, act: str, cact: str, keep: bool):
+    """ops/lstm.py's forward recurrence over x [T, B, ...]: y [T, B, H] and, with keep, the states lstm_grad_gates
+    reads ({z, i, f, o, c, cb, c_prev, h_prev}, each [T, B, H])."""
+    from ..ops.reference import activation
+    t_len, b = x.shape[0], x.shape[1]
+    hid = p["bz"].shape[0]
+    gx = torch.addmm(torch.cat([p[f"b{g}"] for g in "zifo"]), x.reshape(t_len * b, -1),
+                     torch.cat([p[f"W{g}"] for g in "zifo"]).T).view(t_len, b, 4 * hid)
+    rh = torch.cat([p[f"R{g}"] for g in "zifo"]).T                      # [H, 4H]
+    y = x.new_empty((t_len, b, hid))
+    st = {k: x.new_empty((t_len, b, hid)) for k in ("z", "i", "f", "o", "c", "cb", "c_prev", "h_prev")} if keep else None
+    h = h0 if h0 is not None else x.new_zeros((b, hid))
+    c = c0 if c0 is not None else x.new_zeros((b, hid))
+    for t in range(t_len):
+        pre = gx[t] + h @ rh
+        z = activation(pre[:, :hid], act)
+        i = torch.sigmoid(pre[:, hid:2 * hid] + p["pi"] * c)
+        f = torch.sigmoid(pre[:, 2 * hid:3 * hid] + p["pf"] * c)
+        c_new = i * z + f * c
+        o = torch.sigmoid(pre[:, 3 * hid:] + p["po"] * c_new)
+        cb = activation(c_new, cact)
+        torch.mul(o, cb, out=y[t])
+        if keep:
+            for k, v in (("z", z), ("i", i), ("f", f), ("o", o), ("c", c_new), ("cb", cb), ("c_prev", c), ("h_prev", h)):
+                st[k][t] = v
+        h, c = y[t], c_new
+    return y, st
+
+
+def _lstm_operands(a, ins, params, grad: bool):
+    from ..ops.lstm import ROLES, cell_act
+    from ..ops.reference import in_compute_dtype
+    vals = [in_compute_dtype(v) for v in ins]
+    dy = vals.pop() if grad else None
+    x, h0, c0 = (vals + [None, None])[:3]
+    return x, h0, c0, dy, {r: in_compute_dtype(params[r]) for r in ROLES}, a["activation"], cell_act(a) or a["activation"]
+
+
+def lstm(a, ins, params):
+    """netc.lstm (x [T, B, ...], optionally h0, c0) -> y, as ops/lstm.py's reference."""
+    x, h0, c0, _, p, act, cact = _lstm_operands(a, ins, params, grad=False)
+    return lstm_states(x, h0, c0, p, act, cact, keep=False)[0]
+
+
+def lstm_grad_gates(a, ins, params):
+    """netc.lstm_grad_gates (x, [h0, c0,] dy) -> [T, B, 9, H]: the blocks of ops/lstm.py BLOCKS at every step."""
+    from ..ops.lstm import BLOCKS
+    from ..ops.reference import activation_grad
+    x, h0, c0, dy, p, act, cact = _lstm_operands(a, ins, params, grad=True)
+    _, s = lstm_states(x, h0, c0, p, act, cact, keep=True)
+    t_len, b, hid = dy.shape[0], dy.shape[1], p["bz"].shape[0]
+    out = dy.new_empty((t_len, b, len(BLOCKS), hid))
+    assert [BLOCKS[g] for g in "zifo"] == [0, 1, 2, 3]
+    r4 = torch.cat([p[f"R{g}"] for g in "zifo"])                       # [4H, H]
+    dh_next, dc_next = dy.new_zeros((b, hid)), dy.new_zeros((b, hid))
+    for t in reversed(range(t_len)):
+        i, f, o, z, cb = s["i"][t], s["f"][t], s["o"][t], s["z"][t], s["cb"][t]
+        blk = out[t]
+        dh = dy[t] + dh_next
+        do = dh * cb * o * (1 - o)
+        dc = activation_grad(cb, dh * o, cact) + dc_next + do * p["po"]
+        blk[:, BLOCKS["o"]] = do
+        torch.mul(dc * s["c_prev"][t] * f, 1 - f, out=blk[:, BLOCKS["f"]])
+        torch.mul(dc * z * i, 1 - i, out=blk[:, BLOCKS["i"]])
+        blk[:, BLOCKS["z"]] = activation_grad(z, dc * i, act)
+        dh_next = blk[:, BLOCKS["dh_prev"]]
+        torch.mm(blk[:, :4].reshape(b, 4 * hid), r4, out=dh_next)      # the four gate blocks side by side: a view
+        dc_next = blk[:, BLOCKS["dc_prev"]]
+        torch.add(dc * f + blk[:, BLOCKS["i"]] * p["pi"], blk[:, BLOCKS["f"]] * p["pf"], out=dc_next)
+        blk[:, BLOCKS["c_prev"]] = s["c_prev"][t]
+        blk[:, BLOCKS["c"]] = s["c"][t]
+        blk[:, BLOCKS["h_prev"]] = s["h_prev"][t]
+    return out
+
+
+LOWERINGS = {"netc.gru": gru, "netc.gru_grad_gates": gru_grad_gates, "netc.lstm": lstm,
+             "netc.lstm_grad_gates": lstm_grad_gates}
