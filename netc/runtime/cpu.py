@@ -17,7 +17,7 @@ for the interpreter target.
     netc.conv2d_grad_filter, netc.conv2d_grad_data
                            aten's convolution_backward (the reference: a correlation with the batch as channels,
                            a transposed convolution)
-    netc.gru, netc.gru_grad_gates
+    netc.gru, netc.gru_grad_gates, netc.lstm, netc.lstm_grad_gates
                            runtime/cpu_recurrent.py: the input products of all steps as one GEMM, the recurrent
                            ones of a step as one (the references: a product per gate and step)
 The pooling and convolution lowerings work on NCHW views of NHWC storage (channels_last), which torch's CPU kernels take as they are (a
@@ -30,7 +30,7 @@ its reference copied into place); a program the generated step does not take (re
 steps, a time-sized arena) runs op by op as the reference executor does, with these lowerings. Not done yet
 (issue 28): the fusion pass's groups (the step plans every op as its own step; its own groupings are a
 convolution's gradients in one call and a convolution's result handed to the next op in inference), and
-sequences' ops have no out= forms. docs/performance.md has the figures against PyTorch eager and torch.compile.
+sequences' ops have no out= forms (the recurrent ones have lowerings). docs/performance.md has the figures against PyTorch eager and torch.compile.
 """
 from __future__ import annotations
 
