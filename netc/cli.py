@@ -689,6 +689,8 @@ def cmd_run(args, diag):
         if scaled and errors:
             errors[0].note(f"the inputs were scaled ({scaled}) before shape inference")
         raise
+    if R.reference_for_comm_ops(args, module, target) != target:
+        target, (ref_dtype, precision) = "reference", F.run_dtypes(args, "reference")
     inputs = R.given_inputs(args)
     from .runtime.params import read_params
     params = read_params(args.params, "--params") if args.params else None

@@ -116,3 +116,17 @@ def test_an_unknown_layer_is_named_on_the_cpu_target_too(tmp_path):
     f.write_text('network n {\n  input x: f32[2, 4]\n  a = Opaque(x) { type: "Mystery" }\n  b = ReLU(a)\n}\n')
     r = ok("run", f)
     assert f"{f}:3:3: warning: the CPU target passes 1 layer of unknown type 'Mystery' through unchanged" in r.stderr
+
+
+HYBRID = ROOT.parent / "shared" / "corpus" / "singa" / "0.2.0_cifar10_hybrid.conf"
+
+
+@pytest.mark.skipif(not HYBRID.exists(), reason="the shared corpus is not beside the repository")
+def test_a_program_with_communication_ops_runs_on_the_reference():
+    """A SINGA job whose partitioned layers bring bridges into one process: the CPU target runs those only on
+    several workers, so without a target the reference executor runs it, as --reference does, and says so."""
+    r = ok("run", HYBRID, "--batch", "2")
+    assert "netc: running on the reference executor: the program has communication ops (netc.send" in r.stderr
+    assert "float64" in r.stdout and r.stdout == ok("run", HYBRID, "--batch", "2", "--reference").stdout
+    r = ok("run", HYBRID, "--batch", "2", "--train", "--steps", "1")
+    assert "on the reference executor: loss " in r.stdout

@@ -188,6 +188,25 @@ def write_training(args, history, trainer, given, name):
 
 
 
+def reference_for_comm_ops(args, module, target: str) -> str:
+    """run_target's choice once the program is built: with no --target, a program with communication ops (a SINGA
+    job's partitioned layers bring their bridges, slices and concatenations into one process) runs on the
+    reference executor, which runs them in place, and says so on stderr; the CPU target runs them only with their
+    ranks on several workers (--workers K --target cpu). --compare keeps the CPU target, and its error."""
+    from ..ir.query import layers
+    from ..ops.comm import is_comm
+    if args.target or target != "cpu" or args.compare:
+        return target
+    comm = next((op for net in module.networks() for op in layers(net) if is_comm(op)), None)
+    if comm is None:
+        return target
+    sys.stderr.write(f"netc: running on the reference executor: the program has communication ops ({comm.name} "
+                     f"'{comm.attrs.get('name')}', ...), which the CPU target runs only on several workers "
+                     f"(--workers K --target cpu)\n")
+    return "reference"
+
+
+
 def warn_opaque_pass_through(module, diag, executor: str = "the reference executor"):
     """The reference executor (and the CPU target, running the same ops: `executor`) runs a layer of a type netc
     does not know (netc.opaque, Paleo's Generic) as its shape rule says: a pass-through. Say so, once per type,
@@ -486,6 +505,7 @@ def train_source(args, diag):
                         f"train one at a time with --network NAME (networks sharing parameters train alternately: "
                         f"-o after one, --params before the next)")
     net = nets[0]
+    target = reference_for_comm_ops(args, module, target)
     inputs = given_inputs(args)
     from .params import read_params, save_tensors
     params = read_params(args.params, "--params") if args.params else None
