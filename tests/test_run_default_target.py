@@ -130,3 +130,15 @@ def test_a_program_with_communication_ops_runs_on_the_reference():
     assert "float64" in r.stdout and r.stdout == ok("run", HYBRID, "--batch", "2", "--reference").stdout
     r = ok("run", HYBRID, "--batch", "2", "--train", "--steps", "1")
     assert "on the reference executor: loss " in r.stdout
+
+
+MNIST = ROOT.parent / "shared" / "corpus" / "singa" / "0.3.0_mnist_job.conf"
+
+
+@pytest.mark.skipif(not MNIST.exists(), reason="the shared corpus is not beside the repository")
+def test_a_singa_job_runs_and_trains_on_the_cpu_target():
+    """SINGA's layer names ('0#data:0') name the generated step's views: no Python identifier starts with a digit."""
+    r = ok("run", MNIST, "--batch", "4", "--compare")
+    assert "max relative error" in r.stderr
+    r = ok("run", MNIST, "--batch", "4", "--train", "--steps", "2", "--compare")
+    assert "on the CPU target: ok" in r.stdout

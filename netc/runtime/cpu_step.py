@@ -79,6 +79,8 @@ class _Generator:
 
     def bind(self, obj, hint: str) -> str:
         base = _ident(hint).strip("_") or "value"
+        if base[0].isdigit():       # a SINGA layer's name ('0#data:0'): no Python identifier starts with a digit
+            base = "v_" + base
         name, k = base, 1
         while name in self.env:
             k += 1
