@@ -8,6 +8,8 @@ from netc import pipelines
 from netc.pipelines import Options, Training
 from netc.runtime.train import check_grads
 
+from cli_inprocess import netc_inprocess
+
 # randnet grad check, seed 4: a differentiated output (a random cotangent) that a later loss also
 # reads got only its own seed gradient -- the backward pass dropped what flowed back from the loss.
 # (grad:mismatch, gradient of 'l2.weight' / 'l2.scale' vs torch.autograd: relative error 3e-2 .. 5e-1)
@@ -56,9 +58,10 @@ def test_running_statistics_update_is_placed_on_a_worker(tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", GLOO_SOCKET_IFNAME="lo", NETC_DIST_TIMEOUT="30")
     out = {}
     for k in (1, 2):
-        r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--workers", str(k), "--train", "--steps", "1",
-                            "--dtype", "f64", "--grads", str(tmp_path / f"g{k}.npz")], capture_output=True, text=True,
-                           env=env, timeout=120)
+        args = ["run", str(f), "--workers", str(k), "--train", "--steps", "1", "--dtype", "f64", "--grads",
+                str(tmp_path / f"g{k}.npz")]
+        r = (netc_inprocess(*args) if k == 1 else      # the single process here; the ranks in processes of their own
+             subprocess.run([sys.executable, "-m", "netc", *args], capture_output=True, text=True, env=env, timeout=120))
         assert r.returncode == 0, r.stderr
         out[k] = np.load(tmp_path / f"g{k}.npz")
     assert sorted(out[1].files) == sorted(out[2].files)
@@ -132,9 +135,9 @@ def _workers_equal_one_process(tmp_path, text, train=False, tol=1e-10):
     files = {}
     for k in (1, 2):
         out, grads = tmp_path / f"o{k}.npz", tmp_path / f"g{k}.npz"
-        r = subprocess.run([sys.executable, "-m", "netc", "run", str(f), "--workers", str(k), *extra, "-o", str(out),
-                            *(["--grads", str(grads)] if train else [])],
-                           capture_output=True, text=True, env=env, timeout=180)
+        args = ["run", str(f), "--workers", str(k), *extra, "-o", str(out), *(["--grads", str(grads)] if train else [])]
+        r = (netc_inprocess(*args) if k == 1 else      # the single process here; the ranks in processes of their own
+             subprocess.run([sys.executable, "-m", "netc", *args], capture_output=True, text=True, env=env, timeout=180))
         assert r.returncode == 0, r.stderr
         files[k] = [np.load(out)] + ([np.load(grads)] if train else [])
     for one, many in zip(files[1], files[2]):

@@ -434,6 +434,8 @@ def test_an_uncaught_v2_error_is_its_diagnostic_alone(tmp_path, line, where, nam
     assert r.stderr.startswith(f"prog.py:{where}: error: ") and "Traceback" not in r.stderr
     assert r.stderr.count("error:") == 1 and r.stderr.endswith(line + "\n" + " " * (int(where.split(":")[1]) - 1) + "^\n")
     assert name is None or f"netc.v2 has no '{name}'" in r.stderr
+    if name != "paddle.networks.gru_unit":      # the same hook for every case: NETC_DEBUG and a foreign error once
+        return
     env = dict(os.environ, NETC_DEBUG="1")
     debug = subprocess.run([sys.executable, str(prog)], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert debug.returncode == 1 and "Traceback" in debug.stderr
