@@ -5,8 +5,6 @@ subgraphs fold, older opsets convert, unsupported ops are listed at once, `netc 
 its parameters, and a model netc exported (export/onnx.py) imports back to the same outputs."""
 from __future__ import annotations
 
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -22,7 +20,7 @@ from netc.frontend import load  # noqa: E402
 from netc.pipelines import Options, inference  # noqa: E402
 from netc.runtime.reference import run_reference  # noqa: E402
 
-from cli_inprocess import netc_inprocess  # noqa: E402
+from cli_inprocess import netc_inprocess, netc_interp  # noqa: E402
 from onnx_models import exported_unfolded, inferred, randomize_batch_norms, rel  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -194,8 +192,7 @@ def test_a_gather_from_a_table_is_an_embedding_of_integer_ids(tmp_path):
     ops = {op.name for n in m.networks() for op in n.regions[0].ops}
     assert "netc.embedding" in ops
     # the kernels on the interpreter, on random ids below the table's rows
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
 
 
@@ -233,8 +230,7 @@ def test_a_grouped_convolution_is_one_convolution_per_group(tmp_path):
     ops = [op.name for n in mod.networks() for op in n.regions[0].ops]
     assert ops.count("netc.conv2d") == 2 + 2 + 4 and ops.count("netc.slice") == 8
     # the kernels on the interpreter: the channel slices (strided narrows) feed each group's convolution
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
 
 
@@ -271,8 +267,7 @@ def test_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
         assert rel(out["y"], model(*args).numpy()) < 1e-6
     ops = {op.name for n in m.networks() for op in n.regions[0].ops}
     assert ("netc.lstm" if kind == "LSTM" else "netc.gru") in ops
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "y: max relative error" in r.stderr, r.stderr
 
 
@@ -313,9 +308,7 @@ def test_bidirectional_lstm_and_gru_give_torchs_outputs(tmp_path, kind, state):
     ops = [op.name for n in m.networks() for op in n.regions[0].ops]
     assert ops.count("netc.lstm" if kind == "LSTM" else "netc.gru") == 2 and ops.count("netc.seq_reverse") == 2
     if not state:
-        r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                           capture_output=True, text=True, cwd=ROOT,
-                           env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+        r = netc_interp("run", path, "--target", "interp", "--compare")
         assert r.returncode == 0 and "y: max relative error" in r.stderr and "h: max relative error" in r.stderr, \
             r.stderr
 
@@ -435,8 +428,7 @@ def test_sequence_lens_on_the_interpreter_and_as_constants(tmp_path):
     constant is refused, located."""
     path = tmp_path / "padded.onnx"
     onnx.save(_padded_recurrence("LSTM", "bidirectional", 4, 3, 2, 5, None, 33), str(path))
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "Y: max relative error" in r.stderr and "Y_h: max relative error" in r.stderr, \
         r.stderr + r.stdout
     onnx.save(_padded_recurrence("GRU", "reverse", 4, 3, 2, 5, [4, 4, 4], 34), str(path))
@@ -459,8 +451,7 @@ def test_a_gru_with_a_recurrent_bias_on_the_new_memory_is_refused(tmp_path):
 def test_the_kernels_on_the_interpreter_agree(tmp_path):
     model, x = small(1)
     path = exported(tmp_path, model, x)
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
 
 
@@ -647,8 +638,7 @@ def _matches_torch_on_both_targets(tmp_path, model, x, name):
         assert rel(out["prob"], model(x).numpy()) < 1e-5
     from netc.explain import layer_rows
     assert sum(r["params"] for r in layer_rows(mod)) == sum(p.numel() for p in model.parameters())
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "prob: max relative error" in r.stderr, r.stderr
     return [op for n in mod.networks() for op in n.regions[0].ops]
 
@@ -767,8 +757,7 @@ def test_a_channel_shuffle_is_a_channel_permute(tmp_path):
     ops = [op for n in mod.networks() for op in n.regions[0].ops]
     assert [op.attrs["groups"] for op in ops if op.name == "netc.channel_permute"] == [3, 2]
     assert not any(op.name in ("netc.reshape", "netc.transpose") and len(op.results[0].type.shape) != 2 for op in ops)
-    r = subprocess.run([sys.executable, "-m", "netc", "run", str(path), "--target", "interp", "--compare"],
-                       capture_output=True, text=True, cwd=ROOT, env={**__import__("os").environ, "TRITON_INTERPRET": "1"})
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0 and "feat: max relative error" in r.stderr and "prob: max relative error" in r.stderr, \
         r.stderr
     # written back: the permutation as a Gather of the channel axis, onnxruntime against the reference
