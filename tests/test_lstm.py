@@ -28,6 +28,7 @@ from netc.ops.lstm import BLOCKS, ROLES, lstm_states
 from netc import pipelines
 from netc.pipelines import Options, Training
 from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_inprocess, netc_interp  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 LSTM = lookup("netc.lstm")
@@ -308,10 +309,10 @@ def test_interpreter_target_runs_and_trains_against_the_reference(src, first, tm
     path = tmp_path / "seq.nd"
     path.write_text(src)
     if first:   # the forward alone once (the training comparison runs the forward too)
-        r = _netc("run", path, "--target", "interp", "--compare", interp=True)
+        r = netc_interp("run", path, "--target", "interp", "--compare")
         assert r.returncode == 0, r.stderr
         assert "loss: max relative error" in r.stderr
-    r = _netc("run", path, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    r = netc_interp("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "compared 2 training steps of network 'seq' (sgd) on the interpreter target: ok" in r.stdout + r.stderr
 
@@ -378,8 +379,8 @@ def test_a_cell_activation_of_its_own_runs_and_trains_on_the_interpreter_target(
     pytest.importorskip("triton")
     path = tmp_path / "seq.nd"
     path.write_text(NET_NO_STATE.replace("activation: sigmoid }", "activation: relu, cell_activation: tanh }"))
-    r = _netc("run", path, "--reference")
+    r = netc_inprocess("run", path, "--reference")
     assert r.returncode == 0, r.stderr
-    r = _netc("run", path, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    r = netc_interp("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "compared 2 training steps of network 'seq' (sgd) on the interpreter target: ok" in r.stdout + r.stderr

@@ -12,7 +12,7 @@ from netc.frontend import load_text
 from netc import pipelines
 from netc.pipelines import Options
 from netc.ops import lookup
-from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_interp  # noqa: E402  (tests/: the test modules' directory)
 
 MASK = lookup("netc.seq_mask")
 NET = """network msk {
@@ -70,6 +70,6 @@ def test_interpreter_target_runs_and_trains_against_the_reference(tmp_path):
     pytest.importorskip("triton")
     path = tmp_path / "m.nd"
     path.write_text(NET)
-    r = netc_process("run", path, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    r = netc_interp("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "compared 2 training steps of network 'msk' (sgd) on the interpreter target: ok" in r.stdout + r.stderr

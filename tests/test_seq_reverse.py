@@ -20,7 +20,7 @@ from netc import pipelines
 from netc.pipelines import Options, Training
 from netc.ops import lookup
 from netc.runtime.train import ReferenceTrainer
-from cli_process import netc_process  # noqa: E402  (tests/: the test modules' directory)
+from cli_inprocess import netc_interp  # noqa: E402  (tests/: the test modules' directory)
 
 L = netc.layer
 REV = lookup("netc.seq_reverse")
@@ -89,10 +89,10 @@ def test_interpreter_target_runs_and_trains_against_the_reference(tmp_path):
     pytest.importorskip("triton")
     path = tmp_path / "rev.nd"
     path.write_text(NET)
-    r = netc_process("run", path, "--target", "interp", "--compare", interp=True)
+    r = netc_interp("run", path, "--target", "interp", "--compare")
     assert r.returncode == 0, r.stderr
     assert "loss: max relative error" in r.stderr + r.stdout
-    r = netc_process("run", path, "--target", "interp", "--train", "--compare", "--steps", "2", interp=True)
+    r = netc_interp("run", path, "--target", "interp", "--train", "--compare", "--steps", "2")
     assert r.returncode == 0, r.stderr + r.stdout
     assert "compared 2 training steps of network 'rev' (sgd) on the interpreter target: ok" in r.stdout + r.stderr
 
