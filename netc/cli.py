@@ -229,20 +229,19 @@ def _parser_run(sub):
     p.add_argument("--network", metavar="NAME", help="run this network only (default: every network)")
     p.add_argument("--dtype", default=None, metavar="DTYPE",
                    help="--reference: the executor's floating dtype, f64 (default) or f32 (without --target, f64 "
-                        "runs the reference executor); --target interp: the "
-                        "dtype the network is compiled in, f32 (default), bf16 or fp16 (--compare then checks "
-                        "against the f64 reference with that dtype's tolerance)")
+                        "runs the reference executor); --target interp: the dtype the network is compiled in, f32 "
+                        "(default), bf16 or fp16 (--compare then checks against the f64 reference with that dtype's "
+                        "tolerance)")
     p.add_argument("--tf32", action="store_true",
                    help="with --target interp: f32 matrix products use TF32 (the interpreter rounds the operands "
                         "as the tensor cores do)")
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
     p.add_argument("--state-in", metavar="S.npz",
                    help="--reference (the default with it): start every recurrent layer from the state in S.npz (a "
-                        "--state-out of a previous "
-                        "run: Brainstorm's context), fed to the inputs that give it its initial state (an Lstm's h0, c0)")
+                        "previous run's --state-out: Brainstorm's context), fed to the inputs of its initial state")
     p.add_argument("--state-out", metavar="S.npz",
-                   help="--reference (the default with it): write every recurrent layer's final state (an Lstm's h and c) to S.npz, by the "
-                        "name of the input it starts the next run from (--state-in)")
+                   help="--reference (the default with it): write every recurrent layer's final state (an Lstm's h "
+                        "and c) to S.npz, by the name of the input it starts the next run from (--state-in)")
     p.add_argument("--spatial", metavar="N|HxW|min",
                    help="scale the network down (or up): every 4-D input gets H x W = N x N (or HxW; min: the "
                         "smallest valid N) before shape inference; convolutions, pools and inner products follow. "
@@ -604,17 +603,8 @@ def cmd_import(args, diag):
     text = write_nd(module, header=header)
     rc = _emit(text, args.output)
     if module.attrs.get("onnx_source"):       # an ONNX model's values: beside the .nd, as netc run takes them
-        from .frontend.onnx import params_of
-        values = params_of(module.attrs["onnx_source"])
-        if args.output == "-":
-            diag.warning(f"the model's {len(values)} parameter tensors are not written with -o -: give -o MODEL.nd to "
-                         f"get MODEL.npz beside it")
-        else:
-            import numpy as np
-            npz = os.path.splitext(args.output)[0] + ".npz"
-            np.savez(npz, **values)
-            sys.stderr.write(f"netc: wrote {args.output} and its {len(values)} parameter tensors {npz} "
-                             f"(netc run {args.output} --params {npz})\n")
+        from .frontend.onnx import write_params_beside
+        write_params_beside(module.attrs["onnx_source"], args.output, diag)
     return rc
 
 

@@ -298,6 +298,23 @@ def params_of(path: str) -> dict:
     return _CACHE[key][1]
 
 
+def write_params_beside(path: str, nd_path: str, diag) -> None:
+    """`netc import MODEL.onnx -o MODEL.nd`: the model's parameters into MODEL.npz beside it, as `netc run --params`
+    takes them (a warning with -o -, which has no place beside it)."""
+    import os
+    import sys
+    import numpy as np
+    values = params_of(path)
+    if nd_path == "-":
+        diag.warning(f"the model's {len(values)} parameter tensors are not written with -o -: give -o MODEL.nd to "
+                     f"get MODEL.npz beside it")
+        return
+    npz = os.path.splitext(nd_path)[0] + ".npz"
+    np.savez(npz, **values)
+    sys.stderr.write(f"netc: wrote {nd_path} and its {len(values)} parameter tensors {npz} "
+                     f"(netc run {nd_path} --params {npz})\n")
+
+
 def import_onnx(path: str, diag=None):
     """The IR module of the ONNX model at `path` (its .nd translation parsed; its values: params_of)."""
     key = _key(path)
