@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from netc.cli import main  # noqa: E402
 
-from workers import baseline, narrowed_paleo, run_netc  # noqa: E402  (tests/workers.py)
+from workers import baseline, narrowed_paleo, run_netc, split_module  # noqa: E402  (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -101,19 +101,6 @@ def test_training_step_equals_single_process(name, src, K, extra, tmp_path, caps
 
 
 # ------------------------------------------------------------------------------------------- the segments
-
-def split_module(src, K, train=False, optimizer=None):
-    """The split-workers module `netc run/compile FILE --workers K [--train]` makes."""
-    from netc.diagnostics import DiagnosticEngine
-    from netc.frontend import load
-    from netc.pipelines import Options, Training, workers
-    diag = DiagnosticEngine()
-    module = load(str(src), diag, 1)
-    training = Training(optimizer={"name": optimizer} if optimizer else {}) if train else None
-    workers(module, Options(phase="train" if train else "test", workers=K, training=training), diag)
-    assert not diag.has_errors()
-    return module
-
 
 def ranks_of(module):
     return sorted((n for n in module.networks() if "rank" in n.attrs), key=lambda n: n.attrs["rank"])

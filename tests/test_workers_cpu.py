@@ -25,7 +25,7 @@ import torch
 from netc.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workers import baseline, run_netc  # noqa: E402  (tests/workers.py)
+from workers import baseline, run_netc, split_module  # noqa: E402  (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -50,16 +50,9 @@ def same(a, b, rtol=TOL) -> int:
     return len(a.files)
 
 
-def split_module(src, K, train=False, optimizer=None):
-    """The split-workers module `netc run FILE --workers K [--train]` makes."""
-    from netc.diagnostics import DiagnosticEngine
-    from netc.frontend import load
-    from netc.pipelines import Options, Training, workers
-    diag = DiagnosticEngine()
-    module = load(str(src), diag, 1)
-    training = Training(optimizer={"name": optimizer} if optimizer else {}) if train else None
-    workers(module, Options(phase="train" if train else "test", workers=K, training=training), diag)
-    assert not diag.has_errors()
+def rank_networks(src, K, train=False, optimizer=None):
+    """The ranks' networks of the split-workers module (tests/workers.py split_module), by rank, and the module."""
+    module = split_module(src, K, train, optimizer)
     return sorted((n for n in module.networks() if "rank" in n.attrs), key=lambda n: n.attrs["rank"]), module
 
 
@@ -114,7 +107,7 @@ def test_rank_step_gives_each_communication_op_what_the_reference_gives_it(name,
     from netc.runtime import distributed as D
     from netc.runtime.cpu import CPU_LOWERINGS
     from netc.runtime.cpu_step import CpuRank
-    nets, module = split_module(src, K, optimizer is not None, optimizer)
+    nets, module = rank_networks(src, K, optimizer is not None, optimizer)
     checked = compared = 0
     for net in nets:
         used = {r.name for op in layers(net) for r in (op.attrs.get("params") or {}).values() if isinstance(r, SymbolRef)}
@@ -147,7 +140,7 @@ def test_segments_and_places_of_a_rank_program():
     from netc.ir.query import layers
     from netc.runtime import distributed as D
     from netc.runtime.cpu_step import CpuRank
-    nets, module = split_module(EX / "partition_hybrid.nd", 2, True, "momentum")
+    nets, module = rank_networks(EX / "partition_hybrid.nd", 2, True, "momentum")
     for net in nets:
         used = {r.name for op in layers(net) for r in (op.attrs.get("params") or {}).values() if isinstance(r, SymbolRef)}
         rank = CpuRank(module, net, D.rank_params(module, used, 0, torch.float64))

@@ -45,3 +45,17 @@ def narrowed_paleo(path: Path, out: Path, div: int = 8) -> Path:
     walk(net["layers"])
     out.write_text(json.dumps(net))
     return out
+
+
+def split_module(src, K, train=False, optimizer=None):
+    """The split-workers module `netc run/compile FILE --workers K [--train]` makes (its ranks' networks carry
+    attrs["rank"])."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load
+    from netc.pipelines import Options, Training, workers
+    diag = DiagnosticEngine()
+    module = load(str(src), diag, 1)
+    training = Training(optimizer={"name": optimizer} if optimizer else {}) if train else None
+    workers(module, Options(phase="train" if train else "test", workers=K, training=training), diag)
+    assert not diag.has_errors()
+    return module
