@@ -29,7 +29,7 @@ import torch  # noqa: E402
 
 from netc.cli import main  # noqa: E402
 
-from workers import baseline, narrowed_paleo, run_netc, split_module  # noqa: E402  (tests/workers.py)
+from workers import baseline, narrowed_paleo, run_netc, same_npz, split_module  # noqa: E402  (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -44,16 +44,8 @@ def netc(*args, env=None, timeout=300):
     return run_netc(args, dict(ENV, **(env or {})), timeout)
 
 
-def same(a, b, rtol=TOL):
-    """Every array of .npz `a` equals `b`'s to rtol of its largest entry; returns how many there are."""
-    a, b = np.load(a), np.load(b)
-    assert sorted(a.files) == sorted(b.files)
-    for k in a.files:
-        x, y = a[k].astype(np.float64), b[k].astype(np.float64)
-        assert x.shape == y.shape, k
-        scale = max(float(np.abs(y).max()), 1e-30) if y.size else 1.0
-        assert float(np.abs(x - y).max(initial=0.0)) <= rtol * scale, (k, float(np.abs(x - y).max()) / scale)
-    return len(a.files)
+def same(a, b, rtol=TOL) -> int:
+    return same_npz(a, b, rtol)
 
 
 def loss_of(stdout: str) -> float:

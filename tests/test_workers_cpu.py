@@ -25,7 +25,7 @@ import torch
 from netc.cli import main
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from workers import baseline, run_netc, split_module  # noqa: E402  (tests/workers.py)
+from workers import baseline, run_netc, same_npz, split_module  # noqa: E402  (tests/workers.py)
 
 ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
@@ -39,15 +39,7 @@ def netc(*args):
 
 
 def same(a, b, rtol=TOL) -> int:
-    """Every array of .npz `a` equals `b`'s to rtol of its largest entry; returns how many there are."""
-    a, b = np.load(a), np.load(b)
-    assert sorted(a.files) == sorted(b.files)
-    for k in a.files:
-        x, y = a[k].astype(np.float64), b[k].astype(np.float64)
-        assert x.shape == y.shape, k
-        scale = max(float(np.abs(y).max()), 1e-30) if y.size else 1.0
-        assert float(np.abs(x - y).max(initial=0.0)) <= rtol * scale, (k, float(np.abs(x - y).max()) / scale)
-    return len(a.files)
+    return same_npz(a, b, rtol)
 
 
 def rank_networks(src, K, train=False, optimizer=None):

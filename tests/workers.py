@@ -59,3 +59,16 @@ def split_module(src, K, train=False, optimizer=None):
     workers(module, Options(phase="train" if train else "test", workers=K, training=training), diag)
     assert not diag.has_errors()
     return module
+
+
+def same_npz(a, b, rtol) -> int:
+    """Every array of .npz `a` equals `b`'s to rtol of its largest entry (in f64); returns how many there are."""
+    import numpy as np
+    a, b = np.load(a), np.load(b)
+    assert sorted(a.files) == sorted(b.files)
+    for k in a.files:
+        x, y = a[k].astype(np.float64), b[k].astype(np.float64)
+        assert x.shape == y.shape, k
+        scale = max(float(np.abs(y).max()), 1e-30) if y.size else 1.0
+        assert float(np.abs(x - y).max(initial=0.0)) <= rtol * scale, (k, float(np.abs(x - y).max()) / scale)
+    return len(a.files)
