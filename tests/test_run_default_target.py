@@ -142,3 +142,14 @@ def test_a_singa_job_runs_and_trains_on_the_cpu_target():
     assert "max relative error" in r.stderr
     r = ok("run", MNIST, "--batch", "4", "--train", "--steps", "2", "--compare")
     assert "on the CPU target: ok" in r.stdout
+
+
+@pytest.mark.skipif(not HYBRID.exists(), reason="the shared corpus is not beside the repository")
+def test_a_batch_split_in_one_process_is_a_clear_error_on_the_interpreter_target():
+    """The same job on --target interp: its bridges' concatenation along the batch cannot be placed by a compiled
+    network that scales its batch -- a located error naming the way out, not an internal error."""
+    from cli_inprocess import netc_interp
+    r = netc_interp("run", HYBRID, "--batch", "2", "--target", "interp", "--compare")
+    assert r.returncode == 1 and "internal error" not in r.stderr, r.stderr
+    assert "0.2.0_cifar10_hybrid.conf:231:5: error: concatenation 'concate(split(0#pool3)):1' joins parts of the " \
+           "batch (axis 0)" in r.stderr

@@ -656,6 +656,11 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
         if lowering_of(op.name).copies:      # a concatenation: the operands not written in place
             dst = plan.tensors[st.writes[0]]
             axis = (op.attrs.get("dim", -1) % len(dst.shape))
+            if axis == 0 and comms and not fixed:
+                raise CodegenError(f"concatenation '{op.attrs.get('name')}' joins parts of the batch (axis 0), which a "
+                                   f"compiled network scaling its batch cannot place (a program split by samples in one "
+                                   f"process: SINGA's partition_dim 0); run it on the reference executor, or on "
+                                   f"K workers (netc run --workers K)", op.loc)
             start = 0
             for v in op.operands:
                 src = tensors[_vname(v)]
