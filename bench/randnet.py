@@ -16,7 +16,7 @@ as uncovered by --coverage, and tests/test_randnet.py fails on them) with branch
 labels as i32/i64 class indices or one-hot rows, and odd shapes (batch 1, odd spatial sizes,
 channel counts that are no multiple of any tile).
 
-Four checks, each through netc's library functions in-process (in a forked child per network,
+Five checks, each through netc's library functions in-process (in a forked child per network,
 with a time limit):
 
   infer  the interpreter target (InterpProgram: the .so's kernels, plan and schedule through
@@ -29,6 +29,9 @@ with a time limit):
          random cotangent (its grad_seed input) and the losses; runtime.train.check_grads checks
          every generated parameter gradient against torch.autograd in f64 (tolerance 1e-8, as
          `netc run --check-grads`)
+  cpu    the CPU target (runtime/cpu.py) on training networks over every differentiable op: the inference
+         program's outputs (CpuNet) against the f64 reference as --compare decides, then N training steps
+         (CpuTrainer) as train decides
   part   random partition annotations (partition_dim 0/1/-1, location) run on K = 2 workers (gloo,
          forked ranks: `netc run --workers 2`, in-process) against the single process (--workers
          1): the forward outputs, and 2 training steps' gradients and parameters, in f64 (1e-10;
@@ -68,7 +71,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-CHECKS = ("infer", "train", "grad", "part")
+CHECKS = ("infer", "train", "grad", "part", "cpu")
 TRAIN_STEPS = 2
 GRAD_TOL = 1e-8          # `netc run --check-grads`
 PART_TOL = 1e-10         # K workers vs one process, both f64 (tests/test_distributed.py)
@@ -636,6 +639,8 @@ def ops_for(check: str) -> list:
             out.append(name)
         elif check in ("grad", "part"):
             out.append(name)
+        elif check == "cpu" and d.differentiable:    # the CPU target runs every op (a fast form or its reference)
+            out.append(name)
     return out
 
 
@@ -685,8 +690,9 @@ def generate(seed: int, check: str) -> tuple:
     optimizer, freeze list, blocks...)."""
     rng = random.Random(f"{check}:{seed}")
     ops = ops_for(check)
-    g = Gen(rng, check, ops)
     cfg = {"check": check, "seed": seed}
+    check = "train" if check == "cpu" else check     # the CPU target's check draws training networks over every op
+    g = Gen(rng, check, ops)
     N = g.batch
     # inputs: an image batch (odd spatial sizes, channels 1..7) and sometimes a flat one
     part = check == "part"
@@ -938,6 +944,55 @@ def check_train(text: str, cfg: dict, path: str) -> Outcome:
     return Outcome("ok", metric=worst / tol)
 
 
+def check_cpu(text: str, cfg: dict, path: str) -> Outcome:
+    """The CPU target (runtime/cpu.py: the generated step, its out= forms, tuned convolution forms and lowerings):
+    the inference program's outputs (CpuNet) against the f64 reference as `netc run --target cpu --compare` decides,
+    then N training steps (CpuTrainer) against the f64 reference from the same state, as check_train decides."""
+    import torch
+    from netc.ops.optim import learning_rate
+    from netc.passes.set_dtype import precision_of
+    from netc.pipelines import Options, inference
+    from netc.runtime.compare import network_tolerance, relative_error, training_tolerance
+    from netc.runtime.cpu import CpuNet, CpuTrainer
+    from netc.runtime.interp import compare_step, default_inputs
+    from netc.runtime.reference import run_reference
+    from netc.runtime.run import check_against_reference
+    from netc.runtime.train import ReferenceTrainer
+    m = _load(text, path)
+    _check_ctx(inference(m, Options(phase=cfg.get("phase", "train"))))
+    net = m.networks()[0]
+    cpu = CpuNet(m, None, None, seed=cfg["seed"])
+    ins = default_inputs(m, net, cfg["seed"])
+    got = cpu(ins)
+    ref = run_reference(m, ins, None, network=net, seed=cfg["seed"])
+    with contextlib.redirect_stderr(io.StringIO()):     # the rule of --compare
+        failed = check_against_reference(m, net, got, ins, None, cfg["seed"], ref=ref)
+    tol = network_tolerance(precision_of(net))
+    worst = max((relative_error(v, ref[k]) for k, v in got.items() if k in ref), default=0.0) / tol
+    if failed:
+        return Outcome("mismatch", "cpu:mismatch:infer", "; ".join(f.message for f in failed), worst)
+    m, net = _training_module(text, cfg, path, optimizer={})
+    if not net.attrs.get("gradients"):
+        return Outcome("ok", message="nothing to train", metric=worst)
+    tol = training_tolerance(precision_of(net))
+    schedule = dict((net.attrs.get("optimizer") or {}).get("schedule") or {"type": "fixed", "base_lr": 0.01})
+    trainer = CpuTrainer(m, net, None, seed=cfg["seed"], capture=True)
+    ref = ReferenceTrainer(m, net, None, seed=cfg["seed"], dtype=torch.float64)
+    for k in range(cfg.get("steps", TRAIN_STEPS)):
+        row = compare_step(trainer, ref, None, learning_rate(schedule, k), tol)
+        errs = [e for e in (row["loss_err"], row["grad_err"], row["param_err"]) if e is not None]
+        worst = max([worst] + [e / tol for e in errs])
+        bad = row["beyond"]
+        if not bad or ("local_grad" in row and row["local_grad"] <= tol and row["local_param"] <= tol
+                       and "loss" not in bad):
+            continue
+        return Outcome("mismatch", f"cpu:mismatch:train:{bad[0]}",
+                       f"step {row['step']}: {', '.join(bad)} beyond {tol:.0e} + 8 x the f32 reference's error "
+                       f"(loss err {row['loss_err']:.2e}, gradient of '{row['grad_at']}' {row['grad_err']}, "
+                       f"'{row['param_at']}' {row['param_err']:.3e} after the update)", worst)
+    return Outcome("ok", metric=worst)
+
+
 def check_grad(text: str, cfg: dict, path: str) -> Outcome:
     from netc.ir.query import network_outputs
     from netc.pipelines import Options, inference, training
@@ -1095,7 +1150,7 @@ def _first_error(out: str) -> str:
     return out.strip().splitlines()[-1] if out.strip() else ""
 
 
-CHECK_FNS = {"infer": check_infer, "train": check_train, "grad": check_grad, "part": check_part}
+CHECK_FNS = {"infer": check_infer, "train": check_train, "grad": check_grad, "part": check_part, "cpu": check_cpu}
 
 
 def run_check(text: str, cfg: dict, path: str) -> Outcome:
@@ -1283,6 +1338,10 @@ def command_of(cfg: dict, path: str) -> str:
                 f"{cfg['seed']}{fr}" + (" --interp-blocks large" if cfg.get("blocks") == "large" else ""))
     if c == "grad":
         return f"python bench/randnet.py --rerun {path}   (VJPs with random cotangents: the backward pass's outputs option)"
+    if c == "cpu":
+        return (f"netc run {path} --target cpu --compare --phase {cfg.get('phase', 'train')} --seed {cfg['seed']}; "
+                f"netc run {path} --train --target cpu --compare --steps {cfg.get('steps', TRAIN_STEPS)} --seed "
+                f"{cfg['seed']}{fr}")
     return (f"netc run {path} --workers 2 [--train --steps {TRAIN_STEPS} --dtype f64{fr}] -o many.npz   vs   the "
             f"same with --workers 1")
 

@@ -117,8 +117,12 @@ def _conv_backward(x_shape, w, dz, a, xp, want):
     wt = w.permute(3, 2, 0, 1).contiguous(memory_format=torch.channels_last)
     (sh, sw), _ = _conv_geometry(a, x_shape, w.shape)
     g = dz.permute(0, 3, 1, 2).contiguous(memory_format=torch.channels_last)
-    dx, dw, _ = torch.ops.aten.convolution_backward(g, xp, wt, None, [sh, sw], [0, 0], [1, 1], False, [0, 0], 1,
-                                                    [want == "x", want == "w", False])
+    mask = [want == "x", want == "w", False]
+    try:
+        dx, dw, _ = torch.ops.aten.convolution_backward(g, xp, wt, None, [sh, sw], [0, 0], [1, 1], False, [0, 0], 1, mask)
+    except RuntimeError:    # a shape oneDNN does not take: torch's slow convolution wants contiguous NCHW operands
+        dx, dw, _ = torch.ops.aten.convolution_backward(g.contiguous(), xp.contiguous(), wt.contiguous(), None, [sh, sw],
+                                                        [0, 0], [1, 1], False, [0, 0], 1, mask)
     return dx, dw
 
 

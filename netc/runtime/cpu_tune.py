@@ -15,7 +15,8 @@ process and on disk ($NETC_CACHE_DIR/cpu-tuning.json, else ~/.cache/netc/cpu-tun
 strides, torch's version, the thread count and the processor, so a network is tuned once per machine.
 
 NETC_CPU_TUNE=0 turns tuning off (the first candidate, channels_last oneDNN, as before); NETC_CPU_TUNE=<name> forces a
-candidate wherever it is one (the tests run every form this way).
+candidate wherever it is one (the tests run every form this way). A form that raises on a shape (torch's slow
+convolution refuses channels_last operands) is no candidate there: the next one runs.
 """
 from __future__ import annotations
 
@@ -73,6 +74,19 @@ def _processor() -> str:
     return platform.processor()
 
 
+def _runs(fn, last: bool) -> bool:
+    """Whether a form runs on this shape (torch's slow convolution, where oneDNN does not take a shape, refuses
+    channels_last operands, for one): the last one left is run without that guard, so its error is the op's."""
+    if last:
+        fn()
+        return True
+    try:
+        fn()
+    except RuntimeError:
+        return False
+    return True
+
+
 def _time(fn) -> float:
     t = time.perf_counter()
     fn()
@@ -84,10 +98,10 @@ def fastest(key: str, candidates: dict) -> str:
     module docstring for NETC_CPU_TUNE and the caches."""
     names = list(candidates)
     mode = os.environ.get("NETC_CPU_TUNE", "1")
-    if mode == "0" or len(names) == 1:
-        return names[0]
-    if mode in candidates:
-        return mode
+    if mode == "0" or len(names) == 1 or mode in candidates:
+        # the forced form (NETC_CPU_TUNE=<name>) or the first, where it runs on this shape: the next that does else
+        order = [mode] + [n for n in names if n != mode] if mode in candidates else names
+        return next(n for n in order if _runs(candidates[n], n == order[-1]))
     full = f"{key} | {machine_key()}"
     if full in _MEMO:
         return _MEMO[full]
@@ -97,8 +111,10 @@ def fastest(key: str, candidates: dict) -> str:
         return known
     best: dict = {}
     for n in names:
-        candidates[n]()                          # warm-up: oneDNN builds its primitive, torch its buffers
+        if not _runs(candidates[n], n == names[-1] and not best):     # warm-up: oneDNN builds its primitive
+            continue
         best[n] = _time(candidates[n])
+    names = list(best)
     for _ in range(2):                           # the close ones again; the best of each
         lead = min(best.values())
         for n in names:
