@@ -282,4 +282,9 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from netc.diagnostics import NetcError, render
+    try:
+        sys.exit(main())
+    except NetcError as e:         # a network file that is missing or wrong: its diagnostics, not a traceback
+        sys.stderr.write("".join(render(d) for d in e.diagnostics) if e.diagnostics else f"bench/cpu.py: {e}\n")
+        sys.exit(1)

@@ -409,3 +409,11 @@ def test_the_lstm_lowerings_are_the_references(act, cact, state):
     dy = torch.randn(want.shape, generator=g, dtype=torch.float64)
     want = lookup("netc.lstm_grad_gates").reference(a, ins + [dy], p)
     torch.testing.assert_close(CR.lstm_grad_gates(a, ins + [dy], p), want, rtol=1e-10, atol=1e-12)
+
+
+def test_an_unknown_tuning_setting_is_a_clear_error(monkeypatch, capsys):
+    monkeypatch.setenv("NETC_CPU_TUNE", "fastest")
+    assert main(["run", "examples/lenet.nd", "--batch", "2", "--target", "cpu"]) == 1
+    err = capsys.readouterr().err
+    assert "NETC_CPU_TUNE='fastest': expected 0 (no tuning), 1 (tuning, the default) or a form" in err
+    assert "Traceback" not in err

@@ -28,6 +28,7 @@ import time
 import torch
 
 _MEMO: dict = {}
+FORMS = ("cl", "nchw", "im2col")     # the forms runtime/cpu_emit.py offers (a convolution's gradient: the first two)
 
 
 def _path() -> str:
@@ -98,6 +99,10 @@ def fastest(key: str, candidates: dict) -> str:
     module docstring for NETC_CPU_TUNE and the caches."""
     names = list(candidates)
     mode = os.environ.get("NETC_CPU_TUNE", "1")
+    if mode not in ("0", "1") + FORMS:
+        from ..diagnostics import NetcError
+        raise NetcError(f"NETC_CPU_TUNE={mode!r}: expected 0 (no tuning), 1 (tuning, the default) or a form to force "
+                        f"({', '.join(FORMS)})")
     if mode == "0" or len(names) == 1 or mode in candidates:
         # the forced form (NETC_CPU_TUNE=<name>) or the first, where it runs on this shape: the next that does else
         order = [mode] + [n for n in names if n != mode] if mode in candidates else names
