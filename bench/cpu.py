@@ -142,6 +142,39 @@ def transient_peak(fn) -> int:
     return peak
 
 
+def gemm_peak(threads: int) -> float:
+    """FLOP/s of torch's float32 GEMM (MKL) on 2048x2048 matrices at this thread count, the best of 5 runs: the
+    fastest rate these kernels reach on this machine, measured in this run."""
+    import torch
+    n = 2048
+    a, b, c = torch.randn(n, n), torch.randn(n, n), torch.empty(n, n)
+    torch.mm(a, b, out=c)
+    best = min(_seconds(lambda: torch.mm(a, b, out=c)) for _ in range(5))
+    return 2 * n ** 3 / best
+
+
+def _seconds(fn) -> float:
+    t = time.perf_counter()
+    fn()
+    return time.perf_counter() - t
+
+
+def step_flops(module, net) -> float:
+    """The FLOPs of one call of `net`: its forward ops' (the cost model's), and in a training program its gradient and
+    update ops' (netc explain's totals)."""
+    from netc.explain import layer_rows, totals
+    t = totals(module, layer_rows(module, net), net)
+    return t["flops_fwd"] + t.get("flops_gradients", 0) + t.get("flops_update", 0)
+
+
+def roofline(flops: float, peak: float, eager_ms: float, goal: float) -> dict:
+    """What the issue's goal asks (goal x eager's median) beside the least time the step's FLOPs take at the GEMM's peak
+    rate (every op as fast as a large GEMM, memory traffic free: no program of these kernels is faster)."""
+    floor = flops / peak * 1e3
+    return dict(flops=int(flops), floor_ms=round(floor, 4), goal=goal, goal_ms=round(goal * eager_ms, 4),
+                goal_below_floor=goal * eager_ms < floor, eager_fraction_of_peak=round(floor / eager_ms, 3))
+
+
 def held_bytes(tensors) -> int:
     """Bytes of the distinct storages of `tensors` (what lives between calls)."""
     seen = {}
@@ -210,7 +243,8 @@ def bench(path: str, a) -> dict:
     row["train"]["netc_reference"] = timed(lambda: ref.step(data, lr), a.warmup, max(5, a.iters // 3))
     if compile_note is not None:
         row["train"].setdefault("torch_compile", {}).update(compile_note)
-    params = {k: v for k, v in cpu.params.items() if k in module_params(inf)}
+    # copies, not views of the trainer's arena: what eager holds is its parameters, not a training arena they lie in
+    params = {k: v.detach().clone() for k, v in cpu.params.items() if k in module_params(inf)}
     cnet = CpuNet(inf, None, params)
     enet = EagerNet(inf, None, params, "cpu", torch.float32)
     with torch.no_grad():
@@ -227,6 +261,8 @@ def bench(path: str, a) -> dict:
                            # the convolution forms runtime/cpu_tune.py chose, in schedule order
                            train_forms=re.findall(r"# (\w+) \(runtime/cpu_tune.py\)", prog.source) if prog else None,
                            inference_forms=re.findall(r"# (\w+) \(runtime/cpu_tune.py\)", cnet.program.source))
+    for mode, module, n, goal in (("train", train, net, 0.8), ("infer", inf, inf.networks()[0], 0.7)):
+        row[mode]["roofline"] = roofline(step_flops(module, n), a.peak, row[mode]["eager"]["median_ms"], goal)
     for mode in ("train", "infer"):
         r = row[mode]
         r["netc_cpu_over_eager"] = round(r["netc_cpu"]["median_ms"] / r["eager"]["median_ms"], 3)
@@ -255,6 +291,8 @@ def main(argv=None) -> int:
     os.environ["NETC_CACHE_DIR"] = tempfile.mkdtemp(prefix="netc-bench-cache-")
     rows = []
     load = [round(x, 2) for x in os.getloadavg()]
+    a.peak = gemm_peak(a.threads)
+    print(f"float32 GEMM (2048^3, {a.threads} threads): {a.peak / 1e9:.1f} GFLOP/s")
     for name in a.nets:
         r = bench(named_file(name) if name in NAMED else os.path.join(ROOT, name), a)
         if name in NAMED:
@@ -270,9 +308,16 @@ def main(argv=None) -> int:
               f"({i['netc_cpu_over_eager']:.2f}, {i['netc_cpu_over_eager_min']:.2f}); peak MB train netc "
               f"{t['peak_bytes']['netc_cpu'] / 2 ** 20:.2f} eager {t['peak_bytes']['eager'] / 2 ** 20:.2f}, inference "
               f"netc {i['peak_bytes']['netc_cpu'] / 2 ** 20:.2f} eager {i['peak_bytes']['eager'] / 2 ** 20:.2f}")
+        for mode, what in (("train", "train step"), ("infer", "inference")):
+            f = r[mode]["roofline"]
+            print(f"    {what}: {f['flops'] / 1e6:.1f} MFLOP, at the GEMM's peak {f['floor_ms']:.3f} ms; the goal "
+                  f"{f['goal']} x eager = {f['goal_ms']:.3f} ms" + (" is BELOW that floor (no schedule of these "
+                  "kernels reaches it)" if f["goal_below_floor"] else "") + f"; eager runs at "
+                  f"{100 * f['eager_fraction_of_peak']:.0f}% of the peak")
     out = a.out or os.path.join(ROOT, "bench", "results", f"cpu-{datetime.date.today().isoformat()}.json")
     results_file.write(out, dict(settings=dict(threads=a.threads, iters=a.iters, warmup=a.warmup, seed=a.seed,
                                                torch_compile=a.torch_compile),
+                                 gemm_peak_gflops=round(a.peak / 1e9, 1),
                                  machine=results_file.machine(torch=torch.__version__),
                                  load_average=dict(start=load, end=[round(x, 2) for x in os.getloadavg()]),
                                  note="median wall-clock ms per call (time.perf_counter), same process, inputs and "

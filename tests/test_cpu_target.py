@@ -364,10 +364,11 @@ network convs {
 """
 
 
-@pytest.mark.parametrize("form", ["cl", "nchw", "im2col"])
+@pytest.mark.parametrize("form", ["cl", "nchw", "im2col", "into", "copy", "pairwise"])
 def test_every_convolution_form_is_the_reference(form, monkeypatch, tmp_path):
     """Each form runtime/cpu_tune.py may choose (forced by NETC_CPU_TUNE) -- oneDNN on channels_last views or on
-    NCHW copies, im2col and a GEMM -- in training steps and in inference (where a convolution's result stays a local)
+    NCHW copies, im2col and a GEMM, oneDNN writing into the arena; an inference pooling copied into place or taken as
+    maxima of strided views -- in training steps and in inference (where a convolution's result stays a local)
     agrees with the reference."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load_text
@@ -377,7 +378,7 @@ def test_every_convolution_form_is_the_reference(form, monkeypatch, tmp_path):
     module = load_text(CONVS, str(tmp_path / "convs.nd"))
     program(module, Options(phase="train", training=Training(optimizer={"name": "sgd"})), DiagnosticEngine())
     cpu = _steps_agree(module, [n for n in module.networks() if "gradients" in n.attrs][0], steps=2)
-    assert f"# {form} (runtime/cpu_tune.py)" in cpu.program.source or form == "im2col"
+    assert f"# {form} (runtime/cpu_tune.py)" in cpu.program.source or form in ("im2col", "copy", "pairwise")
     module = load_text(CONVS, str(tmp_path / "convs.nd"))
     inference(module, Options(), DiagnosticEngine())
     net = C.CpuNet(module, None, None, seed=2)
@@ -387,6 +388,39 @@ def test_every_convolution_form_is_the_reference(form, monkeypatch, tmp_path):
         want = run_reference(module, x, None, seed=2, dtype=torch.float32)
     for k, v in net(x).items():
         torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)
+
+
+POOLS = """
+network pools {
+  input data: f32[2, 13, 13, 3]
+  conv = Convolution(data) { filter: [3, 3, 3, 4], padding: SAME, activation: relu }
+  over = Pooling(conv) { ksize: [1, 3, 3, 1], strides: [1, 2, 2, 1], padding: VALID }
+  tiles = Pooling(over) { ksize: [1, 2, 2, 1], strides: [1, 2, 2, 1], padding: VALID }
+}
+"""
+
+
+@pytest.mark.parametrize("form", ["copy", "pairwise"])
+def test_inference_pooling_forms_are_the_reference(form, monkeypatch, tmp_path):
+    """An inference max pooling copied from torch's result or taken as the maxima of the windows' strided views into
+    the arena: overlapping 3x3/2 windows over a convolution's result and 2x2 tiles over a pooling's, ties (ReLU's
+    zeros) and a NaN, which both propagate as the reference does."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load_text
+    from netc.pipelines import Options, inference
+    from netc.runtime.reference import run_reference
+    monkeypatch.setenv("NETC_CPU_TUNE", form)
+    module = load_text(POOLS, str(tmp_path / "pools.nd"))
+    inference(module, Options(), DiagnosticEngine())
+    net = C.CpuNet(module, None, None, seed=4)
+    assert net.program.source.count(f"# {form} (runtime/cpu_tune.py)") == 2
+    x = torch.randn(2, 13, 13, 3)
+    x[1, 4, 4, :] = float("nan")
+    with R.computing_in(torch.float32):
+        want = run_reference(module, {"data": x}, net.params, dtype=torch.float32)
+    got = net({"data": x})
+    assert torch.isnan(want["tiles"]).any()
+    torch.testing.assert_close(got["tiles"], want["tiles"], rtol=1e-5, atol=1e-6, equal_nan=True)
 
 
 @pytest.mark.parametrize("act,cact,state", [("tanh", None, False), ("relu", "tanh", True), ("sigmoid", None, True)])

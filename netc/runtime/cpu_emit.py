@@ -9,10 +9,11 @@ calls the op's CPU lowering or its OpDef reference and copies the result into pl
 one semantics. Each fast form computes what the reference computes, in f32 (tests/test_cpu_target.py
 checks whole steps against the reference executor):
 
-    conv2d               torch's conv2d on channels_last views (bias fused), the activation into the arena
+    conv2d               torch's conv2d on channels_last views (bias fused), the activation into the arena; or
+                         oneDNN writing into the arena itself (the "into" form: bias and ReLU fused, nothing allocated)
     conv2d_grad_*        aten's convolution_backward (torch's symmetric padding only)
     maxpool              max_pool2d_with_indices into the arena, the indices kept for maxpool_grad (inference:
-                         max_pool2d, no indices)
+                         max_pool2d, no indices, or the maxima of the windows' strided views into the arena)
     maxpool_grad         max_pool2d_with_indices_backward from the forward's indices (the same routing:
                          each window's gradient to its first maximum in row-major window order)
     inner_product        addmm into the arena, the activation in place
@@ -85,15 +86,18 @@ def _nchw(e, name):
     return e.gen.locals.get(v, v)
 
 
-def _local_result(e: Emit, out: str):
+def _local_result(e: Emit, out: str, register: bool = True):
     """Inference: a name for a convolution's result kept in a Python local of the step instead of being copied into
     its arena view, where its one reader is the next convolution or pooling (which read its NCHW form); a reader
-    that calls its reference gets the arena view filled first (CpuProgram). None where that does not hold."""
+    that calls its reference gets the arena view filled first (CpuProgram). None where that does not hold.
+    register=False: the name only (the readers see the local once it is registered)."""
     readers = e.gen.readers.get(id(e.op.results[0]), [])
     if (not e.gen.frozen or len(readers) != 1 or readers[0].name not in LOCAL_READERS
             or e.outs[0] in e.gen.kept):
         return None
     local = "x_" + out
+    if not register:
+        return local
     e.gen.locals[out], e.gen.local_of[local] = local, out
     e.gen.materialize[e.outs[0]] = (out, local)
     return local
@@ -140,22 +144,43 @@ def conv2d(e: Emit):
              "nchw": f"torch.conv2d({x}.contiguous(), {weights[torch.contiguous_format]}, {b}, {s}, {tuple(pad)})",
              "im2col": f"torch.ops.aten._slow_conv2d_forward({x}.contiguous(), {weights[torch.contiguous_format]}, "
                        f"{k}, {b}, {list(s)}, {list(pad)})"}
-    local = _local_result(e, out)
+    local = _local_result(e, out, register=False)
     if local is not None:       # the activation in place on torch's result, which stays where it is
         inplace = {"relu": ".clamp_min_(0)", "sigmoid": ".sigmoid_()", "tanh": ".tanh_()"}.get(e.a["activation"], "")
         lines = {n: [f"{local} = {c}.contiguous(memory_format=CL){inplace}"] for n, c in forms.items()}
     else:
         lines = {n: [f"_y = {c}"] + act for n, c in forms.items()}
+    into = _conv_into(e, x, out, weights[CL], b, s, pad)
+    if into is not None:
+        lines["into"] = into
     key = f"conv2d x{list(e.t(x).shape)} w{list(w.shape)} s{list(s)} p{list(pad)} {e.a['activation']} {local is not None}"
-    choice = _fastest(e, key, lines)
+    choice = _fastest(e, key, lines, allocation_free=("into",))
+    if local is not None and choice != "into":
+        _local_result(e, out)
     if e.gen.frozen:            # the rearranged weight the chosen form reads (the other one dropped)
-        used, unused = (CL, torch.contiguous_format) if choice == "cl" else (torch.contiguous_format, CL)
+        used, unused = (CL, torch.contiguous_format) if choice in ("cl", "into") else (torch.contiguous_format, CL)
         e.gen.packs.append((weights[used], wp))
         del e.gen.env[weights[unused]]
     return [f"# {choice} (runtime/cpu_tune.py)"] + lines[choice]
 
 
-def _fastest(e: Emit, key: str, lines: dict) -> str:
+def _conv_into(e: Emit, x: str, out: str, w: str, b: str, s, pad) -> list | None:
+    """The "into" form: oneDNN's convolution writing straight into the result's arena view (its in-place binary
+    post-op, an addition to the view, zeroed first; the bias and a ReLU fused), so no result is allocated and none
+    copied -- a convolution's output is what a training step holds most of. None where torch has no such op (a build
+    without oneDNN), the operands are not channels_last or the activation is not one oneDNN applies after the sum."""
+    if (e.a["activation"] not in (None, "none", "relu") or not torch.backends.mkldnn.is_available()
+            or not hasattr(torch.ops.mkldnn, "_convolution_pointwise_")):
+        return None
+    if not (e.t(out).is_contiguous(memory_format=CL) and e.t(x).is_contiguous(memory_format=CL)):
+        return None
+    act = "'relu', [None], ''" if e.a["activation"] == "relu" else "None, [], None"
+    return [f"{out}.zero_()",
+            f"torch.ops.mkldnn._convolution_pointwise_({out}, {x}, {w}, {b}, {list(pad)}, {list(s)}, [1, 1], 1, "
+            f"'add', 1.0, {act})"]
+
+
+def _fastest(e: Emit, key: str, lines: dict, allocation_free=()) -> str:
     """The name of the fastest of equivalent forms ({name: lines}), each run as a function over the step's namespace
     (its build-time arena views) by runtime/cpu_tune.py."""
     from .cpu_tune import fastest
@@ -166,7 +191,7 @@ def _fastest(e: Emit, key: str, lines: dict) -> str:
         env.update({loc: e.gen.env[view] for loc, view in e.gen.local_of.items()})
         exec(compile(src, f"<netc cpu form: {n}>", "exec"), env)      # netc's own text, as the step
         fns[n] = env["_form"]
-    return fastest(key, fns)
+    return fastest(key, fns, allocation_free)
 
 
 def _conv_bwd(e: Emit, x_shape, w_shape):
@@ -286,13 +311,32 @@ def maxpool(e: Emit):
     x, out = _nchw(e, e.ins[0]), _nchw(e, e.outs[0])
     if geo is None or not (_cl(e, x) and _cl(e, out)):
         return None
-    if e.gen.frozen:        # no gradient reads the argmax: no indices kept (torch's result copied into place)
-        return [f"{out}.copy_(torch.max_pool2d({x}, {geo[0]}, {geo[1]}))"]
+    if e.gen.frozen:        # no gradient reads the argmax: no indices kept
+        return _pool_forms(e, x, out, geo)
     yt = e.t(out)
     idx = e.bind(torch.empty(yt.shape, dtype=torch.int64).contiguous(memory_format=CL), "argmax")
     e.gen.pool_indices[_window_key(e)] = idx
     return [f"torch._C._nn.max_pool2d_with_indices({x}, {geo[0]}, {geo[1]}, [0, 0], [1, 1], False, "
             f"out=({out}, {idx}))"]
+
+
+def _pool_forms(e: Emit, x: str, out: str, geo) -> list:
+    """An inference max pooling: torch's result copied into place ("copy"), or the maxima of the window's strided
+    views of the input taken into the result's arena view ("pairwise": nothing allocated; what the reference computes,
+    a NaN included, which torch.maximum propagates)."""
+    (kh, kw), (sh, sw) = geo
+    ho, wo = e.t(out).shape[2], e.t(out).shape[3]
+    views = []
+    for i in range(kh):
+        for j in range(kw):
+            sl = lambda t, i=i, j=j: t[:, :, i:i + sh * (ho - 1) + 1:sh, j:j + sw * (wo - 1) + 1:sw]
+            v = None if x in e.gen.local_of else e.view(x, sl, f"window{i}{j}")
+            views.append(v or f"{x}[:, :, {i}:{i + sh * (ho - 1) + 1}:{sh}, {j}:{j + sw * (wo - 1) + 1}:{sw}]")
+    lines = {"copy": [f"{out}.copy_(torch.max_pool2d({x}, {geo[0]}, {geo[1]}))"],
+             "pairwise": [f"{out}.copy_({views[0]})"] + [f"torch.maximum({out}, {v}, out={out})" for v in views[1:]]}
+    key = f"maxpool x{list(e.t(x).shape)} k{geo[0]} s{geo[1]}"
+    choice = _fastest(e, key, lines, allocation_free=("pairwise",))
+    return [f"# {choice} (runtime/cpu_tune.py)"] + lines[choice]
 
 
 def maxpool_grad(e: Emit):

@@ -10,7 +10,9 @@ the same function (tests/test_cpu_target.py checks each against the reference); 
     choice = fastest(key, {"cl": fn, "nchw": fn, ...}, env)
 
 times each candidate (a function running the op's lines on the build-time arena views) -- once after a warm-up call,
-again only while it is within 25% of the best -- and returns the fastest candidate's name. Choices are remembered per
+again only while it is within 25% of the best -- and returns the fastest candidate's name, or the fastest of those
+that allocate nothing (oneDNN writing into the arena, a pooling as maxima of strided views) where it is within 15%:
+the step is meant to run in its planned arena (bench/cpu.py measures what the choice saves). Choices are remembered per
 process and on disk ($NETC_CACHE_DIR/cpu-tuning.json, else ~/.cache/netc/cpu-tuning.json), keyed by the op's shapes,
 strides, torch's version, the thread count and the processor, so a network is tuned once per machine.
 
@@ -28,7 +30,12 @@ import time
 import torch
 
 _MEMO: dict = {}
-FORMS = ("cl", "nchw", "im2col")     # the forms runtime/cpu_emit.py offers (a convolution's gradient: the first two)
+# a form that allocates nothing is chosen over a faster one that allocates its result where it is at most this much
+# slower: the step is meant to run in its planned arena, and a result allocated beside it is memory on top of the plan
+ALLOCATION_SLACK = 1.15
+# the forms runtime/cpu_emit.py offers (a convolution's gradient: the first two; an inference max pooling: "copy" and
+# "pairwise")
+FORMS = ("cl", "nchw", "im2col", "into", "copy", "pairwise")
 
 
 def _path() -> str:
@@ -94,9 +101,10 @@ def _time(fn) -> float:
     return time.perf_counter() - t
 
 
-def fastest(key: str, candidates: dict) -> str:
+def fastest(key: str, candidates: dict, allocation_free=()) -> str:
     """The name of the fastest of `candidates` ({name: a function of no arguments}), the first one first; see the
-    module docstring for NETC_CPU_TUNE and the caches."""
+    module docstring for NETC_CPU_TUNE and the caches. `allocation_free`: the candidates that allocate nothing (they
+    write into the arena): the fastest of them is the choice where it is within ALLOCATION_SLACK of the fastest."""
     names = list(candidates)
     mode = os.environ.get("NETC_CPU_TUNE", "1")
     if mode not in ("0", "1") + FORMS:
@@ -107,7 +115,7 @@ def fastest(key: str, candidates: dict) -> str:
         # the forced form (NETC_CPU_TUNE=<name>) or the first, where it runs on this shape: the next that does else
         order = [mode] + [n for n in names if n != mode] if mode in candidates else names
         return next(n for n in order if _runs(candidates[n], n == order[-1]))
-    full = f"{key} | {machine_key()}"
+    full = f"{key} | {' '.join(names)} | {machine_key()}"
     if full in _MEMO:
         return _MEMO[full]
     known = _disk().get(full)
@@ -126,6 +134,11 @@ def fastest(key: str, candidates: dict) -> str:
             if best[n] <= 1.25 * lead:
                 best[n] = min(best[n], _time(candidates[n]))
     choice = min(names, key=lambda n: (best[n], names.index(n)))
+    free = [n for n in names if n in allocation_free]
+    if free and choice not in free:
+        alt = min(free, key=lambda n: (best[n], names.index(n)))
+        if best[alt] <= ALLOCATION_SLACK * best[choice]:
+            choice = alt
     _MEMO[full] = choice
     _save(full, choice)
     return choice
