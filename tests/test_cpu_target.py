@@ -172,8 +172,8 @@ def test_inference_is_the_reference():
         got = net(x)
         for k in want:
             torch.testing.assert_close(got[k], want[k], rtol=1e-5, atol=1e-6)
-    # the convolutions' results stay in locals for the pooling that reads them (no copy into the arena)
-    assert "x_conv1_nchw = torch.conv2d(" in net.program.source
+    # a convolution oneDNN can write into its arena view has no local beside its planned bytes
+    assert "x_conv1_nchw" not in net.program.source and "conv1_nchw" in net.program.source
     # new parameters: the convolution weights an inference step rearranged once follow
     new = {"conv1.weight": net.params["conv1.weight"] * -0.5, "conv2.bias": net.params["conv2.bias"] + 1}
     net.set_params(new)
@@ -232,8 +232,9 @@ def test_the_dropout_mask_draw_is_the_references_bit_for_bit(shape, keep, salt, 
 
 
 def test_inference_local_results_reach_a_reference_reader(tmp_path):
-    """A convolution's result kept in a local for its one reader: a pooling with an out= form (pool2) takes the
-    local; one calling its lowering (pool1's asymmetric SAME window) gets the arena view filled first."""
+    """A convolution's result kept in a local for its one reader (where oneDNN cannot write it into the arena view:
+    a sigmoid or tanh after the bias): a pooling with an out= form (pool2) takes the local; one calling its lowering
+    (pool1's asymmetric SAME window) gets the arena view filled first."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load_text
     from netc.pipelines import Options, inference
@@ -241,7 +242,7 @@ def test_inference_local_results_reach_a_reference_reader(tmp_path):
     text = """
 network loc {
   input data: f32[2, 7, 7, 3]
-  conv1 = Convolution(data) { filter: [3, 3, 3, 4], padding: VALID, activation: relu }
+  conv1 = Convolution(data) { filter: [3, 3, 3, 4], padding: VALID, activation: sigmoid }
   pool1 = Pooling(conv1) { ksize: [1, 2, 2, 1], strides: [1, 1, 1, 1], padding: SAME }
   conv2 = Convolution(pool1) { filter: [3, 3, 4, 2], padding: VALID, activation: tanh }
   pool2 = Pooling(conv2) { ksize: [1, 3, 3, 1], strides: [1, 1, 1, 1], padding: VALID }
@@ -451,3 +452,27 @@ def test_an_unknown_tuning_setting_is_a_clear_error(monkeypatch, capsys):
     err = capsys.readouterr().err
     assert "NETC_CPU_TUNE='fastest': expected 0 (no tuning), 1 (tuning, the default) or a form" in err
     assert "Traceback" not in err
+
+
+def test_a_pooling_gradient_writes_over_its_input():
+    """The CPU step's max-pooling gradient routes by the forward's indices and reads its input's shape only, so its plan
+    (plan_memory's overwrite) lets the gradient take its input's bytes where the input dies there: LeNet's conv1.grad
+    over conv1 (2.9 MB of its batch arena at batch 64); the steps still equal the reference's, and the verifier
+    accepts the plan only with the overwrite recorded."""
+    from netc.memory.plan import plan_memory
+    from netc.memory.verify import verify_plan
+    module, net = _program("examples/lenet.nd", {"name": "sgd"})
+    cpu = _steps_agree(module, net, steps=2)
+    assert "netc.maxpool_grad(conv1, pool1.grad)  [in place]" in cpu.program.source
+    # its schedule runs conv2's filter gradient before its data gradient: one convolution_backward computes the
+    # three (the data gradient with the data op's weight), none twice; conv1's: filter and bias
+    assert cpu.program.source.count("torch.ops.aten.convolution_backward(") == 2
+    plan = cpu.program.plan
+    assert plan.options["overwrite"] == {"conv1.grad": [0], "conv2.grad": [0]}
+    assert verify_plan(plan, module, net) == []
+    # the plan's bytes: below the one without the overwrite, which has no such step
+    plain = plan_memory(module, net, fusion="none")
+    assert plan.arenas[1].size < plain.arenas[1].size
+    assert "conv1.grad" not in [s.layer for s in plain.steps if s.action == "inplace"]
+    plan.options.pop("overwrite")
+    assert any("writes over 'conv1'" in p for p in verify_plan(plan, module, net))

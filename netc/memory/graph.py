@@ -128,8 +128,10 @@ class PlanGraph:
     goes through memory; a group's intermediates are in `internal` instead.
     """
 
-    def __init__(self, module: Module, net: Operation, mode: str, fusion: str = "auto", time_sized: bool = False):
+    def __init__(self, module: Module, net: Operation, mode: str, fusion: str = "auto", time_sized: bool = False,
+                 overwrite: dict | None = None):
         self.mode = mode
+        self.overwrite = overwrite or {}   # layer -> operand indices its target's kernel lets the result overwrite
         self.name = net.attrs.get("sym_name", "network")
         body = net.regions[0].ops
         self.tensors: list[TensorPlan] = []
@@ -412,9 +414,15 @@ class PlanGraph:
         mem = self.units[u]
         operands = [self.op_reads[i][:len(self.ops[i].operands)] for i in mem]
         aligned = output_aligned_members([self.opdefs[i] for i in mem], operands, [self.op_writes[i] for i in mem])
+        given = set()       # plan_memory's overwrite: what the target's kernel of a one-op unit lets it write over
+        if len(mem) == 1:
+            given = {operands[0][k] for k in self.overwrite.get(self.ops[mem[0]].attrs.get("name"), ())
+                     if k < len(operands[0])}
         ok, elsewhere = [], []
         for x in dict.fromkeys(self.reads[u][:self.n_operands[u]]):
-            if all(aligned[k] for k in range(len(mem)) if x in operands[k]):
+            if x in given and operands[0].count(x) == 1:
+                ok.append(x)
+            elif all(aligned[k] for k in range(len(mem)) if x in operands[k]):
                 ok.append(x)
             else:
                 elsewhere.append(x)

@@ -119,7 +119,8 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                 alignment: int = DEFAULT_ALIGNMENT, reuse: bool = True, inplace: bool = True,
                 concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES,
                 fusion: str = "auto", exact: bool = True, exact_budget: float = DEFAULT_BUDGET,
-                exact_nodes: int = DEFAULT_NODE_LIMIT, time_sized: bool = False) -> MemoryPlan:
+                exact_nodes: int = DEFAULT_NODE_LIMIT, time_sized: bool = False,
+                overwrite: dict | None = None) -> MemoryPlan:
     """Plan the memory of one network of a resolved, shape-inferred module.
 
     mode       "inference" (a one-operand Dropout is an identity) or "training" (it computes); None:
@@ -145,6 +146,10 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                the time class, planned per time step and sample, the batch B (Brainstorm's buffer
                type 2; what a layout writes). The executors and codegen address the batch class only:
                they plan without it
+    overwrite  {layer name: [operand index, ...]}: operands a target's kernel for that layer lets its
+               result be written over although the op's definition reads them other than element for
+               element (the CPU target's max-pooling gradient routes by the indices its forward kept and
+               reads its input's shape only); recorded in the plan's options, which the verifier reads
     """
     t0 = time.perf_counter()
     if mode is not None and mode not in MODES:
@@ -164,7 +169,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
             raise PlanError(f"no network '{network}' in the module" if network else "the module has no network")
     if mode is None:
         mode = "training" if net.attrs.get("gradients") is not None else "inference"
-    g = PlanGraph(module, net, mode, fusion, time_sized)
+    g = PlanGraph(module, net, mode, fusion, time_sized, overwrite)
     base = AliasForest(g)
     alias_schedule_free(g, base, concat)
     orders: dict[str, list] = {}
@@ -209,7 +214,8 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
     best, cands = None, {}
     opts = dict(mode=mode, alignment=alignment, reuse=reuse, inplace=inplace, concat=concat,
                 strategies=list(strategies), fusion=fusion, exact=exact, exact_budget=exact_budget,
-                exact_nodes=exact_nodes, **({"time_sized": True} if time_sized else {}))
+                exact_nodes=exact_nodes, **({"time_sized": True} if time_sized else {}),
+                **({"overwrite": {k: sorted(v) for k, v in overwrite.items()}} if overwrite else {}))
     for name, order in orders.items():
         p = _plan_order(g, base.copy(), order, name, opts)
         key = (p.arenas[BATCH].size * g.batch + p.arenas[CONSTANT].size

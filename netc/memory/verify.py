@@ -19,7 +19,9 @@ writes it recomputes when each tensor is written and last read, then checks
   and whose lifetimes intersect hold the same value (they are joined by view, identity, concat
   or share relations), or are the input and output of an in-place step and meet only there, the
   input being read at that step in exactly the output's place, and only by output-aligned members
-  (OpDef.elementwise, feeding only such members: never a conv's window);
+  (OpDef.elementwise, feeding only such members: never a conv's window), or by a one-op step the
+  plan's `overwrite` option names for that operand (a target's kernel that reads it otherwise or
+  not at all: the CPU target's max-pooling gradient);
 * every concatenation is complete: each operand is written into its slice by its producer, or
   copied by the concat step; a step marked "alias" really is a no-op;
 * the lower bound (peak of live aligned bytes) is what the plan reports, and no arena is
@@ -221,22 +223,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
             grp[find(t.id)] = find(t.alias_of)
     inplace_steps = {k + 1: st for k, st in enumerate(plan.steps) if st.action == "inplace"}
     for st in inplace_steps.values():
-        if len(st.writes) != 1:
-            P.append(f"in-place step {st.layer} writes {len(st.writes)} tensors")
-            continue
-        out = T[st.writes[0]]
-        mbs = _members(st)
-        aligned = output_aligned_members([lookup(mb.op) for mb in mbs], [mb.reads for mb in mbs],
-                                         [mb.writes for mb in mbs])
-        for i in st.reads:
-            x = T[i]
-            if x.buffer == out.buffer and x.kind != "param" and _bytes_intersect(x, out):
-                if (x.offset, x.strides, x.feature_shape) != (out.offset, out.strides, out.feature_shape):
-                    P.append(f"in-place step {st.layer} reads '{x.name}' where it writes, but not in the same place")
-                for mb, ok in zip(mbs, aligned):
-                    if not ok and i in mb.reads:
-                        P.append(f"in-place step {st.layer} writes over '{x.name}', which '{mb.layer}' ({mb.op}) "
-                                 f"does not read element for element at the output's index")
+        P += _inplace_problems(plan, st)
     # -- inside a buffer: intersecting bytes and lifetimes need the same value, or an in-place meeting
     members: dict[int, list] = {}
     for t in T:
@@ -296,6 +283,33 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
             P.append(f"{CLASS_NAMES[a.cls]} arena: reported lower bound {a.lower_bound}, recomputed {peak}")
         if a.size < peak:
             P.append(f"{CLASS_NAMES[a.cls]} arena of {a.size} bytes is below the lower bound {peak}")
+    return P
+
+
+def _inplace_problems(plan, st) -> list[str]:
+    """An in-place step writes one tensor, over operands it reads in exactly the output's place, each read element for
+    element at the output's index by every member reading it -- or by a one-op step the plan's `overwrite` option
+    names for that operand (plan_memory's: a target's kernel's word)."""
+    T, P = plan.tensors, []
+    if len(st.writes) != 1:
+        return [f"in-place step {st.layer} writes {len(st.writes)} tensors"]
+    given = (plan.options or {}).get("overwrite") or {}
+    out = T[st.writes[0]]
+    mbs = _members(st)
+    aligned = output_aligned_members([lookup(mb.op) for mb in mbs], [mb.reads for mb in mbs], [mb.writes for mb in mbs])
+    for i in st.reads:
+        x = T[i]
+        if x.buffer != out.buffer or x.kind == "param" or not _bytes_intersect(x, out):
+            continue
+        if (x.offset, x.strides, x.feature_shape) != (out.offset, out.strides, out.feature_shape):
+            P.append(f"in-place step {st.layer} reads '{x.name}' where it writes, but not in the same place")
+        for mb, ok in zip(mbs, aligned):
+            if ok or i not in mb.reads:
+                continue
+            if len(mbs) == 1 and mb.reads.index(i) in given.get(mb.layer, ()) and mb.reads.count(i) == 1:
+                continue
+            P.append(f"in-place step {st.layer} writes over '{x.name}', which '{mb.layer}' ({mb.op}) "
+                     f"does not read element for element at the output's index")
     return P
 
 

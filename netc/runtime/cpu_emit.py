@@ -86,18 +86,15 @@ def _nchw(e, name):
     return e.gen.locals.get(v, v)
 
 
-def _local_result(e: Emit, out: str, register: bool = True):
+def _local_result(e: Emit, out: str):
     """Inference: a name for a convolution's result kept in a Python local of the step instead of being copied into
     its arena view, where its one reader is the next convolution or pooling (which read its NCHW form); a reader
-    that calls its reference gets the arena view filled first (CpuProgram). None where that does not hold.
-    register=False: the name only (the readers see the local once it is registered)."""
+    that calls its reference gets the arena view filled first (CpuProgram). None where that does not hold."""
     readers = e.gen.readers.get(id(e.op.results[0]), [])
     if (not e.gen.frozen or len(readers) != 1 or readers[0].name not in LOCAL_READERS
             or e.outs[0] in e.gen.kept):
         return None
     local = "x_" + out
-    if not register:
-        return local
     e.gen.locals[out], e.gen.local_of[local] = local, out
     e.gen.materialize[e.outs[0]] = (out, local)
     return local
@@ -144,19 +141,18 @@ def conv2d(e: Emit):
              "nchw": f"torch.conv2d({x}.contiguous(), {weights[torch.contiguous_format]}, {b}, {s}, {tuple(pad)})",
              "im2col": f"torch.ops.aten._slow_conv2d_forward({x}.contiguous(), {weights[torch.contiguous_format]}, "
                        f"{k}, {b}, {list(s)}, {list(pad)})"}
-    local = _local_result(e, out, register=False)
+    into = _conv_into(e, x, out, weights[CL], b, s, pad)
+    # a local only where oneDNN cannot write into the arena view: a local's planned bytes go unused beside it
+    local = _local_result(e, out) if into is None else None
     if local is not None:       # the activation in place on torch's result, which stays where it is
         inplace = {"relu": ".clamp_min_(0)", "sigmoid": ".sigmoid_()", "tanh": ".tanh_()"}.get(e.a["activation"], "")
         lines = {n: [f"{local} = {c}.contiguous(memory_format=CL){inplace}"] for n, c in forms.items()}
     else:
         lines = {n: [f"_y = {c}"] + act for n, c in forms.items()}
-    into = _conv_into(e, x, out, weights[CL], b, s, pad)
     if into is not None:
         lines["into"] = into
     key = f"conv2d x{list(e.t(x).shape)} w{list(w.shape)} s{list(s)} p{list(pad)} {e.a['activation']} {local is not None}"
     choice = _fastest(e, key, lines, allocation_free=("into",))
-    if local is not None and choice != "into":
-        _local_result(e, out)
     if e.gen.frozen:            # the rearranged weight the chosen form reads (the other one dropped)
         used, unused = (CL, torch.contiguous_format) if choice in ("cl", "into") else (torch.contiguous_format, CL)
         e.gen.packs.append((weights[used], wp))
@@ -227,7 +223,7 @@ def _conv_backward_all(e: Emit, group: dict, g: str, wp: str | None, x_shape, w_
     x = None
     if fop is not None:
         x = _nchw(e, e.gen.name_of(fop.operands[0]))
-        if x is None or "data" in group and "weight" not in e.ps:
+        if x is None or "data" in group and wp is None:
             return None
     xs, ws = (x_shape[0], x_shape[3], x_shape[1], x_shape[2]), (w_shape[3], w_shape[2], w_shape[0], w_shape[1])
     forms = {}
@@ -253,6 +249,13 @@ def _conv_backward_all(e: Emit, group: dict, g: str, wp: str | None, x_shape, w_
     return lines
 
 
+def _pending(e: Emit, group: dict) -> dict:
+    """The gradients of `group` the step has not computed yet (this op's and the later ones in the schedule)."""
+    from ..ir.query import layer_name
+    done = set(e.gen.fast) | set(e.gen.slow)
+    return {k: op for k, op in group.items() if op is e.op or layer_name(op) not in done}
+
+
 def conv2d_grad_data(e: Emit):
     if id(e.op) in e.gen.deferred:
         out = _nchw(e, e.outs[0])
@@ -263,7 +266,7 @@ def conv2d_grad_data(e: Emit):
     wp = e.view(e.ps["weight"], lambda t: t.permute(3, 2, 0, 1), "oihw")
     if g is None or out is None or wp is None:
         return None
-    group = _conv_grads(e, e.op.operands[0])
+    group = _pending(e, _conv_grads(e, e.op.operands[0]))
     lines = _conv_backward_all(e, group or {"data": e.op}, g, wp, shape, tuple(w.shape))
     return None if lines is None else lines + [f"{out}.copy_({lines[-1].split(' = ')[0]}[0])"]
 
@@ -279,8 +282,14 @@ def conv2d_grad_filter(e: Emit):
     g = _nchw(e, e.ins[1])
     if g is None:
         return None
-    group = {k: v for k, v in _conv_grads(e, e.op.operands[1]).items() if k != "data"}   # no weight here
-    lines = _conv_backward_all(e, group or {"filter": e.op}, g, None, tuple(xt.shape), (kh, kw, xt.shape[3], dz.shape[3]))
+    group = _pending(e, _conv_grads(e, e.op.operands[1]))
+    wp = None
+    if "data" in group:     # the data gradient's weight (its op's parameter), else the data gradient later, alone
+        wname = e.gen.param_name(group["data"], "weight")
+        wp = None if wname is None else e.view(wname, lambda t: t.permute(3, 2, 0, 1), "oihw")
+        if wp is None:
+            del group["data"]
+    lines = _conv_backward_all(e, group or {"filter": e.op}, g, wp, tuple(xt.shape), (kh, kw, xt.shape[3], dz.shape[3]))
     return None if lines is None else lines + [f"{out}.copy_({lines[-1].split(' = ')[0]}[1])"]
 
 
@@ -301,8 +310,24 @@ def _pool_geometry(e: Emit, x_shape):
 
 
 def _window_key(e: Emit) -> tuple:
+    return window_key(e.op)
+
+
+def window_key(op) -> tuple:
     """What makes a maxpool_grad's windows a forward maxpool's: the same input value, window and padding."""
-    return id(e.op.operands[0]), repr(e.a["ksize"]), repr(e.a["strides"]), repr(e.a["padding"])
+    from ..ops import lookup
+    a = lookup(op.name).attrs_of(op)
+    return id(op.operands[0]), repr(a["ksize"]), repr(a["strides"]), repr(a["padding"])
+
+
+def overwritable(ops) -> dict:
+    """For the memory plan (plan_memory's overwrite): the max-pooling gradients whose result may be written over
+    their input, {layer: [0]} -- those with a forward pooling of the same windows, whose indices the gradient's form
+    routes by, reading its input's shape only (where a form does not take the case, the reference computes the
+    whole result before it is copied into place: also right over the input)."""
+    from ..ir.query import layer_name
+    pooled = {window_key(op) for op in ops if op.name == "netc.maxpool"}
+    return {layer_name(op): [0] for op in ops if op.name == "netc.maxpool_grad" and window_key(op) in pooled}
 
 
 def maxpool(e: Emit):
@@ -531,4 +556,5 @@ EMITTERS = {"netc.conv2d": conv2d, "netc.conv2d_grad_data": conv2d_grad_data,
 # the readers whose emitters take a convolution's result as a local NCHW tensor (_local_result)
 LOCAL_READERS = {"netc.maxpool", "netc.conv2d"}
 # the emitters whose lines stay right when the result is written over an operand (the plan's in-place steps)
-INPLACE_SAFE = {"netc.activation_grad", "netc.dropout"}
+# (maxpool_grad: its form reads its input's shape only, overwritable above)
+INPLACE_SAFE = {"netc.activation_grad", "netc.dropout", "netc.maxpool_grad"}

@@ -35,7 +35,7 @@ from ..ir.query import layer_name, layers
 from ..memory.model import TIME
 from ..ops import lookup
 from ..ops.comm import is_comm
-from .cpu_emit import EMITTERS, INPLACE_SAFE, Emit
+from .cpu_emit import EMITTERS, INPLACE_SAFE, Emit, overwritable
 
 
 class NoArena(NetcError):
@@ -74,6 +74,7 @@ class _Generator:
         self.local_of: dict = {}      # the local -> the arena view it stands for
         self.materialize: dict = {}   # name of a value's arena view -> (its NCHW view, the local holding it)
         self.packs: list = []         # (name of a rearranged copy of a parameter, name of the parameter's view)
+        self.param_name = lambda op, role: None     # CpuProgram's: the view of another op's parameter
         self.fast: list = []         # the layers whose out= lowering runs
         self.slow: list = []         # the layers that call their lowering or reference
 
@@ -113,7 +114,7 @@ class CpuProgram:
         from ..memory.model import PlanError
         if plan is None:
             try:
-                plan = plan_memory(module, net, fusion="none")
+                plan = plan_memory(module, net, fusion="none", overwrite=overwritable(layers(net)))
             except PlanError as e:
                 raise NoArena(f"no memory plan for the CPU step: {e}") from None
         if plan.arenas[TIME].size:
@@ -152,6 +153,11 @@ class CpuProgram:
                 if _vname(v) in ids and ids[_vname(v)] in self.names:
                     gen.value_names[id(v)] = self.names[ids[_vname(v)]]
         gen.kept = {self.names[t.id] for t in T if not t.fused and (t.output or t.name in self.capture)}
+
+        def param_name(op, role):       # the name of another op's parameter view (a gradient group's weight)
+            ref = (op.attrs.get("params") or {}).get(role)
+            return self.names.get(ids.get("@" + ref.name)) if isinstance(ref, SymbolRef) else None
+        gen.param_name = param_name
         body = []
         for i in plan.inputs:
             body.append(f"{self.names[i]}.copy_(feed[{T[i].name!r}])")
@@ -261,9 +267,10 @@ def rank_plan(module, net):
     from ..memory.model import PlanError
     from ..memory.plan import plan_memory
     try:
-        plan = plan_memory(module, net, fusion="none")
+        over = overwritable(layers(net))
+        plan = plan_memory(module, net, fusion="none", overwrite=over)
         if comm_order_problem(net, plan):
-            plan = plan_memory(module, net, fusion="none", schedule="original")
+            plan = plan_memory(module, net, fusion="none", schedule="original", overwrite=over)
     except PlanError as e:
         raise NoArena(f"no memory plan for the CPU step: {e}") from None
     return plan

@@ -9,14 +9,15 @@ the same function (tests/test_cpu_target.py checks each against the reference); 
 
     choice = fastest(key, {"cl": fn, "nchw": fn, ...}, env)
 
-times each candidate (a function running the op's lines on the build-time arena views) -- once after a warm-up call,
-again only while it is within 25% of the best -- and returns the fastest candidate's name, or the fastest of those
-that allocate nothing (oneDNN writing into the arena, a pooling as maxima of strided views) where it is within 15%:
-the step is meant to run in its planned arena (bench/cpu.py measures what the choice saves). Choices are remembered per
+times each candidate (a function running the op's lines on the build-time arena views) -- five times, interleaved,
+after a warm-up call, the best of each -- and returns the fastest candidate's name. Where some candidates allocate
+nothing (oneDNN writing into the arena, a pooling as maxima of strided views), the choice is among those that run on
+the shape: the step runs in its planned arena, and a result allocated beside it is memory on top of the plan (on this
+machine's benchmark networks the in-place forms were within 10% of the fastest, bench/cpu.py). Choices are remembered per
 process and on disk ($NETC_CACHE_DIR/cpu-tuning.json, else ~/.cache/netc/cpu-tuning.json), keyed by the op's shapes,
 strides, torch's version, the thread count and the processor, so a network is tuned once per machine.
 
-NETC_CPU_TUNE=0 turns tuning off (the first candidate, channels_last oneDNN, as before); NETC_CPU_TUNE=<name> forces a
+NETC_CPU_TUNE=0 turns tuning off (the first candidate that allocates nothing, else the first: channels_last oneDNN); NETC_CPU_TUNE=<name> forces a
 candidate wherever it is one (the tests run every form this way). A form that raises on a shape (torch's slow
 convolution refuses channels_last operands) is no candidate there: the next one runs.
 """
@@ -30,9 +31,7 @@ import time
 import torch
 
 _MEMO: dict = {}
-# a form that allocates nothing is chosen over a faster one that allocates its result where it is at most this much
-# slower: the step is meant to run in its planned arena, and a result allocated beside it is memory on top of the plan
-ALLOCATION_SLACK = 1.15
+ROUNDS = 5          # timed runs of each candidate (after its warm-up run), interleaved
 # the forms runtime/cpu_emit.py offers (a convolution's gradient: the first two; an inference max pooling: "copy" and
 # "pairwise")
 FORMS = ("cl", "nchw", "im2col", "into", "copy", "pairwise")
@@ -104,7 +103,7 @@ def _time(fn) -> float:
 def fastest(key: str, candidates: dict, allocation_free=()) -> str:
     """The name of the fastest of `candidates` ({name: a function of no arguments}), the first one first; see the
     module docstring for NETC_CPU_TUNE and the caches. `allocation_free`: the candidates that allocate nothing (they
-    write into the arena): the fastest of them is the choice where it is within ALLOCATION_SLACK of the fastest."""
+    write into the arena): where one of them runs on this shape, the choice is among them."""
     names = list(candidates)
     mode = os.environ.get("NETC_CPU_TUNE", "1")
     if mode not in ("0", "1") + FORMS:
@@ -113,7 +112,9 @@ def fastest(key: str, candidates: dict, allocation_free=()) -> str:
                         f"({', '.join(FORMS)})")
     if mode == "0" or len(names) == 1 or mode in candidates:
         # the forced form (NETC_CPU_TUNE=<name>) or the first, where it runs on this shape: the next that does else
-        order = [mode] + [n for n in names if n != mode] if mode in candidates else names
+        free = [n for n in names if n in allocation_free]
+        order = [mode] + [n for n in names if n != mode] if mode in candidates else \
+            free + [n for n in names if n not in free]
         return next(n for n in order if _runs(candidates[n], n == order[-1]))
     full = f"{key} | {' '.join(names)} | {machine_key()}"
     if full in _MEMO:
@@ -123,22 +124,18 @@ def fastest(key: str, candidates: dict, allocation_free=()) -> str:
         _MEMO[full] = known
         return known
     best: dict = {}
-    for n in names:
-        if not _runs(candidates[n], n == names[-1] and not best):     # warm-up: oneDNN builds its primitive
-            continue
-        best[n] = _time(candidates[n])
-    names = list(best)
-    for _ in range(2):                           # the close ones again; the best of each
-        lead = min(best.values())
-        for n in names:
-            if best[n] <= 1.25 * lead:
-                best[n] = min(best[n], _time(candidates[n]))
-    choice = min(names, key=lambda n: (best[n], names.index(n)))
     free = [n for n in names if n in allocation_free]
-    if free and choice not in free:
-        alt = min(free, key=lambda n: (best[n], names.index(n)))
-        if best[alt] <= ALLOCATION_SLACK * best[choice]:
-            choice = alt
+    for n in free:
+        if _runs(candidates[n], False):     # warm-up: oneDNN builds its primitive
+            best[n] = float("inf")
+    for n in ([] if best else names):
+        if _runs(candidates[n], n == names[-1] and not best):
+            best[n] = float("inf")
+    names = list(best)
+    for _ in range(ROUNDS):                      # interleaved, the best of each: a moment's load falls on one run
+        for n in names:
+            best[n] = min(best[n], _time(candidates[n]))
+    choice = min(names, key=lambda n: (best[n], names.index(n)))
     _MEMO[full] = choice
     _save(full, choice)
     return choice
