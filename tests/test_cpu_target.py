@@ -231,10 +231,10 @@ def test_the_dropout_mask_draw_is_the_references_bit_for_bit(shape, keep, salt, 
         assert torch.equal(out, R.dropout_mask(seed, shape, keep, salt, offset).to(torch.float32))
 
 
-def test_inference_local_results_reach_a_reference_reader(tmp_path):
+def test_inference_local_results_reach_a_reference_reader(tmp_path, monkeypatch):
     """A convolution's result kept in a local for its one reader (where oneDNN cannot write it into the arena view:
-    a sigmoid or tanh after the bias): a pooling with an out= form (pool2) takes the local; one calling its lowering
-    (pool1's asymmetric SAME window) gets the arena view filled first."""
+    a torch without oneDNN's in-place convolution, as here): a pooling with an out= form (pool2) takes the local; one
+    calling its lowering (pool1's asymmetric SAME window) gets the arena view filled first."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load_text
     from netc.pipelines import Options, inference
@@ -242,13 +242,14 @@ def test_inference_local_results_reach_a_reference_reader(tmp_path):
     text = """
 network loc {
   input data: f32[2, 7, 7, 3]
-  conv1 = Convolution(data) { filter: [3, 3, 3, 4], padding: VALID, activation: sigmoid }
+  conv1 = Convolution(data) { filter: [3, 3, 3, 4], padding: VALID, activation: relu }
   pool1 = Pooling(conv1) { ksize: [1, 2, 2, 1], strides: [1, 1, 1, 1], padding: SAME }
   conv2 = Convolution(pool1) { filter: [3, 3, 4, 2], padding: VALID, activation: tanh }
   pool2 = Pooling(conv2) { ksize: [1, 3, 3, 1], strides: [1, 1, 1, 1], padding: VALID }
   output pool2
 }
 """
+    monkeypatch.setattr(torch.backends.mkldnn, "is_available", lambda: False)
     module = load_text(text, str(tmp_path / "loc.nd"))
     inference(module, Options(), DiagnosticEngine())
     net = C.CpuNet(module, None, None, seed=4)
@@ -405,7 +406,7 @@ network pools {
 def test_inference_pooling_forms_are_the_reference(form, monkeypatch, tmp_path):
     """An inference max pooling copied from torch's result or taken as the maxima of the windows' strided views into
     the arena: overlapping 3x3/2 windows over a convolution's result and 2x2 tiles over a pooling's, ties (ReLU's
-    zeros) and a NaN, which both propagate as the reference does."""
+    zeros) and a NaN, which both propagate as the reference does (and the convolution's ReLU before them)."""
     from netc.diagnostics import DiagnosticEngine
     from netc.frontend import load_text
     from netc.pipelines import Options, inference

@@ -10,7 +10,7 @@ one semantics. Each fast form computes what the reference computes, in f32 (test
 checks whole steps against the reference executor):
 
     conv2d               torch's conv2d on channels_last views (bias fused), the activation into the arena; or
-                         oneDNN writing into the arena itself (the "into" form: bias and ReLU fused, nothing allocated)
+                         oneDNN writing into the arena itself (the "into" form: bias fused, nothing allocated)
     conv2d_grad_*        aten's convolution_backward (torch's symmetric padding only)
     maxpool              max_pool2d_with_indices into the arena, the indices kept for maxpool_grad (inference:
                          max_pool2d, no indices, or the maxima of the windows' strided views into the arena)
@@ -142,7 +142,8 @@ def conv2d(e: Emit):
              "im2col": f"torch.ops.aten._slow_conv2d_forward({x}.contiguous(), {weights[torch.contiguous_format]}, "
                        f"{k}, {b}, {list(s)}, {list(pad)})"}
     into = _conv_into(e, x, out, weights[CL], b, s, pad)
-    # a local only where oneDNN cannot write into the arena view: a local's planned bytes go unused beside it
+    # a local only where oneDNN cannot write into the arena view (a torch without it): a local's planned bytes go
+    # unused beside it
     local = _local_result(e, out) if into is None else None
     if local is not None:       # the activation in place on torch's result, which stays where it is
         inplace = {"relu": ".clamp_min_(0)", "sigmoid": ".sigmoid_()", "tanh": ".tanh_()"}.get(e.a["activation"], "")
@@ -162,18 +163,20 @@ def conv2d(e: Emit):
 
 def _conv_into(e: Emit, x: str, out: str, w: str, b: str, s, pad) -> list | None:
     """The "into" form: oneDNN's convolution writing straight into the result's arena view (its in-place binary
-    post-op, an addition to the view, zeroed first; the bias and a ReLU fused), so no result is allocated and none
-    copied -- a convolution's output is what a training step holds most of. None where torch has no such op (a build
-    without oneDNN), the operands are not channels_last or the activation is not one oneDNN applies after the sum."""
-    if (e.a["activation"] not in (None, "none", "relu") or not torch.backends.mkldnn.is_available()
+    post-op, an addition to the view, zeroed first; the bias fused), then the activation in place, so no result is
+    allocated and none copied -- a convolution's output is what a training step holds most of. (oneDNN's fused ReLU
+    post-op maps a NaN to 0, where the reference keeps it: the activation runs apart.) None where torch has no such op
+    (a build without oneDNN) or the operands are not channels_last."""
+    act = {None: [], "none": [], "relu": [f"{out}.clamp_min_(0)"], "sigmoid": [f"{out}.sigmoid_()"],
+           "tanh": [f"{out}.tanh_()"]}.get(e.a["activation"])
+    if (act is None or not torch.backends.mkldnn.is_available()
             or not hasattr(torch.ops.mkldnn, "_convolution_pointwise_")):
         return None
     if not (e.t(out).is_contiguous(memory_format=CL) and e.t(x).is_contiguous(memory_format=CL)):
         return None
-    act = "'relu', [None], ''" if e.a["activation"] == "relu" else "None, [], None"
     return [f"{out}.zero_()",
             f"torch.ops.mkldnn._convolution_pointwise_({out}, {x}, {w}, {b}, {list(pad)}, {list(s)}, [1, 1], 1, "
-            f"'add', 1.0, {act})"]
+            f"'add', 1.0, None, [], None)"] + act
 
 
 def _fastest(e: Emit, key: str, lines: dict, allocation_free=()) -> str:

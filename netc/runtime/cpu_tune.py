@@ -66,8 +66,14 @@ def _save(key: str, name: str) -> None:
         pass
 
 
+# the rule that makes a choice (which candidates compete, how they are timed): a cached choice made by another rule
+# is made again
+RULE = 2
+
+
 def machine_key() -> str:
-    return f"torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()} {_processor()}"
+    return (f"rule {RULE}, torch {torch.__version__}, {torch.get_num_threads()} threads, {platform.machine()} "
+            f"{_processor()}")
 
 
 def _processor() -> str:
