@@ -454,3 +454,28 @@ def test_cli_train_compare_writes_parameters(tmp_path, capsys):
     with np.load(tmp_path / "c.npz") as c, np.load(tmp_path / "p.npz") as p:
         assert sorted(c.files) == sorted(p.files) and "fc4.weight.velocity" in c.files
         assert all(np.array_equal(c[k], p[k]) for k in p.files)
+
+
+def test_the_local_update_check_reads_the_compiled_gradients():
+    """reference_step_from(own_gradients=True): the update ops read the gradients `values` gives (a compiled step's),
+    so compare_step's local parameter check judges the update kernels alone; without it they read the reference's."""
+    from netc.runtime.interp import reference_step_from
+    m = training_module("network t {\n input x: f32[2, 3]\n input y: i32[2]\n fc = InnerProduct(x) { num_outputs: 4 }\n"
+                        " loss = SoftmaxLoss(fc, y)\n}\n", optimizer="sgd")
+    net = next(n for n in m.networks() if "gradients" in n.attrs)
+    g = torch.Generator().manual_seed(0)
+    feed = {"x": torch.randn(2, 3, generator=g, dtype=torch.float64), "y": torch.tensor([1, 3]),
+            "lr": torch.tensor(0.5, dtype=torch.float64)}
+    feed = {k: v for k, v in feed.items() if k in {op.attrs.get("name") for op in net.regions[0].ops
+                                                   if op.name == "netc.input"}}
+    params = {"fc.weight": torch.randn(3, 4, generator=g, dtype=torch.float64),
+              "fc.bias": torch.zeros(4, dtype=torch.float64)}
+    wgrad = net.attrs["gradients"]["fc.weight"]
+    named, after = reference_step_from(net, feed, {}, params)
+    lr = float(feed["lr"]) if "lr" in feed else 0.01
+    torch.testing.assert_close(after["fc.weight"], params["fc.weight"] - lr * named[wgrad])
+    given = torch.full((3, 4), 0.25, dtype=torch.float64)
+    _, after = reference_step_from(net, feed, {wgrad: given}, params, own_gradients=True)
+    torch.testing.assert_close(after["fc.weight"], params["fc.weight"] - lr * given)
+    _, after = reference_step_from(net, feed, {wgrad: given}, params)
+    torch.testing.assert_close(after["fc.weight"], params["fc.weight"] - lr * named[wgrad])

@@ -241,8 +241,9 @@ def compare_training(trainer, ref, net, inputs, schedule, where, steps: int, out
             msg = (f"step {row['step']}: {', '.join(bad)} beyond {rule_text(tol)} ({loss}{grad}'{row['param_at']}' "
                    f"{row['param_err']:.3e} (f32 reference {row['param_err32']:.3e}) after the update)")
             if local_ok:
-                notes.append(msg + f"; the reference's gradient and update ops on the compiled forward's own values "
-                                   f"agree ({row['local_grad']:.1e}, {row['local_param']:.1e}): f32 rounding of the "
+                notes.append(msg + f"; the reference's gradient ops on the compiled forward's own values and its "
+                                   f"update ops on the compiled gradients agree ({row['local_grad']:.1e}, "
+                                   f"{row['local_param']:.1e}): f32 rounding of the "
                                    f"forward crossed a discontinuity (a max-pool argmax or a ReLU at 0), or Adam's eps "
                                    f"amplified a gradient's rounding")
             else:

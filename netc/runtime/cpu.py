@@ -181,14 +181,15 @@ class CpuTrainer(ReferenceTrainer):
         from ..ops.reference import computing_in
         from .reference import execute
         if self.program is not None:
-            named = self.program.run(self.feed(inputs, lr, step_seed))
+            self.last_feed = self.feed(inputs, lr, step_seed)     # (compare_step's local check reads it)
+            named = self.program.run(self.last_feed)
             self.steps += 1
             return named
         with computing_in(torch.float32):
             if self.carry_state:
                 return super().step(inputs, lr, step_seed)
-            named = execute(self.net, self.feed(inputs, lr, step_seed), self.params, self.dtype,
-                            impls=CPU_LOWERINGS)
+            self.last_feed = self.feed(inputs, lr, step_seed)
+            named = execute(self.net, self.last_feed, self.params, self.dtype, impls=CPU_LOWERINGS)
         self.steps += 1
         return named
 

@@ -467,13 +467,18 @@ def _vname(v) -> str:
     return n if len(v.owner.results) == 1 else f"{n}#{v.index}"
 
 
-def reference_step_from(net, feed: dict, values: dict, params: dict, dtype=torch.float64) -> tuple:
+def reference_step_from(net, feed: dict, values: dict, params: dict, dtype=torch.float64,
+                        own_gradients: bool = False) -> tuple:
     """One training step with every op's reference semantics (in `dtype`) from given values: the
     inputs `feed`, the parameters and state `params` (copied: the updates write the copies), and
     the forward values `values` by name where given (else computed). Returns (every value the step
     computes by name, the parameters and state after its updates). With a compiled step's own
     forward values this checks its gradient and update kernels alone: a forward value that rounding
-    moved across a discontinuity (a max-pool window's argmax, a ReLU at 0) is the same on both sides."""
+    moved across a discontinuity (a max-pool window's argmax, a ReLU at 0) is the same on both sides.
+    own_gradients: the update ops read the operands `values` gives (the compiled step's gradients), so
+    the parameters after check its update kernels alone: Adam's first step divides a gradient by its
+    magnitude plus eps, and an element whose decayed gradient cancels to eps's order takes the sign of
+    its rounding."""
     from ..ir.query import layers
     from ..ops import lookup
     from .train import is_forward
@@ -487,7 +492,11 @@ def reference_step_from(net, feed: dict, values: dict, params: dict, dtype=torch
         elif is_forward(op) and all(_vname(r) in values for r in op.results):
             ys = [values[_vname(r)] for r in op.results]
         else:
-            y = d.reference(d.attrs_of(op), [vals[id(v)] for v in op.operands], {r: ps[n] for r, n in refs.items()})
+            xs = [vals[id(v)] for v in op.operands]
+            if own_gradients and d.side_effects:
+                xs = [values[_vname(v)].to(dtype) if _vname(v) in values and x.is_floating_point() else x
+                      for v, x in zip(op.operands, xs)]
+            y = d.reference(d.attrs_of(op), xs, {r: ps[n] for r, n in refs.items()})
             if d.side_effects:
                 for role, t in (y or {}).items():
                     ps[refs[role]].copy_(t.to(ps[refs[role]].dtype))
@@ -508,8 +517,8 @@ def compare_step(trainer, ref: ReferenceTrainer, inputs: dict | None, lr: float,
     relative errors of the loss, the gradients and the parameters and state after the update
     (compare.training_tolerances), each with the parameter it occurs at; where the gradients or the
     parameters are beyond the tolerance, also `local_grad`/`local_param`: the errors against the
-    reference's gradient and update ops run on the compiled step's own forward values
-    (reference_step_from). A trainer whose step does not return its gradients (a .so's) has
+    reference's gradient ops run on the compiled step's own forward values and its update ops on the
+    compiled step's own gradients (reference_step_from). A trainer whose step does not return its gradients (a .so's) has
     grad_err None: its gradients show in the parameters after the update.
 
     The reference executor computes the step a second time in f32 arithmetic (ref.twin, inside
@@ -560,8 +569,9 @@ def local_check(trainer: InterpTrainer, named: dict, before: dict) -> tuple:
     """(gradient error, parameter error) of a compiled step against reference_step_from on its own
     forward values."""
     from .compare import grad_errors, param_errors, state_kinds
-    local, after = reference_step_from(trainer.net, trainer.last_feed, named, before)
+    local, _ = reference_step_from(trainer.net, trainer.last_feed, named, before)
     g, _ = grad_errors(trainer.gradients(named), {p: local[v] for p, v in trainer.net.attrs["gradients"].items()})
+    _, after = reference_step_from(trainer.net, trainer.last_feed, named, before, own_gradients=True)
     p, _ = param_errors(trainer.params, after, state_kinds(trainer.module))
     return g, p
 
