@@ -329,8 +329,8 @@ def overwritable(ops) -> dict:
     routes by, reading its input's shape only (where a form does not take the case, the reference computes the
     whole result before it is copied into place: also right over the input)."""
     from ..ir.query import layer_name
-    pooled = {window_key(op) for op in ops if op.name == "netc.maxpool"}
-    return {layer_name(op): [0] for op in ops if op.name == "netc.maxpool_grad" and window_key(op) in pooled}
+    pooled = {window_key(op) for op in ops if op.name in INDEXED_POOLINGS.values()}
+    return {layer_name(op): [0] for op in ops if INDEXED_POOLINGS.get(op.name) and window_key(op) in pooled}
 
 
 def maxpool(e: Emit):
@@ -556,6 +556,8 @@ EMITTERS = {"netc.conv2d": conv2d, "netc.conv2d_grad_data": conv2d_grad_data,
             "netc.softmax_loss_grad": softmax_loss_grad, "netc.sgd_update": sgd_update, "netc.dropout": dropout,
             "netc.dropout_mask": dropout_mask,
             "netc.adam_update": adam_update}
+# the pooling gradients whose form routes by the indices their forward pooling (the value) kept
+INDEXED_POOLINGS = {"netc.maxpool_grad": "netc.maxpool"}
 # the readers whose emitters take a convolution's result as a local NCHW tensor (_local_result)
 LOCAL_READERS = {"netc.maxpool", "netc.conv2d"}
 # the emitters whose lines stay right when the result is written over an operand (the plan's in-place steps)
