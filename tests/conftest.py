@@ -12,6 +12,10 @@ import pytest
 # One thread per test process: `make test` runs one xdist worker per core, and torch's own thread
 # pool on top of that oversubscribes the cores (its tiny ops then slow down 10x and more).
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+# The CPU target's forms without timing (runtime/cpu_tune.py: the first that allocates nothing): a test's result does
+# not hang on which form a loaded machine timed fastest, and no test pays for the timing runs. tests/test_cpu_target.py
+# forces every form against the reference; tests/test_cpu_tune.py times.
+os.environ.setdefault("NETC_CPU_TUNE", "0")
 
 
 def pytest_configure(config):
