@@ -22,7 +22,7 @@ MAX_MODULE_LINES = 1000
 # numbers (or remove the entry) as the code shrinks, never raise them
 ALLOWED = {
     "frontend/singa/setup.py:_setup": 300,
-    "memory/verify.py:verify_plan": 231,
+    "memory/verify.py:verify_plan": 221,
     "passes/backward.py:_differentiate": 171,
 }
 

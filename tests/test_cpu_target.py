@@ -477,3 +477,52 @@ def test_a_pooling_gradient_writes_over_its_input():
     assert "conv1.grad" not in [s.layer for s in plain.steps if s.action == "inplace"]
     plan.options.pop("overwrite")
     assert any("writes over 'conv1'" in p for p in verify_plan(plan, module, net))
+
+
+def test_inputs_are_read_where_the_caller_holds_them(tmp_path):
+    """The CPU step's plan (plan_memory external_inputs) keeps an input alone in its buffer out of the arenas: the step
+    reads the fed tensor itself where it has the planned layout and dtype (a copy otherwise), never writes it, and its
+    arena is smaller by the input's bytes; an input that a view joins stays in the arena (copied in); the verifier
+    accepts an external buffer only for an input alone."""
+    from netc.diagnostics import DiagnosticEngine
+    from netc.frontend import load, load_text
+    from netc.memory.plan import plan_memory
+    from netc.memory.verify import verify_plan
+    from netc.pipelines import Options, inference
+    from netc.runtime.reference import run_reference
+    module = load("examples/lenet.nd", DiagnosticEngine())
+    inference(module, Options(), DiagnosticEngine())
+    net = C.CpuNet(module, None, None, seed=2)
+    plan = net.program.plan
+    ext = [plan.tensors[b.root].name for b in plan.buffers if b.external]
+    assert sorted(ext) == ["data", "label"] and verify_plan(plan, module) == []
+    assert "v_data = take(feed, 'data', (64, 28, 28, 1)" in net.program.source
+    x = {"data": torch.rand(64, 28, 28, 1), "label": torch.randint(0, 10, (64,), dtype=torch.int32)}
+    before = {k: v.clone() for k, v in x.items()}
+    with R.computing_in(torch.float32):
+        want = run_reference(module, x, net.params, dtype=torch.float32)
+    for feed in (x, {"data": x["data"].double(), "label": x["label"].long()},     # another dtype: copied
+                 {"data": x["data"].permute(0, 3, 1, 2).contiguous().permute(0, 2, 3, 1), "label": x["label"]}):
+        for k, v in net(feed).items():
+            torch.testing.assert_close(v, want[k], rtol=1e-5, atol=1e-6)
+    assert all(torch.equal(x[k], before[k]) for k in x)
+    # a training step reads them too and writes none of them
+    mod, tnet = _program("examples/lenet.nd", {"name": "sgd"})
+    cpu = _steps_agree(mod, tnet, steps=1)
+    assert "take(feed, 'data'" in cpu.program.source
+    # the image is read by conv1's filter gradient at the step's end: live at the arena's peak, now outside it
+    copied = plan_memory(mod, tnet, fusion="none", overwrite=cpu.program.plan.options["overwrite"])
+    assert copied.arenas[1].size - cpu.program.plan.arenas[1].size >= 28 * 28 * 4
+    feed = cpu.feed(None, 0.05)
+    kept = {k: v.clone() for k, v in feed.items()}
+    cpu.program.run(feed)
+    assert all(torch.equal(feed[k], kept[k]) for k in feed)
+    # a view of the input joins its buffer: copied into the arena
+    module = load_text("network v {\n input x: f32[4, 3, 2]\n r = Reshape(x) { output_shape: [4, 6] }\n"
+                       " fc = InnerProduct(r) { num_outputs: 2 }\n}\n", str(tmp_path / "v.nd"))
+    inference(module, Options(), DiagnosticEngine())
+    net = C.CpuNet(module, None, None, seed=1)
+    assert not any(b.external for b in net.program.plan.buffers) and "v_x.copy_(feed['x'])" in net.program.source
+    # the verifier: an external buffer that holds anything but one input
+    plan.buffers[[b.root for b in plan.buffers].index(plan.tensor("conv1").id)].external = True
+    assert any("is external but not an input alone in it" in p for p in verify_plan(plan))

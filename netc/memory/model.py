@@ -120,6 +120,7 @@ class Buffer:
     reusable: bool = True  # False: never shares bytes (parameters, training state)
     zero_init: bool = False  # must be zeroed at `start` (accumulated gradients; unused so far)
     offset: int = -1       # bytes from the start of its arena (per sample for the batch class)
+    external: bool = False  # an input read where the caller holds it (plan_memory external_inputs): no arena bytes
 
 
 @dataclass

@@ -120,7 +120,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                 concat: str = "all", schedule: str | list = "auto", strategies=STRATEGIES,
                 fusion: str = "auto", exact: bool = True, exact_budget: float = DEFAULT_BUDGET,
                 exact_nodes: int = DEFAULT_NODE_LIMIT, time_sized: bool = False,
-                overwrite: dict | None = None) -> MemoryPlan:
+                overwrite: dict | None = None, external_inputs: bool = False) -> MemoryPlan:
     """Plan the memory of one network of a resolved, shape-inferred module.
 
     mode       "inference" (a one-operand Dropout is an identity) or "training" (it computes); None:
@@ -150,6 +150,9 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
                result be written over although the op's definition reads them other than element for
                element (the CPU target's max-pooling gradient routes by the indices its forward kept and
                reads its input's shape only); recorded in the plan's options, which the verifier reads
+    external_inputs  the network's inputs stay where the caller holds them: an input whose buffer holds
+               it alone (no view, identity or concatenation joins it) and that is no network result
+               gets an `external` buffer outside the arenas, and no step writes over it (in place)
     """
     t0 = time.perf_counter()
     if mode is not None and mode not in MODES:
@@ -215,6 +218,7 @@ def plan_memory(module: Module, network: Operation | str | None = None, *, mode:
     opts = dict(mode=mode, alignment=alignment, reuse=reuse, inplace=inplace, concat=concat,
                 strategies=list(strategies), fusion=fusion, exact=exact, exact_budget=exact_budget,
                 exact_nodes=exact_nodes, **({"time_sized": True} if time_sized else {}),
+                **({"external_inputs": True} if external_inputs else {}),
                 **({"overwrite": {k: sorted(v) for k, v in overwrite.items()}} if overwrite else {}))
     for name, order in orders.items():
         p = _plan_order(g, base.copy(), order, name, opts)
@@ -255,7 +259,9 @@ def _plan_order(g: PlanGraph, f: AliasForest, order: list, name: str, opts: dict
         for r in range(n):
             if f.members[r]:
                 tmax[r] = max(tensors[m].last_use for m in f.members[r])
-                pinned[r] = any(tensors[m].output or tensors[m].kind == "param" for m in f.members[r])
+                pinned[r] = any(tensors[m].output or tensors[m].kind == "param"
+                                or (tensors[m].kind == "input" and opts.get("external_inputs"))
+                                for m in f.members[r])
         for i in order:
             if len(g.writes[i]) != 1:
                 continue
@@ -289,6 +295,8 @@ def _plan_order(g: PlanGraph, f: AliasForest, order: list, name: str, opts: dict
             # do time-sized values with context rows (their last rows carry a recurrent layer's state
             # into its next call: shared/spec/layout-format.md 7.3)
             b.reusable = root.kind != "param" and not any(tensors[m].context for m in ms)
+            b.external = bool(opts.get("external_inputs")) and root.kind == "input" and ms == [root.id] \
+                and not root.output
             buf_of_rep[r] = b.id
             buffers.append(b)
     # placements (memoized top-down)
@@ -314,7 +322,7 @@ def _plan_order(g: PlanGraph, f: AliasForest, order: list, name: str, opts: dict
     A = opts["alignment"]
     arenas = []
     for cls in (CONSTANT, BATCH, TIME):
-        bs = [b for b in buffers if b.cls == cls]
+        bs = [b for b in buffers if b.cls == cls and not b.external]
         fixed = [b for b in bs if not b.reusable]
         o = 0
         for b in sorted(fixed, key=lambda b: (tensors[b.root].kind != "param", b.root)):

@@ -26,6 +26,8 @@ writes it recomputes when each tensor is written and last read, then checks
   copied by the concat step; a step marked "alias" really is a no-op;
 * the lower bound (peak of live aligned bytes) is what the plan reports, and no arena is
   smaller than it;
+* an external buffer (plan_memory's external_inputs: an input the caller holds) holds one input
+  alone, which is no network result: no arena bytes, nothing else in it, nothing written over it;
 * training programs: a step's in-place `updates` (optimizer and running-statistics updates)
   overwrite parameter or state tensors only, each symbol (a share_from alias counts as its owner)
   at most once, and after every other step that reads it -- a read after the update would see the
@@ -150,6 +152,11 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
         bl[b.id] = (lo, hi)
         if any(t.cls != b.cls for t in ts):
             P.append(f"buffer {b.id}: holds tensors of another class")
+        if b.external:      # the caller's tensor: an input alone in its buffer, no result, never written over
+            if [T[i].kind for i in b.tensors] != ["input"] or T[b.root].output or \
+                    not (plan.options or {}).get("external_inputs"):
+                P.append(f"buffer {b.id} ({T[b.root].name}) is external but not an input alone in it")
+            continue
         if b.offset < 0 or b.offset % A:
             P.append(f"buffer {b.id} ({T[b.root].name}): offset {b.offset} is not aligned to {A}")
         arena = plan.arenas[b.cls].size
@@ -158,7 +165,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
                      f"{CLASS_NAMES[b.cls]} arena of {arena} bytes")
     Bs = sorted({1, 2, 3, max(plan.batch, 1)} if batches is None else set(batches))
     for b in plan.buffers:
-        if b.cls != CONSTANT:
+        if b.cls != CONSTANT and not b.external:
             for B in Bs:
                 if (b.offset * B) % A:
                     P.append(f"buffer {b.id}: offset {b.offset} * batch {B} is not aligned to {A}")
@@ -176,7 +183,7 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
 
     # -- buffers of one class whose lifetimes intersect have disjoint bytes (per sample, scaled)
     for cls in range(3):
-        bs = [b for b in plan.buffers if b.cls == cls]
+        bs = [b for b in plan.buffers if b.cls == cls and not b.external]
         for a, c in _intersecting(bs, lambda b: bl[b.id]):
             if a.size and c.size and a.offset < c.offset + c.size and c.offset < a.offset + a.size:
                 P.append(f"buffers {a.id} ({T[a.root].name}) and {c.id} ({T[c.root].name}) are live together "
@@ -268,9 +275,16 @@ def verify_plan(plan: MemoryPlan, module=None, network=None, batches=None) -> li
                     if not ok:
                         P.append(f"concat step {st.layer}: operand '{x.name}' is neither written into its "
                                  f"slice nor copied")
-    # -- lower bounds
+    return P + _bound_problems(plan, bl, end)
+
+
+def _bound_problems(plan, bl: dict, end: int) -> list[str]:
+    """Each arena's lower bound (the peak of its live aligned buffers, the external ones outside it) is the one the
+    plan reports, and no arena is below it."""
+    P = []
     for a in plan.arenas:
-        items = [(align_up(b.size, A), bl[b.id][0], bl[b.id][1]) for b in plan.buffers if b.cls == a.cls]
+        items = [(align_up(b.size, plan.alignment), bl[b.id][0], bl[b.id][1]) for b in plan.buffers
+                 if b.cls == a.cls and not b.external]
         delta = [0] * (end + 2)
         for s, lo, hi in items:
             delta[lo] += s

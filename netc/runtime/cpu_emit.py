@@ -63,6 +63,9 @@ class Emit:
         if v.untyped_storage().data_ptr() != t.untyped_storage().data_ptr():
             return None
         self.gen.views[key] = self.bind(v, f"{name.removeprefix('v_')}_{hint}")
+        if name in self.gen.external:       # an input the caller holds: the view made at each step, of its tensor
+            self.gen.head.append(f"{self.gen.views[key]} = {self.bind(fn, 'view_of')}({name})")
+            self.gen.external.add(self.gen.views[key])
         return self.gen.views[key]
 
     def guarded(self, lines: list, what: str) -> list:

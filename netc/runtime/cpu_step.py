@@ -60,7 +60,8 @@ class _Generator:
 
     def __init__(self):
         import torch.nn.functional as F
-        self.env: dict = {"torch": torch, "F": F, "CL": torch.channels_last, "NetcError": NetcError, "located": located}
+        self.env: dict = {"torch": torch, "F": F, "CL": torch.channels_last, "NetcError": NetcError, "located": located,
+                          "take": take}
         self.lines: list = []
         self.scalars: dict = {}
         self.pool_indices: dict = {}
@@ -75,6 +76,8 @@ class _Generator:
         self.materialize: dict = {}   # name of a value's arena view -> (its NCHW view, the local holding it)
         self.packs: list = []         # (name of a rearranged copy of a parameter, name of the parameter's view)
         self.param_name = lambda op, role: None     # CpuProgram's: the view of another op's parameter
+        self.external: set = set()    # the names of the inputs read where the caller holds them, and their views
+        self.head: list = []          # the lines that make those views at each step
         self.fast: list = []         # the layers whose out= lowering runs
         self.slow: list = []         # the layers that call their lowering or reference
 
@@ -113,8 +116,9 @@ class CpuProgram:
         from .planned import PlannedProgram
         from ..memory.model import PlanError
         if plan is None:
-            try:
-                plan = plan_memory(module, net, fusion="none", overwrite=overwritable(layers(net)))
+            try:     # the inputs read where the caller holds them (a rank's step, with communication: copied in)
+                plan = plan_memory(module, net, fusion="none", overwrite=overwritable(layers(net)),
+                                   external_inputs=not any(is_comm(op) for op in layers(net)))
             except PlanError as e:
                 raise NoArena(f"no memory plan for the CPU step: {e}") from None
         if plan.arenas[TIME].size:
@@ -133,7 +137,10 @@ class CpuProgram:
         for t in plan.tensors:
             if not t.fused:
                 self.names[t.id] = gen.bind(self.arenas.view(t), ("v_" + t.name) if t.kind != "param" else "p_" + t.name[1:])
+                if plan.buffers[t.buffer].external:
+                    gen.external.add(self.names[t.id])
         self.source = self._generate(gen, module, impls or {})
+        _drop_stand_ins(gen, self.source)
         self.fast, self.slow = gen.fast, gen.slow
         self._packs = [(gen.env[a], gen.env[b]) for a, b in gen.packs]
         code = compile(self.source, f"<netc cpu step: {net.attrs.get('sym_name')}>", "exec")
@@ -160,7 +167,12 @@ class CpuProgram:
         gen.param_name = param_name
         body = []
         for i in plan.inputs:
-            body.append(f"{self.names[i]}.copy_(feed[{T[i].name!r}])")
+            name = self.names[i]
+            if name in gen.external:     # the caller's tensor where it has the planned layout (else a copy of it)
+                v = gen.env[name]
+                body.append(f"{name} = take(feed, {T[i].name!r}, {tuple(v.shape)}, {v.stride()}, {v.dtype})")
+            else:
+                body.append(f"{name}.copy_(feed[{T[i].name!r}])")
         head = len(body)
         threaded_off = False
         for st in plan.steps:
@@ -189,6 +201,7 @@ class CpuProgram:
                     body.append(f"if cap is not None: cap[{T[i].name!r}] = {self.names[i]}.clone()")
         for name, var in gen.scalars.items():
             body.insert(head, f"{var} = float({name})")
+        body[head:head] = gen.head
         if threaded_off:
             body.append("torch.set_num_threads(threads)")
         outs = [t for t in T if t.output and not t.fused]
@@ -257,6 +270,28 @@ class CpuProgram:
                 torch.set_num_threads(threads)
         out.update(cap)
         return out
+
+
+def take(feed: dict, name: str, shape: tuple, strides: tuple, dtype) -> torch.Tensor:
+    """An input the step reads where the caller holds it: the fed tensor itself where it has the planned shape,
+    strides and dtype (nothing copied), else a copy in that layout."""
+    x = feed[name]
+    if x.dtype == dtype and tuple(x.shape) == shape and tuple(x.stride()) == strides:
+        return x
+    return torch.empty_strided(shape, strides, dtype=dtype).copy_(x)
+
+
+def _drop_stand_ins(gen: _Generator, source: str) -> None:
+    """The build-time stand-ins of the inputs the caller holds (and their views) out of the step's namespace: the step
+    assigns every one it reads at its start (a name the step reads but does not assign would be a stale stand-in: an
+    internal error, not a wrong result)."""
+    assigned = set(re.findall(r"^    (\w+) = ", source, re.M))
+    used = set(re.findall(r"\b\w+\b", source))
+    stale = sorted(n for n in gen.external if n in used and n not in assigned)
+    if stale:
+        raise AssertionError(f"the CPU step reads the build-time stand-ins of inputs: {', '.join(stale)}")
+    for n in gen.external:
+        gen.env.pop(n, None)
 
 
 def rank_plan(module, net):
