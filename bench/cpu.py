@@ -167,12 +167,15 @@ def step_flops(module, net) -> float:
     return t["flops_fwd"] + t.get("flops_gradients", 0) + t.get("flops_update", 0)
 
 
-def roofline(flops: float, peak: float, eager_ms: float, goal: float) -> dict:
-    """What the issue's goal asks (goal x eager's median) beside the least time the step's FLOPs take at the GEMM's peak
-    rate (every op as fast as a large GEMM, memory traffic free: no program of these kernels is faster)."""
+def roofline(flops: float, peak: float, eager: dict, goal: float) -> dict:
+    """What the issue's goal asks (goal x eager's time) beside the least time the step's FLOPs take at the GEMM's peak
+    rate (every op as fast as a large GEMM, memory traffic free: no program of these kernels is faster). The floor is a
+    best case (the GEMM's best run), so `goal_below_floor` sets it against eager's fastest call, which load from other
+    processes does not inflate; the median's goal is beside it."""
     floor = flops / peak * 1e3
-    return dict(flops=int(flops), floor_ms=round(floor, 4), goal=goal, goal_ms=round(goal * eager_ms, 4),
-                goal_below_floor=goal * eager_ms < floor, eager_fraction_of_peak=round(floor / eager_ms, 3))
+    return dict(flops=int(flops), floor_ms=round(floor, 4), goal=goal, goal_ms=round(goal * eager["median_ms"], 4),
+                goal_ms_fastest=round(goal * eager["min_ms"], 4), goal_below_floor=goal * eager["min_ms"] < floor,
+                eager_fraction_of_peak=round(floor / eager["min_ms"], 3))
 
 
 def held_bytes(tensors) -> int:
@@ -262,7 +265,7 @@ def bench(path: str, a) -> dict:
                            train_forms=re.findall(r"# (\w+) \(runtime/cpu_tune.py\)", prog.source) if prog else None,
                            inference_forms=re.findall(r"# (\w+) \(runtime/cpu_tune.py\)", cnet.program.source))
     for mode, module, n, goal in (("train", train, net, 0.8), ("infer", inf, inf.networks()[0], 0.7)):
-        row[mode]["roofline"] = roofline(step_flops(module, n), a.peak, row[mode]["eager"]["median_ms"], goal)
+        row[mode]["roofline"] = roofline(step_flops(module, n), a.peak, row[mode]["eager"], goal)
     for mode in ("train", "infer"):
         r = row[mode]
         r["netc_cpu_over_eager"] = round(r["netc_cpu"]["median_ms"] / r["eager"]["median_ms"], 3)
@@ -311,8 +314,9 @@ def main(argv=None) -> int:
         for mode, what in (("train", "train step"), ("infer", "inference")):
             f = r[mode]["roofline"]
             print(f"    {what}: {f['flops'] / 1e6:.1f} MFLOP, at the GEMM's peak {f['floor_ms']:.3f} ms; the goal "
-                  f"{f['goal']} x eager = {f['goal_ms']:.3f} ms" + (" is BELOW that floor (no schedule of these "
-                  "kernels reaches it)" if f["goal_below_floor"] else "") + f"; eager runs at "
+                  f"{f['goal']} x eager's fastest call = {f['goal_ms_fastest']:.3f} ms" + (
+                      " is BELOW that floor (no schedule of these kernels reaches it)" if f["goal_below_floor"] else "")
+                  + f" (of its median {f['goal_ms']:.3f} ms); eager's fastest call runs at "
                   f"{100 * f['eager_fraction_of_peak']:.0f}% of the peak")
     out = a.out or os.path.join(ROOT, "bench", "results", f"cpu-{datetime.date.today().isoformat()}.json")
     results_file.write(out, dict(settings=dict(threads=a.threads, iters=a.iters, warmup=a.warmup, seed=a.seed,

@@ -26,6 +26,8 @@ def test_bench_cpu_writes_its_figures(tmp_path, monkeypatch, capsys):
     assert gemm <= f["flops"] <= 1.1 * gemm
     assert abs(f["floor_ms"] - f["flops"] / (doc["gemm_peak_gflops"] * 1e9) * 1e3) <= 0.01 * f["floor_ms"]
     assert f["goal"] == 0.7 and row["train"]["roofline"]["goal"] == 0.8
+    assert f["goal_ms_fastest"] == round(0.7 * row["infer"]["eager"]["min_ms"], 4)
+    assert f["goal_below_floor"] == (0.7 * row["infer"]["eager"]["min_ms"] < f["floor_ms"])
     # a training step: the forward's FLOPs and the gradients' (about twice as many again) and the update's
     assert 2.5 * gemm < row["train"]["roofline"]["flops"] < 3.5 * gemm
     for mode in ("train", "infer"):
