@@ -315,10 +315,6 @@ def _pool_geometry(e: Emit, x_shape):
     return ([kh, kw], [sh, sw]) if (t, b, l, r) == (0, 0, 0, 0) else None
 
 
-def _window_key(e: Emit) -> tuple:
-    return window_key(e.op)
-
-
 def window_key(op) -> tuple:
     """What makes a maxpool_grad's windows a forward maxpool's: the same input value, window and padding."""
     from ..ops import lookup
@@ -346,7 +342,7 @@ def maxpool(e: Emit):
         return _pool_forms(e, x, out, geo)
     yt = e.t(out)
     idx = e.bind(torch.empty(yt.shape, dtype=torch.int64).contiguous(memory_format=CL), "argmax")
-    e.gen.pool_indices[_window_key(e)] = idx
+    e.gen.pool_indices[window_key(e.op)] = idx
     return [f"torch._C._nn.max_pool2d_with_indices({x}, {geo[0]}, {geo[1]}, [0, 0], [1, 1], False, "
             f"out=({out}, {idx}))"]
 
@@ -371,7 +367,7 @@ def _pool_forms(e: Emit, x: str, out: str, geo) -> list:
 
 
 def maxpool_grad(e: Emit):
-    idx = e.gen.pool_indices.get(_window_key(e))
+    idx = e.gen.pool_indices.get(window_key(e.op))
     geo = _pool_geometry(e, tuple(e.t(e.ins[0]).shape))
     x, dy, out = _nchw(e, e.ins[0]), _nchw(e, e.ins[1]), _nchw(e, e.outs[0])
     if idx is None or geo is None or not (_cl(e, x) and _cl(e, dy) and _cl(e, out)):

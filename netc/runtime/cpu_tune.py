@@ -111,6 +111,7 @@ def fastest(key: str, candidates: dict, allocation_free=()) -> str:
     module docstring for NETC_CPU_TUNE and the caches. `allocation_free`: the candidates that allocate nothing (they
     write into the arena): where one of them runs on this shape, the choice is among them."""
     names = list(candidates)
+    free = [n for n in names if n in allocation_free]
     mode = os.environ.get("NETC_CPU_TUNE", "1")
     if mode not in ("0", "1") + FORMS:
         from ..diagnostics import NetcError
@@ -118,7 +119,6 @@ def fastest(key: str, candidates: dict, allocation_free=()) -> str:
                         f"({', '.join(FORMS)})")
     if mode == "0" or len(names) == 1 or mode in candidates:
         # the forced form (NETC_CPU_TUNE=<name>) or the first, where it runs on this shape: the next that does else
-        free = [n for n in names if n in allocation_free]
         order = [mode] + [n for n in names if n != mode] if mode in candidates else \
             free + [n for n in names if n not in free]
         return next(n for n in order if _runs(candidates[n], n == order[-1]))
@@ -130,7 +130,6 @@ def fastest(key: str, candidates: dict, allocation_free=()) -> str:
         _MEMO[full] = known
         return known
     best: dict = {}
-    free = [n for n in names if n in allocation_free]
     for n in free:
         if _runs(candidates[n], False):     # warm-up: oneDNN builds its primitive
             best[n] = float("inf")

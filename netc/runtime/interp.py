@@ -569,9 +569,9 @@ def local_check(trainer: InterpTrainer, named: dict, before: dict) -> tuple:
     """(gradient error, parameter error) of a compiled step against reference_step_from on its own
     forward values."""
     from .compare import grad_errors, param_errors, state_kinds
-    local, _ = reference_step_from(trainer.net, trainer.last_feed, named, before)
+    # the reference's gradients from the compiled forward's values; its updates from the compiled gradients
+    local, after = reference_step_from(trainer.net, trainer.last_feed, named, before, own_gradients=True)
     g, _ = grad_errors(trainer.gradients(named), {p: local[v] for p, v in trainer.net.attrs["gradients"].items()})
-    _, after = reference_step_from(trainer.net, trainer.last_feed, named, before, own_gradients=True)
     p, _ = param_errors(trainer.params, after, state_kinds(trainer.module))
     return g, p
 
