@@ -100,8 +100,10 @@ def test_manifest_matches_plan(alexnet):
     assert sum(p["bytes"] for p in params.values()) == 50_303_912 * 4
     assert m["param_bytes"] >= 50_303_912 * 4
     assert m["memory"]["batch_bytes_per_sample"] == plan.arenas[1].size
-    # 8 convs (fused with relu) + 3 pools + softmax; dropout is an alias; 8 distinct kernels
-    assert len(m["schedule"]) == 12 and len(m["kernels"]) < 12
+    # 8 convs (fused with relu) + 3 pools + softmax; dropout is an alias; fc6-fc8 are matrix products over few
+    # tiles at batch 128, each split-K's two kernels (gemm.default_split); fewer distinct kernels
+    assert len(m["schedule"]) == 15 and len(m["kernels"]) < 15
+    assert [e["layers"] for e in m["schedule"]].count(["fc8"]) == 2
     assert all(k["shared"] >= 0 and k["cubin_bytes"] > 0 for k in m["kernels"])
 
 
@@ -289,8 +291,10 @@ def test_dedup_vgg_specializations():
     ctx = compile(mod, Options(phase="test"), diag, plan=Plan())
     low = lower_network(mod, mod.networks()[0], ctx.notes["memory_plan"]["vgg16"])
     convs = [L for L in low.launches if L.call.kernel.__name__ == "conv2d_kernel"]
-    assert len(convs) == 16   # 13 convs + fc6-fc8 written as convolutions
+    assert len(convs) == 13   # fc6-fc8, written as convolutions, are matrix products (conv2d_matrix_views)
     assert len({L.spec_key for L in convs}) < len(convs) // 2
+    gemms = [L for L in low.launches if L.call.kernel.__name__ == "gemm_kernel"]
+    assert [L.layers[0] for L in gemms] == ["fc6", "fc7", "fc8"]
     assert len({L.spec_key for L in low.launches}) < len(low.launches)
 
 
@@ -332,6 +336,46 @@ def test_lowered_arguments_carry_their_alignment_and_the_convolutions_pipeline()
     aligned, pipelined = r.stdout.strip().splitlines()
     assert {"x_ptr", "w_ptr", "out_ptr", "stride_xh", "stride_om"} <= set(ast.literal_eval(aligned))
     assert pipelined == "True True", r.stdout
+
+
+FC_CHECK = """
+import collections, re, sys
+from netc.codegen.lower import lower_network
+from netc.diagnostics import DiagnosticEngine
+from netc.frontend import load as load_nd
+from netc.kernels.aot import compile_call
+from netc.pipelines import Options, Plan, Precision, compile
+diag = DiagnosticEngine()
+mod = load_nd(sys.argv[1], diag)
+ctx = compile(mod, Options(phase="test", precision=Precision(dtype="bf16")), diag, plan=Plan())
+low = lower_network(mod, mod.networks()[0], next(iter(ctx.notes["memory_plan"].values())))
+for L in low.launches:
+    if L.layers[0] in ("fc6", "fc8"):
+        ptx = compile_call(L.call, 90).ptx
+        cp = collections.Counter(int(v, 0) for v in re.findall(r"cp\\.async\\.c[ag]\\.shared\\.global(?:\\.L2::\\w+)?\\s*\\[[^\\]]*\\],\\s*\\[[^\\]]*\\],\\s*(\\w+)", ptx))
+        ld = len(re.findall(r"ld\\.global(?:\\.\\w+)*?\\.[bufs](8|16)\\b", ptx))
+        st = len(re.findall(r"st\\.global(?:\\.\\w+)*?\\.[bufs](8|16)\\b", ptx))
+        print(L.layers[0], L.call.kernel.__name__, L.call.constexprs.get("SPLIT"), sorted(cp), ld, st)
+"""
+
+
+def test_fully_connected_convolutions_are_split_k_products_with_wide_loads():
+    """AlexNet's fc6-fc8 are convolutions, as in Paleo's file (fc6 5x5 over the 5x5 pool5, fc7 and fc8 1x1):
+    lowered as matrix products (conv2d_matrix_views), split-K where batch 128 gives few tiles (fc8's 8
+    tiles of 128 x 128: 16 chunks, 128 programs), and every load and store of their bf16 operands 16 bytes
+    wide, fc8's 1000 columns included (a multiple of 8: KernelCall.divisible; gemm's unit strides known at
+    compile time: its UNIT_* constexprs). Before, fc8 was one conv2d program per tile (8 programs for 132
+    SMs) loading its filter 2 bytes at a time (a process of its own, as above)."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    r = subprocess.run([sys.executable, "-c", FC_CHECK, str(ROOT / "examples/alexnet.nd")], capture_output=True,
+                       text=True, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stderr
+    rows = [ln.split(" ", 3) for ln in r.stdout.strip().splitlines()]
+    kernels = [(name, kernel, split) for name, kernel, split, _ in rows]
+    assert [k for _, k, _ in kernels] == ["gemm_kernel", "gemm_split_reduce_kernel"] * 2, r.stdout
+    assert int(kernels[0][2]) > 1 and int(kernels[2][2]) > 1, r.stdout
+    gemm_rows = [rest for name, kernel, _, rest in rows if kernel == "gemm_kernel"]
+    assert all(rest == "[16] 0 0" for rest in gemm_rows), r.stdout
 
 
 KMAJOR_CHECK = """
@@ -424,7 +468,7 @@ def test_kernels_compile_in_parallel_as_in_one_process(tmp_path):
         assert r.returncode == 0, r.stderr
         assert "(0 from the cache)" in r.stderr
         libs[jobs] = {p.name: p.read_bytes() for p in (tmp_path / f"cache{jobs}").glob("*.cubin")}
-    assert libs["1"] == libs["2"] and len(libs["1"]) == 27
+    assert libs["1"] == libs["2"] and len(libs["1"]) == 29
     env = dict(os.environ, NETC_COMPILE_JOBS="many")
     r, _ = compile_cli("examples/lenet.nd", tmp_path / "x.so", env=env)
     assert r.returncode == 1 and "NETC_COMPILE_JOBS must be a whole number" in r.stderr

@@ -41,6 +41,8 @@ def cache_key(call, arch: int) -> str:
                constexprs={k: list(v) if isinstance(v, tuple) else v for k, v in sorted(call.constexprs.items())},
                options=dict(sorted(compile_options(call).items())), arch=arch, triton=triton.__version__,
                aligned=sorted(set(call.aligned)))
+    if call.divisible:
+        doc["divisible"] = sorted(set(call.divisible))
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:32]
 
 
@@ -80,7 +82,8 @@ def compile_cached(call, arch: int) -> Cubin:
         return hit
     from ..kernels.aot import compile_call
     from ..kernels.common import KernelCall
-    c2 = KernelCall(call.kernel, call.grid, call.args, call.constexprs, compile_options(call), aligned=call.aligned)
+    c2 = KernelCall(call.kernel, call.grid, call.args, call.constexprs, compile_options(call), aligned=call.aligned,
+                    divisible=call.divisible)
     k = compile_call(c2, arch)
     if k.global_scratch_size:
         raise RuntimeError(f"{k.name} needs {k.global_scratch_size} bytes of global scratch; the launcher "

@@ -422,12 +422,13 @@ def _launch(name, members, step, c0, c1, ps, blk, p0, p1, B) -> Launch:
         if cd(ps * b, q) * r != c.grid[0] or tuple(c.grid[1:]) != tuple(c0.grid[1:]):
             raise AssertionError(f"{name}: grid {c.grid} at batch {b} is not cdiv({ps}*b, {q})*{r}")
     grid = ((ps, q, r),) + tuple(c0.grid[1:]) + (1,) * (3 - len(c0.grid))
-    c0 = dataclasses.replace(c0, aligned=tuple(i for i, a in enumerate(args) if multiple_of_16(a)))
+    c0 = dataclasses.replace(c0, aligned=tuple(i for i, a in enumerate(args) if multiple_of_16(a)),
+                             divisible=vector_divisible(c0, args))
     key = (c0.kernel.__module__, c0.kernel.__name__, tuple((n, a.kind if a.kind != "ptr" else
                                                              _ptr_type(v)) for n, a, v in
                                                             zip(c0.kernel.arg_names, args, c0.args)),
            tuple(sorted((k, _freeze(v)) for k, v in c0.constexprs.items())), tuple(sorted(c0.options.items())),
-           c0.aligned)
+           c0.aligned, c0.divisible)
     return Launch(name, [m.attrs.get("name") for m in members], step, c0, args, grid, key)
 
 
@@ -436,7 +437,30 @@ def multiple_of_16(a: Arg) -> bool:
     or a pointer's byte address, every region's base being 16-byte aligned (launcher.generate_c checks
     the offsets; the arena itself comes from cuMemAlloc). Such arguments are compiled with Triton's
     divisibility hint (KernelCall.aligned), as its JIT would from the values."""
-    return a.kind in ("ptr", "i32", "i64") and a.coeff % 16 == 0 and a.const % 16 == 0
+    return divisor_of(a) == 16
+
+
+def vector_divisible(call, args) -> tuple:
+    """KernelCall.divisible: (position, d) for the integer arguments that are multiples of d = 16 bytes over
+    the kernel's narrowest float element (8 for bf16, 4 for f32) at every batch but not of 16: a row stride
+    or a column count so is what lets Triton load 16 bytes at a time. No other divisors: each would be one
+    more specialization (VGG-16's 56, 28 and 14-pixel layers would compile apart) for nothing."""
+    sizes = [v.element_size() for v in call.args if torch.is_tensor(v) and v.is_floating_point()]
+    if not sizes or 16 // min(sizes) not in (2, 4, 8):
+        return ()
+    d = 16 // min(sizes)
+    return tuple((i, d) for i, a in enumerate(args) if a.kind in ("i32", "i64") and d <= divisor_of(a) < 16)
+
+
+def divisor_of(a: Arg) -> int:
+    """The largest of 1, 2, 4, 8 and 16 that divides a lowered integer or pointer argument at every batch b
+    (both coeff and const; for a pointer, its byte address: regions are 16-byte aligned); 1 for the rest."""
+    if a.kind not in ("ptr", "i32", "i64"):
+        return 1
+    d = 16
+    while d > 1 and (a.coeff % d or a.const % d):
+        d //= 2
+    return d
 
 
 def large_tiles(call) -> dict:

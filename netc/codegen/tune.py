@@ -31,6 +31,7 @@ from __future__ import annotations
 from ..diagnostics import NetcError
 from .manifest import const_region
 from .tuning_file import TUNED_KERNELS
+from ..kernels.gemm import SMS as _SMS
 from .lower import TORCH_DTYPES, pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
 
 
@@ -51,8 +52,7 @@ def _p2(n: int) -> int:
     return p
 
 
-# split-K: worth trying where the output's tiles leave most of the GPU's SMs (132 on an H100) idle
-_SMS = 132
+# split-K: worth trying where the output's tiles leave most of the GPU's SMs (132 on an H100: gemm.SMS) idle
 
 
 def split_ks(m: int, n: int, k: int, bm: int, bn: int, bk: int) -> list:

@@ -81,12 +81,19 @@ def signature_of(call: KernelCall) -> dict:
 
 def divisibility_attrs(call: KernelCall) -> dict:
     """Triton's argument attributes for call.aligned: {(position,): [["tt.divisibility", 16]]}, the
-    form its JIT passes for an argument it found divisible by 16 (triton 3.6 and 3.9 alike)."""
+    form its JIT passes for an argument it found divisible by 16 (triton 3.6 and 3.9 alike), and for
+    call.divisible the same attribute with 2, 4 or 8 (which the JIT never passes, but Triton's
+    alignment analysis reads as it reads 16)."""
     n = len(call.args)
     for i in call.aligned:
         if not 0 <= i < n or isinstance(call.args[i], (bool, float)):
             raise ValueError(f"{call.kernel.__name__}: argument {i} cannot be marked a multiple of 16")
-    return {(i,): [["tt.divisibility", 16]] for i in sorted(set(call.aligned))}
+    out = {(i,): [["tt.divisibility", 16]] for i in sorted(set(call.aligned))}
+    for i, d in call.divisible:
+        if not 0 <= i < n or isinstance(call.args[i], (bool, float)) or d not in (2, 4, 8):
+            raise ValueError(f"{call.kernel.__name__}: argument {i} cannot be marked a multiple of {d}")
+        out.setdefault((i,), [["tt.divisibility", d]])
+    return out
 
 
 def aligned_by_value(call: KernelCall) -> tuple:

@@ -313,6 +313,11 @@ class KernelCall:
     # specializes on it (tt.divisibility: wide loads, cp.async pipelining); an ahead-of-time compile
     # (aot.compile_call) knows only what it is told here. Empty: nothing is assumed.
     aligned: tuple = ()
+    # (position, d) for runtime arguments that are multiples of d in {2, 4, 8} (not of 16) wherever the call
+    # runs: Triton's JIT marks 16 only, but an [N, 1000] bf16 matrix's rows are 16-byte aligned all the same
+    # (1000 = 8 * 125), and told so Triton loads them 16 bytes at a time, as a 16-multiple's (masks too:
+    # `offs < N` is constant over 8 lanes when N is a multiple of 8)
+    divisible: tuple = ()
     # a preparatory kernel of its group (a filter's K-major copy before the convolution that reads it):
     # the group's tiles, tuning key and pin are those of its main kernel, the first that is not setup
     setup: bool = False

@@ -157,6 +157,55 @@ def conv2d_geometry(x_shape, w_shape, strides, padding):
     return oh, ow, ph, pw, sh, sw
 
 
+def _rows_view(t: torch.Tensor, row: int):
+    """t [N, H, W, C] as [N*H*W, C] rows `row` elements apart (a view), or None where its pixels are not so
+    spaced. Every axis is checked whatever its length, so the view is the same form at every batch."""
+    n, h, w, c = t.shape
+    if (c > 1 and t.stride(3) != 1) or t.stride(2) != row or t.stride(1) != w * row or t.stride(0) != h * w * row:
+        return None
+    return t.as_strided((n * h * w, c), (row, 1))
+
+
+def conv2d_matrix_views(x: torch.Tensor, w: torch.Tensor, strides, padding, out: torch.Tensor,
+                        residual: torch.Tensor | None = None):
+    """Where a convolution is a matrix product over views of its operands, (a [M, K], b [K, C_out],
+    out [M, C_out], residual [M, C_out] or None); else None. Two such forms:
+
+      whole window  the filter covers the whole unpadded input (a fully connected layer written as a
+                    convolution: Paleo's fc6 is 5x5 over AlexNet's 5x5 pool5): one row per image,
+                    K = H*W*C_in, where each image's pixels are contiguous;
+      pointwise     a 1x1 filter at stride 1, unpadded: one row per pixel, K = C_in, where the pixels are
+                    evenly spaced (a channel slice of a concatenation buffer is).
+
+    The HWIO filter is the [K, C_out] matrix as it lies. A matrix product has no window to walk and can
+    split K (gemm's split-K) where its rows are few."""
+    kh, kw, ci, co = w.shape
+    nb, h, wd, _ = x.shape
+    oh, ow, ph, pw, sh, sw = conv2d_geometry(x.shape, w.shape, strides, padding)
+    if ph or pw or tuple(out.shape) != (nb, oh, ow, co) or (co > 1 and out.stride(3) != 1):
+        return None
+    if kh == h and kw == wd and oh == ow == 1:
+        if (ci > 1 and x.stride(3) != 1) or x.stride(2) != ci or x.stride(1) != wd * ci:
+            return None
+        a = x.as_strided((nb, h * wd * ci), (x.stride(0), 1))
+        o = out.as_strided((nb, co), (out.stride(0), 1))
+        r = None if residual is None else residual.as_strided((nb, co), (residual.stride(0), 1))
+        if residual is not None and (co > 1 and residual.stride(3) != 1):
+            return None
+    elif kh == kw == sh == sw == 1:
+        a = _rows_view(x, x.stride(2))
+        o = _rows_view(out, out.stride(2))
+        r = None if residual is None else _rows_view(residual, residual.stride(2))
+        if a is None or o is None or (residual is not None and r is None):
+            return None
+    else:
+        return None
+    b = w.reshape(kh * kw * ci, co)
+    if co > 1 and b.stride(1) != 1:
+        return None
+    return a, b, o, r
+
+
 def conv2d(x: torch.Tensor, w: torch.Tensor, bias=None, *, strides=(1, 1, 1, 1), padding="SAME",
            activation="none", scale=None, shift=None, residual=None, residual_after_act=False,
            negative_slope=0.0, out=None, out_channel_offset=0, out_dtype=None, allow_tf32=False,

@@ -52,15 +52,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable
 
-from .energy_lowering import ENERGY_LOWERINGS, ENERGY_TILES, contiguous_weight, weight_as_read
-from .recurrent_lowering import RECURRENT_LOWERINGS, RECURRENT_TILES
+from .energy_lowering import ENERGY_LOWERINGS, contiguous_weight, weight_as_read
+from .recurrent_lowering import RECURRENT_LOWERINGS
 from .rnn_lowering import RNN_LOWERINGS
-from .sequence_lowering import SEQUENCE_LOWERINGS, SEQUENCE_TILES
-from .clip_lowering import CLIP_LOWERINGS, CLIP_TILES
-from .depthwise_lowering import DEPTHWISE_LOWERINGS, DEPTHWISE_TILES
-from .seq_mask_lowering import SEQ_MASK_LOWERINGS, SEQ_MASK_TILES
-from .seq_reverse_lowering import SEQ_REVERSE_LOWERINGS, SEQ_REVERSE_TILES
-from .channel_permute_lowering import CHANNEL_PERMUTE_LOWERINGS, CHANNEL_PERMUTE_TILES
+from .sequence_lowering import SEQUENCE_LOWERINGS
+from .clip_lowering import CLIP_LOWERINGS
+from .depthwise_lowering import DEPTHWISE_LOWERINGS
+from .seq_mask_lowering import SEQ_MASK_LOWERINGS
+from .seq_reverse_lowering import SEQ_REVERSE_LOWERINGS
+from .channel_permute_lowering import CHANNEL_PERMUTE_LOWERINGS
+from .interpreter_tiles import INTERPRETER_TILES  # noqa: F401  (re-exported: codegen/lower.py)
 from .spec import (FIXED_GRID, KernelSpec, call_args, op_attrs, pinned, pow2_between,  # noqa: F401  (the table's
                    row_factor, single_member)                                            # vocabulary: spec.py)
 
@@ -233,10 +234,14 @@ def _bias(ctx, op):
 def _lower_conv2d(ctx, members) -> list:
     import torch
 
-    from .conv import conv2d, filter_kmajor, kmajor_row
+    from .conv import conv2d, conv2d_matrix_views, filter_kmajor, kmajor_row
     first, out = members[0], ctx.out
     kw = _gemm_epilogue(ctx, members)
     x, w = ctx.value(first.operands[0]), ctx.param(first, "weight")
+    strides, padding = first.attrs.get("strides", [1, 1, 1, 1]), first.attrs.get("padding", "SAME")
+    mat = conv2d_matrix_views(x, w, strides, padding, out, kw.get("residual"))
+    if mat is not None:
+        return _lower_conv2d_as_gemm(ctx, first, w, mat, kw)
     setup = []
     if ctx.tf32 and x.dtype == w.dtype == torch.float32:
         # Hopper's TF32 tensor-core instruction reads B K-major only: a copy of the HWIO filter with
@@ -247,10 +252,38 @@ def _lower_conv2d(ctx, members) -> list:
         prep = filter_kmajor(w, out=ws, launch=False)
         prep.setup = True
         setup, kw["w_kmajor"] = [KernelSpec(prep, 1, FIXED_GRID)], ws
-    call = conv2d(x, w, _bias(ctx, first),
-                  strides=first.attrs.get("strides", [1, 1, 1, 1]), padding=first.attrs.get("padding", "SAME"),
-                  out=out, launch=False, **kw, **ctx.pin)
+    call = conv2d(x, w, _bias(ctx, first), strides=strides, padding=padding, out=out, launch=False, **kw, **ctx.pin)
     return setup + [KernelSpec(call, out.shape[1] * out.shape[2], "BLOCK_M")]
+
+
+def _lower_conv2d_as_gemm(ctx, first, w, mat, kw) -> list:
+    """A convolution that is a matrix product (conv2d_matrix_views: a fully connected layer written as
+    one, a 1x1 convolution) as gemm over views of its operands, split-K where its tiles are few
+    (split="auto" unless a pin or tuning says otherwise). In TF32 gemm reads a K-major copy of the
+    filter (_lower_conv2d's reason); that copy and split-K's partial sums share the workspace."""
+    import torch
+
+    from .conv import filter_kmajor, kmajor_row
+    from .gemm import gemm, gemm_workspace
+    a, b, o, r = mat
+    kw = dict(kw, residual=r) if "residual" in kw else kw
+    pin = pinned(gemm, ctx)
+    split = pin.pop("split", "auto")
+    probe = _calls(gemm(a, b, _bias(ctx, first), out=o, split=split, launch=False, **kw, **pin))
+    split = probe[0].constexprs["SPLIT"]
+    need = gemm_workspace(a.shape[0], b.shape[1], split)
+    k, co = b.shape
+    kn = co * kmajor_row(k) if ctx.tf32 and a.dtype == b.dtype == torch.float32 else 0
+    setup, ws = [], ctx.workspace(kn + need) if kn or need else None
+    if kn:
+        wk = ws[:kn].view(co, kmajor_row(k))
+        prep = filter_kmajor(w, out=wk, launch=False)
+        prep.setup = True
+        setup, b = [KernelSpec(prep, 1, FIXED_GRID)], wk[:, :k].t()
+    calls = _calls(gemm(a, b, _bias(ctx, first), out=o, split=split, workspace=ws[kn:] if need else None,
+                        launch=False, **kw, **pin))
+    rows = ctx.out.shape[1] * ctx.out.shape[2]
+    return setup + [KernelSpec(c, rows, "BLOCK_M") for c in calls]
 
 
 def _lower_inner_product(ctx, members) -> KernelSpec:
@@ -262,9 +295,10 @@ def _lower_inner_product(ctx, members) -> KernelSpec:
     if kw.get("residual") is not None:
         kw["residual"] = kw["residual"].reshape(B, -1)
     calls = with_workspace(ctx, gemm, x.reshape(B, -1), weight_as_read(ctx, first), _bias(ctx, first),
-                           out=ctx.out, **kw)
-    # split-K (a tuning's split > 1): the chunks into the workspace, then their sum with the epilogue;
-    # both grids are row blocks of the batch's rows times a fixed factor
+                           out=ctx.out, split=ctx.pin.get("split", "auto"), **kw)
+    # split-K (gemm.default_split's where the tiles are few, or a pin's or tuning's): the chunks into the
+    # workspace, then their sum with the epilogue; both grids are row blocks of the batch's rows times a
+    # fixed factor
     return [KernelSpec(c, row_factor(x, ctx), "BLOCK_M") for c in calls]
 
 
@@ -856,126 +890,3 @@ def no_kernel(op) -> str | None:
     if entry.lower is None and not entry.copies:
         return "no kernel is registered for it (netc/kernels/lowering.py)"
     return None
-
-
-# --------------------------------------------------------------------------- interpreter tiles
-
-def _tiles_gemm(call):
-    a = call_args(call)
-    return dict(block_m=pow2_between(a["M"], 16, 256), block_n=pow2_between(a["N"], 16, 512), block_k=pow2_between(a["K"], 16, 512))
-
-
-def _tiles_conv2d(call):
-    a, k = call_args(call), call.constexprs
-    m = a["NB"] * a["OH"] * a["OW"]
-    kk = k["KH"] * k["KW"] * a["CI"] if k["FLAT_K"] else a["CI"]
-    bn = pow2_between(a["CO"], 16, 512)
-    bk = pow2_between(kk, 16, 512)
-    return dict(block_m=pow2_between(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
-
-
-def _tiles_pool_lrn(call):
-    a = call_args(call)
-    c = a["C"]
-    p = a["NB"] * a["OH"] * a["OW"] if "OH" in a else a["P"]
-    bc = pow2_between(c, 1, 1024)
-    return dict(block_c=bc, block_p=pow2_between(p, 1, max(1, 2 ** 16 // bc)))
-
-
-def _tiles_elementwise(call):
-    return dict(block=pow2_between(call_args(call)["NUMEL"], 1, 2 ** 18))
-
-
-def _tiles_conv2d_grad_data(call):
-    a = call_args(call)
-    m = a["NB"] * a["HJ"] * a["WJ"]
-    bn, bk = pow2_between(a["CI"], 16, 512), pow2_between(a["CO"], 16, 512)
-    return dict(block_m=pow2_between(m, 16, max(16, 2 ** 17 // max(bn, bk))), block_n=bn, block_k=bk)
-
-
-def _tiles_conv2d_grad_filter(call):
-    a, k = call_args(call), call.constexprs
-    rows = k["KH"] * k["KW"] * a["CI"] if k.get("FLAT_K", k.get("FLAT")) else a["CI"]
-    bm, bn = pow2_between(rows, 16, 512), pow2_between(a["CO"], 16, 512)
-    return dict(block_m=bm, block_n=bn, block_k=pow2_between(a["NB"] * a["OH"] * a["OW"], 16, max(16, 2 ** 17 // max(bm, bn))),
-                split=1)
-
-
-def _tiles_rows(call, split=False):
-    a = call_args(call)
-    bc = pow2_between(a["C"], 1, 1024)
-    out = dict(block_c=bc, block_r=pow2_between(a["M"], 1, max(1, 2 ** 16 // bc)))
-    if split:
-        out["split"] = 1
-    return out
-
-
-def _tiles_pool_grad(call):
-    a = call_args(call)
-    bc = pow2_between(a["C"], 1, 1024)
-    return dict(block_c=bc, block_p=pow2_between(a["NB"] * a["H"] * a["W"], 1, max(1, 2 ** 16 // bc)))
-
-
-def _tiles_lrn_grad(call):
-    a = call_args(call)
-    bc = pow2_between(a["C"], 1, 1024)
-    return dict(block_c=bc, block_p=pow2_between(a["P"], 1, max(1, 2 ** 16 // bc)))
-
-
-def _tiles_numel(key):
-    def rule(call):
-        a = call_args(call)
-        n = a["NB"] * a["F"] if key == "NB*F" else a[key]
-        return dict(block=pow2_between(n, 1, 2 ** 18))
-    return rule
-
-
-def _tiles_update(call):
-    n = call.out.numel() if call.out is not None else 1024     # the parameter (one per launch)
-    return dict(block=pow2_between(min(n, 65536), 16, 65536))
-
-
-def _tiles_embedding(call):
-    a = call_args(call)
-    bn = pow2_between(a["D"], 1, 1024)
-    return dict(block_n=bn, block_m=pow2_between(a["M"], 1, max(1, 2 ** 16 // bn)))
-
-
-def _tiles_channels(call):
-    return dict(block_c=pow2_between(call_args(call)["C"], 1, 1024))
-
-
-# kernel name -> KernelCall -> launcher keywords of tiles as large as the problem (codegen/lower.py
-# large_tiles: the interpreter's block policy; reductions unsplit); kernels not listed keep their
-# launcher's tiles
-INTERPRETER_TILES: dict[str, Callable] = {
-    "gemm_kernel": _tiles_gemm,
-    "conv2d_kernel": _tiles_conv2d,
-    "pool2d_kernel": _tiles_pool_lrn,
-    "lrn_kernel": _tiles_pool_lrn,
-    "elementwise_kernel": _tiles_elementwise,
-    "conv2d_grad_data_kernel": _tiles_conv2d_grad_data,
-    "conv2d_grad_filter_kernel": _tiles_conv2d_grad_filter,
-    **DEPTHWISE_TILES,
-    **CLIP_TILES,
-    "column_sums_kernel": lambda call: _tiles_rows(call, split=True),
-    "batch_stats_kernel": lambda call: _tiles_rows(call, split=True),
-    "batch_norm_rows_kernel": _tiles_rows,
-    "pool_grad_kernel": _tiles_pool_grad,
-    "upsample2d_grad_kernel": _tiles_pool_grad,
-    "lrn_grad_kernel": _tiles_lrn_grad,
-    "euclidean_loss_grad_kernel": _tiles_numel("NB*F"),
-    "dropout_kernel": _tiles_numel("NUMEL"),
-    "shifted_copy_kernel": _tiles_numel("NUMEL"),
-    "max_grad_kernel": _tiles_numel("NUMEL"),
-    "multi_tensor_update_kernel": _tiles_update,
-    "running_stats_kernel": _tiles_channels,
-    "embedding_kernel": _tiles_embedding,
-    "fill_kernel": _tiles_numel("NUMEL"),
-    **RECURRENT_TILES,
-    **SEQUENCE_TILES,
-    **SEQ_REVERSE_TILES,
-    **CHANNEL_PERMUTE_TILES,
-    **SEQ_MASK_TILES,
-    **ENERGY_TILES,
-}

@@ -217,3 +217,52 @@ def test_conv2d_gpu_default_blocks(device, rng, dtype):
     y = conv2d(x, wt, b, padding="SAME", activation="relu", allow_tf32=True)
     R.check(y, R.conv2d(x, wt, b, [1, 1, 1, 1], "SAME", activation="relu"), dtype,
             rtol=5e-3 if dtype == torch.float32 else None)
+
+
+# (N, H, W, C_in, C_out, KH, KW, stride, padding): convolutions that are matrix products, and some that are not
+MATRIX_CASES = [
+    ((3, 5, 5, 6, 20, 5, 5, 1, "VALID"), True),     # the whole window (Paleo's fc6): a row per image
+    ((3, 5, 5, 6, 20, 5, 5, 2, "VALID"), True),     #   whatever the stride
+    ((2, 4, 3, 16, 9, 1, 1, 1, "SAME"), True),      # pointwise: a row per pixel
+    ((2, 4, 3, 16, 9, 1, 1, 1, "VALID"), True),
+    ((2, 5, 5, 6, 20, 5, 5, 1, "SAME"), False),     # the whole window, padded: a 5x5 output
+    ((2, 4, 4, 16, 9, 1, 1, 2, "SAME"), False),     # 1x1 at stride 2 skips pixels
+    ((2, 4, 3, 16, 9, 1, 1, 1, [1, 0]), False),     # 1x1 padded
+    ((2, 6, 6, 4, 9, 3, 3, 1, "VALID"), False),     # a window that slides
+]
+
+
+@pytest.mark.parametrize("case,is_matrix", MATRIX_CASES, ids=lambda c: str(c).replace(" ", ""))
+def test_conv2d_matrix_views_compute_the_convolution(device, rng, case, is_matrix):
+    """conv2d_matrix_views (how codegen lowers a fully connected layer written as a convolution, and a 1x1
+    convolution: kernels/lowering.py) against the float64 reference, through gemm with split-K, into a
+    channel slice of a wider output with a residual: the views are exact or absent."""
+    from netc.kernels.conv import conv2d_matrix_views
+    from netc.kernels.gemm import gemm
+    n, h, w, ci, co, kh, kw, s, pad = case
+    x = randn(rng, n, h, w, ci, device=device)
+    wt = randn(rng, kh, kw, ci, co, device=device)
+    b = randn(rng, co, device=device)
+    oh, ow, *_ = conv2d_geometry(x.shape, wt.shape, [1, s, s, 1], pad)
+    wide = poisoned((n, oh, ow, co + 7), torch.float32, device)
+    out = wide[..., 3:3 + co]
+    res = randn(rng, n, oh, ow, co + 2, device=device)[..., 1:1 + co]
+    mat = conv2d_matrix_views(x, wt, [1, s, s, 1], pad, out, res)
+    assert (mat is not None) == is_matrix
+    if mat is None:
+        return
+    a, bm, o, r = mat
+    gemm(a, bm, b, out=o, residual=r, activation="relu", split=2, block_m=16, block_n=16, block_k=16)
+    ref = torch.relu(R.conv2d(x, wt, b, [1, s, s, 1], pad).double() + res.double())
+    R.check(out, ref)
+    assert torch.isnan(wide[..., :3]).all() and torch.isnan(wide[..., 3 + co:]).all()   # nothing outside the slice
+
+
+def test_conv2d_matrix_views_refuse_pixels_not_evenly_spaced(device, rng):
+    """A pointwise convolution over a tensor whose pixels are not evenly spaced (a crop of a wider image)
+    is no matrix over a view: None, and conv2d computes it."""
+    from netc.kernels.conv import conv2d_matrix_views
+    x = randn(rng, 2, 6, 8, 16, device=device)[:, :, 1:6]
+    wt = randn(rng, 1, 1, 16, 4, device=device)
+    out = poisoned((2, 6, 5, 4), torch.float32, device)
+    assert conv2d_matrix_views(x, wt, [1, 1, 1, 1], "VALID", out) is None

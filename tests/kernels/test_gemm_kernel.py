@@ -151,3 +151,35 @@ def test_split_k_workspace(device, rng):
         gemm(a, b, split=3, workspace=torch.zeros(95, device=device), **BLOCKS)
     with pytest.raises(ValueError, match="split must be at least 1"):
         gemm(a, b, split=0, **BLOCKS)
+
+
+def test_gemm_unit_strides_and_auto_split(device, rng):
+    """gemm's UNIT_* constexprs follow the operands' strides (A K-contiguous or not, B N- or K-contiguous,
+    the output's and residual's columns), each form computing the same product; split="auto" cuts K where
+    the tiles are few (gemm.default_split) and stays 1 where they are many or K is short."""
+    from netc.kernels.gemm import default_split, gemm
+    from netc.ops import reference as R
+    a = torch.randn(9, 70, generator=rng).to(device)
+    b = torch.randn(70, 12, generator=rng).to(device)
+    ref = a.double() @ b.double()
+    for aa in (a, a.t().contiguous().t()):
+        for bb in (b, b.t().contiguous().t()):
+            out = torch.full((12, 9), float("nan"), device=device).t()       # columns not contiguous
+            call = gemm(aa, bb, out=out, launch=False, block_m=16, block_n=16, block_k=16)
+            k = call.constexprs
+            assert (k["UNIT_AK"], k["UNIT_BN"], k["UNIT_BK"], k["UNIT_CN"]) == (
+                aa.stride(1) == 1, bb.stride(1) == 1, bb.stride(1) != 1, False)
+            call.launch()
+            R.check(out, ref)
+    assert default_split(128, 1000, 4096, 128, 128, 64) == 16      # AlexNet's fc8 at batch 128: 8 tiles
+    assert default_split(128, 4096, 6400, 128, 128, 64) == 4       # fc6: 32 tiles
+    assert default_split(4096, 4096, 4096, 128, 128, 64) == 1      # 1,024 tiles
+    assert default_split(16, 64, 64, 16, 64, 64) == 1              # K too short to cut
+    one = gemm(a, b, split="auto", launch=False, block_m=16, block_n=16, block_k=16)   # K = 70: 5 steps
+    assert one.constexprs["SPLIT"] == 1
+    a2, b2 = torch.randn(9, 300, generator=rng).to(device), torch.randn(300, 12, generator=rng).to(device)
+    calls = gemm(a2, b2, split="auto", launch=False, block_m=16, block_n=16, block_k=16)  # one tile, 19 steps
+    assert [c.constexprs["SPLIT"] for c in calls] == [4, 4]
+    for c in calls:
+        c.launch()
+    R.check(calls[-1].out, a2.double() @ b2.double())
