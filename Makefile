@@ -75,12 +75,16 @@ gpu-wheels: install
 	    --platform manylinux2014_x86_64 --platform any -d .whl $(GPU_WHEELS)
 
 # the libraries a GPU lease benchmarks (bench/gpu_session.sh lease), compiled here ahead of it (Triton compiles
-# cubins without a GPU) into prebuilt/: carry it with .whl, and the lease measures instead of compiling
+# cubins without a GPU) into prebuilt/: carry it with .whl, and the lease measures instead of compiling. What a
+# lease carries is at most 64 MiB: a training library is 5-14 MB, so the training ones are the lease's own
+# (bench/gpu_session.sh: TRAIN_NETS, TRAIN_PRECISION), about 35 MB in all with the inference ones
 GPU_BENCH_NETS ?= alex_v2 vgg16 resnet50 inception_v3 densenet
-GPU_TRAIN_NETS ?= inception_v3 vgg16 alex_v2 resnet50 densenet
+GPU_TRAIN_NETS ?= alex_v2 resnet50
+GPU_TRAIN_PRECISIONS ?= tf32x3,f32
 gpu-prebuild: install
+	rm -rf prebuilt
 	$(PY) bench/gpu.py $(GPU_BENCH_NETS) --precision bf16,tf32 --prebuild prebuilt
-	$(PY) bench/gpu.py --train $(GPU_TRAIN_NETS) --prebuild prebuilt
+	$(PY) bench/gpu.py --train $(GPU_TRAIN_NETS) --precision $(GPU_TRAIN_PRECISIONS) --prebuild prebuilt
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache

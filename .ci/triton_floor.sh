@@ -31,7 +31,8 @@ if [ "$STAGE" != run ]; then
     # environment), pytest and pytest-xdist (their versions as the test extra declares them), nothing else
     RUNNERS=$("$PYTHON" -c "import tomllib; t = tomllib.load(open('$ROOT/pyproject.toml', 'rb'))
 print(' '.join(r for r in t['project']['optional-dependencies']['test'] if r.startswith('pytest')))")
-    "$VENV/bin/python" -c "import netc" 2>/dev/null || "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" -e "$ROOT"
+    # (from /: in the checkout, python's path would find its netc whether or not the environment has it)
+    (cd / && "$VENV/bin/python" -c "import netc" 2>/dev/null) || "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" -e "$ROOT"
     "$VENV/bin/python" -m pip install -q -c "$D/constraints.txt" $RUNNERS
 fi
 [ "$STAGE" = prepare ] && exit 0

@@ -29,14 +29,17 @@ each timed with CUDA events around every call after `--warmup` untimed ones; the
 Also: the achieved FLOP/s of each (Paleo's forward FLOPs of the network / median time) against
 the device's dense tensor-core peak (data sheet; and an 8192^3 matrix product measured in the same
 run), the FLOP/s of the convolution kernels alone from netc's per-launch profile
-(Net.profile: CUDA events around each launch), and peak memory: netc's (its one arena plus the
+(Net.profile: CUDA events around each launch) with Paleo's predicted time of every launch beside it
+(netc.costmodel, as `netc run NET.so --profile`), and peak memory: netc's (its one arena plus the
 inputs and outputs) against eager's and torch.compile's torch.cuda.max_memory_allocated over a
 forward (their parameters and inputs included). Without a CUDA GPU it says so and exits 0.
 A benchmark, not a test.
 
 --train: a training step instead of a forward -- forward, backward and the optimizer's update
-(--optimizer, default momentum; --lr, default 1e-4: the steps timed keep training) -- in f32 (the
-precision of netc's training libraries), a softmax loss appended where the network has none (as
+(--optimizer, default momentum; --lr, default 1e-4: the steps timed keep training) -- on f32 tensors (a
+training library's), its products in IEEE f32 (--precision f32, the default), TF32 (tf32: eager and
+torch.compile with TF32 on too) or 3xTF32 (tf32x3: about f32's accuracy on the tensor cores; eager and
+torch.compile in IEEE f32, the same accuracy class), a softmax loss appended where the network has none (as
 `--loss softmax` does). netc: `netc compile --train` and Net.train_step (not waiting for the loss);
 eager: netc.runtime.eager.EagerTrainer (the same network as functional torch, torch.autograd and
 torch.optim from the same parameters); compile: EagerTrainer with its forward and loss under
@@ -75,11 +78,16 @@ OPAQUE_AS_IDENTITY = {"densenet"}
 LOSS_ON = {"densenet": "SoftmaxWithLoss1"}
 # precision -> (netc compile flags, torch dtype name, TF32 in torch)
 PRECISIONS = {"bf16": (("--dtype", "bf16"), "bfloat16", False), "fp16": (("--dtype", "fp16"), "float16", False),
-              "tf32": (("--tf32",), "float32", True), "f32": ((), "float32", False)}
+              "tf32": (("--tf32",), "float32", True), "f32": ((), "float32", False),
+              # 3xTF32 (about f32's accuracy): eager and torch.compile in IEEE f32, the same accuracy class
+              "tf32x3": (("--tf32x3",), "float32", False)}
+TRAIN_PRECISIONS = ("f32", "tf32", "tf32x3")     # a training library's (its tensors are f32)
 # dense tensor-core peaks (FLOP/s) from NVIDIA's data sheets (SXM parts, without sparsity)
-PEAKS = {"H100": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "f32": 66.9e12},
-         "H200": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "f32": 66.9e12},
-         "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "f32": 19.5e12}}
+PEAKS = {"H100": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "f32": 66.9e12,
+                  "tf32x3": 494.7e12 / 3},
+         "H200": {"bf16": 989.4e12, "fp16": 989.4e12, "tf32": 494.7e12, "f32": 66.9e12,
+                  "tf32x3": 494.7e12 / 3},
+         "A100": {"bf16": 312e12, "fp16": 312e12, "tf32": 156e12, "f32": 19.5e12, "tf32x3": 156e12 / 3}}
 
 
 def source_of(name: str) -> str:
@@ -148,11 +156,10 @@ def prebuild(a) -> int:
         src = source_of(name)
         opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
         if a.train:
-            loss_on = LOSS_ON.get(name)
-            jobs.append((src, ["--train", "--loss", "softmax", "--optimizer", a.optimizer]
-                         + (["--opaque-as-identity"] if opaque else []) + (["--loss-on", loss_on] if loss_on else [])))
+            for p in precisions_of(a):
+                jobs.append((src, train_flags(name, a, p)))
         else:
-            for p in [p.strip() for p in a.precision.split(",") if p.strip()]:
+            for p in precisions_of(a):
                 jobs.append((src, list(PRECISIONS[p][0]) + (["--opaque-as-identity"] if opaque else [])
                              + (["--tuning", a.tuning] if a.tuning else [])))
     for src, flags in jobs:
@@ -238,15 +245,29 @@ def measured_matmul_peak(dtype_name: str, tf32: bool) -> float:
 
 def profile_convs(net, xs, repeat: int) -> dict | None:
     """Per-launch CUDA-event times (Net.profile): the share of convolution and inner-product
-    kernels, and their FLOP/s."""
+    kernels, and their FLOP/s; beside each, Paleo's prediction for its FLOPs and bytes on this
+    device (netc.costmodel.layer_time, as `netc run NET.so --profile` prints it): predicted_ms, and
+    per op the factor predicted / measured (1: as fast as the model says)."""
     if not hasattr(net, "profile"):
         return None
     try:
         rows = net.profile(xs, repeat=repeat)
     except Exception as e:   # an old library without netc_profile: say so, keep benchmarking
         return dict(error=f"{type(e).__name__}: {e}")
-    out = dict(launches_ms=round(sum(r["median_ms"] for r in rows if r.get("kind", "launch") == "launch"
-                                     and r.get("op")), 4))
+    import torch
+    from netc.costmodel import get_device, layer_time
+    from netc.profile import DEVICE_PATTERNS
+    gpu = torch.cuda.get_device_name().upper()
+    key = next((k for pattern, k in DEVICE_PATTERNS if pattern in gpu), None)
+    dev = get_device(key) if key else None
+
+    def predicted(r) -> float | None:
+        return layer_time(dev, r.get("flops") or 0, r.get("bytes") or 0) * 1e3 if dev is not None else None
+
+    launches = [r for r in rows if r.get("kind", "launch") == "launch" and r.get("op")]
+    out = dict(launches_ms=round(sum(r["median_ms"] for r in launches), 4), costmodel_device=key)
+    if dev is not None:
+        out["predicted_ms"] = round(sum(predicted(r) for r in launches), 4)
     for op in ("netc.conv2d", "netc.inner_product"):
         sel = [r for r in rows if r.get("op") == op]
         if sel:
@@ -254,11 +275,20 @@ def profile_convs(net, xs, repeat: int) -> dict | None:
             fl = sum(r.get("flops") or 0 for r in sel)
             out[op.split(".")[1]] = dict(launches=len(sel), ms=round(ms, 4), flops=fl,
                                          tflops=round(fl / (ms / 1e3) / 1e12, 1) if ms else None)
-    top = sorted((r for r in rows if r.get("op")), key=lambda r: -r["median_ms"])[:8]
+            if dev is not None:
+                pred = sum(predicted(r) for r in sel)
+                out[op.split(".")[1]].update(predicted_ms=round(pred, 4), factor=round(pred / ms, 3) if ms else None)
+    top = sorted(launches, key=lambda r: -r["median_ms"])[:8]
     out["slowest"] = [dict(step=r.get("step"), kernel=r.get("kernel"), layers=r.get("layers"),
                            ms=round(r["median_ms"], 4),
                            tflops=round((r.get("flops") or 0) / (r["median_ms"] / 1e3) / 1e12, 1)
-                           if r["median_ms"] else None) for r in top]
+                           if r["median_ms"] else None,
+                           **({"predicted_ms": round(predicted(r), 4)} if dev is not None else {}))
+                      for r in top]
+    out["launches"] = [dict(step=r.get("step"), kernel=r.get("kernel_name") or r.get("kernel"), layers=r.get("layers"),
+                            ms=round(r["median_ms"], 4),
+                            **({"predicted_ms": round(predicted(r), 4)} if dev is not None else {}))
+                       for r in launches]
     return out
 
 
@@ -381,17 +411,30 @@ def eager_training_module(src: str, opaque: bool, loss_on: str | None = None):
     return module
 
 
-def bench_train(name: str, a, arch: str) -> dict:
+def precisions_of(a) -> list:
+    """--precision's list (default: bf16,tf32 for inference, f32 for --train)."""
+    return [p.strip() for p in (a.precision or ("f32" if a.train else "bf16,tf32")).split(",") if p.strip()]
+
+
+def train_flags(name: str, a, precision: str) -> list:
+    """`netc compile` flags of the training library bench_train times."""
+    opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
+    loss_on = LOSS_ON.get(name)
+    return (["--train", "--loss", "softmax", "--optimizer", a.optimizer] + list(PRECISIONS[precision][0])
+            + (["--opaque-as-identity"] if opaque else []) + (["--loss-on", loss_on] if loss_on else []))
+
+
+def bench_train(name: str, a, arch: str, precision: str = "f32") -> dict:
     import torch
     from netc.explain import layer_rows
     from netc.runtime.eager import EagerTrainer
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
+    tf32 = PRECISIONS[precision][2]        # eager's TF32 where netc's library takes TF32 products
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    torch.backends.cudnn.allow_tf32 = tf32
     src = source_of(name)
     opaque = name in OPAQUE_AS_IDENTITY or a.opaque_as_identity
     loss_on = LOSS_ON.get(name)
-    flags = (["--train", "--loss", "softmax", "--optimizer", a.optimizer] + (["--opaque-as-identity"] if opaque else [])
-             + (["--loss-on", loss_on] if loss_on else []))
+    flags = train_flags(name, a, precision)
     comp, net = compile_and_load(src, arch, flags, a.seed)
     with net:
         b = net.batch
@@ -402,7 +445,7 @@ def bench_train(name: str, a, arch: str) -> dict:
         state = set(t.get("state") or []) | {p["name"] for p in net.manifest["parameters"] if "state" in p}
         start = {k: v for k, v in net.get_params().items() if k not in state}
         xs = training_inputs(net, a.seed)
-        row = dict(network=net.network, precision="f32", mode="train", optimizer=t["optimizer"], lr=a.lr,
+        row = dict(network=net.network, precision=precision, mode="train", optimizer=t["optimizer"], lr=a.lr,
                    file=os.path.relpath(src, ROOT), batch=b, flops_step=flops, netc_compile=comp)
 
         def trainer():
@@ -456,7 +499,9 @@ def bench_train(name: str, a, arch: str) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("nets", nargs="*", default=list(NAMED), help=", ".join(NAMED) + ", or files")
-    ap.add_argument("--precision", default="bf16,tf32", help="comma-separated: bf16, tf32, fp16, f32 (default bf16,tf32)")
+    ap.add_argument("--precision", default=None,
+                    help="comma-separated: bf16, tf32, tf32x3, fp16, f32 (default bf16,tf32); with --train f32, tf32, "
+                         "tf32x3 (default f32)")
     ap.add_argument("--iters", type=int, default=50)
     ap.add_argument("--warmup", type=int, default=10)
     ap.add_argument("--seed", type=int, default=0)
@@ -465,7 +510,7 @@ def main(argv=None) -> int:
     ap.add_argument("--tuning", metavar="FILE", help="netc autotuning results for `netc compile --tuning`")
     ap.add_argument("--opaque-as-identity", action="store_true", help="for files given by path")
     ap.add_argument("--out", metavar="FILE.json", help="default: bench/results/gpu-<device>-<date>.json")
-    ap.add_argument("--train", action="store_true", help="time a training step (f32) instead of a forward")
+    ap.add_argument("--train", action="store_true", help="time a training step (f32 tensors) instead of a forward")
     ap.add_argument("--optimizer", default="momentum", help="with --train: sgd, momentum, nesterov, adam, rmsprop")
     ap.add_argument("--lr", type=float, default=1e-4, help="with --train: the learning rate of every step")
     ap.add_argument("--prebuilt", metavar="DIR", action="append", default=[],
@@ -476,13 +521,12 @@ def main(argv=None) -> int:
     if a.prebuild:
         return prebuild(a)
     PREBUILT[:] = a.prebuilt
-    precisions = [p.strip() for p in a.precision.split(",") if p.strip()]
-    if a.train:
-        precisions = ["f32"]      # netc's training libraries compute in f32
-    bad = [p for p in precisions if p not in PRECISIONS]
+    precisions = precisions_of(a)
+    known = TRAIN_PRECISIONS if a.train else tuple(PRECISIONS)
+    bad = [p for p in precisions if p not in known]
     if bad or a.iters < 50:
-        raise SystemExit(f"bench/gpu.py: unknown precision {bad} (known: {', '.join(PRECISIONS)})" if bad
-                         else "bench/gpu.py: --iters must be at least 50 (the figure is a median)")
+        raise SystemExit(f"bench/gpu.py: unknown precision {bad} (known{' with --train' if a.train else ''}: "
+                         f"{', '.join(known)})" if bad else "bench/gpu.py: --iters must be at least 50 (the figure is a median)")
     import torch
     if not torch.cuda.is_available():
         print("bench/gpu.py: no CUDA GPU here (torch.cuda.is_available() is False); nothing to time. "
@@ -498,7 +542,8 @@ def main(argv=None) -> int:
     torch.backends.cudnn.benchmark = True
     gpu = torch.cuda.get_device_name()
     peaks = next((v for k, v in PEAKS.items() if k in gpu), None)
-    measured = {p: measured_matmul_peak(PRECISIONS[p][1], PRECISIONS[p][2]) for p in precisions}
+    # (3xTF32 has no torch matmul of its own: no measured peak)
+    measured = {p: measured_matmul_peak(PRECISIONS[p][1], PRECISIONS[p][2]) for p in precisions if p != "tf32x3"}
     results = []
     slug = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-")
     kind = "gpu-train" if a.train else "gpu"
@@ -537,7 +582,7 @@ def main(argv=None) -> int:
     for precision in precisions:
         for name in a.nets:
             try:
-                row = bench_train(name, a, arch) if a.train else bench_one(name, precision, a, arch)
+                row = bench_train(name, a, arch, precision) if a.train else bench_one(name, precision, a, arch)
             except Exception as e:      # one network's failure leaves the others' figures
                 import traceback
                 traceback.print_exc()
@@ -547,7 +592,7 @@ def main(argv=None) -> int:
                 continue
             if a.train:
                 tc = row.get("torch_compile")
-                print(f"{name} train step (batch {row['batch']}, {a.optimizer}): netc {row['netc']['median_ms']:.3f} ms"
+                print(f"{name} {precision} train step (batch {row['batch']}, {a.optimizer}): netc {row['netc']['median_ms']:.3f} ms"
                       f", eager {row['eager']['median_ms']:.3f}"
                       + (f", torch.compile {tc['median_ms']:.3f}" if tc else "")
                       + (f"; netc/torch.compile {row['netc_over_torch_compile']:.2f}" if tc else "")
@@ -557,7 +602,7 @@ def main(argv=None) -> int:
                 if peaks:
                     for k in ("netc", "eager", "torch_compile"):
                         if "tflops" in row.get(k, {}):
-                            row[k]["of_peak"] = round(row[k]["tflops"] * 1e12 / peaks["f32"], 4)
+                            row[k]["of_peak"] = round(row[k]["tflops"] * 1e12 / peaks[precision], 4)
                 results.append(row)
                 save()
                 continue

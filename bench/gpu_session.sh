@@ -12,12 +12,13 @@
 #   sanitize   compute-sanitizer memcheck over one inference of AlexNet (f32 and bf16) and two training steps
 #   ncu        Nsight Compute on VGG-16's convolutions, bf16 and TF32 (one log)
 #   lease      what a 15-minute lease holds (~9.5 min): tests-all with sanitize beside it, then bench and
-#              bench-train on three and two networks (torch.compile in its default mode), then ncu
+#              bench-train on three and two networks (torch.compile in its default mode; LEASE_AFTER names others)
 #   carried    run .so files built on a CPU-only machine (carried/*.so) with --compare
 #   tune       netc compile --autotune for the benchmark nets (bf16 and TF32): the tuning file
 #   bench      bench/gpu.py: .so vs eager vs torch.compile (max-autotune), bf16 and TF32
 #   bench-quick bench/gpu.py without torch.compile
-#   bench-train bench/gpu.py --train: a training step (f32) of the .so vs eager vs torch.compile
+#   bench-train bench/gpu.py --train: a training step of the .so vs eager vs torch.compile, its products in 3xTF32
+#              and IEEE f32 (TRAIN_PRECISION, default tf32x3,f32; tf32 too: eager with TF32 on)
 # Environment: NETC_CORPUS (default ./shared/corpus, else ../shared/corpus), TUNING (a tuning file
 # for the bench stage), BENCH_NETS (default: the five), BENCH_ARGS (more bench/gpu.py flags),
 # TESTS_TIMEOUT, BENCH_TIMEOUT, SANITIZE_TIMEOUT (seconds for the tests, bench and each memcheck run: 480,
@@ -76,7 +77,8 @@ for stage in "$@"; do
           python3 bench/memcheck_run.py run /tmp/san_$dt.so --batch 16 >>"$LOG/sanitize.log" 2>&1
         echo "memcheck alexnet $dt: exit $?"
       done
-      python3 -m netc compile examples/alexnet.nd --train --loss softmax --batch 16 -o /tmp/san_train.so 2>&1 | tail -1
+      python3 -m netc compile examples/alexnet.nd --train --loss softmax --batch 16 -o /tmp/san_train.so 2>&1 \
+        | grep -E "^wrote|error" | tail -2     # (not --loss softmax's warning that the network had no loss)
       echo "== memcheck alexnet training" >>"$LOG/sanitize.log"
       timeout ${SANITIZE_TIMEOUT:-300} compute-sanitizer --tool memcheck --leak-check full --error-exitcode 9 \
         python3 bench/memcheck_run.py run /tmp/san_train.so --train --steps 2 >>"$LOG/sanitize.log" 2>&1
@@ -111,12 +113,13 @@ for stage in "$@"; do
       SANITIZE_TIMEOUT=${SANITIZE_TIMEOUT:-70} bash "$0" sanitize >"$LOG/sanitize_stage.txt" 2>&1 &
       TESTS_WORKERS=14 TESTS_TIMEOUT=${TESTS_TIMEOUT:-235} bash "$0" tests-all
       wait; cat "$LOG/sanitize_stage.txt"; rm -f "$LOG/sanitize_stage.txt"
-      # LEASE_AFTER: the stages after the tests (default: bench bench-train ncu)
-      for after in ${LEASE_AFTER:-bench bench-train ncu}; do
+      # LEASE_AFTER: the stages after the tests (default: bench bench-train; 235 + 170 + 170 s at most, under a
+      # call's 600; ncu may be named where time is left)
+      for after in ${LEASE_AFTER:-bench bench-train}; do
         case $after in
           bench) BENCH_NETS=${BENCH_NETS:-alex_v2 vgg16 resnet50} BENCH_TIMEOUT=${BENCH_TIMEOUT:-170} \
                    BENCH_ARGS="--compile-mode default ${BENCH_ARGS:-}" bash "$0" bench ;;
-          bench-train) BENCH_NETS=${TRAIN_NETS:-alex_v2 resnet50} BENCH_TIMEOUT=${TRAIN_TIMEOUT:-140} \
+          bench-train) BENCH_NETS=${TRAIN_NETS:-alex_v2 resnet50} BENCH_TIMEOUT=${TRAIN_TIMEOUT:-170} \
                    BENCH_ARGS="--compile-mode default ${BENCH_ARGS:-}" bash "$0" bench-train ;;
           ncu) NCU_TIMEOUT=50 bash "$0" ncu ;;
           *) bash "$0" "$after" ;;
@@ -148,7 +151,8 @@ for stage in "$@"; do
         ${TUNING:+--tuning $TUNING} ${BENCH_ARGS:-} --out "$LOG/bench_quick.json" >"$LOG/bench_quick.log" 2>&1
       echo "bench exit $?"; grep -vE "^\s*$" "$LOG/bench_quick.log" | tail -14 ;;
     bench-train)
-      timeout ${BENCH_TIMEOUT:-580} python3 bench/gpu.py --train $NETS ${BENCH_ARGS:-} $PREBUILT_ARGS --out "$LOG/bench_train.json" \
+      timeout ${BENCH_TIMEOUT:-580} python3 bench/gpu.py --train $NETS --precision ${TRAIN_PRECISION:-tf32x3,f32} \
+        ${BENCH_ARGS:-} $PREBUILT_ARGS --out "$LOG/bench_train.json" \
         >"$LOG/bench_train.log" 2>&1; echo "bench-train exit $?"
       grep -vE "^\s*$" "$LOG/bench_train.log" | tail -8 ;;
     *) echo "gpu_session: unknown stage '$stage'" ;;

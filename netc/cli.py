@@ -43,12 +43,15 @@ def _singa_version(p):
 
 
 def _precision(p, dtype_help):
-    """--dtype / --tf32 of compile and opt (checked by runtime.flags.precision_options: a bad dtype is exit 1)."""
+    """--dtype / --tf32 / --tf32x3 of compile and opt (checked by runtime.flags.precision_options: a bad dtype is exit 1)."""
     p.add_argument("--dtype", default=None, metavar="DTYPE",
                    help=dtype_help + "; accumulation is always f32. Softmax outputs, losses and batch-norm "
                         "parameters stay f32")
     p.add_argument("--tf32", action="store_true",
                    help="let f32 convolutions and inner products use TF32 tensor cores (off by default)")
+    p.add_argument("--tf32x3", action="store_true",
+                   help="compute f32 convolutions and inner products as three TF32 tensor-core products each "
+                        "(3xTF32: about f32's accuracy; off by default)")
 
 
 def _stdout_output(p, metavar, what):
@@ -235,6 +238,8 @@ def _parser_run(sub):
     p.add_argument("--tf32", action="store_true",
                    help="with --target interp: f32 matrix products use TF32 (the interpreter rounds the operands "
                         "as the tensor cores do)")
+    p.add_argument("--tf32x3", action="store_true",
+                   help="with --target interp: f32 matrix products as three TF32 products each (3xTF32)")
     p.add_argument("-o", "--output", metavar="OUT.npz", help="write the outputs to an .npz archive instead of a summary")
     p.add_argument("--state-in", metavar="S.npz",
                    help="--reference (the default with it): start every recurrent layer from the state in S.npz (a "

@@ -38,9 +38,11 @@ from .passes.manager import DEFAULT_PIPELINE, PassContext, PassManager
 @dataclass(frozen=True)
 class Precision:
     """The set-dtype pass's options: floating tensors and parameters in `dtype` ('f32', 'bf16', 'fp16';
-    None: as declared), f32 matrix products on TF32 tensor cores with `tf32`."""
+    None: as declared), f32 matrix products on TF32 tensor cores with `tf32`, or as three TF32 products
+    each (3xTF32: about f32's accuracy) with `tf32x3`."""
     dtype: str | None = None
     tf32: bool = False
+    tf32x3: bool = False
 
 
 @dataclass(frozen=True)
@@ -141,7 +143,8 @@ def context(options: Options = Options(), diag: DiagnosticEngine | None = None, 
     if options.workers is not None:
         ctx.options["partition"] = {"workers": options.workers}
     if options.precision is not None:
-        ctx.options["set_dtype"] = {"dtype": options.precision.dtype, "tf32": options.precision.tf32}
+        ctx.options["set_dtype"] = {"dtype": options.precision.dtype, "tf32": options.precision.tf32,
+                                    "tf32x3": options.precision.tf32x3}
     if options.training is not None:
         ctx.options["backward"] = options.training.backward_options()
         ctx.options["optimizer"] = options.training.optimizer_options()

@@ -113,6 +113,10 @@ def test_pass_needs_options_and_checks_them():
         _set_dtype(NET, "bf61")
     with pytest.raises(NetcError, match="--tf32 applies to f32"):
         _set_dtype(NET, "bf16", tf32=True)
+    with pytest.raises(NetcError, match="--tf32x3 applies to f32"):
+        pipelines.inference(parse_nd(NET), Options(precision=Precision("bf16", tf32x3=True)))
+    with pytest.raises(NetcError, match="two ways to compute f32 products"):
+        pipelines.inference(parse_nd(NET), Options(precision=Precision(None, True, True)))
 
 
 # --------------------------------------------------------------------------- the interpreter target
@@ -160,6 +164,34 @@ def test_interp_tf32_network():
     assert convs and all(prog.launches[i].call.constexprs["W_KMAJOR"] for i in convs)
     assert all(names[i - 1] == "filter_kmajor_kernel" and prog.launches[i - 1].call.setup for i in convs)
     assert all(prog.launches[i].part == 0 and prog.launches[i - 1].part == 1 for i in convs)
+
+
+def test_interp_3xtf32_network_is_about_as_accurate_as_f32():
+    """--tf32x3: every f32 matrix product as three TF32 products (ALLOW_TF32 = 3 in every conv, gemm and
+    gradient kernel; TF32's K-major filter copies too); against the f64 reference the network is within
+    f32's tolerance and more than ten times closer than with one TF32 product."""
+    prog, _, errs = _interp_vs_reference("f32", tf32="tf32x3")
+    _, _, errs_tf32 = _interp_vs_reference("f32", tf32=True)
+    anchors = [L for L in prog.launches if "ALLOW_TF32" in L.call.constexprs]
+    assert anchors and all(L.call.constexprs["ALLOW_TF32"] == 3 for L in anchors)
+    assert prog.manifest()["precision"] == {"dtype": "f32", "accumulate": "f32", "tf32": False, "tf32x3": True}
+    assert errs["s"] < 1e-5 and errs_tf32["s"] > 10 * errs["s"], (errs, errs_tf32)
+
+
+def test_training_program_takes_3xtf32():
+    """`netc compile --train --tf32x3`: the training step's products (forward, data and filter gradients)
+    are 3xTF32 too; --dtype stays refused with --train."""
+    from netc.codegen.lower import lower_network
+    from netc.pipelines import Plan, Training, compile
+    m = parse_nd(NET)
+    ctx = compile(m, Options(phase="train", training=Training(loss="softmax", loss_on="ip"), precision=Precision(tf32x3=True)),
+                  plan=Plan(mode="training"))
+    net = m.networks()[0]
+    low = lower_network(m, net, next(iter(ctx.notes["memory_plan"].values())))
+    kernels = {L.call.kernel.__name__: L.call.constexprs["ALLOW_TF32"] for L in low.launches
+               if "ALLOW_TF32" in L.call.constexprs}
+    assert {"conv2d_kernel", "conv2d_grad_data_kernel", "conv2d_grad_filter_kernel", "gemm_kernel"} <= set(kernels)
+    assert set(kernels.values()) == {3}, kernels
 
 
 def test_interp_f32_convolutions_read_the_filter_in_place():
@@ -252,9 +284,14 @@ def test_cli_compare_fails_beyond_the_dtype_tolerance(netc_main, netfile, monkey
     (["run", "--reference", "--dtype", "bf16"], "--dtype bf16 is a compiled dtype: use it with --target interp"),
     (["run", "--reference", "--dtype", "f66"], "unknown --dtype 'f66'"),
     (["run", "--reference", "--tf32"], "--tf32 needs --target interp"),
+    (["run", "--reference", "--tf32x3"], "--tf32x3 needs --target interp"),
+    (["run", "--target", "interp", "--train", "--tf32x3"], "training on the interpreter target runs f32 kernels"),
     (["run", "--target", "interp", "--dtype", "fp16", "--tf32"], "--tf32 applies to f32 matrix products"),
     (["compile", "-o", "x.so", "--dtype", "bf61"], "did you mean 'bf16'?"),
     (["compile", "-o", "x.so", "--dtype", "bf16", "--tf32"], "--tf32 applies to f32 matrix products"),
+    (["compile", "-o", "x.so", "--dtype", "bf16", "--tf32x3"], "--tf32x3 applies to f32 matrix products"),
+    (["compile", "-o", "x.so", "--tf32", "--tf32x3"], "two ways to compute f32 products"),
+    (["compile", "-o", "x.so", "--train", "--dtype", "bf16"], "a training library computes in f32"),
     (["opt", "--dtype", "half"], "unknown --dtype 'half'"),
 ])
 def test_cli_bad_dtype(netc_main, netfile, tmp_path, args, message):

@@ -213,8 +213,8 @@ def _lower_group(members, plan, tensors, pl: _Placements, pin: dict, tf32: bool 
     """[(KernelCall, rows_per_sample, block)] of a group, by its anchor's entry in the lowering
     table (one per kernel, in launch order): the grid's first axis is cdiv(rows_per_sample * b,
     block) * R, block the value of the constexpr so named, a number, None (1) or FIXED_GRID (a
-    grid that does not depend on the batch). tf32: f32 matrix products may use TF32 (the
-    network's netc.precision, from set-dtype)."""
+    grid that does not depend on the batch). tf32: how f32 matrix products are computed (f32_products:
+    False, True for TF32 or "tf32x3"; the network's netc.precision, from set-dtype)."""
     prologue = None
     first = lowering_of(members[0].name)
     if len(members) > 1 and first is not None and first.prologue is not None:
@@ -590,6 +590,13 @@ def kernel_diagnostics(body, aliased=frozenset()) -> list:
     return out
 
 
+def f32_products(net):
+    """The kernels' allow_tf32 for a network's f32 matrix products, from its netc.precision (set-dtype):
+    False (IEEE), True (TF32) or "tf32x3" (three TF32 products each)."""
+    prec = net.attrs.get("netc.precision") or {}
+    return "tf32x3" if prec.get("tf32x3") else bool(prec.get("tf32", False))
+
+
 def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None = None,
                   layout: ArenaLayout | None = None, prologue=()) -> Lowered:
     """Every kernel launch of one planned network, in schedule order. blocks: the tile policy
@@ -612,7 +619,7 @@ def lower_network(module, net, plan, blocks: str = "cuda", tuning: dict | None =
     tensors = {t.name: t for t in plan.tensors}
     step_of = {n: s.index for s in plan.steps for n in s.layers}
     steps = plan.steps
-    tf32 = bool((net.attrs.get("netc.precision") or {}).get("tf32", False))
+    tf32 = f32_products(net)
     opaque = [op for op in body if getattr(lowering_of(op.name), "opaque", False)]
     if opaque:
         raise CodegenError(opaque_diagnostics(opaque))

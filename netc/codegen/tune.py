@@ -32,7 +32,7 @@ from ..diagnostics import NetcError
 from .manifest import const_region
 from .tuning_file import TUNED_KERNELS
 from ..kernels.gemm import SMS as _SMS
-from .lower import TORCH_DTYPES, pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
+from .lower import TORCH_DTYPES, f32_products, pin_of, lower_calls, lower_network, tuning_key  # noqa: F401 (tuning_key: API)
 
 
 # (block_m, block_n, block_k, num_warps, num_stages): shapes of Triton's matmul tuning practice,
@@ -204,7 +204,7 @@ def tune_network(module, net, plan, *, device="cuda", warmup: int = 5, reps: int
         halves.random_(0x3C00, 0x3F00)
     pl = _ArenaPlacements(plan, arena, const)
     tensors = {t.name: t for t in plan.tensors}
-    tf32 = bool((net.attrs.get("netc.precision") or {}).get("tf32", False))
+    tf32 = f32_products(net)
     timer = timer or _event_timer(warmup, reps)
     name = torch.cuda.get_device_name(device) if torch.device(device).type == "cuda" else str(device)
     if torch.device(device).type == "cuda":

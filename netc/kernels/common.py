@@ -182,15 +182,49 @@ def to_tf32(x):
     return (x.to(tl.uint32, bitcast=True) & 0xFFFFE000).to(tl.float32, bitcast=True)
 
 
+# ALLOW_TF32's values (tf32_mode): fp32 products in IEEE fp32, on TF32 tensor cores, or as three TF32
+# products (3xTF32: each operand split into a TF32 "big" part and the TF32 of its remainder; big*big +
+# big*small + small*big, the small*small term dropped: about fp32's accuracy at tensor-core speed)
+TF32X3 = 3
+
+
+def tf32_mode(allow_tf32):
+    """The ALLOW_TF32 constexpr of a launcher's `allow_tf32`: False/None (IEEE), True (TF32) or "tf32x3"
+    (3xTF32: TF32X3). Booleans stay booleans, so the specializations of the first two keep their keys."""
+    if allow_tf32 in ("tf32x3", TF32X3):
+        return TF32X3
+    if allow_tf32 in (None, False, True, 0, 1):
+        return bool(allow_tf32)
+    raise ValueError(f"allow_tf32 is False, True or 'tf32x3', got {allow_tf32!r}")
+
+
+@triton.jit
+def tf32_split(x):
+    """(big, small): x's TF32 value and the TF32 value of what is left (3xTF32's operands, as the
+    interpreter computes them; compiled, Triton splits them itself)."""
+    big = to_tf32(x)
+    return big, to_tf32(x - big)
+
+
 @triton.jit
 def mma(a, b, acc, ALLOW_TF32: tl.constexpr):
-    """acc += a @ b with an fp32 accumulator. fp32 operands use TF32 tensor cores only when
-    ALLOW_TF32, otherwise full IEEE fp32 ("ieee"). fp16/bf16 operands (b is converted to a's dtype
-    when they differ) multiply exactly on the tensor cores and ignore ALLOW_TF32."""
+    """acc += a @ b with an fp32 accumulator. fp32 operands use TF32 tensor cores when ALLOW_TF32 is
+    True, three TF32 products when it is TF32X3 (3xTF32), otherwise full IEEE fp32 ("ieee").
+    fp16/bf16 operands (b is converted to a's dtype when they differ) multiply exactly on the tensor
+    cores and ignore ALLOW_TF32."""
     if a.dtype != b.dtype:
         b = b.to(a.dtype)
     if a.dtype == tl.float32:
-        if ALLOW_TF32:
+        if ALLOW_TF32 == 3:        # TF32X3 (a literal: a jitted function reads no module globals)
+            if INTERPRETING:
+                a_big, a_small = tf32_split(a)
+                b_big, b_small = tf32_split(b)
+                acc = tl.dot(a_small, b_big, acc, input_precision="ieee")
+                acc = tl.dot(a_big, b_small, acc, input_precision="ieee")
+                acc = tl.dot(a_big, b_big, acc, input_precision="ieee")
+            else:
+                acc = tl.dot(a, b, acc, input_precision="tf32x3")
+        elif ALLOW_TF32:
             if INTERPRETING:
                 a = to_tf32(a)
                 b = to_tf32(b)

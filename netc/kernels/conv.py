@@ -20,7 +20,7 @@ import triton
 import triton.language as tl
 
 from .common import (KernelCall, activation_code, finish, channel_slice, check_float, dummy, epilogue, grouped_tile, mma, pair,
-                     pow2_at_least, row_stride, window_geometry)
+                     pow2_at_least, row_stride, window_geometry, tf32_mode)
 
 
 @triton.jit
@@ -272,6 +272,6 @@ def conv2d(x: torch.Tensor, w: torch.Tensor, bias=None, *, strides=(1, 1, 1, 1),
         KH=kh, KW=kw, SH=sh, SW=sw,
         HAS_BIAS=bias is not None, HAS_AFFINE=scale is not None, HAS_RESIDUAL=residual is not None,
         RESIDUAL_AFTER_ACT=bool(residual_after_act), ACTIVATION=activation_code(activation),
-        ALLOW_TF32=bool(allow_tf32), FLAT_K=bool(flat_k), W_KMAJOR=w_kmajor is not None,
+        ALLOW_TF32=tf32_mode(allow_tf32), FLAT_K=bool(flat_k), W_KMAJOR=w_kmajor is not None,
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
         dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), o), launch)

@@ -35,7 +35,7 @@ import triton
 import triton.language as tl
 
 from .common import (KernelCall, activate, activation_code, channel_slice, check_float, dummy, finish, grouped_tile, mma,
-                     pair, pow2_at_least, row_stride, window_geometry)
+                     pair, pow2_at_least, row_stride, window_geometry, tf32_mode)
 from .gemm import gemm
 from .train_common import (activation_derivative, check_prologue, column_sums, default_split,
                            finish_calls, sum_partials_call, workspace_for)
@@ -305,7 +305,7 @@ def conv2d_grad_data(dz: torch.Tensor, w: torch.Tensor, input_shape, strides=(1,
         float(grad_slope)), dict(
         KH=kh, KW=kw, SH=sh, SW=sw, PROLOGUE=code, ACTIVATION=activation_code(epilogue_activation),
         EPILOGUE_GRAD=gcode,
-        ALLOW_TF32=bool(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
+        ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
         dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), o), launch)
 
 
@@ -377,7 +377,7 @@ def conv2d_grad_filter(x: torch.Tensor, dz: torch.Tensor, filter=None, strides=(
         x.stride(0), x.stride(1), x.stride(2), dz.stride(0), dz.stride(1), dz.stride(2), syn, syh, syw,
         stride_ok, float(negative_slope)), dict(
         KH=kh, KW=kw, SH=sh, SW=sw, PROLOGUE=code, HAS_BIAS=bias is not None, FLAT_K=bool(flat_k), SPLIT=split,
-        ALLOW_TF32=bool(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
+        ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m),
         dict(num_warps=num_warps or d["num_warps"], num_stages=num_stages or d["num_stages"]), result)
     calls = [first]
     if split > 1:

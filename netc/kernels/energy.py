@@ -19,7 +19,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, check_float, finish, mma, pow2_at_least, row_stride
+from .common import KernelCall, check_float, finish, mma, pow2_at_least, row_stride, tf32_mode
 from .dropout import philox_base
 from .gemm import gemm
 
@@ -183,7 +183,7 @@ def rbm_statistics(v0: torch.Tensor, h0: torch.Tensor, vk: torch.Tensor, hk: tor
         return finish(KernelCall(rbm_weight_stats_kernel, grid, (
             v0r, h0r, vkr, hkr, o, b, v, hd, row_stride(v0r, "v0"), row_stride(h0r, "h0"), row_stride(vkr, "vk"),
             row_stride(hkr, "hk"), o.stride(0)), dict(
-            ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps), o), launch)
+            ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps), o), launch)
     if role not in ("hidden_bias", "bias"):
         raise ValueError(f"role must be weight, hidden_bias or bias, got {role!r}")
     pos, neg = (h0r, hkr) if role == "hidden_bias" else (v0r, vkr)

@@ -16,7 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, activation_code, check_float, dummy, epilogue, finish, grouped_tile, mma, pow2_at_least
+from .common import (KernelCall, activation_code, check_float, dummy, epilogue, finish, grouped_tile, mma, pow2_at_least,
+                     tf32_mode)
 
 
 @triton.jit
@@ -83,19 +84,33 @@ def gemm_kernel(a_ptr, b_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
         w_ptrs = c_ptr + (pid_s * M + offs_m)[:, None] * stride_cm + offs_n[None, :] * stride_cn
         tl.store(w_ptrs, acc, mask=mask_m[:, None] & mask_n[None, :])
     else:
-        if UNIT_RN:
-            acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
-                           stride_rm, 1, slope,
-                           HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
-        else:
-            acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
-                           stride_rm, stride_rn, slope,
-                           HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
-        if UNIT_CN:
-            c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
-        else:
-            c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask_m[:, None] & mask_n[None, :])
+        epilogue_store(acc, offs_m, offs_n, mask_m, mask_n, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                       stride_cm, stride_cn, stride_rm, stride_rn, slope, HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL,
+                       RESIDUAL_AFTER_ACT, ACTIVATION, UNIT_CN, UNIT_RN)
+
+
+@triton.jit
+def epilogue_store(acc, offs_m, offs_n, mask_m, mask_n, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                   stride_cm, stride_cn, stride_rm, stride_rn, slope,
+                   HAS_BIAS: tl.constexpr, HAS_AFFINE: tl.constexpr, HAS_RESIDUAL: tl.constexpr,
+                   RESIDUAL_AFTER_ACT: tl.constexpr, ACTIVATION: tl.constexpr, UNIT_CN: tl.constexpr,
+                   UNIT_RN: tl.constexpr):
+    """C = epilogue(acc), stored: the fused epilogue (common.py), then the tile into C. A column stride
+    known to be 1 (UNIT_CN, UNIT_RN: gemm_kernel's reason) is the constant 1 here, so the residual's
+    loads and C's stores are 16-byte vectors."""
+    if UNIT_RN:
+        rn = 1
+    else:
+        rn = stride_rn
+    if UNIT_CN:
+        cn = 1
+    else:
+        cn = stride_cn
+    acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                   stride_rm, rn, slope,
+                   HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
+    tl.store(c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * cn, acc.to(c_ptr.dtype.element_ty),
+             mask=mask_m[:, None] & mask_n[None, :])
 
 
 @triton.jit
@@ -117,19 +132,9 @@ def gemm_split_reduce_kernel(w_ptr, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_p
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in tl.static_range(SPLIT):
         acc += tl.load(w_ptr + (s * M + offs_m)[:, None] * N + offs_n[None, :], mask=mask, other=0.0)
-    if UNIT_RN:   # (unit strides known at compile time: gemm_kernel's reason)
-        acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
-                       stride_rm, 1, slope,
-                       HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
-    else:
-        acc = epilogue(acc, offs_m, offs_n, mask_m, mask_n, bias_ptr, scale_ptr, shift_ptr, res_ptr,
-                       stride_rm, stride_rn, slope,
-                       HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL, RESIDUAL_AFTER_ACT, ACTIVATION)
-    if UNIT_CN:
-        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :]
-    else:
-        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=mask)
+    epilogue_store(acc, offs_m, offs_n, mask_m, mask_n, c_ptr, bias_ptr, scale_ptr, shift_ptr, res_ptr,
+                   stride_cm, stride_cn, stride_rm, stride_rn, slope, HAS_BIAS, HAS_AFFINE, HAS_RESIDUAL,
+                   RESIDUAL_AFTER_ACT, ACTIVATION, UNIT_CN, UNIT_RN)
 
 
 def gemm_workspace(M: int, N: int, split: int) -> int:
@@ -224,7 +229,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias=None, *, activation="none", scal
             a, b, ws, z, z, z, z, M, N, K,
             a.stride(0), a.stride(1), b.stride(0), b.stride(1), ws.stride(0), ws.stride(1), 0, 0, 0.0), dict(
             HAS_BIAS=False, HAS_AFFINE=False, HAS_RESIDUAL=False, RESIDUAL_AFTER_ACT=False, ACTIVATION=0,
-            ALLOW_TF32=bool(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
+            ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m,
             SPLIT=split, **units, **unit_out_strides(ws, None)), options, ws)
         rm, rn = 32, min(128, pow2_at_least(N))     # not from M: the specialization must not change with the batch
         second = KernelCall(gemm_split_reduce_kernel, (triton.cdiv(M, rm) * triton.cdiv(N, rn),), (
@@ -245,7 +250,7 @@ def gemm(a: torch.Tensor, b: torch.Tensor, bias=None, *, activation="none", scal
         float(negative_slope)), dict(
         HAS_BIAS=bias is not None, HAS_AFFINE=scale is not None, HAS_RESIDUAL=residual is not None,
         RESIDUAL_AFTER_ACT=bool(residual_after_act), ACTIVATION=activation_code(activation),
-        ALLOW_TF32=bool(allow_tf32),
+        ALLOW_TF32=tf32_mode(allow_tf32),
         BLOCK_M=block_m, BLOCK_N=block_n, BLOCK_K=block_k, GROUP_M=group_m, SPLIT=1, **units,
         **unit_out_strides(out, residual)), options, out), launch)
 

@@ -28,7 +28,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, activate, check_float, dummy
+from .common import KernelCall, activate, check_float, dummy, tf32_mode
 from .lstm import as_sequence, gate_products, gates_input_call, lstm_blocks, sigmoid, weights_of
 from .train_common import finish_calls
 
@@ -261,7 +261,7 @@ def gru(x, h0, params: dict, bias: bool = True, linear_before_reset: bool = True
         gx, h0 if h0 is not None else dummy(x.device), *rs, o3, scratch, t, b, h, 5 * h,
         h0.stride(0) if h0 is not None else 0,
         o3.stride(0), o3.stride(1), 0), dict(
-        HAS_STATE=h0 is not None, LBR=bool(linear_before_reset), KEEP=False, ALLOW_TF32=bool(allow_tf32),
+        HAS_STATE=h0 is not None, LBR=bool(linear_before_reset), KEEP=False, ALLOW_TF32=tf32_mode(allow_tf32),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps), out)
     return finish_calls([first, second], launch)
 
@@ -283,7 +283,7 @@ def gru_grad_gates(x, h0, dy, params: dict, bias: bool = True, linear_before_res
     need = gru_workspace(t, b, h, forward=False)
     gx = _scratch(workspace, need, x.device)[:need]
     bm, bn, bk = lstm_blocks(b, h, max(xd, h), block_m, block_n, block_k)
-    tiles = dict(LBR=bool(linear_before_reset), ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    tiles = dict(LBR=bool(linear_before_reset), ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     so = (out.stride(0), out.stride(1), out.stride(2))
     z = dummy(x.device)
     calls = [gates_input_call(x3, ws, bs, gx, allow_tf32, block_m, bn, bk, num_warps),

@@ -21,7 +21,8 @@ An entry's functions see the group through a LowerContext (codegen implements it
     ctx.batch           the batch the group is lowered at
     ctx.pin             launcher keywords that pin a specialization (tiles, warps, stages): pass
                         them through to the launcher as **ctx.pin
-    ctx.tf32            whether f32 matrix products may use TF32 (the network's precision)
+    ctx.tf32            how f32 matrix products are computed: False (IEEE), True (TF32) or "tf32x3" (the
+                        network's precision; the launchers' allow_tf32)
     ctx.workspace(n)    n fp32 elements of scratch (the partial sums of a two-stage reduction)
     ctx.constant(t)     the tensor standing for a copy of CPU tensor t embedded in the library
                         (a multi-tensor update's chunk table)
@@ -100,7 +101,7 @@ class LowerContext:
     """What an entry sees of a group (codegen/lower.py subclasses it; see the module docstring)."""
     batch: int
     pin: dict
-    tf32: bool
+    tf32: bool | str
     out: object
     prologue: dict = {}
 

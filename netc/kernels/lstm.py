@@ -52,7 +52,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, activate, activation_code, check_float, dummy, finish, mma, pow2_at_least
+from .common import KernelCall, activate, activation_code, check_float, dummy, finish, mma, pow2_at_least, tf32_mode
 from .train_common import activation_derivative, finish_calls
 
 GATES = ("z", "i", "f", "o")
@@ -368,7 +368,7 @@ def gates_input_call(x3, weights: list, biases, gx, allow_tf32, bm, bn, bk, num_
     bs = list(biases) + [biases[0]] * (4 - ng) if biases else [dummy(x3.device)] * 4
     return KernelCall(lstm_input_kernel, (triton.cdiv(m, bm_in), triton.cdiv(h, bn)), (
         x3, *ws, *bs, gx, m, b, xd, h, x3.stride(0), x3.stride(1), x3.stride(2), ws[0].stride(0), row_stride or ng * h),
-        dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm_in, BLOCK_N=bn, BLOCK_K=bk, NG=ng, HAS_BIAS=bool(biases)),
+        dict(ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm_in, BLOCK_N=bn, BLOCK_K=bk, NG=ng, HAS_BIAS=bool(biases)),
         dict(num_warps=num_warps), gx)
 
 
@@ -405,7 +405,7 @@ def lstm(x, h0, c0, params: dict, activation="tanh", *, cell_activation=None, ou
         gx, h0 if h0 is not None else z, c0 if c0 is not None else z, *rs, *ps, out, c_state, t, b, h,
         h0.stride(0) if h0 is not None else 0, c0.stride(0) if c0 is not None else 0,
         out.stride(0), out.stride(1), 0), dict(
-        ACTIVATION=activation_code(activation), HAS_STATE=h0 is not None, KEEP=False, ALLOW_TF32=bool(allow_tf32),
+        ACTIVATION=activation_code(activation), HAS_STATE=h0 is not None, KEEP=False, ALLOW_TF32=tf32_mode(allow_tf32),
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, CELL_ACTIVATION=activation_code(cell_activation or activation)),
         dict(num_warps=num_warps), out)
     return finish_calls([first, second], launch)
@@ -438,7 +438,7 @@ def lstm_grad_gates(x, h0, c0, dy, params: dict, activation="tanh", *, cell_acti
     gx = workspace[:need]
     bm, bn, bk = lstm_blocks(b, h, max(xd, h), block_m, block_n, block_k)
     z = dummy(x.device)
-    tiles = dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    tiles = dict(ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     act = dict(ACTIVATION=activation_code(activation), CELL_ACTIVATION=activation_code(cell_activation or activation))
     so = (out.stride(0), out.stride(1), out.stride(2))
     calls = [_input_call(x3, params, gx, allow_tf32, block_m, bn, bk, num_warps),
@@ -491,7 +491,7 @@ def gates_grad_x(gates, params: dict, roles, input_shape, *, out=None, allow_tf3
     return finish(KernelCall(lstm_grad_x_kernel, (triton.cdiv(m, bm), triton.cdiv(xd, bn)), (
         gates, *ws, d3, m, b, xd, h, gates.stride(0), gates.stride(1), gates.stride(2), ws[0].stride(0),
         d3.stride(0), d3.stride(1), d3.stride(2)),
-        dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NG=ng), dict(num_warps=num_warps),
+        dict(ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, NG=ng), dict(num_warps=num_warps),
         out), launch)
 
 

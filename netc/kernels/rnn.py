@@ -44,7 +44,7 @@ import torch
 import triton
 import triton.language as tl
 
-from .common import KernelCall, activate, activation_code, check_float, dummy, finish, mma, pow2_at_least
+from .common import KernelCall, activate, activation_code, check_float, dummy, finish, mma, pow2_at_least, tf32_mode
 from .train_common import activation_derivative, finish_calls
 
 # the steps gradient's blocks (netc.ops.rnn.BLOCKS)
@@ -262,7 +262,7 @@ def rnn_forward(x, h0, params: dict, activation="tanh", *, out=None, workspace=N
         gx, h0 if h0 is not None else z, r, timing if timing is not None else z, out, t, b, h,
         h0.stride(0) if h0 is not None else 0, r.stride(0), out.stride(0), out.stride(1), 0), dict(
         ACTIVATION=activation_code(activation), HAS_STATE=h0 is not None, CLOCK=timing is not None, KEEP=False,
-        ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps or 4), out)
+        ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk), dict(num_warps=num_warps or 4), out)
     return finish_calls([first, second], launch)
 
 
@@ -288,7 +288,7 @@ def rnn_backward_steps(x, h0, dy, params: dict, activation="tanh", *, out=None, 
     gx = _workspace(workspace, rnn_workspace(t, b, h), x.device)
     bm, bn, bk = rnn_blocks(b, h, block_m, block_n, block_k)
     z = dummy(x.device)
-    tiles = dict(ALLOW_TF32=bool(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
+    tiles = dict(ALLOW_TF32=tf32_mode(allow_tf32), BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk)
     act, clock = activation_code(activation), timing is not None
     tm = timing if clock else z
     so = (out.stride(0), out.stride(1), out.stride(2))

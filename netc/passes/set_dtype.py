@@ -28,11 +28,14 @@ Weights and biases take the requested dtype (a weight is a tensor-core operand; 
 to the f32 accumulator and rounded with the result anyway). Accumulation is always f32.
 
 TF32: option `tf32` lets f32 matrix products (conv2d, inner product) use TF32 tensor cores
-(`tl.dot(..., input_precision="tf32")`); off by default, and meaningless for f16/bf16.
+(`tl.dot(..., input_precision="tf32")`); off by default, and meaningless for f16/bf16. Option `tf32x3`
+computes each f32 product as three TF32 ones instead (3xTF32, `input_precision="tf32x3"`: each operand a
+TF32 value plus the TF32 value of its remainder; about f32's accuracy, on the tensor cores).
 
-The decision is recorded on the network op as `netc.precision = {dtype, accumulate, tf32}` for
-codegen (lowering reads tf32 there) and the manifest. Options: ctx.options["set_dtype"] =
-{"dtype": "f32" | "bf16" | "f16" (also "fp16", "fp32"), "tf32": bool}; `netc opt -p set-dtype
+The decision is recorded on the network op as `netc.precision = {dtype, accumulate, tf32}` (and
+`tf32x3: true` when set) for codegen (lowering reads tf32 and tf32x3 there) and the manifest. Options:
+ctx.options["set_dtype"] = {"dtype": "f32" | "bf16" | "f16" (also "fp16", "fp32"), "tf32": bool,
+"tf32x3": bool}; `netc opt -p set-dtype
 --dtype bf16`, `netc compile --dtype bf16`, `netc run --target interp --dtype fp16` set them.
 """
 from __future__ import annotations
@@ -66,31 +69,34 @@ class SetDtype(Pass):
 
     def run(self, module, ctx):
         opts = dict(ctx.options.get("set_dtype") or {})
-        dtype, tf32 = opts.get("dtype"), bool(opts.get("tf32", False))
-        if dtype is None and not tf32:
-            raise NetcError("set-dtype needs a dtype: give --dtype f32, bf16 or fp16 (or --tf32)")
+        dtype, tf32, x3 = opts.get("dtype"), bool(opts.get("tf32", False)), bool(opts.get("tf32x3", False))
+        if dtype is None and not tf32 and not x3:
+            raise NetcError("set-dtype needs a dtype: give --dtype f32, bf16 or fp16 (or --tf32, --tf32x3)")
+        if tf32 and x3:
+            raise NetcError("--tf32 and --tf32x3 are two ways to compute f32 products: give one of them")
         if dtype is not None:
             dtype = parse_dtype(dtype)
-        if tf32 and dtype not in (None, "f32"):
-            raise NetcError(f"--tf32 applies to f32 matrix products; a {dtype} network has none "
-                            f"(use --dtype f32 --tf32, or drop --tf32)")
-        set_dtype(module, dtype, tf32)
+        for flag, on in (("--tf32", tf32), ("--tf32x3", x3)):
+            if on and dtype not in (None, "f32"):
+                raise NetcError(f"{flag} applies to f32 matrix products; a {dtype} network has none "
+                                f"(use --dtype f32 {flag}, or drop {flag})")
+        set_dtype(module, dtype, tf32, x3)
 
 
 def _is_float(dtype: str) -> bool:
     return dtype in FLOAT_DTYPES
 
 
-def set_dtype(module, dtype: str | None, tf32: bool = False) -> None:
+def set_dtype(module, dtype: str | None, tf32: bool = False, tf32x3: bool = False) -> None:
     """Rewrite `module` in place (see the module docstring). dtype None keeps the types as written
-    (only records tf32)."""
+    (only records tf32 and tf32x3)."""
     params = {p.attrs["sym_name"]: p for p in module.params()}
     if dtype is not None:
         _set_param_dtypes(module, params, dtype)
         for net in module.networks():
             _set_value_dtypes(net, dtype)
     for net in module.networks():
-        prec = {"accumulate": "f32", "tf32": bool(tf32)}
+        prec = {"accumulate": "f32", "tf32": bool(tf32), **({"tf32x3": True} if tf32x3 else {})}
         if dtype is not None:
             prec = {"dtype": dtype, **prec}
         net.attrs["netc.precision"] = prec
@@ -145,9 +151,11 @@ def _set_value_dtypes(net, dtype: str) -> None:
 
 
 def precision_of(net) -> dict:
-    """The precision a network runs in: {dtype, accumulate, tf32}. dtype is set-dtype's choice, or
-    (without it) the narrowest floating dtype of the network's values, as the file declares them."""
+    """The precision a network runs in: {dtype, accumulate, tf32} (and tf32x3: true when set). dtype is
+    set-dtype's choice, or (without it) the narrowest floating dtype of the network's values, as the file
+    declares them."""
     prec = dict(net.attrs.get("netc.precision") or {})
     floats = {r.type.dtype for op in net.regions[0].ops if op.name not in STRUCTURAL_OPS for r in op.results}
     narrowest = next((d for d in ("bf16", "f16", "f32", "f64") if d in floats), "f32")
-    return dict(dtype=prec.get("dtype", narrowest), accumulate="f32", tf32=bool(prec.get("tf32", False)))
+    return dict(dtype=prec.get("dtype", narrowest), accumulate="f32", tf32=bool(prec.get("tf32", False)),
+                **({"tf32x3": True} if prec.get("tf32x3") else {}))

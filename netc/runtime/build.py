@@ -41,13 +41,14 @@ def compile_from_args(args, diag, report=None):
         emit[what] = d
     train = None
     if args.train:
-        if precision is not None and (precision.dtype not in (None, "f32") or precision.tf32):
-            raise NetcError("a training library computes in f32 for now: drop --dtype/--tf32 with --train")
+        if precision is not None and precision.dtype not in (None, "f32"):
+            raise NetcError("a training library computes in f32 for now: drop --dtype with --train (its matrix "
+                            "products may use --tf32 or --tf32x3)")
         tmodule = F.load_source(args, diag)
         rescale(tmodule, args)
         training = F.training_options(args)
         tctx = compile(tmodule, Options(phase="train", opaque_as_identity=bool(args.opaque_as_identity),
-                                        training=training), diag, plan=Plan(mode="training"))
+                                        training=training, precision=precision), diag, plan=Plan(mode="training"))
         train = (tmodule, tctx.notes["memory_plan"])
         # what `netc run NET.so --train --compare` rebuilds the reference's training program with
         train_options = dict(**training.record(), opaque_as_identity=bool(args.opaque_as_identity))
@@ -105,7 +106,7 @@ def _compile_workers(args, diag, precision, report):
     from . import run as R
     from ..codegen import compile_rank
     from ..pipelines import workers
-    given = [f for f, v in (("--target interp", args.target == "interp"), ("--dtype/--tf32", precision is not None),
+    given = [f for f, v in (("--target interp", args.target == "interp"), ("--dtype/--tf32/--tf32x3", precision is not None),
                             ("--params", args.params), ("--embed-params", args.embed_params),
                             ("--tuning", args.tuning), ("--autotune", args.autotune), ("--emit", args.emit)) if v]
     if given:
@@ -153,7 +154,7 @@ def _compile_interp(args, diag, precision, report):
         from ..pipelines import inference
         inference(module, F.pipeline_options(args), diag)
     prog = InterpProgram(module, nets[0].attrs.get("sym_name"), phase=args.phase, dtype=precision.dtype,
-                         tf32=precision.tf32)
+                         tf32="tf32x3" if precision.tf32x3 else precision.tf32)
     out = args.output
     if not out.endswith(".json"):
         os.makedirs(out, exist_ok=True)

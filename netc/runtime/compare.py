@@ -121,7 +121,8 @@ def check_outputs(got: dict, ref: dict, precision: dict, prefix: str = "", subje
     plus F32_MULTIPLE times the f32 reference's error). `subject` names what was compiled in
     messages (e.g. "of 'net.so'"); `prefix` goes before output names."""
     tol = network_tolerance(precision)
-    what = precision["dtype"] + (" (TF32 products)" if precision.get("tf32") else "")
+    what = precision["dtype"] + (" (TF32 products)" if precision.get("tf32") else
+                                 " (3xTF32 products)" if precision.get("tf32x3") else "")
     low = own_precision_name(precision)
     failed = []
     for k, v in got.items():
@@ -205,7 +206,8 @@ def state_kinds(module) -> dict:
     return {p.attrs["sym_name"]: p.attrs["state"] for p in module.params() if "state" in p.attrs}
 
 
-def compare_training(trainer, ref, net, inputs, schedule, where, steps: int, output: str | None, step):
+def compare_training(trainer, ref, net, inputs, schedule, where, steps: int, output: str | None, step,
+                     precision: dict | None = None):
     """`netc run --train --compare`: every step of a compiled training program (InterpTrainer on the
     interpreter target, or a training library's LibraryTrainer on the GPU) beside the float64
     reference executor's step `ref` from the same parameters and state, inputs, learning rate and
@@ -216,10 +218,11 @@ def compare_training(trainer, ref, net, inputs, schedule, where, steps: int, out
     values agree, the difference is rounding of the forward crossing a discontinuity (a max-pool
     argmax, a ReLU at 0) or Adam's eps amplifying a gradient's rounding: a warning, not a failure.
     `step` is runtime/interp.py's compare_step (passed in: interp imports this module); `output`: -o, named
-    in the failure (not written)."""
+    in the failure (not written); `precision`: the compiled step's (a library's manifest records it; default
+    net's, precision_of)."""
     from ..ops.optim import learning_rate
     from ..passes.set_dtype import precision_of
-    tol = training_tolerance(precision_of(net))
+    tol = training_tolerance(precision or precision_of(net))
     print(f"{'step':>4s}  {'loss':>12s}  {'loss err (f32)':>20s}  {'grad err (f32)':>20s}  {'param err (f32)':>20s}  "
           f"(max relative errors against the f64 reference; in parentheses the reference executor's own in f32 on "
           f"the same step; each may be {rule_text(tol)})")

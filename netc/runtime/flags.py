@@ -8,15 +8,19 @@ from ..diagnostics import NetcError
 
 
 def precision_options(args):
-    """pipelines.Precision from --dtype/--tf32, or None when neither is given."""
+    """pipelines.Precision from --dtype/--tf32/--tf32x3, or None when none is given."""
     from ..passes.set_dtype import parse_dtype
     from ..pipelines import Precision
-    if args.dtype is None and not args.tf32:
+    x3 = bool(getattr(args, "tf32x3", False))
+    if args.dtype is None and not args.tf32 and not x3:
         return None
     dtype = parse_dtype(args.dtype) if args.dtype is not None else None
-    if args.tf32 and dtype not in (None, "f32"):
-        raise NetcError(f"--tf32 applies to f32 matrix products; --dtype {args.dtype} has none (drop one of them)")
-    return Precision(dtype, args.tf32)
+    if args.tf32 and x3:
+        raise NetcError("--tf32 and --tf32x3 are two ways to compute f32 products: give one of them")
+    for flag, on in (("--tf32", args.tf32), ("--tf32x3", x3)):
+        if on and dtype not in (None, "f32"):
+            raise NetcError(f"{flag} applies to f32 matrix products; --dtype {args.dtype} has none (drop one of them)")
+    return Precision(dtype, bool(args.tf32), x3)
 
 
 def training_options(args, listed=(), gradients_only: bool = False):
@@ -118,7 +122,8 @@ def reference_flags(args) -> list:
     does (or refuses with its own message: a compiled --dtype, --tf32): --dtype other than f32, --tf32,
     --state-in/--state-out, --check-grads. The CPU target refuses each of them when it is named (--target cpu)."""
     given = [f"--dtype {args.dtype}"] if args.dtype not in (None, "f32", "fp32") else []
-    given += [f for f, v in (("--tf32", args.tf32), ("--state-in", args.state_in), ("--state-out", args.state_out),
+    given += [f for f, v in (("--tf32", args.tf32), ("--tf32x3", getattr(args, "tf32x3", False)),
+                             ("--state-in", args.state_in), ("--state-out", args.state_out),
                              ("--check-grads", getattr(args, "check_grads", False))) if v]
     return given
 
@@ -126,7 +131,8 @@ def reference_flags(args) -> list:
 def cpu_in_f32(args, verb: str = "computes") -> None:
     """--target cpu computes (and trains) in f32: another --dtype, or --tf32, is an error naming where it runs."""
     d = args.dtype
-    given = [f for f, v in ((f"--dtype {d}", d not in (None, "f32", "fp32")), ("--tf32", args.tf32)) if v]
+    given = [f for f, v in ((f"--dtype {d}", d not in (None, "f32", "fp32")), ("--tf32", args.tf32),
+                            ("--tf32x3", getattr(args, "tf32x3", False))) if v]
     if given:
         raise NetcError(f"--target cpu {verb} in f32: drop {' and '.join(given)} (without --target, --dtype f64 "
                         f"runs the reference executor; bf16, fp16 and TF32 are --target interp's)")
@@ -152,8 +158,9 @@ def run_dtypes(args, target):
     from ..passes.set_dtype import DTYPE_NAMES
     d = args.dtype
     if target == "reference":
-        if args.tf32:
-            raise NetcError("--tf32 needs --target interp (the reference executor has no TF32)")
+        for flag, on in (("--tf32", args.tf32), ("--tf32x3", getattr(args, "tf32x3", False))):
+            if on:
+                raise NetcError(f"{flag} needs --target interp (the reference executor has no TF32)")
         if d is None or d in REFERENCE_DTYPES:
             return REFERENCE_DTYPES.get(d, "f64"), None
         if d in DTYPE_NAMES:

@@ -127,14 +127,16 @@ def one_blas_thread():
         set_(before)
 
 
-def prepare(module: Module, network=None, phase: str = "test", dtype: str | None = None, tf32: bool = False):
-    """Run the default pipeline (+ set-dtype when dtype or tf32 is given: 'f32', 'bf16', 'f16'/'fp16')
+def prepare(module: Module, network=None, phase: str = "test", dtype: str | None = None, tf32: bool | str = False):
+    """Run the default pipeline (+ set-dtype when dtype or tf32 is given: 'f32', 'bf16', 'f16'/'fp16'; tf32
+    True for TF32 products, "tf32x3" for three TF32 products each)
     + fuse on `module` (skipping work already done) and plan its memory for inference.
     Returns (network op, MemoryPlan)."""
     from ..memory.plan import plan_memory
     from ..pipelines import Options, Precision, compile
     from .reference import network_of
-    ctx = compile(module, Options(phase=phase, precision=Precision(dtype, tf32) if dtype is not None or tf32 else None))
+    precision = Precision(dtype, tf32 is True, tf32 == "tf32x3") if dtype is not None or tf32 else None
+    ctx = compile(module, Options(phase=phase, precision=precision))
     if ctx.diag.has_errors():
         raise NetcError(ctx.diag.diagnostics[:])
     net = network_of(module, network)
@@ -611,9 +613,9 @@ def split_inputs(module: Module, networks: list, inputs: dict | None) -> dict:
 
 
 def run_interp(module: Module, inputs: dict | None = None, params: dict | None = None, batch: int | None = None,
-               seed: int = 0, network=None, dtype: str | None = None, tf32: bool = False) -> dict:
+               seed: int = 0, network=None, dtype: str | None = None, tf32: bool | str = False) -> dict:
     """Run one network through the interpreter target, compiled in `dtype` ('f32', 'bf16', 'f16';
-    None: as declared) with TF32 products if tf32. Missing inputs/parameters are random exactly
+    None: as declared) with TF32 products if tf32 (three each if "tf32x3"). Missing inputs/parameters are random exactly
     as in run_reference (same seed -> same values), so the two can be compared."""
     prog = InterpProgram(module, network, batch, params, seed, dtype=dtype, tf32=tf32)
     if inputs is None:

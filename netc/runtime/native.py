@@ -743,7 +743,8 @@ def _cli_net(args):
     ones at --batch, default the compiled batch); yields (net, inputs by name) and closes the net."""
     from .io import load_npz, parse_input_specs
     not_here = [flag for flag, attr in (("--reference", "reference"), ("--target", "target"), ("--network", "network"),
-                                        ("--dtype", "dtype"), ("--tf32", "tf32"), ("--singa-version", "singa_version"),
+                                        ("--dtype", "dtype"), ("--tf32", "tf32"), ("--tf32x3", "tf32x3"),
+                                        ("--singa-version", "singa_version"),
                                         ("--size", "size"))
                 if getattr(args, attr, None)]
     if not_here:

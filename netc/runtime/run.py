@@ -289,7 +289,7 @@ def run_interp(module, args, inputs, params, precision):
     outs, failed = {}, []
     for name in nets:
         prog = InterpProgram(module, name, params=params, seed=args.seed, phase=args.phase,
-                             dtype=precision.dtype, tf32=precision.tf32,
+                             dtype=precision.dtype, tf32="tf32x3" if precision.tf32x3 else precision.tf32,
                              blocks=args.interp_blocks or "cuda", tuning=tuning)
         if tuning:
             n = sum(1 for L in prog.launches if L.tuned)
@@ -371,7 +371,7 @@ def train_library(args):
                       ("batch", "is fixed when a library is compiled: a training step runs at the compiled batch")):
         if getattr(args, flag, None) not in (None, False):
             raise NetcError(f"--{flag.replace('_', '-')} does not apply to a training library's --train: it {why}")
-    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "singa_version",
+    not_here = [f"--{f.replace('_', '-')}" for f in ("reference", "target", "network", "dtype", "tf32", "tf32x3", "singa_version",
                                                           "size") if getattr(args, f, None)]
     if not_here:
         raise NetcError(f"{', '.join(not_here)} appl{'y' if len(not_here) > 1 else 'ies'} to network sources, not to "
@@ -402,7 +402,7 @@ def train_library(args):
             where = f"of '{os.path.basename(args.file)}'" + (" on the GPU" if net.device is not None and
                                                                net.device.type == "cuda" else "")
             compare_training(trainer, ref, irnet, inputs, schedule, where, args.steps or 1,
-                             getattr(args, "output", None), compare_step)
+                             getattr(args, "output", None), compare_step, precision=net.manifest.get("precision"))
             write_training(args, None, trainer, dict(given or {}), trainer.name)    # -o
             return 0
         history = fit_and_report(args, trainer, schedule, inputs or None, data, None, trainer.name, optimizer)
@@ -482,8 +482,8 @@ def train_source(args, diag):
         if args.check_grads:
             raise NetcError("--check-grads checks the reference executor's gradient ops against autograd; "
                             "--target interp --compare checks the compiled step against the reference")
-        if args.dtype not in (None, "f32", "fp32") or args.tf32:
-            raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32")
+        if args.dtype not in (None, "f32", "fp32") or args.tf32 or getattr(args, "tf32x3", False):
+            raise NetcError("training on the interpreter target runs f32 kernels for now: drop --dtype/--tf32/--tf32x3")
     elif target != "cpu":
         if args.compare:
             raise NetcError("--compare needs --target interp or cpu with --train (the compiled training step on the "

@@ -133,7 +133,7 @@ def run_workers(args, diag):
         raise NetcError("--interp-blocks needs --target interp")
     if target != "reference":
         f32 = target == "cpu" and args.dtype in ("f32", "fp32")      # --target cpu's own dtype, as single-process
-        if (args.dtype is not None and not f32) or args.tf32:
+        if (args.dtype is not None and not f32) or args.tf32 or getattr(args, "tf32x3", False):
             raise NetcError(f"--target {target} runs each rank's program compiled in f32: drop --dtype/--tf32 (the "
                             f"reference run to compare with: --workers 1 --dtype f64)")
         if target == "cuda" and args.grads:

@@ -35,7 +35,10 @@ NOT_COMPILABLE = {"gan.nd": "exactly one network"}
 # extra compile flags a file needs (DenseNet's converter left Caffe's BatchNorm/Accuracy as unknown types)
 EXTRA = {"densenet.json": ("--opaque-as-identity",)}
 # the precisions every network is checked in: compile flags
-PRECISIONS = {"f32": (), "tf32": ("--tf32",), "bf16": ("--dtype", "bf16"), "fp16": ("--dtype", "fp16")}
+PRECISIONS = {"f32": (), "tf32": ("--tf32",), "bf16": ("--dtype", "bf16"), "fp16": ("--dtype", "fp16"),
+              "tf32x3": ("--tf32x3",)}
+# every network in these; 3xTF32 on a few (test_so_3xtf32_matches_reference)
+ALL_NETS_PRECISIONS = ("f32", "tf32", "bf16", "fp16")
 SMALL_BATCH = 2
 TINY = (ROOT / "tests" / "data" / "tiny_shared_params.nd").read_text()
 
@@ -86,7 +89,7 @@ def rel_err(a, r) -> float:
     return float((a.double() - r.double()).abs().max()) / max(float(r.double().abs().max()), 1e-30)
 
 
-@pytest.mark.parametrize("precision", list(PRECISIONS))
+@pytest.mark.parametrize("precision", ALL_NETS_PRECISIONS)
 @pytest.mark.parametrize("src", NETS, ids=[p.name for p in NETS])
 def test_so_matches_reference(src, precision, tmp_path):
     from netc.runtime import load
@@ -117,6 +120,16 @@ def test_so_matches_reference(src, precision, tmp_path):
             # the reference itself makes in the library's precision
             assert within(err, err_low, tol), (f"{src.name} ({precision}): output {k} differs from the reference: "
                                                f"{err:.3e} > {allowance(tol, err_low):.3e}")
+
+
+X3_NETS = [p for p in NETS if p.name in ("lenet.nd", "alexnet.nd", "inception_v3.nd", "resnet50.json")]
+
+
+@pytest.mark.parametrize("src", X3_NETS, ids=[p.name for p in X3_NETS])
+def test_so_3xtf32_matches_reference(src, tmp_path):
+    """`--tf32x3` (each f32 product as three TF32 products): within f32's tolerance, its fully connected
+    layers as split-K products (kernels/lowering.py)."""
+    test_so_matches_reference(src, "tf32x3", tmp_path)
 
 
 @pytest.fixture(scope="module")

@@ -53,6 +53,22 @@ def test_training_library_matches_the_reference(src, flags, tmp_path):
     assert f"compared {STEPS} training steps" in r.stdout and r.stdout.rstrip().endswith(": ok")
 
 
+@pytest.mark.parametrize("flag", ["--tf32x3", "--tf32"])
+@pytest.mark.parametrize("name", ["lenet.nd", "alexnet.nd"])
+def test_training_library_with_tensor_core_f32_products(name, flag, tmp_path):
+    """`netc compile --train --tf32x3` (three TF32 products per f32 product: about f32's accuracy, judged
+    by f32's training tolerance) and `--tf32` (TF32's): the library's steps against the f64 reference."""
+    src = ROOT / "examples" / name
+    so = tmp_path / (src.stem + "_train.so")
+    loss = () if "Loss(" in src.read_text() else ("--loss", "softmax")
+    r = compile_so(src, so, "--train", "--batch", TRAIN_BATCH, flag, *loss)
+    assert r.returncode == 0, r.stderr
+    r = netc("run", so, "--train", "--compare", "--steps", STEPS, "--seed", 1, check=False)
+    print(r.stdout)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert f"compared {STEPS} training steps" in r.stdout and r.stdout.rstrip().endswith(": ok")
+
+
 def test_train_step_api_and_checkpoints(tmp_path):
     """Net.train_step on CUDA tensors: the loss falls over steps on fixed inputs; get_params after a
     step, set back, gives the same next step (a checkpoint restores the optimizer state too)."""

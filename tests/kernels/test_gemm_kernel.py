@@ -183,3 +183,21 @@ def test_gemm_unit_strides_and_auto_split(device, rng):
     for c in calls:
         c.launch()
     R.check(calls[-1].out, a2.double() @ b2.double())
+
+
+def test_gemm_3xtf32_is_about_as_accurate_as_f32(device, rng):
+    """allow_tf32="tf32x3": each fp32 operand as a TF32 value plus the TF32 value of its remainder, three
+    products (the interpreter's emulation, Triton's tf32x3 compiled). Against the f64 product its error is
+    within a few f32 roundings of IEEE fp32's, where one TF32 product's is about 2^-11 of the values'; a
+    bad mode is an error."""
+    from netc.kernels.gemm import gemm
+    a = torch.randn(48, 200, generator=rng).to(device)
+    b = torch.randn(200, 40, generator=rng).to(device)
+    ref = a.double() @ b.double()
+    scale = ref.abs().max().item()
+    err = {m: (gemm(a, b, allow_tf32=m, block_m=16, block_n=16, block_k=32).double() - ref).abs().max().item() / scale
+           for m in (False, True, "tf32x3")}
+    assert err[False] < 1e-6 and err["tf32x3"] < 4e-6, err
+    assert err[True] > 30 * err["tf32x3"], err
+    with pytest.raises(ValueError, match="tf32x3"):
+        gemm(a, b, allow_tf32="x3")
