@@ -2,7 +2,7 @@
 """What the compiler made of each kernel of a network, read off its PTX on a machine without a GPU.
 
     python bench/ptx_report.py [NET ...] [--precision bf16,tf32] [--arch 90] [--out FILE]
-    python bench/ptx_report.py --train [NET ...]          # the training step's kernels (f32)
+    python bench/ptx_report.py --train [NET ...] [--precision f32,tf32x3]   # the training step's kernels
 
 NET as for bench/gpu.py (alex_v2, vgg16, inception_v3, resnet50, densenet, or a path), at its file's
 batch. Each distinct kernel specialization of the network's inference library (`netc compile`'s
@@ -47,7 +47,7 @@ CP_ASYNC = re.compile(r"cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s*\[[^\]]
 LD_GLOBAL = re.compile(r"ld\.global(?:\.\w+)*?\.(v[248]\.)?[bufs](8|16|32|64)\b")
 ST_GLOBAL = re.compile(r"st\.global(?:\.\w+)*?\.(v[248]\.)?[bufs](8|16|32|64)\b")
 PRECISIONS = {"bf16": dict(dtype="bf16"), "tf32": dict(dtype=None, tf32=True), "f32": dict(dtype=None),
-              "fp16": dict(dtype="fp16")}
+              "fp16": dict(dtype="fp16"), "tf32x3": dict(dtype=None, tf32x3=True)}
 
 
 def ptx_facts(ptx: str) -> dict:
@@ -70,13 +70,14 @@ def network_report(path: str, precision: str, arch: int, train: bool = False) ->
     from netc.pipelines import Options, Plan, Precision, Training, compile
     diag = DiagnosticEngine()
     module = load(path, diag, 1)
-    if train:    # the training step of `netc compile --train --loss softmax --optimizer momentum` (f32)
-        opts = Options(phase="train", opaque_as_identity=True,
+    prec = Precision(**PRECISIONS[precision]) if any(PRECISIONS[precision].values()) else None   # (f32: as declared)
+    if train:    # the training step of `netc compile --train --loss softmax --optimizer momentum [--tf32x3 | --tf32]`
+        opts = Options(phase="train", opaque_as_identity=True, precision=prec,
                        training=Training(loss="softmax", optimizer=dict(name="momentum")))
         ctx = compile(module, opts, diag, plan=Plan(mode="training"))
     else:
-        ctx = compile(module, Options(phase="test", opaque_as_identity=True, precision=Precision(**PRECISIONS[precision])),
-                      diag, plan=Plan(mode="inference"))
+        ctx = compile(module, Options(phase="test", opaque_as_identity=True, precision=prec), diag,
+                      plan=Plan(mode="inference"))
     if diag.has_errors():
         raise SystemExit(diag.render() if hasattr(diag, "render") else "errors in " + path)
     net = module.networks()[0]
@@ -109,15 +110,16 @@ def main(argv=None) -> int:
     import gpu   # bench/gpu.py: the named networks
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("nets", nargs="*", default=["alex_v2", "vgg16", "inception_v3", "resnet50", "densenet"])
-    ap.add_argument("--precision", default="bf16,tf32")
+    ap.add_argument("--precision", default=None, help="bf16, tf32, tf32x3, fp16, f32 (default bf16,tf32; with "
+                                                             "--train f32: a training library's tensors are f32)")
     ap.add_argument("--arch", type=int, default=90)
     ap.add_argument("--out", default=None)
-    ap.add_argument("--train", action="store_true", help="the training step's kernels (f32) instead of inference's")
+    ap.add_argument("--train", action="store_true", help="the training step's kernels instead of inference's")
     args = ap.parse_args(argv)
     results = []
     for n in args.nets:
         src = gpu.source_of(n)
-        for prec in (["f32"] if args.train else args.precision.split(",")):
+        for prec in (args.precision or ("f32" if args.train else "bf16,tf32")).split(","):
             rows = network_report(src, prec, args.arch, args.train)
             flagged = [r for r in rows if r["flags"]]
             print(f"{n} {'train ' if args.train else ''}{prec}: {len(rows)} launches, {len(flagged)} flagged")
