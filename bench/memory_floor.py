@@ -46,7 +46,8 @@ def floor_of(path: str, precision: str, batch: int | None) -> dict:
     from netc.pipelines import Options, Plan, Precision, compile
     diag = DiagnosticEngine()
     module = load(path, diag, batch or 1)
-    ctx = compile(module, Options(phase="test", opaque_as_identity=True, precision=Precision(**PRECISIONS[precision])),
+    p = PRECISIONS[precision]
+    ctx = compile(module, Options(phase="test", opaque_as_identity=True, precision=Precision(**p) if p else None),
                   diag, plan=Plan(mode="inference"))
     plan = next(iter(ctx.notes["memory_plan"].values()))
     if batch is not None and plan.batch != batch:
