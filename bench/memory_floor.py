@@ -35,7 +35,6 @@ ROOT = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), 
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-PRECISIONS = {"bf16": dict(dtype="bf16"), "fp16": dict(dtype="fp16"), "tf32": dict(tf32=True), "f32": {}}
 
 
 def floor_of(path: str, precision: str, batch: int | None) -> dict:
@@ -46,8 +45,7 @@ def floor_of(path: str, precision: str, batch: int | None) -> dict:
     from netc.pipelines import Options, Plan, Precision, compile
     diag = DiagnosticEngine()
     module = load(path, diag, batch or 1)
-    p = PRECISIONS[precision]
-    ctx = compile(module, Options(phase="test", opaque_as_identity=True, precision=Precision(**p) if p else None),
+    ctx = compile(module, Options(phase="test", opaque_as_identity=True, precision=Precision.named(precision)),
                   diag, plan=Plan(mode="inference"))
     plan = next(iter(ctx.notes["memory_plan"].values()))
     if batch is not None and plan.batch != batch:

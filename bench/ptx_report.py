@@ -46,8 +46,6 @@ MATMUL_KERNELS = ("gemm_kernel", "conv2d_kernel", "conv2d_grad_data_kernel", "co
 CP_ASYNC = re.compile(r"cp\.async\.c[ag]\.shared\.global(?:\.L2::\w+)?\s*\[[^\]]*\],\s*\[[^\]]*\],\s*(\w+)")
 LD_GLOBAL = re.compile(r"ld\.global(?:\.\w+)*?\.(v[248]\.)?[bufs](8|16|32|64)\b")
 ST_GLOBAL = re.compile(r"st\.global(?:\.\w+)*?\.(v[248]\.)?[bufs](8|16|32|64)\b")
-PRECISIONS = {"bf16": dict(dtype="bf16"), "tf32": dict(dtype=None, tf32=True), "f32": dict(dtype=None),
-              "fp16": dict(dtype="fp16"), "tf32x3": dict(dtype=None, tf32x3=True)}
 
 
 def ptx_facts(ptx: str) -> dict:
@@ -70,7 +68,7 @@ def network_report(path: str, precision: str, arch: int, train: bool = False) ->
     from netc.pipelines import Options, Plan, Precision, Training, compile
     diag = DiagnosticEngine()
     module = load(path, diag, 1)
-    prec = Precision(**PRECISIONS[precision]) if any(PRECISIONS[precision].values()) else None   # (f32: as declared)
+    prec = Precision.named(precision)
     if train:    # the training step of `netc compile --train --loss softmax --optimizer momentum [--tf32x3 | --tf32]`
         opts = Options(phase="train", opaque_as_identity=True, precision=prec,
                        training=Training(loss="softmax", optimizer=dict(name="momentum")))

@@ -44,6 +44,16 @@ class Precision:
     tf32: bool = False
     tf32x3: bool = False
 
+    @classmethod
+    def named(cls, name: str) -> "Precision | None":
+        """The precision benchmarks and reports name: 'bf16', 'fp16', 'tf32', 'tf32x3', or 'f32' (None: the
+        network as declared, f32 products in IEEE f32)."""
+        table = {"bf16": cls("bf16"), "fp16": cls("fp16"), "tf32": cls(tf32=True), "tf32x3": cls(tf32x3=True),
+                 "f32": None}
+        if name not in table:
+            raise ValueError(f"unknown precision '{name}' (one of {', '.join(table)})")
+        return table[name]
+
 
 @dataclass(frozen=True)
 class Training:

@@ -117,6 +117,11 @@ def test_pass_needs_options_and_checks_them():
         pipelines.inference(parse_nd(NET), Options(precision=Precision("bf16", tf32x3=True)))
     with pytest.raises(NetcError, match="two ways to compute f32 products"):
         pipelines.inference(parse_nd(NET), Options(precision=Precision(None, True, True)))
+    # the names the benchmarks and reports use
+    assert Precision.named("tf32x3") == Precision(tf32x3=True) and Precision.named("f32") is None
+    assert Precision.named("bf16") == Precision("bf16")
+    with pytest.raises(ValueError, match="unknown precision 'tf64'"):
+        Precision.named("tf64")
 
 
 # --------------------------------------------------------------------------- the interpreter target
